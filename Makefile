@@ -1,0 +1,39 @@
+# The two commands a fresh machine needs: `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.benchlib-installed
+SMOKE  ?= params/smoke_cpu.yaml
+
+.PHONY: setup run test lab report clean-outputs
+
+# Create or update .venv with the pinned versions in constraints.txt (torch 2.14.1,
+# torchvision 0.29.1, ...). Re-runs only when the pins or pyproject.toml change.
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "benchlib needs Python >= 3.11, found " + sys.version.split()[0]'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	@# strip notebook outputs on commit (a test also checks this)
+	-git rev-parse --git-dir >/dev/null 2>&1 && $(VENV)/bin/nbstripout --install
+	touch $(STAMP)
+
+# The smoke study on CPU, then the analysis and the published report.
+# Rows already done are skipped; the report is published even when a row failed,
+# and the exit status then says so.
+run: setup
+	$(PY) -m benchlib sweep $(SMOKE); status=$$?; \
+	$(PY) -m benchlib report && exit $$status
+
+test: setup
+	$(PY) -m pytest -q
+
+report: setup
+	$(PY) -m benchlib report
+
+lab: setup
+	$(VENV)/bin/jupyter lab notebooks/
+
+clean-outputs:
+	find outputs -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

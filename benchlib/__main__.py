@@ -1,0 +1,3 @@
+from benchlib.cli import main
+
+raise SystemExit(main())

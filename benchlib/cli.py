@@ -1,0 +1,194 @@
+"""`python -m benchlib ...`: data, env, sweep, run, report, overhead.
+
+Bad input prints one line naming the parameter and what is allowed, and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from benchlib import paths
+from benchlib.errors import BenchlibError, UsageError
+
+
+def _outputs(args) -> Path:
+    if args.outputs:  # notebooks' `outputs/...` parameters follow it (paths.resolve)
+        os.environ["BENCHLIB_OUTPUTS"] = str(Path(args.outputs).resolve())
+    return paths.outputs_dir()
+
+
+def cmd_data(args) -> int:
+    from benchlib import data
+    from benchlib.config import DataPrepConfig
+
+    cfg = DataPrepConfig(path=str(Path(args.path).resolve()), dataset=args.dataset,
+                         size=args.size, fashion_size=args.fashion_size,
+                         offline=args.offline, seed=args.seed)
+    for name, entry in data.prepare(cfg).items():
+        samples = ", ".join(f"{n} {split}" for split, n in entry["samples"].items())
+        print(f"{name}: {entry['source']}, {samples}, {entry['bytes'] / 1e6:.1f} MB, "
+              f"sha256 {entry['sha256'][:16]}")
+    print(f"manifest: {Path(cfg.path) / data.MANIFEST}")
+    return 0
+
+
+def cmd_env(args) -> int:
+    from benchlib import envinfo
+
+    env = envinfo.collect()
+    if args.json:
+        print(json.dumps(env, indent=2, sort_keys=True, default=str))
+    else:
+        for name, value in envinfo.summary(env):
+            print(f"{name:32} {value}")
+    return 0
+
+
+def _report_sweep(summary, title: str) -> int:
+    for f in summary.failures:
+        err = f["error"]
+        print(f"FAILED {f['source']} (run {f['run_id']}): {err['type']}: {err['message']}\n"
+              f"       notebook: {f['executed_notebook']}", file=sys.stderr)
+    print(f"{title}: {summary.line()}")
+    return 1 if summary.failed else 0
+
+
+def cmd_sweep(args) -> int:
+    from benchlib import params, sweep
+
+    rows = params.load_plan(args.file)  # everything is checked before anything runs
+    outputs = _outputs(args)
+    if args.dry_run:
+        todo = {r.run_id for r in sweep.pending(rows, outputs, args.force)}
+        for r in rows:
+            state = "run " if r.run_id in todo else "skip"
+            print(f"{state} {r.study}/{r.run_id} {r.notebook.name} {json.dumps(r.overrides)}")
+        return 0
+    summary = sweep.run_plan(rows, outputs, force=args.force, progress=not args.no_progress)
+    return _report_sweep(summary, f"sweep {args.file}")
+
+
+def _parse_param(pair: list[str]) -> tuple[str, object]:
+    name, value = pair
+    try:
+        return name, yaml.safe_load(value)
+    except yaml.YAMLError:
+        return name, value
+
+
+def cmd_run(args) -> int:
+    from benchlib import params, sweep
+
+    row = params.single_row(args.notebook, dict(map(_parse_param, args.param or [])), args.study)
+    summary = sweep.run_plan([row], _outputs(args), force=args.force, progress=False)
+    code = _report_sweep(summary, f"run {row.study}/{row.run_id}")
+    print(f"record: {_outputs(args) / 'results' / row.study / (row.run_id + '.json')}")
+    return code
+
+
+def cmd_report(args) -> int:
+    from benchlib import report
+
+    index = report.build(_outputs(args), analysis=not args.no_analysis)
+    print(f"report: {index}")
+    return 0
+
+
+def cmd_overhead(args) -> int:
+    """The sweep's fixed cost per row: a trivial notebook, `--rows` times."""
+    import statistics
+    import subprocess
+    import tempfile
+
+    from benchlib import sweep
+    from benchlib.params import single_row
+
+    notebook = Path(__file__).parent / "resources" / "trivial.ipynb"
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = [single_row(str(notebook), {"x": i}, "overhead") for i in range(args.rows)]
+        summary = sweep.run_plan(rows, Path(tmp), progress=False)
+        if summary.failed:
+            raise BenchlibError(f"overhead: {summary.failed} trivial rows failed")
+        per_row = sorted(summary.row_s)
+        print(f"sweep (papermill API), {args.rows} rows: median {statistics.median(per_row):.3f} s "
+              f"per row, p10 {per_row[len(per_row) // 10]:.3f}, max {per_row[-1]:.3f}, "
+              f"mean {statistics.fmean(per_row):.3f}")
+        if args.compare_cli:
+            cli_s = []
+            for i in range(3):
+                start = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "papermill", "-q", str(notebook),
+                                f"{tmp}/cli{i}.ipynb", "-p", "x", str(i)],
+                               check=True, capture_output=True)
+                cli_s.append(time.perf_counter() - start)
+            print(f"papermill CLI, 3 notebooks: median {statistics.median(cli_s):.3f} s each")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="benchlib", description="Measure PyTorch training performance; run the workbook.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("data", help="download or generate the data sets (seed: dataset_download.py)")
+    p.add_argument("--path", required=True, help="folder for the data sets")
+    p.add_argument("--size", type=int, default=60000, help="MyDataSet samples (default 60000)")
+    p.add_argument("--fashion-size", type=int, default=60000,
+                   help="generated FashionMNIST training images when offline (default 60000)")
+    p.add_argument("--dataset", default="all", choices=["all", "fashion-mnist", "mydataset"])
+    p.add_argument("--offline", action="store_true",
+                   help="generate FashionMNIST in its IDX format instead of downloading it")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=cmd_data)
+
+    p = sub.add_parser("env", help="the environment every record stores")
+    p.add_argument("--json", action="store_true", help="everything, as JSON")
+    p.set_defaults(func=cmd_env)
+
+    outputs_help = "outputs folder (default: $BENCHLIB_OUTPUTS or outputs/)"
+    p = sub.add_parser("sweep", help="run a notebook once per row of a parameter file")
+    p.add_argument("file", help="params/<study>.yaml")
+    p.add_argument("--outputs", help=outputs_help)
+    p.add_argument("--force", action="store_true", help="rerun rows that already have an ok record")
+    p.add_argument("--dry-run", action="store_true", help="check the file, list rows, run nothing")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("run", help="run one notebook with parameters and store its record")
+    p.add_argument("notebook", help="e.g. 00_data_prep or notebooks/00_data_prep.ipynb")
+    p.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
+                   help="a parameter (VALUE read as YAML: 3, 0.5, true, text)")
+    p.add_argument("--study", help="study name for the record (default: the notebook's name)")
+    p.add_argument("--outputs", help=outputs_help)
+    p.add_argument("--force", action="store_true", help="rerun even if an ok record exists")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("report", help="run the analysis and publish outputs/report/index.html")
+    p.add_argument("--outputs", help=outputs_help)
+    p.add_argument("--no-analysis", action="store_true", help="only convert runs and the index")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("overhead", help="benchmark: the sweep's fixed cost per row")
+    p.add_argument("--rows", type=int, default=10)
+    p.add_argument("--compare-cli", action="store_true", help="also time the papermill CLI")
+    p.set_defaults(func=cmd_overhead)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except BenchlibError as e:
+        print(f"benchlib {args.command}: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print(f"benchlib {args.command}: interrupted", file=sys.stderr)
+        return 130

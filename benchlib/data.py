@@ -1,0 +1,300 @@
+"""Data sets: download where there is network, generate the same on-disk format where not.
+
+Layout under one data folder (`--path`):
+    FashionMNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte   what torchvision reads
+    mydataset.npz                                                     seed 000's MyDataSet
+    manifest.json     per data set: real or generated, samples, bytes, sha256, params
+
+The offline FashionMNIST is written as the same raw IDX files torchvision extracts from
+the download, so `torchvision.datasets.FashionMNIST(path, download=False)` loads it and
+the per-item decode (PIL image, ToTensor) costs what it costs on the real data. Its
+images are class prototypes plus noise, so a model can learn them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import struct
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+from benchlib import atomic, paths
+from benchlib.config import DataPrepConfig
+from benchlib.errors import BenchlibError, UsageError
+
+MANIFEST = "manifest.json"
+IMAGE_SIDE = 28
+NUM_CLASSES = 10
+FASHION_FILES = {
+    "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
+    "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
+}
+IDX_UBYTE_IMAGES = 0x00000803  # IDX magic: unsigned byte, 3 dimensions
+IDX_UBYTE_LABELS = 0x00000801  # IDX magic: unsigned byte, 1 dimension
+
+
+def _log(message: str) -> None:
+    print(f"benchlib data: {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- manifest
+
+
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    file = paths.resolve(path) / MANIFEST
+    if not file.exists():
+        return {}
+    return json.loads(file.read_text())
+
+
+def _record_in_manifest(root: Path, name: str, entry: dict[str, Any]) -> None:
+    manifest = read_manifest(root)
+    manifest[name] = entry
+    atomic.write_json(root / MANIFEST, manifest)
+
+
+def describe(path: str | Path, dataset: str) -> dict[str, Any]:
+    """The manifest entry of `dataset` under `path`; a clear error if it was never prepared."""
+    root = paths.resolve(path)
+    entry = read_manifest(root).get(dataset)
+    if entry is None or not all((root / f).exists() for f in entry["files"]):
+        raise UsageError(
+            f"path: {root} has no {dataset} data; "
+            f"run `python -m benchlib data --path {root} --offline` first"
+        )
+    return entry
+
+
+def _sha256(root: Path, files: list[str]) -> str:
+    digest = hashlib.sha256()
+    for name in files:
+        with open(root / name, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _entry(root: Path, source: str, files: list[str], samples: dict, params: dict, prep_s: float):
+    return {
+        "source": source,
+        "samples": samples,
+        "files": files,
+        "bytes": sum((root / f).stat().st_size for f in files),
+        "sha256": _sha256(root, files),
+        "params": params,
+        "prep_s": round(prep_s, 3),
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _reusable(root: Path, entry: dict[str, Any] | None, params: dict) -> bool:
+    """An entry is reused when its files are all there with the recorded size, and it is
+    real data or was generated with the same parameters."""
+    if not entry or not all((root / f).exists() for f in entry["files"]):
+        return False
+    if sum((root / f).stat().st_size for f in entry["files"]) != entry["bytes"]:
+        return False
+    return entry["source"] == "real" or entry["params"] == params
+
+
+# ---------------------------------------------------------------- FashionMNIST
+
+
+def _class_prototypes(rng: np.random.Generator) -> np.ndarray:
+    """Ten blocky 28x28 shapes in [0, 1] inside an ellipse: one per class."""
+    coarse = rng.random((NUM_CLASSES, 7, 7))
+    shapes = np.kron(coarse, np.ones((4, 4)))
+    yy, xx = np.mgrid[:IMAGE_SIDE, :IMAGE_SIDE]
+    ellipse = ((yy - 13.5) / 13) ** 2 + ((xx - 13.5) / 10) ** 2 <= 1
+    return (shapes * ellipse).astype(np.float32)
+
+
+def generate_images(n: int, rng: np.random.Generator, prototypes: np.ndarray):
+    """`n` uint8 images and balanced labels 0-9: prototype x brightness + noise."""
+    labels = rng.permutation(np.arange(n) % NUM_CLASSES).astype(np.uint8)
+    images = np.empty((n, IMAGE_SIDE, IMAGE_SIDE), dtype=np.uint8)
+    for start in range(0, n, 10_000):  # chunks keep the float copy small
+        chunk = labels[start : start + 10_000]
+        brightness = rng.uniform(0.6, 1.0, size=(len(chunk), 1, 1)).astype(np.float32)
+        noise = rng.normal(0.0, 0.08, size=(len(chunk), IMAGE_SIDE, IMAGE_SIDE)).astype(np.float32)
+        pixels = np.clip(prototypes[chunk] * brightness + noise, 0.0, 1.0)
+        images[start : start + len(chunk)] = np.round(pixels * 255).astype(np.uint8)
+    return images, labels
+
+
+def write_idx(file: Path, array: np.ndarray) -> None:
+    """An uint8 array as an IDX file (big-endian header: magic, then each dimension)."""
+    assert array.dtype == np.uint8 and array.ndim in (1, 3)
+    magic = IDX_UBYTE_IMAGES if array.ndim == 3 else IDX_UBYTE_LABELS
+    header = struct.pack(f">I{array.ndim}I", magic, *array.shape)
+    atomic.write_bytes(file, header + array.tobytes())
+
+
+def _fashion_files() -> list[str]:
+    return [f"FashionMNIST/raw/{name}" for split in FASHION_FILES.values() for name in split]
+
+
+def generate_fashion_mnist(root: Path, train_size: int, seed: int) -> dict[str, int]:
+    rng = np.random.default_rng(seed)
+    prototypes = _class_prototypes(rng)
+    sizes = {"train": train_size, "test": max(train_size // 6, NUM_CLASSES)}
+    for split, (images_name, labels_name) in FASHION_FILES.items():
+        images, labels = generate_images(sizes[split], rng, prototypes)
+        write_idx(root / "FashionMNIST" / "raw" / images_name, images)
+        write_idx(root / "FashionMNIST" / "raw" / labels_name, labels)
+    return sizes
+
+
+def network_reason(url: str, timeout_s: float = 3.0) -> str | None:
+    """None when `url`'s host answers on its port, else why not (one line)."""
+    parts = urlparse(url)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname, port), timeout=timeout_s).close()
+        return None
+    except OSError as e:
+        return f"{parts.hostname}:{port} unreachable ({e.__class__.__name__}: {e})"
+
+
+def download_fashion_mnist(root: Path) -> dict[str, int]:
+    """The real data set, through torchvision's own download code."""
+    from torchvision.datasets import FashionMNIST
+
+    train = FashionMNIST(str(root), train=True, download=True)
+    test = FashionMNIST(str(root), train=False, download=True)
+    return {"train": len(train), "test": len(test)}
+
+
+def prepare_fashion_mnist(root: Path, cfg: DataPrepConfig) -> dict[str, Any]:
+    params = {"fashion_size": cfg.fashion_size, "seed": cfg.seed}
+    old = read_manifest(root).get("fashion-mnist")
+    if _reusable(root, old, params):
+        _log(f"fashion-mnist: reusing {old['source']} data in {root}")
+        return old
+    start = time.perf_counter()
+    source = "generated"
+    if not cfg.offline:
+        from torchvision.datasets import FashionMNIST
+
+        reason = network_reason(FashionMNIST.mirrors[0])
+        if reason is None:
+            samples = download_fashion_mnist(root)
+            source = "real"
+        else:
+            _log(f"no network ({reason}); generating FashionMNIST offline in the same IDX format")
+    if source == "generated":
+        samples = generate_fashion_mnist(root, cfg.fashion_size, cfg.seed)
+        _log(f"fashion-mnist: generated {samples['train']} + {samples['test']} images in {root}")
+    files = _fashion_files()
+    entry = _entry(root, source, files, samples, params if source == "generated" else {},
+                   time.perf_counter() - start)
+    _record_in_manifest(root, "fashion-mnist", entry)
+    return entry
+
+
+# ---------------------------------------------------------------- MyDataSet
+
+
+MYDATASET_FILE = "mydataset.npz"
+
+
+def prepare_mydataset(root: Path, cfg: DataPrepConfig) -> dict[str, Any]:
+    """Seed 000's MyDataSet: `size` float32 28x28 samples uniform in [0, 1), labels 0-9."""
+    params = {"size": cfg.size, "seed": cfg.seed}
+    old = read_manifest(root).get("mydataset")
+    if _reusable(root, old, params):
+        _log(f"mydataset: reusing {old['samples']['train']} samples in {root}")
+        return old
+    start = time.perf_counter()
+    rng = np.random.default_rng(cfg.seed + 1)
+    data = rng.random((cfg.size, IMAGE_SIDE, IMAGE_SIDE), dtype=np.float32)
+    labels = rng.integers(0, NUM_CLASSES, size=cfg.size, dtype=np.int64)
+    with atomic.replacing(root / MYDATASET_FILE) as tmp:
+        with open(tmp, "wb") as f:
+            np.savez(f, data=data, labels=labels)
+    _log(f"mydataset: generated {cfg.size} samples in {root}")
+    entry = _entry(root, "generated", [MYDATASET_FILE], {"train": cfg.size}, params,
+                   time.perf_counter() - start)
+    _record_in_manifest(root, "mydataset", entry)
+    return entry
+
+
+def load_mydataset(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """(data float32 [N, 28, 28], labels int64 [N])."""
+    describe(path, "mydataset")
+    with np.load(paths.resolve(path) / MYDATASET_FILE) as npz:
+        return npz["data"], npz["labels"]
+
+
+# ---------------------------------------------------------------- entry points
+
+
+PREPARERS = {"fashion-mnist": prepare_fashion_mnist, "mydataset": prepare_mydataset}
+
+
+def prepare(cfg: DataPrepConfig) -> dict[str, dict[str, Any]]:
+    """Prepare the data sets `cfg` names under `cfg.path`; returns their manifest entries."""
+    root = paths.resolve(cfg.path)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"path: cannot create {root} ({e.strerror})") from e
+    return {name: PREPARERS[name](root, cfg) for name in cfg.datasets()}
+
+
+def verify(path: str | Path) -> list[dict[str, Any]]:
+    """Load every prepared data set the way the studies do; report shape, dtype, labels."""
+    from torchvision.datasets import FashionMNIST
+
+    root = paths.resolve(path)
+    rows = []
+    for name in read_manifest(root):
+        start = time.perf_counter()
+        if name == "fashion-mnist":
+            ds = FashionMNIST(str(root), train=True, download=False)
+            data, labels = ds.data.numpy(), ds.targets.numpy()
+        elif name == "mydataset":
+            data, labels = load_mydataset(root)
+        else:
+            continue
+        rows.append({
+            "dataset": name,
+            "samples": len(data),
+            "shape": "x".join(map(str, data.shape[1:])),
+            "dtype": str(data.dtype),
+            "classes": int(len(np.unique(labels))),
+            "open_s": round(time.perf_counter() - start, 4),
+        })
+    if not rows:
+        raise BenchlibError(f"no data sets under {root}: run `python -m benchlib data --path {root}`")
+    return rows
+
+
+def prep_metrics(manifest: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A data-prep run's metrics: per data set its source, samples and bytes; total time."""
+    metrics: dict[str, Any] = {"prep_s": sum(e["prep_s"] for e in manifest.values())}
+    for name, entry in manifest.items():
+        key = name.replace("-", "_")
+        metrics[f"{key}_source"] = entry["source"]
+        metrics[f"{key}_samples"] = sum(entry["samples"].values())
+        metrics[f"{key}_bytes"] = entry["bytes"]
+    return metrics
+
+
+def sample_images(path: str | Path, per_class: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """A few FashionMNIST training images of each class, for a look at the data."""
+    from torchvision.datasets import FashionMNIST
+
+    describe(path, "fashion-mnist")
+    ds = FashionMNIST(str(paths.resolve(path)), train=True, download=False)
+    labels = ds.targets.numpy()
+    picks = np.concatenate([np.flatnonzero(labels == c)[:per_class] for c in range(NUM_CLASSES)])
+    return ds.data.numpy()[picks], labels[picks]

@@ -1,0 +1,184 @@
+"""What machine and software a number came from; stored in every record.
+
+Built on `torch.utils.collect_env` (torch, CUDA, cuDNN, driver, GPU models, pip
+packages) plus what it lacks: CPU model and cores, memory, GPU memory, NCCL,
+library versions, kernel, hostname, the memory allocator and the environment
+variables that change performance (threads, visible devices, Slurm, NCCL).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+# Variables that change what a benchmark measures; recorded when set.
+ENV_PREFIXES = ("SLURM_", "NCCL_", "CUDA_", "OMP_", "MKL_", "KMP_", "TORCH_", "PYTORCH_",
+                "MALLOC_", "GLIBC_TUNABLES", "LD_PRELOAD", "MASTER_", "WORLD_SIZE", "RANK",
+                "LOCAL_RANK", "OPENBLAS_")
+PACKAGES = ("torch", "torchvision", "lightning", "pytorch-lightning", "tensordict", "numpy",
+            "pandas", "papermill", "benchlib")
+ALLOCATOR_LIBS = ("jemalloc", "tcmalloc", "mimalloc")
+
+
+def _package_versions() -> dict[str, str | None]:
+    versions = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def _cpu_model() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        match = re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
+        if match:
+            return match.group(1).strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _os_name() -> str:
+    try:
+        text = Path("/etc/os-release").read_text()
+        match = re.search(r'^PRETTY_NAME="?([^"\n]+)"?$', text, re.MULTILINE)
+        if match:
+            return match.group(1)
+    except OSError:
+        pass
+    return platform.platform()
+
+
+def allocator() -> dict[str, Any]:
+    """Which malloc this process uses: a preloaded one seen in its memory map, else glibc."""
+    loaded = []
+    try:
+        maps = Path("/proc/self/maps").read_text()
+        loaded = sorted({lib for lib in ALLOCATOR_LIBS if f"lib{lib}" in maps})
+    except OSError:
+        pass
+    return {
+        "name": loaded[0] if loaded else "glibc",
+        "ld_preload": os.environ.get("LD_PRELOAD", ""),
+        "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
+        "malloc_env": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
+    }
+
+
+def _nvidia_driver() -> str | None:
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20, check=True,
+        ).stdout
+        return out.splitlines()[0].strip() if out.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _torch_info() -> dict[str, Any]:
+    import torch
+
+    info: dict[str, Any] = {
+        "torch_cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "nccl": None,
+        "torch_threads": torch.get_num_threads(),
+        "gpus": [],
+    }
+    if torch.cuda.is_available():
+        try:
+            info["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        except (AttributeError, RuntimeError):
+            pass
+        for i in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(i)
+            info["gpus"].append({
+                "name": props.name,
+                "memory_bytes": props.total_memory,
+                "capability": f"{props.major}.{props.minor}",
+                "multiprocessors": props.multi_processor_count,
+            })
+    return info
+
+
+def _collect_env() -> dict[str, Any]:
+    """torch's own report, minus the long package lists (versions are kept separately)."""
+    from torch.utils import collect_env
+
+    try:
+        report = collect_env.get_env_info()._asdict()
+    except Exception as e:  # collect_env shells out to many tools; never fail a run for it
+        return {"error": f"{e.__class__.__name__}: {e}"}
+    report.pop("pip_packages", None)
+    report.pop("conda_packages", None)
+    return report
+
+
+def _memory_bytes() -> int | None:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+    except ImportError:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+@functools.lru_cache(maxsize=1)
+def collect() -> dict[str, Any]:
+    """The environment of this process, once per process (it does not change mid-run)."""
+    uname = platform.uname()
+    env = {
+        "hostname": socket.gethostname(),
+        "os": _os_name(),
+        "kernel": uname.release,
+        "machine": uname.machine,
+        "python": platform.python_version(),
+        "cpu_model": _cpu_model(),
+        "cpu_logical": os.cpu_count(),
+        "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "memory_bytes": _memory_bytes(),
+        "packages": _package_versions(),
+        "allocator": allocator(),
+        "env_vars": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
+        "nvidia_driver": _nvidia_driver(),
+    }
+    env.update(_torch_info())
+    env["collect_env"] = _collect_env()
+    return env
+
+
+def summary(env: dict[str, Any]) -> list[tuple[str, str]]:
+    """The lines a person reads first, as (name, value) pairs."""
+    gpus = ", ".join(f"{g['name']} ({g['memory_bytes'] / 2**30:.0f} GiB)" for g in env["gpus"])
+    alloc = env["allocator"]
+    return [
+        ("host", env["hostname"]),
+        ("os / kernel", f"{env['os']} / {env['kernel']}"),
+        ("cpu", f"{env['cpu_model']} ({env['cpu_logical']} logical, {env['cpu_affinity']} usable)"),
+        ("memory", f"{env['memory_bytes'] / 2**30:.1f} GiB" if env["memory_bytes"] else "unknown"),
+        ("gpus", gpus or "none"),
+        ("driver / cuda / cudnn / nccl",
+         f"{env['nvidia_driver']} / {env['torch_cuda']} / {env['cudnn']} / {env['nccl']}"),
+        ("torch / torchvision / lightning",
+         " / ".join(str(env["packages"].get(p)) for p in ("torch", "torchvision", "lightning"))),
+        ("python", env["python"]),
+        ("torch threads", str(env["torch_threads"])),
+        ("allocator", alloc["name"] + (f" (GLIBC_TUNABLES={alloc['glibc_tunables']})"
+                                       if alloc["glibc_tunables"] else "")),
+        ("env", " ".join(f"{k}={v}" for k, v in env["env_vars"].items()) or "(none set)"),
+    ]

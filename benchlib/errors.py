@@ -1,0 +1,21 @@
+"""One base exception; the CLI prints its message as one line and exits with its code."""
+
+
+class BenchlibError(Exception):
+    """Something benchlib could not do. The message is one line meant for the user."""
+
+    exit_code = 1
+
+
+class UsageError(BenchlibError):
+    """Bad input: the message names the file, row or parameter and what is allowed."""
+
+    exit_code = 2
+
+
+class ConfigError(UsageError, ValueError):
+    """A study parameter out of range; `field` is the parameter's name."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")

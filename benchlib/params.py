@@ -1,0 +1,199 @@
+"""Parameter tables: a YAML file of studies, expanded into rows and checked before anything runs.
+
+One study per file:
+
+    study: data_prep                      # names outputs/results/<study>/
+    notebook: notebooks/00_data_prep.ipynb
+    defaults: {path: outputs/data}        # applied to every row
+    table:                                # one row per item, like the seeds' tables
+      - {dataset: fashion-mnist}
+      - {dataset: mydataset, size: 6000}
+    # or grid: {num_workers: [0, 1, 2], dataset: [fashion-mnist, mydataset]}  (cartesian)
+
+or several under `studies:` (a list of the above). Every row is checked against the
+parameters the notebook declares (names and types, read by papermill) and against the
+study's config class (ranges and choices) named in the notebook's metadata.
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from benchlib import paths
+from benchlib.config import CONFIGS, check_type
+from benchlib.errors import ConfigError, UsageError
+from benchlib.results import run_id_for
+
+STUDY_KEYS = ("study", "notebook", "description", "defaults", "table", "grid", "execution_timeout")
+FILE_KEYS = ("studies", "description")
+
+
+@dataclass(frozen=True)
+class NotebookSpec:
+    """What a notebook declares: its parameters (name -> (type, default)) and config class."""
+
+    path: Path
+    parameters: dict[str, tuple[str, Any]]
+    config: str | None
+
+    @classmethod
+    def read(cls, path: Path) -> NotebookSpec:
+        import nbformat
+        import papermill
+
+        declared = {}
+        for name, p in papermill.inspect_notebook(str(path)).items():
+            try:
+                default = ast.literal_eval(p["default"])
+            except (ValueError, SyntaxError) as e:
+                raise UsageError(f"{path.name}: parameter {name} = {p['default']} is not a plain "
+                                 "value; the parameters cell holds literals only") from e
+            declared[name] = (p["inferred_type_name"], default)
+        if not declared:
+            raise UsageError(f"{path.name}: no cell tagged 'parameters'")
+        meta = nbformat.read(path, as_version=4).metadata.get("benchlib", {})
+        return cls(path, declared, meta.get("config"))
+
+    def defaults(self) -> dict[str, Any]:
+        return {name: default for name, (_, default) in self.parameters.items()}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One run: a notebook with its parameters."""
+
+    study: str
+    notebook: Path
+    params: dict[str, Any]  # everything the notebook runs with, its own defaults included
+    overrides: dict[str, Any] = field(default_factory=dict)  # what the table sets
+    source: str = ""  # where the row came from, for messages: "params/x.yaml: row 2"
+    timeout_s: float | None = None
+
+    @property
+    def run_id(self) -> str:
+        return run_id_for(self.study, self.notebook.stem, self.params)
+
+
+def find_notebook(name: str, where: str) -> Path:
+    """`notebooks/00_data_prep.ipynb`, `00_data_prep.ipynb` or `00_data_prep`."""
+    candidates = [paths.resolve(name)]
+    if not name.endswith(".ipynb"):
+        candidates.append(paths.resolve(name + ".ipynb"))
+    candidates += [paths.notebooks_dir() / c.name for c in list(candidates)]
+    for c in candidates:
+        if c.is_file():
+            return c
+    known = sorted(p.stem for p in paths.notebooks_dir().glob("*.ipynb"))
+    raise UsageError(f"{where}: notebook: {name!r} not found; known: {', '.join(known)}")
+
+
+def check_row(spec: NotebookSpec, overrides: dict[str, Any], where: str) -> dict[str, Any]:
+    """The row's full parameters, or a UsageError naming the row, parameter and what is allowed."""
+    for name, value in overrides.items():
+        if name not in spec.parameters:
+            raise UsageError(f"{where}: {name}: not a parameter of {spec.path.name}; "
+                             f"allowed: {', '.join(spec.parameters)}")
+        try:
+            check_type(name, value, spec.parameters[name][0])
+        except ConfigError as e:
+            raise UsageError(f"{where}: {e}") from e
+    params = {**spec.defaults(), **overrides}
+    if spec.config:
+        if spec.config not in CONFIGS:
+            raise UsageError(f"{spec.path.name}: metadata names config {spec.config!r}; "
+                             f"known: {', '.join(CONFIGS)}")
+        try:
+            CONFIGS[spec.config].from_params(params)
+        except ConfigError as e:
+            raise UsageError(f"{where}: {e}") from e
+    return params
+
+
+def _expand(study: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    if "table" in study and "grid" in study:
+        raise UsageError(f"{where}: give either table or grid, not both")
+    if "grid" in study:
+        grid = study["grid"]
+        if not isinstance(grid, dict) or not all(isinstance(v, list) and v for v in grid.values()):
+            raise UsageError(f"{where}: grid: must map each parameter to a non-empty list")
+        return [dict(zip(grid, values)) for values in itertools.product(*grid.values())]
+    table = study.get("table", [{}])
+    if not isinstance(table, list) or not all(isinstance(r, dict) for r in table):
+        raise UsageError(f"{where}: table: must be a list of mappings (one per row)")
+    return table
+
+
+def study_rows(study: Any, where: str, notebooks: dict[Path, NotebookSpec]) -> list[Row]:
+    if not isinstance(study, dict):
+        raise UsageError(f"{where}: a study must be a mapping with study and notebook")
+    unknown = sorted(set(study) - set(STUDY_KEYS))
+    if unknown:
+        raise UsageError(f"{where}: unknown key {unknown[0]!r}; allowed: {', '.join(STUDY_KEYS)}")
+    for key in ("study", "notebook"):
+        if not isinstance(study.get(key), str) or not study[key]:
+            raise UsageError(f"{where}: {key}: required (a name)")
+    if not study["study"].replace("_", "").replace("-", "").isalnum():
+        raise UsageError(f"{where}: study: {study['study']!r} must be letters, digits, - and _")
+    path = find_notebook(study["notebook"], where)
+    spec = notebooks.get(path) or notebooks.setdefault(path, NotebookSpec.read(path))
+    defaults = study.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise UsageError(f"{where}: defaults: must be a mapping of parameter to value")
+    timeout = study.get("execution_timeout")
+    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise UsageError(f"{where}: execution_timeout: must be a positive number of seconds")
+    rows = []
+    for i, row in enumerate(_expand(study, where), start=1):
+        row_where = f"{where}row {i}"
+        overrides = {**defaults, **row}
+        params = check_row(spec, overrides, row_where)
+        rows.append(Row(study["study"], path, params, overrides, row_where, timeout))
+    return rows
+
+
+def load_plan(file: str | Path) -> list[Row]:
+    """Every row of a parameter file, all checked; raises UsageError on the first problem."""
+    file = Path(file)
+    name = str(file)
+    if not file.is_file():
+        raise UsageError(f"{name}: no such parameter file")
+    try:
+        doc = yaml.safe_load(file.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise UsageError(f"{name}: not valid YAML{at}: {getattr(e, 'problem', e)}") from e
+    if not isinstance(doc, dict):
+        raise UsageError(f"{name}: must be a mapping with study and notebook, or studies")
+    notebooks: dict[Path, NotebookSpec] = {}
+    if "studies" in doc:
+        unknown = sorted(set(doc) - set(FILE_KEYS))
+        if unknown:
+            raise UsageError(f"{name}: unknown key {unknown[0]!r} beside studies; "
+                             f"allowed: {', '.join(FILE_KEYS)}")
+        if not isinstance(doc["studies"], list) or not doc["studies"]:
+            raise UsageError(f"{name}: studies: must be a non-empty list")
+        rows = [r for i, s in enumerate(doc["studies"], start=1)
+                for r in study_rows(s, f"{name}: studies[{i}]: ", notebooks)]
+    else:
+        rows = study_rows(doc, f"{name}: ", notebooks)
+    seen: dict[str, str] = {}
+    for r in rows:
+        if r.run_id in seen:
+            raise UsageError(f"{r.source}: same study and parameters as {seen[r.run_id]}")
+        seen[r.run_id] = r.source
+    return rows
+
+
+def single_row(notebook: str, overrides: dict[str, Any], study: str | None = None) -> Row:
+    """One run of one notebook (`python -m benchlib run`), checked like a table row."""
+    path = find_notebook(notebook, "run")
+    spec = NotebookSpec.read(path)
+    params = check_row(spec, overrides, "run: ")
+    return Row(study or path.stem, path, params, overrides, f"run {path.name}")

@@ -1,0 +1,41 @@
+"""Where things live: the project root and the outputs folder.
+
+Relative paths in notebook parameters and parameter tables are resolved against the
+project root, so a notebook finds the same files whether JupyterLab runs it from
+notebooks/ or a sweep runs it from anywhere. BENCHLIB_OUTPUTS moves all outputs
+(for example to a cluster's shared file system): a relative path that starts with
+`outputs/` then lands there too.
+"""
+
+import os
+from pathlib import Path
+
+
+def project_root() -> Path:
+    """BENCHLIB_ROOT, else the checkout this package sits in, else the working directory."""
+    if os.environ.get("BENCHLIB_ROOT"):
+        return Path(os.environ["BENCHLIB_ROOT"]).resolve()
+    checkout = Path(__file__).resolve().parents[1]
+    if (checkout / "notebooks").is_dir():
+        return checkout
+    return Path.cwd()
+
+
+def outputs_dir() -> Path:
+    custom = os.environ.get("BENCHLIB_OUTPUTS")
+    return Path(custom).expanduser().resolve() if custom else project_root() / "outputs"
+
+
+def resolve(path: str | os.PathLike) -> Path:
+    """An absolute path: absolute stays; `outputs/...` goes to outputs_dir(); any other
+    relative path is taken from the project root."""
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        return p
+    if p.parts and p.parts[0] == "outputs":
+        return outputs_dir().joinpath(*p.parts[1:])
+    return project_root() / p
+
+
+def notebooks_dir() -> Path:
+    return project_root() / "notebooks"
