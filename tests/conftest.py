@@ -1,0 +1,30 @@
+from pathlib import Path
+
+import pytest
+
+from benchlib import envinfo
+
+ROOT = Path(__file__).resolve().parents[1]
+TRIVIAL = ROOT / "benchlib" / "resources" / "trivial.ipynb"
+
+
+@pytest.fixture
+def outputs(tmp_path, monkeypatch) -> Path:
+    """A private outputs folder: `outputs/...` parameters resolve into it too."""
+    out = tmp_path / "outputs"
+    monkeypatch.setenv("BENCHLIB_OUTPUTS", str(out))
+    return out
+
+
+@pytest.fixture(autouse=True)
+def fresh_env_capture():
+    """envinfo.collect() caches per process; tests that change variables need a fresh one."""
+    envinfo.collect.cache_clear()
+    yield
+    envinfo.collect.cache_clear()
+
+
+def write_params(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path

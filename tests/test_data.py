@@ -1,0 +1,123 @@
+import json
+import struct
+
+import numpy as np
+import pytest
+from torchvision.datasets import FashionMNIST
+
+from benchlib import data
+from benchlib.cli import main
+from benchlib.config import DataPrepConfig
+from benchlib.errors import ConfigError, UsageError
+
+
+def prep(path, **kw):
+    cfg = DataPrepConfig(path=str(path), **{"size": 500, "fashion_size": 1200, "offline": True, **kw})
+    return data.prepare(cfg)
+
+
+def test_offline_fashion_mnist_loads_through_torchvision_with_real_shapes(tmp_path):
+    prep(tmp_path, dataset="fashion-mnist")
+    train = FashionMNIST(str(tmp_path), train=True, download=False)
+    test = FashionMNIST(str(tmp_path), train=False, download=False)
+    assert (len(train), len(test)) == (1200, 200)
+    assert train.data.shape == (1200, 28, 28) and str(train.data.dtype) == "torch.uint8"
+    assert str(train.targets.dtype) == "torch.int64"
+    image, label = train[0]
+    assert image.size == (28, 28) and image.mode == "L" and 0 <= label <= 9
+    # balanced classes, like the real training split (6000 of each)
+    assert np.bincount(train.targets.numpy()).tolist() == [120] * 10
+
+
+def test_offline_images_are_learnable_class_shapes_not_noise(tmp_path):
+    prep(tmp_path, dataset="fashion-mnist")
+    ds = FashionMNIST(str(tmp_path), train=True, download=False)
+    x, y = ds.data.numpy().reshape(len(ds), -1).astype(float), ds.targets.numpy()
+    centroids = np.stack([x[y == c].mean(0) for c in range(10)])
+    nearest = np.argmin(((x[:, None, :] - centroids[None]) ** 2).sum(-1), axis=1)
+    assert (nearest == y).mean() > 0.9  # a nearest-centroid classifier separates them
+
+
+def test_idx_header_is_big_endian_magic_and_dims(tmp_path):
+    prep(tmp_path, dataset="fashion-mnist")
+    raw = tmp_path / "FashionMNIST" / "raw"
+    head = (raw / "train-images-idx3-ubyte").read_bytes()[:16]
+    assert struct.unpack(">IIII", head) == (0x803, 1200, 28, 28)
+    head = (raw / "t10k-labels-idx1-ubyte").read_bytes()[:8]
+    assert struct.unpack(">II", head) == (0x801, 200)
+
+
+def test_mydataset_is_float32_28x28_with_labels_0_to_9(tmp_path):
+    prep(tmp_path, dataset="mydataset", size=321)
+    x, y = data.load_mydataset(tmp_path)
+    assert x.shape == (321, 28, 28) and x.dtype == np.float32
+    assert 0.0 <= x.min() and x.max() < 1.0
+    assert y.dtype == np.int64 and set(np.unique(y)) <= set(range(10))
+
+
+def test_manifest_records_source_samples_bytes_and_checksum(tmp_path):
+    entries = prep(tmp_path)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest == entries
+    fm = manifest["fashion-mnist"]
+    assert fm["source"] == "generated" and fm["samples"] == {"train": 1200, "test": 200}
+    assert fm["bytes"] == sum((tmp_path / f).stat().st_size for f in fm["files"])
+    assert fm["sha256"] == data._sha256(tmp_path, fm["files"])
+    assert manifest["mydataset"]["samples"] == {"train": 500}
+
+
+def test_same_seed_gives_identical_files_and_a_second_prepare_reuses_them(tmp_path):
+    first = prep(tmp_path / "a")
+    again = prep(tmp_path / "b")
+    assert first["fashion-mnist"]["sha256"] == again["fashion-mnist"]["sha256"]
+    stamp = (tmp_path / "a" / "mydataset.npz").stat().st_mtime_ns
+    assert prep(tmp_path / "a") == first
+    assert (tmp_path / "a" / "mydataset.npz").stat().st_mtime_ns == stamp
+
+
+def test_changed_size_regenerates(tmp_path):
+    prep(tmp_path, dataset="mydataset", size=100)
+    prep(tmp_path, dataset="mydataset", size=200)
+    assert data.load_mydataset(tmp_path)[0].shape[0] == 200
+
+
+def test_no_network_falls_back_to_offline_generation_with_a_message(tmp_path, monkeypatch, capsys):
+    # port 9 on loopback is closed: the same failure as a machine without network
+    monkeypatch.setattr(FashionMNIST, "mirrors", ["http://127.0.0.1:9/"])
+    entries = prep(tmp_path, dataset="fashion-mnist", offline=False)
+    assert entries["fashion-mnist"]["source"] == "generated"
+    err = capsys.readouterr().err
+    assert "no network (127.0.0.1:9 unreachable" in err and "same IDX format" in err
+
+
+def test_describe_a_missing_data_set_suggests_benchlib_data(tmp_path):
+    with pytest.raises(UsageError, match=r"has no mydataset data; run `python -m benchlib data --path"):
+        data.describe(tmp_path, "mydataset")
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("dataset", "mnist", "dataset: 'mnist' is not one of all, fashion-mnist, mydataset"),
+    ("size", 0, "size: must be >= 1, got 0"),
+    ("size", "10", "size: expected int, got str '10'"),
+    ("offline", 1, "offline: expected bool, got int 1"),
+])
+def test_config_rejects_bad_values_naming_the_field(field, value, message):
+    with pytest.raises(ConfigError) as info:
+        DataPrepConfig(**{field: value})
+    assert str(info.value) == message and info.value.field == field
+
+
+def test_cli_data_writes_data_and_bad_size_exits_2_writing_nothing(tmp_path, capsys):
+    assert main(["data", "--path", str(tmp_path / "d"), "--offline", "--size", "50",
+                 "--fashion-size", "60"]) == 0
+    assert "fashion-mnist: generated, 60 train, 10 test" in capsys.readouterr().out
+    assert main(["data", "--path", str(tmp_path / "bad"), "--size", "-3"]) == 2
+    assert "benchlib data: size: must be >= 1, got -3" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+
+
+def test_cli_data_unwritable_path_is_one_clear_line(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    assert main(["data", "--path", str(blocker / "sub"), "--offline"]) == 2
+    assert "path: cannot create" in capsys.readouterr().err

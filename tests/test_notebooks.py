@@ -1,0 +1,80 @@
+"""The committed notebooks: clean in git, consistent with benchlib, and they run."""
+
+import dataclasses
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from benchlib import report, results
+from benchlib.cli import main
+from benchlib.config import CONFIGS
+from benchlib.params import NotebookSpec
+from conftest import ROOT, TRIVIAL
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + [TRIVIAL]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_committed_notebook_has_no_outputs_and_one_parameters_cell(path):
+    nb = nbformat.read(path, 4)
+    nbformat.validate(nb)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code)
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1
+    # plain typed values, one per line, each commented
+    for line in tagged[0].source.splitlines():
+        assert re.fullmatch(r"\w+: (int|float|str|bool|list\[\w+\]) = .+  # .+", line), line
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p != TRIVIAL], ids=lambda p: p.name)
+def test_notebook_parameters_match_its_config_fields_and_defaults(path):
+    spec = NotebookSpec.read(path)
+    config = CONFIGS[spec.config]
+    fields = {f.name: f.default for f in dataclasses.fields(config)}
+    assert spec.defaults() == fields
+
+
+def test_data_prep_and_analysis_notebooks_run_and_the_report_publishes(tmp_path, outputs):
+    data_dir = tmp_path / "data"
+    args = ["run", "00_data_prep", "-p", "path", str(data_dir), "-p", "offline", "true",
+            "-p", "size", "200", "-p", "fashion_size", "300", "--study", "data_prep"]
+    assert main(args) == 0
+    rec = results.load_results(outputs / "results").iloc[0]
+    assert rec["status"] == "ok"
+    assert rec["fashion_mnist_source"] == "generated" and rec["fashion_mnist_samples"] == 350
+    assert rec["mydataset_samples"] == 200 and (data_dir / "manifest.json").exists()
+
+    index = report.build(outputs)
+    page = index.read_text()
+    assert page.index("Analysis") < page.index("<h2>data_prep</h2>")
+    assert "1 runs: 1 ok, 0 failed." in page
+    analysis = (outputs / "report" / "analysis.html").read_text()
+    assert "**1 runs**" not in analysis and "1 runs</strong> in 1 studies" in analysis
+    assert "generated offline" in analysis
+    assert "from benchlib import" not in analysis  # code is hidden
+    run_page = outputs / "report" / "data_prep" / f"{rec['run_id']}.html"
+    assert run_page.exists() and "results.publish" not in run_page.read_text()
+    assert "<img" in run_page.read_text()  # the sample image grid
+
+
+def test_report_marks_failed_runs_and_links_their_notebooks(tmp_path, outputs):
+    main(["run", str(TRIVIAL), "-p", "fail", "true", "--study", "broken"])
+    page = report.build(outputs, analysis=False).read_text()
+    assert '<span class="failed">failed</span>' in page
+    assert "asked to fail with x=0" in page
+    link = re.search(r'href="(broken/\w+\.html)"', page).group(1)
+    assert "ValueError" in (outputs / "report" / link).read_text()
+
+
+def test_report_with_no_runs_says_how_to_make_some(outputs):
+    page = report.build(outputs).read_text()
+    assert "No runs yet" in page
+    assert "No records yet" in (outputs / "report" / "analysis.html").read_text()
+
+
+def test_cli_report_prints_the_index_path(outputs, capsys):
+    assert main(["report", "--no-analysis"]) == 0
+    assert capsys.readouterr().out.strip() == f"report: {outputs / 'report' / 'index.html'}"

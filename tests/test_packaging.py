@@ -1,0 +1,44 @@
+"""The set-up files agree with each other and with what the README promises."""
+
+import re
+import tomllib
+
+import yaml
+
+from conftest import ROOT
+
+
+def pins(lines):
+    return dict(re.match(r"([A-Za-z0-9_.-]+)==(\S+)$", ln.strip()).groups()
+                for ln in lines if re.match(r"\s*[A-Za-z0-9_.-]+==", ln))
+
+
+def test_environment_yml_pins_agree_with_constraints():
+    constraints = {k.lower(): v for k, v in pins((ROOT / "constraints.txt").read_text().splitlines()).items()}
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip_section = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    env_pins = {k.lower(): v for k, v in pins(pip_section).items()}
+    assert env_pins["torch"] == constraints["torch"] == "2.14.1"
+    assert env_pins["torchvision"] == constraints["torchvision"] == "0.29.1"
+    assert {k: v for k, v in env_pins.items() if constraints.get(k) != v} == {}
+
+
+def test_pyproject_declares_the_packages_the_workbook_needs_with_open_torch_range():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = {re.split(r"[<>=!~ \[]", d)[0].lower(): d for d in project["dependencies"]}
+    for name in ("jupyterlab", "papermill", "nbclient", "nbconvert", "ipykernel", "torch",
+                 "torchvision", "pandas", "seaborn", "pyyaml", "tqdm", "tensordict"):
+        assert name in deps, name
+    assert "==" not in deps["torch"] and "==" not in deps["torchvision"]  # a cluster's CUDA build fits
+    assert project["requires-python"] == ">=3.11"
+
+
+def test_readme_starts_with_make_run_then_make_test():
+    commands = re.findall(r"^(make \w+)", (ROOT / "README.md").read_text(), re.MULTILINE)
+    assert commands[:2] == ["make run", "make test"]
+
+
+def test_ci_calls_make_test_and_outputs_are_ignored_except_readme():
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+    ignore = (ROOT / ".gitignore").read_text().splitlines()
+    assert "/outputs/*" in ignore and "!/outputs/README.md" in ignore

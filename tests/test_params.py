@@ -1,0 +1,97 @@
+import pytest
+
+from benchlib.cli import main
+from benchlib.errors import UsageError
+from benchlib.params import load_plan
+from conftest import TRIVIAL, write_params
+
+
+def test_table_rows_get_defaults_and_the_notebooks_own_defaults(tmp_path):
+    file = write_params(tmp_path, f"""
+study: t
+notebook: {TRIVIAL}
+defaults: {{fail: false}}
+table:
+  - {{x: 1}}
+  - {{x: 2}}
+""")
+    rows = load_plan(file)
+    assert [r.params for r in rows] == [{"x": 1, "fail": False}, {"x": 2, "fail": False}]
+    assert rows[0].overrides == {"fail": False, "x": 1}
+    assert rows[0].run_id != rows[1].run_id
+    assert rows[1].source == f"{file}: row 2"
+
+
+def test_grid_is_the_cartesian_product_in_order(tmp_path):
+    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\n"
+                                  "grid: {x: [1, 2, 3], fail: [false, true]}\n")
+    assert [(r.params["x"], r.params["fail"]) for r in load_plan(file)] == [
+        (1, False), (1, True), (2, False), (2, True), (3, False), (3, True)]
+
+
+def test_several_studies_in_one_file_and_notebook_by_short_name(tmp_path):
+    file = write_params(tmp_path, f"""
+studies:
+  - {{study: a, notebook: {TRIVIAL}}}
+  - {{study: prep, notebook: 00_data_prep, table: [{{size: 10, offline: true}}]}}
+""")
+    rows = load_plan(file)
+    assert [(r.study, r.notebook.name) for r in rows] == [("a", "trivial.ipynb"),
+                                                          ("prep", "00_data_prep.ipynb")]
+    assert rows[1].params["size"] == 10 and rows[1].params["path"] == "outputs/data"
+
+
+BAD = [
+    ("study: t\nnotebook: {nb}\ntable: [{{x: 1}}\n",
+     "not valid YAML at line 4"),
+    ("study: t\nnotebook: {nb}\ntabel: [{{x: 1}}]\n",
+     "unknown key 'tabel'; allowed: study, notebook, description, defaults, table, grid"),
+    ("study: t\nnotebook: {nb}\ntable: [{{x: 1}}, {{y: 2}}]\n",
+     "row 2: y: not a parameter of trivial.ipynb; allowed: x, fail"),
+    ("study: t\nnotebook: {nb}\ntable: [{{x: '3'}}]\n",
+     "row 1: x: expected int, got str '3'"),
+    ("study: t\nnotebook: 00_data_prep\ntable: [{{dataset: mnist}}]\n",
+     "row 1: dataset: 'mnist' is not one of all, fashion-mnist, mydataset"),
+    ("study: t\nnotebook: 00_data_prep\ntable: [{{size: -5}}]\n",
+     "row 1: size: must be >= 1, got -5"),
+    ("study: t\nnotebook: nope\n",
+     "notebook: 'nope' not found; known: 00_data_prep, 90_analysis"),
+    ("study: t\nnotebook: {nb}\ntable: [{{x: 1}}]\ngrid: {{x: [1]}}\n",
+     "give either table or grid, not both"),
+    ("study: t\nnotebook: {nb}\ngrid: {{x: 3}}\n",
+     "grid: must map each parameter to a non-empty list"),
+    ("study: t\nnotebook: {nb}\ntable: [{{x: 1}}, {{x: 1}}]\n",
+     "row 2: same study and parameters as"),
+    ("notebook: {nb}\n", "study: required"),
+    ("- just a list\n", "must be a mapping with study and notebook, or studies"),
+]
+
+
+@pytest.mark.parametrize("text, message", BAD)
+def test_bad_tables_are_refused_with_file_row_and_parameter(tmp_path, text, message):
+    file = write_params(tmp_path, text.format(nb=TRIVIAL))
+    with pytest.raises(UsageError) as info:
+        load_plan(file)
+    assert str(info.value).startswith(str(file)) and message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_cli_sweep_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, outputs, capsys):
+    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ntable: [{{x: 1}}, {{x: -1, z: 0}}]\n")
+    assert main(["sweep", str(file)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"benchlib sweep: {file}: row 2: z: not a parameter of trivial.ipynb; allowed: x, fail"
+    assert not outputs.exists()  # row 1 was valid, but nothing ran
+
+
+def test_cli_sweep_missing_file(tmp_path, capsys):
+    assert main(["sweep", str(tmp_path / "none.yaml")]) == 2
+    assert "none.yaml: no such parameter file" in capsys.readouterr().err
+
+
+def test_dry_run_lists_rows_and_runs_nothing(tmp_path, outputs, capsys):
+    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ngrid: {{x: [1, 2]}}\n")
+    assert main(["sweep", str(file), "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and all(line.startswith("run  t/") for line in lines)
+    assert not outputs.exists()

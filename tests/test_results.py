@@ -1,0 +1,105 @@
+import json
+import os
+
+import numpy as np
+import pytest
+
+from benchlib import atomic, results
+
+
+def record(**kw):
+    base = dict(run_id="abc123", study="s", notebook="n.ipynb", params={"num_workers": 2},
+                env={"hostname": "h1", "cpu_model": "cpu", "gpus": [], "packages": {"torch": "2.14.1"}},
+                started_at="2026-01-01T00:00:00.000+00:00", status="ok",
+                metrics={"samples_per_s": 100.0}, executed_notebook="runs/s/abc123.ipynb")
+    base.update(kw)
+    return results.make_record(**base)
+
+
+def test_record_has_every_required_field_and_round_trips(tmp_path):
+    rec = record()
+    assert set(results.REQUIRED) <= set(rec)
+    path = results.write_record(tmp_path, rec)
+    assert path == tmp_path / "s" / "abc123.json"
+    assert results.read_record(path) == rec
+    assert rec["schema_version"] == results.SCHEMA_VERSION and rec["method_version"]
+
+
+def test_status_must_be_ok_or_failed():
+    with pytest.raises(ValueError, match="status: 'done' is not one of ok, failed"):
+        record(status="done")
+
+
+def test_a_metric_may_not_reuse_a_parameter_name():
+    with pytest.raises(ValueError, match="metrics: num_workers already name parameters"):
+        record(metrics={"num_workers": 3})
+
+
+def test_run_id_is_stable_and_changes_with_any_parameter():
+    a = results.run_id_for("io", "10_single_device_io", {"num_workers": 2, "dataset": "x"})
+    assert a == results.run_id_for("io", "10_single_device_io", {"dataset": "x", "num_workers": 2})
+    assert a != results.run_id_for("io", "10_single_device_io", {"dataset": "x", "num_workers": 3})
+    assert a != results.run_id_for("io2", "10_single_device_io", {"dataset": "x", "num_workers": 2})
+    assert len(a) == 12
+
+
+def test_numpy_scalars_become_numbers_and_nan_becomes_null(tmp_path):
+    path = atomic.write_json(tmp_path / "x.json", {"a": np.float32(1.5), "b": float("nan"),
+                                                   "c": np.int64(3)})
+    assert json.loads(path.read_text()) == {"a": 1.5, "b": None, "c": 3}
+
+
+def test_an_interrupted_write_leaves_the_old_record_and_no_partial_file(tmp_path, monkeypatch):
+    path = results.write_record(tmp_path, record())
+    before = path.read_bytes()
+
+    def killed(fd):
+        raise KeyboardInterrupt  # what Ctrl-C (or a signal) does between write and rename
+
+    monkeypatch.setattr(os, "fsync", killed)
+    with pytest.raises(KeyboardInterrupt):
+        results.write_record(tmp_path, record(metrics={"samples_per_s": 1.0}))
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in path.parent.iterdir()) == ["abc123.json"]
+
+
+def test_an_unstorable_value_writes_nothing(tmp_path):
+    with pytest.raises(TypeError, match="cannot store object in a JSON record"):
+        results.write_record(tmp_path, record(metrics={"x": object()}))
+    assert not (tmp_path / "s").exists() or not any((tmp_path / "s").iterdir())
+
+
+def test_load_results_flattens_params_metrics_and_env(tmp_path):
+    results.write_record(tmp_path, record())
+    results.write_record(tmp_path, record(run_id="def456", status="failed", metrics={},
+                                          error={"type": "ValueError", "message": "boom"}))
+    (tmp_path / "s" / ".def456.json.x.tmp").write_text("{half")  # a temp file is ignored
+    df = results.load_results(tmp_path)
+    assert len(df) == 2
+    ok = df[df.run_id == "abc123"].iloc[0]
+    assert ok["num_workers"] == 2 and ok["samples_per_s"] == 100.0
+    assert ok["host"] == "h1" and ok["torch"] == "2.14.1" and ok["duration_s"] >= 0
+    failed = df[df.run_id == "def456"].iloc[0]
+    assert failed["status"] == "failed" and failed["error"] == "boom"
+    assert len(results.load_results(tmp_path, study="other")) == 0
+
+
+def test_publish_writes_the_metrics_file_the_sweep_names(tmp_path, monkeypatch):
+    target = tmp_path / "m.json"
+    monkeypatch.setenv(results.METRICS_FILE_VAR, str(target))
+    results.publish({"samples_per_s": np.float64(12.5)}, details={"per_repeat": [1, 2]})
+    assert json.loads(target.read_text()) == {"metrics": {"samples_per_s": 12.5},
+                                              "details": {"per_repeat": [1, 2]}}
+
+
+def test_publish_refuses_a_non_scalar_metric(monkeypatch, tmp_path):
+    monkeypatch.setenv(results.METRICS_FILE_VAR, str(tmp_path / "m.json"))
+    with pytest.raises(TypeError, match="metrics: per_step must be a number or a string"):
+        results.publish({"per_step": [1, 2, 3]})
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_publish_without_a_sweep_returns_metrics_and_stores_nothing(monkeypatch, capsys):
+    monkeypatch.delenv(results.METRICS_FILE_VAR, raising=False)
+    assert results.publish({"x": 1}) == {"x": 1}
+    assert "not run by a sweep" in capsys.readouterr().err

@@ -1,0 +1,78 @@
+import json
+
+import nbformat
+
+from benchlib import results
+from benchlib.cli import main
+from benchlib.params import load_plan
+from benchlib.sweep import run_plan
+from conftest import TRIVIAL, write_params
+
+
+def trivial_study(tmp_path, xs, failing=()):
+    rows = "\n".join(f"  - {{x: {x}, fail: {str(x in failing).lower()}}}" for x in xs)
+    return write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ntable:\n{rows}\n")
+
+
+def test_a_failing_row_is_recorded_and_the_next_row_still_runs(tmp_path, outputs):
+    rows = load_plan(trivial_study(tmp_path, [1, 2, 3], failing={2}))
+    summary = run_plan(rows, outputs, progress=False)
+    assert (summary.ok, summary.failed, summary.skipped) == (2, 1, 0)
+
+    recs = {r.params["x"]: results.find_record(outputs / "results", "t", r.run_id) for r in rows}
+    assert recs[1]["status"] == "ok" and recs[1]["metrics"] == {"y": 2}
+    assert recs[3]["status"] == "ok" and recs[3]["metrics"] == {"y": 6}
+    failed = recs[2]
+    assert failed["status"] == "failed" and failed["metrics"] == {}
+    assert failed["error"]["type"] == "ValueError"
+    assert failed["error"]["message"] == "asked to fail with x=2"
+    assert failed["params"] == {"x": 2, "fail": True}
+    assert failed["env"]["hostname"] and failed["method_version"]
+
+    executed = nbformat.read(outputs / failed["executed_notebook"], 4)
+    errors = [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert errors and errors[0].evalue == "asked to fail with x=2"
+    injected = [c for c in executed.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert "x = 2" in injected[0].source
+    # nothing temporary is left behind
+    leftovers = [p for p in outputs.rglob(".*") if p.is_file()]
+    assert leftovers == []
+
+
+def test_rerun_skips_ok_rows_and_retries_failed_ones(tmp_path, outputs):
+    file = trivial_study(tmp_path, [1, 2], failing={2})
+    run_plan(load_plan(file), outputs, progress=False)
+    first = sorted(p.stat().st_mtime_ns for p in (outputs / "results" / "t").glob("*.json"))
+
+    summary = run_plan(load_plan(file), outputs, progress=False)
+    assert (summary.ok, summary.failed, summary.skipped) == (0, 1, 1)
+    ok_row = next(r for r in load_plan(file) if r.params["x"] == 1)
+    ok_file = outputs / "results" / "t" / f"{ok_row.run_id}.json"
+    assert ok_file.stat().st_mtime_ns in first  # the ok record was not rewritten
+
+    summary = run_plan(load_plan(file), outputs, force=True, progress=False)
+    assert (summary.ok, summary.failed, summary.skipped) == (1, 1, 0)
+
+
+def test_cli_sweep_exit_status_and_summary(tmp_path, outputs, capsys):
+    file = trivial_study(tmp_path, [4, 5, 6], failing={5, 6})
+    assert main(["sweep", str(file), "--no-progress"]) == 1
+    captured = capsys.readouterr()
+    assert "1 ok, 2 failed, 0 skipped" in captured.out
+    assert captured.err.count("FAILED ") == 2 and "asked to fail with x=5" in captured.err
+    assert main(["sweep", str(file), "--no-progress"]) == 1
+    assert "0 ok, 2 failed, 1 skipped" in capsys.readouterr().out
+
+
+def test_cli_run_one_notebook_with_parameters(outputs, capsys):
+    assert main(["run", str(TRIVIAL), "-p", "x", "21", "--study", "adhoc"]) == 0
+    out = capsys.readouterr().out
+    record_file = out.split("record: ")[1].strip()
+    rec = json.loads(open(record_file).read())
+    assert rec["study"] == "adhoc" and rec["metrics"] == {"y": 42} and rec["params"]["x"] == 21
+
+
+def test_cli_run_rejects_an_undeclared_parameter(outputs, capsys):
+    assert main(["run", str(TRIVIAL), "-p", "workers", "3"]) == 2
+    assert "workers: not a parameter of trivial.ipynb; allowed: x, fail" in capsys.readouterr().err
+    assert not outputs.exists()
