@@ -124,7 +124,7 @@ def cmd_overhead(args) -> int:
             cli_s = []
             for i in range(3):
                 start = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "papermill", "-q", str(notebook),
+                subprocess.run([sys.executable, "-m", "papermill", "--no-progress-bar", str(notebook),
                                 f"{tmp}/cli{i}.ipynb", "-p", "x", str(i)],
                                check=True, capture_output=True)
                 cli_s.append(time.perf_counter() - start)

@@ -143,8 +143,10 @@ def run_plan(rows: list[Row], outputs: Path, force: bool = False,
 
     todo = pending(rows, outputs, force)
     summary = Summary(skipped=len(rows) - len(todo))
-    if todo:
-        envinfo.collect()  # once per sweep, before the first row's clock starts
+    if todo:  # one-off costs, paid before the first row's clock starts
+        import papermill  # noqa: F401
+
+        envinfo.collect()
     bar = tqdm(total=len(rows), initial=summary.skipped, unit="row", disable=not progress,
                desc="sweep")
     for row in todo:
