@@ -66,3 +66,115 @@ def overview_text(df: pd.DataFrame) -> str:
     if len(methods) > 1:
         text += f" Records span method versions {', '.join(methods)}: compare within one."
     return text
+
+
+# ---------------------------------------------------------------- single-device IO (10)
+
+IO_NOTEBOOKS = ("10_single_device_io.ipynb", "benchlib io (CLI)")
+SEED000_RAW_OVER_PRELOAD = 32.976 / 2.076  # seed 000, GTX 1050, traverse FashionMNIST, 5 epochs
+
+
+IO_KEYS = ["dataset", "variant", "mode"]
+INT_PARAMS = ("num_workers", "epochs", "batch_size", "repeats", "warmup_steps")
+
+
+def io_runs(df: pd.DataFrame) -> pd.DataFrame:
+    """The ok runs of the single-device IO study (notebook 10 and `benchlib io`), or, given
+    the per-repeat frame of `results.load_details`, those runs' repeats."""
+    if df.empty:
+        return df
+    io = df[df["notebook"].isin(IO_NOTEBOOKS)]
+    if "status" in io:
+        io = io[io["status"] == "ok"]
+    return io.astype({c: int for c in INT_PARAMS if c in io})
+
+
+def workers_swept(io: pd.DataFrame) -> pd.DataFrame:
+    """Only the settings that were run with more than one num_workers, labelled."""
+    swept = io.groupby(IO_KEYS).filter(lambda g: g["num_workers"].nunique() > 1)
+    return swept.assign(setting=swept["variant"] + " " + swept["mode"])
+
+
+def variants_compared(io: pd.DataFrame) -> pd.DataFrame:
+    """The fewest-workers runs of data sets measured with more than one variant."""
+    fewest = io[io["num_workers"] == io.groupby(IO_KEYS)["num_workers"].transform("min")]
+    return fewest.groupby("dataset").filter(lambda g: g["variant"].nunique() > 1)
+
+
+def _spread(median: float, p10: float, p90: float) -> str:
+    return f"{median:.3g} ({p10:.3g}-{p90:.3g})"
+
+
+def io_seed_table(io: pd.DataFrame) -> pd.DataFrame:
+    """Shaped like seed 000's conclusion: seconds for the run's epochs, median (p10-p90),
+    one row per variant, one column per (dataset, mode); the fewest workers of each."""
+    if io.empty:
+        return pd.DataFrame()
+    fewest = _fewest_workers(io, ["dataset", "variant", "mode"])
+    cells = fewest.assign(
+        column=fewest["dataset"] + ", " + fewest["mode"] + " ("
+        + fewest["epochs"].astype(int).astype(str) + " ep, s)",
+        cell=[_spread(m, lo, hi) for m, lo, hi in
+              zip(fewest["total_s"], fewest["total_s_p10"], fewest["total_s_p90"])])
+    return cells.pivot(index="variant", columns="column", values="cell").fillna("")
+
+
+def best_workers(io: pd.DataFrame) -> pd.DataFrame:
+    """Per (dataset, variant, mode) swept over num_workers: the fastest setting, and each
+    setting's speed relative to it. Runs of the same setting (from several studies)
+    count as one, by their median."""
+    cols = [*IO_KEYS, "num_workers", "samples_per_s", "others"]
+    per_setting = workers_swept(io).groupby([*IO_KEYS, "num_workers"], as_index=False)[
+        "samples_per_s"].median()
+    rows = []
+    for key, group in per_setting.groupby(IO_KEYS):
+        best = group.loc[group["samples_per_s"].idxmax()]
+        others = ", ".join(f"{int(w)} workers {sps / best['samples_per_s']:.2f}x"
+                           for w, sps in zip(group["num_workers"], group["samples_per_s"])
+                           if w != best["num_workers"])
+        rows.append([*key, int(best["num_workers"]), best["samples_per_s"], others])
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _fewest_workers(io: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per setting of `keys`, the runs with the fewest workers, one row each (medians)."""
+    fewest = io[io["num_workers"] == io.groupby(keys)["num_workers"].transform("min")]
+    return fewest.groupby(keys, as_index=False).median(numeric_only=True)
+
+
+def raw_over_preload(io: pd.DataFrame, dataset: str = "fashion-mnist",
+                     mode: str = "traverse") -> float | None:
+    """How many times longer `raw` takes than `preload` (total seconds, fewest workers)."""
+    rows = io[(io["dataset"] == dataset) & (io["mode"] == mode)]
+    rows = _fewest_workers(rows, ["variant"]).set_index("variant")
+    if not {"raw", "preload"} <= set(rows.index):
+        return None
+    return float(rows.loc["raw", "total_s"] / rows.loc["preload", "total_s"])
+
+
+def io_conclusions(io: pd.DataFrame) -> str:
+    """Sentences computed from the IO records, in Markdown."""
+    if io.empty:
+        return "No single-device IO runs yet (notebook 10, `python -m benchlib io`)."
+    parts = []
+    for _, b in best_workers(io).iterrows():
+        parts.append(f"- **{b['dataset']}**, {b['variant']} {b['mode']}: fastest with "
+                     f"**num_workers={b['num_workers']}** ({b['samples_per_s']:,.0f} samples/s; "
+                     f"{b['others']}).")
+    for mode in ("traverse", "train"):
+        ratio = raw_over_preload(io, mode=mode)
+        if ratio is None:
+            continue
+        text = f"- FashionMNIST {mode}: raw takes **{ratio:.1f}x** as long as preload"
+        if mode == "traverse":
+            seed = SEED000_RAW_OVER_PRELOAD
+            verdict = ("agrees with" if 0.5 <= ratio / seed <= 2 else
+                       "is well below" if ratio < seed else "is well above")
+            text += (f"; seed 000 measured {seed:.1f}x on a GTX 1050, and this machine "
+                     f"{verdict} it (within a factor 2 counts as agreeing). Decoding each item "
+                     "every epoch, not the storage library, is what costs")
+        parts.append(text + ".")
+    devices = ", ".join(sorted(set(io["device_name"])))
+    sources = ", ".join(sorted(set(io["data_source"])))
+    parts.append(f"- Measured on {devices}; data: {sources}.")
+    return "\n".join(parts)

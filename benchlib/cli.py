@@ -1,4 +1,4 @@
-"""`python -m benchlib ...`: data, env, sweep, run, report, overhead.
+"""`python -m benchlib ...`: data, env, sweep, run, report, io, calibrate, overhead.
 
 Bad input prints one line naming the parameter and what is allowed, and exits 2.
 """
@@ -101,6 +101,49 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_io(args) -> int:
+    """Seed 000's singlegpu.py / test_funcs.py: one setting measured, one record written."""
+    from benchlib import envinfo, iostudy, results
+    from benchlib.config import IOConfig
+
+    cfg = IOConfig(path=str(Path(args.path).resolve()), dataset=args.dataset,
+                   variant=args.variant, mode=args.mode, device=args.device, model=args.model,
+                   epochs=args.epochs, batch_size=args.batch_size, num_workers=args.num_workers,
+                   repeats=args.repeats, warmup_steps=args.warmup_steps, profile=args.profile,
+                   export_trace=args.export_trace, seed=args.seed)
+    cfg.check_runtime()  # bad input ends here: exit 2, nothing written
+    params = cfg.as_dict()
+    run_id = results.run_id_for(args.study, "benchlib-io", params)
+    started_at = results.now()
+    result = iostudy.run(cfg, run_id)
+    record = results.make_record(
+        run_id=run_id, study=args.study, notebook="benchlib io (CLI)", params=params,
+        env=envinfo.collect(), started_at=started_at, status="ok", metrics=result.metrics,
+        details=result.details())
+    path = results.write_record(_outputs(args) / "results", record)
+    print(iostudy.describe(cfg, result))
+    for row in result.profile:
+        print(f"  {row['op'][:48]:48} calls {row['calls']:6d}  self cpu {row['self_cpu_ms']:9.3f} ms"
+              + (f"  self cuda {row['self_cuda_ms']:9.3f} ms" if "self_cuda_ms" in row else ""))
+    if result.metrics["trace_path"]:
+        print(f"trace: {result.metrics['trace_path']}")
+    print(f"record: {path}")
+    return 0
+
+
+def cmd_calibrate(args) -> int:
+    from benchlib import calibrate
+    from benchlib.config import check_device
+    from benchlib.iostudy import resolve_device
+
+    check_device(args.device)
+    device = resolve_device(args.device)
+    loop = calibrate.loop_overhead(device, steps=args.steps, rounds=args.rounds)
+    fetch = calibrate.fetch_ceiling(args.path) if args.path else None
+    print("\n".join(calibrate.report_lines(loop, fetch)))
+    return 0
+
+
 def cmd_overhead(args) -> int:
     """The sweep's fixed cost per row: a trivial notebook, `--rows` times."""
     import statistics
@@ -135,6 +178,9 @@ def cmd_overhead(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="benchlib", description="Measure PyTorch training performance; run the workbook.")
+    parser.add_argument("--allocator", choices=["default", "tuned", "jemalloc", "tcmalloc"],
+                        help="restart under this memory allocator (see benchlib/allocator.py); "
+                        "sweeps pass it on to every kernel")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("data", help="download or generate the data sets (seed: dataset_download.py)")
@@ -175,6 +221,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-analysis", action="store_true", help="only convert runs and the index")
     p.set_defaults(func=cmd_report)
 
+    p = sub.add_parser("io", help="single-device IO: seed 000's singlegpu.py and test_funcs.py")
+    p.add_argument("epochs", type=int, help="epochs per repeat (seed: total_epochs)")
+    p.add_argument("device", choices=["cpu", "gpu", "auto"], help="gpu without CUDA is an error")
+    p.add_argument("--path", required=True, help="data folder made by `benchlib data`")
+    p.add_argument("--dataset", required=True, help="fashion-mnist or mydataset")
+    p.add_argument("--variant", default="raw", help="raw, preload, preload_batched, tensorclass, "
+                   "tensorclass_memmap or np_memmap (default raw)")
+    p.add_argument("--mode", default="train", help="traverse or train (default train)")
+    p.add_argument("--model", default="toynet", help="toynet (default) or simplecnn")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--num-workers", type=int, default=0)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--warmup-steps", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--profile", action="store_true", help="top operators under torch.profiler")
+    p.add_argument("--export-trace", action="store_true", help="Chrome trace under outputs/traces/")
+    p.add_argument("--study", default="io", help="study name of the record (default io)")
+    p.add_argument("--outputs", help=outputs_help)
+    p.set_defaults(func=cmd_io)
+
+    p = sub.add_parser("calibrate", help="benchmark: benchlib's loop vs a bare loop; fetch ceiling")
+    p.add_argument("--device", default="cpu", choices=["cpu", "gpu", "auto"])
+    p.add_argument("--steps", type=int, default=50, help="steps per block")
+    p.add_argument("--rounds", type=int, default=80, help="interleaved rounds")
+    p.add_argument("--path", help="data folder: also compare preload_batched with a plain copy")
+    p.set_defaults(func=cmd_calibrate)
+
     p = sub.add_parser("overhead", help="benchmark: the sweep's fixed cost per row")
     p.add_argument("--rows", type=int, default=10)
     p.add_argument("--compare-cli", action="store_true", help="also time the papermill CLI")
@@ -182,9 +255,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _restart_with_allocator(name: str, argv: list[str]) -> None:
+    """Allocator settings are read at process start: start this command again with them."""
+    from benchlib import allocator
+
+    if os.environ.get("BENCHLIB_ALLOCATOR") == name:
+        return  # already restarted
+    env = {**os.environ, **allocator.environment_for(name), "BENCHLIB_ALLOCATOR": name}
+    os.execve(sys.executable, [sys.executable, "-m", "benchlib", *argv], env)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     try:
+        if args.allocator:
+            _restart_with_allocator(args.allocator, argv)
         return args.func(args)
     except BenchlibError as e:
         print(f"benchlib {args.command}: {e}", file=sys.stderr)

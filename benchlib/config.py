@@ -65,6 +65,10 @@ class StudyConfig:
     def validate(self) -> None:
         """Range and choice checks; raise ConfigError naming the field."""
 
+    def check_runtime(self) -> None:
+        """Checks that need this machine (data present, device there); run before a run
+        starts, never when a config is only built elsewhere (e.g. on a login node)."""
+
     @classmethod
     def field_names(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]
@@ -109,6 +113,83 @@ class DataPrepConfig(StudyConfig):
         return DATASETS_PREPARED if self.dataset == "all" else (self.dataset,)
 
 
+# The allowed values, in one place: the modules that implement them import these.
+DEVICES = ("cpu", "gpu", "auto")
+IO_DATASETS = ("fashion-mnist", "mydataset")
+VARIANTS = ("raw", "preload", "preload_batched", "tensorclass", "tensorclass_memmap", "np_memmap")
+MODES = ("traverse", "train")
+MODELS = ("toynet", "simplecnn")
+
+
+def check_device(device: str) -> None:
+    """`gpu` without CUDA is an error, never a silent fall back to the CPU."""
+    if device == "gpu":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("device", f"gpu asked for, but torch {torch.__version__} sees no "
+                              "CUDA device; use cpu (or auto to take a GPU when there is one)")
+
+
+@dataclasses.dataclass
+class IOConfig(StudyConfig):
+    """Single-device IO (notebook 10, `python -m benchlib io`): seed 000's singlegpu.py
+    and test_funcs.py."""
+
+    path: str = "outputs/data"
+    """Folder prepared by `benchlib data`."""
+    dataset: str = "fashion-mnist"
+    """fashion-mnist or mydataset."""
+    variant: str = "raw"
+    """Storage variant: raw, preload, preload_batched, tensorclass, tensorclass_memmap, np_memmap."""
+    mode: str = "train"
+    """traverse (iterate and move batches) or train (the full step)."""
+    device: str = "auto"
+    """cpu, gpu (an error without CUDA) or auto."""
+    model: str = "toynet"
+    """toynet (seed 000's MLP) or simplecnn."""
+    epochs: int = 1
+    """Epochs per repeat (seed 000: 5)."""
+    batch_size: int = 64
+    """Samples per step (seed 000: 64)."""
+    num_workers: int = 0
+    """DataLoader worker processes."""
+    repeats: int = 3
+    """Independent repeats, each with a fresh DataLoader (seed 000: 10)."""
+    warmup_steps: int = 5
+    """Steps at the start of each repeat left out of the step statistics."""
+    lr: float = 1e-3
+    """SGD learning rate (seed 000: 1e-3)."""
+    profile: bool = False
+    """Run extra steps under torch.profiler and show the top operators."""
+    export_trace: bool = False
+    """Write the profiled steps as a Chrome trace under outputs/traces/."""
+    seed: int = 0
+    """Seed of the model's weights and the shuffling."""
+
+    def validate(self) -> None:
+        require_choice("dataset", self.dataset, IO_DATASETS)
+        require_choice("variant", self.variant, VARIANTS)
+        require_choice("mode", self.mode, MODES)
+        require_choice("device", self.device, DEVICES)
+        require_choice("model", self.model, MODELS)
+        require_min("epochs", self.epochs, 1)
+        require_min("batch_size", self.batch_size, 1)
+        require_min("num_workers", self.num_workers, 0)
+        require_min("repeats", self.repeats, 1)
+        require_min("warmup_steps", self.warmup_steps, 0)
+        if self.lr <= 0:
+            raise ConfigError("lr", f"must be > 0, got {self.lr}")
+        if self.export_trace and not self.profile:
+            raise ConfigError("export_trace", "needs profile = True (the trace is the profiled steps)")
+
+    def check_runtime(self) -> None:
+        from benchlib import data
+
+        check_device(self.device)
+        data.describe(self.path, self.dataset)
+
+
 @dataclasses.dataclass
 class AnalysisConfig(StudyConfig):
     """The analysis notebook (90): where the records are."""
@@ -120,4 +201,5 @@ class AnalysisConfig(StudyConfig):
 CONFIGS: dict[str, type[StudyConfig]] = {
     "DataPrepConfig": DataPrepConfig,
     "AnalysisConfig": AnalysisConfig,
+    "IOConfig": IOConfig,
 }

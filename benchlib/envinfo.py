@@ -19,13 +19,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from benchlib import allocator
+
 # Variables that change what a benchmark measures; recorded when set.
 ENV_PREFIXES = ("SLURM_", "NCCL_", "CUDA_", "OMP_", "MKL_", "KMP_", "TORCH_", "PYTORCH_",
                 "MALLOC_", "GLIBC_TUNABLES", "LD_PRELOAD", "MASTER_", "WORLD_SIZE", "RANK",
                 "LOCAL_RANK", "OPENBLAS_")
 PACKAGES = ("torch", "torchvision", "lightning", "pytorch-lightning", "tensordict", "numpy",
             "pandas", "papermill", "benchlib")
-ALLOCATOR_LIBS = ("jemalloc", "tcmalloc", "mimalloc")
 
 
 def _package_versions() -> dict[str, str | None]:
@@ -58,22 +59,6 @@ def _os_name() -> str:
     except OSError:
         pass
     return platform.platform()
-
-
-def allocator() -> dict[str, Any]:
-    """Which malloc this process uses: a preloaded one seen in its memory map, else glibc."""
-    loaded = []
-    try:
-        maps = Path("/proc/self/maps").read_text()
-        loaded = sorted({lib for lib in ALLOCATOR_LIBS if f"lib{lib}" in maps})
-    except OSError:
-        pass
-    return {
-        "name": loaded[0] if loaded else "glibc",
-        "ld_preload": os.environ.get("LD_PRELOAD", ""),
-        "glibc_tunables": os.environ.get("GLIBC_TUNABLES", ""),
-        "malloc_env": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
-    }
 
 
 def _nvidia_driver() -> str | None:
@@ -153,7 +138,7 @@ def collect() -> dict[str, Any]:
         "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "memory_bytes": _memory_bytes(),
         "packages": _package_versions(),
-        "allocator": allocator(),
+        "allocator": allocator.current(),
         "env_vars": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
         "nvidia_driver": _nvidia_driver(),
     }

@@ -93,8 +93,10 @@ def find_notebook(name: str, where: str) -> Path:
     raise UsageError(f"{where}: notebook: {name!r} not found; known: {', '.join(known)}")
 
 
-def check_row(spec: NotebookSpec, overrides: dict[str, Any], where: str) -> dict[str, Any]:
-    """The row's full parameters, or a UsageError naming the row, parameter and what is allowed."""
+def check_row(spec: NotebookSpec, overrides: dict[str, Any], where: str,
+              runtime: bool = True) -> dict[str, Any]:
+    """The row's full parameters, or a UsageError naming the row, parameter and what is allowed.
+    `runtime` adds the checks that need this machine (data there, device there)."""
     for name, value in overrides.items():
         if name not in spec.parameters:
             raise UsageError(f"{where}: {name}: not a parameter of {spec.path.name}; "
@@ -109,8 +111,10 @@ def check_row(spec: NotebookSpec, overrides: dict[str, Any], where: str) -> dict
             raise UsageError(f"{spec.path.name}: metadata names config {spec.config!r}; "
                              f"known: {', '.join(CONFIGS)}")
         try:
-            CONFIGS[spec.config].from_params(params)
-        except ConfigError as e:
+            config = CONFIGS[spec.config].from_params(params)
+            if runtime:
+                config.check_runtime()
+        except UsageError as e:
             raise UsageError(f"{where}: {e}") from e
     return params
 

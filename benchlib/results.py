@@ -26,6 +26,12 @@ REQUIRED = ("schema_version", "run_id", "study", "notebook", "params", "env", "m
             "started_at", "finished_at", "status", "error", "metrics", "executed_notebook")
 # Set by the sweep for the kernel it starts: where publish() leaves the metrics.
 METRICS_FILE_VAR = "BENCHLIB_METRICS_FILE"
+RUN_ID_VAR = "BENCHLIB_RUN_ID"
+
+
+def current_run_id() -> str:
+    """The run id the sweep gave this kernel; `interactive` when run by hand."""
+    return os.environ.get(RUN_ID_VAR, "interactive")
 
 
 def now() -> str:
@@ -128,6 +134,24 @@ def load_results(results_dir: str | Path, study: str | None = None):
     df.insert(df.columns.get_loc("finished_at") + 1, "duration_s",
               (df["finished_at"] - df["started_at"]).dt.total_seconds())
     return df
+
+
+def load_details(results_dir: str | Path, key: str, study: str | None = None):
+    """One row per item of each ok record's `details[key]` list (e.g. per-repeat values),
+    with the record's run_id, study and parameters beside it."""
+    import pandas as pd
+
+    from benchlib import paths
+
+    rows = []
+    for path in record_files(paths.resolve(results_dir)):
+        rec = read_record(path)
+        if rec["status"] != "ok" or (study is not None and rec["study"] != study):
+            continue
+        for item in rec.get("details", {}).get(key, []):
+            rows.append({"run_id": rec["run_id"], "study": rec["study"],
+                         "notebook": rec["notebook"], **rec["params"], **item})
+    return pd.DataFrame(rows)
 
 
 def publish(metrics: dict[str, Any], details: dict[str, Any] | None = None) -> dict[str, Any]:

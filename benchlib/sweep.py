@@ -105,7 +105,7 @@ def run_row(row: Row, outputs: Path) -> dict[str, Any]:
     kernel_env = {
         results.METRICS_FILE_VAR: str(metrics_file),
         "BENCHLIB_OUTPUTS": str(outputs),
-        "BENCHLIB_RUN_ID": row.run_id,
+        results.RUN_ID_VAR: row.run_id,
         "BENCHLIB_STUDY": row.study,
     }
     error = execute(row.notebook, outputs / rel_notebook, row.overrides, kernel_env, row.timeout_s)

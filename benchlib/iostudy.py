@@ -1,0 +1,146 @@
+"""The single-device IO study: one (dataset, variant, mode, workers) setting, measured.
+
+Each repeat builds a fresh model and DataLoader and runs `epochs` epochs; DataLoader
+workers start again every epoch, as they did in seed 000. Two kinds of figure come out:
+
+- steady-state throughput: samples / (data + compute time) over the steps after the
+  first `warmup_steps` of every epoch (worker start-up and prefetch fill excluded);
+- `total_s`: the wall time of all epochs of a repeat, start-up included, which is what
+  seed 000's conclusion tables report ("seconds for 5 epochs").
+
+Both are summarised over repeats as median, p10/p90 and a 95% interval of the median.
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from benchlib import loops, paths, storage
+from benchlib.config import IOConfig
+from benchlib.errors import ConfigError
+from benchlib.models import build_model
+from benchlib.timing import summarize
+
+
+def resolve_device(name: str) -> torch.device:
+    """cpu, gpu or auto -> a torch.device. `gpu` without CUDA raises (never falls back)."""
+    from benchlib.config import check_device
+
+    check_device(name)
+    if name == "gpu" or (name == "auto" and torch.cuda.is_available()):
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+@dataclass
+class IOResult:
+    metrics: dict[str, Any]
+    repeats: list[dict[str, float]]
+    steps: dict[str, list[float]]  # the first repeat's per-step times, warm-up included
+    profile: list[dict[str, Any]] = field(default_factory=list)
+
+    def details(self) -> dict[str, Any]:
+        return {"repeats": self.repeats, "steps": self.steps, "profile": self.profile}
+
+
+def _stepper(cfg: IOConfig, device: torch.device, seed: int) -> loops.Stepper:
+    torch.manual_seed(seed)
+    model = build_model(cfg.model) if cfg.mode == "train" else None
+    return loops.Stepper(cfg.mode, device, model, cfg.lr)
+
+
+def run(cfg: IOConfig, run_id: str = "interactive") -> IOResult:
+    cfg.check_runtime()
+    device = resolve_device(cfg.device)
+    prepared = storage.prepare(cfg.dataset, cfg.variant, cfg.path)
+    steps_per_epoch = math.ceil(prepared.samples / cfg.batch_size)
+    if cfg.warmup_steps >= steps_per_epoch:
+        raise ConfigError("warmup_steps", f"{cfg.warmup_steps} leaves no timed step: an epoch "
+                          f"of {prepared.samples} samples has {steps_per_epoch} steps")
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+    repeats, all_data, all_compute, epoch_s, first_steps, losses = [], [], [], [], {}, []
+    for r in range(cfg.repeats):
+        step = _stepper(cfg, device, cfg.seed + r)
+        loader = loops.make_loader(prepared.dataset, prepared.collate_fn, cfg.batch_size,
+                                   cfg.num_workers, device, cfg.seed + r)
+        data_s, compute_s, samples, total_s = [], [], 0, 0.0
+        for _ in range(cfg.epochs):
+            times = loops.run_epoch(loader, step, cfg.warmup_steps)
+            d, c, n = times.timed()
+            data_s += d
+            compute_s += c
+            samples += sum(n)
+            total_s += times.epoch_s
+            epoch_s.append(times.epoch_s)
+            if not first_steps:
+                first_steps = {"data_s": times.data_s, "compute_s": times.compute_s,
+                               "warmup": times.warmup}
+            losses.append((times.loss_first, times.loss_last))
+        repeats.append({"repeat": r, "samples_per_s": samples / (sum(data_s) + sum(compute_s)),
+                        "total_s": total_s, "data_s": sum(data_s), "compute_s": sum(compute_s)})
+        all_data += data_s
+        all_compute += compute_s
+
+    step_s = [d + c for d, c in zip(all_data, all_compute)]
+    metrics: dict[str, Any] = {
+        **summarize([r["samples_per_s"] for r in repeats], "samples_per_s"),
+        **summarize([r["total_s"] for r in repeats], "total_s"),
+        **{k: v for k, v in summarize(step_s, "step_s").items() if not k.startswith("step_s_ci")},
+        "data_s": summarize(all_data, "data_s")["data_s"],
+        "compute_s": summarize(all_compute, "compute_s")["compute_s"],
+        "epoch_s": summarize(epoch_s, "epoch_s")["epoch_s"],
+        "data_share": sum(all_data) / sum(step_s),
+        "global_batch": cfg.batch_size,
+        "samples": prepared.samples,
+        "steps_per_epoch": steps_per_epoch,
+        "prepare_s": prepared.prepare_s,
+        "data_source": prepared.source,
+        "device_name": device_name(device),
+        "peak_mem_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "loss_first": losses[0][0],
+        "loss_last": losses[-1][1],
+        "trace_path": None,
+    }
+    result = IOResult(metrics, repeats, first_steps)
+    if cfg.profile:
+        trace = paths.outputs_dir() / "traces" / f"{run_id}.json" if cfg.export_trace else None
+        step = _stepper(cfg, device, cfg.seed)
+        loader = loops.make_loader(prepared.dataset, prepared.collate_fn, cfg.batch_size,
+                                   cfg.num_workers, device, cfg.seed)
+        result.profile = loops.profile_steps(loader, step, min(steps_per_epoch,
+                                                               cfg.warmup_steps + 20), trace)
+        metrics["trace_path"] = str(trace) if trace else None
+    return result
+
+
+def steps_frame(result: IOResult):
+    """The first repeat's steps as a DataFrame (ms), for a plot of where step time goes."""
+    import pandas as pd
+
+    s = result.steps
+    return pd.DataFrame({"step": range(1, len(s["data_s"]) + 1),
+                         "data_ms": [v * 1e3 for v in s["data_s"]],
+                         "compute_ms": [v * 1e3 for v in s["compute_s"]],
+                         "warmup": s["warmup"]})
+
+
+def describe(cfg: IOConfig, result: IOResult) -> str:
+    """One line a person reads: what ran, and its headline numbers with spread."""
+    m = result.metrics
+    return (f"{cfg.dataset} {cfg.variant} {cfg.mode} on {m['device_name']}, "
+            f"num_workers={cfg.num_workers}: {m['samples_per_s']:,.0f} samples/s "
+            f"(p10 {m['samples_per_s_p10']:,.0f}, p90 {m['samples_per_s_p90']:,.0f}); "
+            f"{cfg.epochs} epochs in {m['total_s']:.2f} s (median of {cfg.repeats}); "
+            f"data {m['data_share']:.0%} of step time")

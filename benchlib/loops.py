@@ -1,0 +1,135 @@
+"""The timed loops: every step's data time and compute time, warm-up kept apart.
+
+    data_s     waiting for the DataLoader's next batch
+    compute_s  moving the batch to the device, and (train) forward, backward, step;
+               the clock is read after a device synchronize
+
+`traverse` only iterates and moves batches (seed 000's --test_tranverse_time);
+`train` runs the full step with SGD (seed 000's default lr 1e-3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from benchlib.config import MODES
+from benchlib.timing import StepClock
+
+
+@dataclass
+class EpochTimes:
+    """One epoch: per-step times (warm-up steps flagged) and the epoch's wall time."""
+
+    data_s: list[float] = field(default_factory=list)
+    compute_s: list[float] = field(default_factory=list)
+    samples: list[int] = field(default_factory=list)
+    warmup: list[bool] = field(default_factory=list)
+    epoch_s: float = 0.0
+    loss_first: float | None = None
+    loss_last: float | None = None
+
+    def timed(self) -> tuple[list[float], list[float], list[int]]:
+        """(data_s, compute_s, samples) of the steps after warm-up."""
+        keep = [i for i, w in enumerate(self.warmup) if not w]
+        return ([self.data_s[i] for i in keep], [self.compute_s[i] for i in keep],
+                [self.samples[i] for i in keep])
+
+
+def make_loader(dataset, collate_fn, batch_size: int, num_workers: int, device: torch.device,
+                seed: int, shuffle: bool = True) -> DataLoader:
+    generator = torch.Generator().manual_seed(seed)
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers,
+                      collate_fn=collate_fn, pin_memory=device.type == "cuda",
+                      generator=generator, drop_last=False)
+
+
+class Stepper:
+    """What one step does after the batch arrives: move it, and (train) learn from it."""
+
+    def __init__(self, mode: str, device: torch.device, model: nn.Module | None = None,
+                 lr: float = 1e-3):
+        if mode not in MODES:
+            raise ValueError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
+        self.mode, self.device = mode, device
+        self.model = model.to(device) if model is not None else None
+        if mode == "train":
+            if model is None:
+                raise ValueError("mode: train needs a model")
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr)
+            self.loss_fn = nn.CrossEntropyLoss()
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> float | None:
+        non_blocking = self.device.type == "cuda"
+        x = x.to(self.device, non_blocking=non_blocking)
+        y = y.to(self.device, non_blocking=non_blocking)
+        if self.mode == "traverse":
+            return None
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.model(x), y)
+        loss.backward()
+        self.optimizer.step()
+        return loss
+
+
+def run_epoch(loader: DataLoader, step: Stepper, warmup_steps: int, max_steps: int | None = None,
+              profiler: Any = None) -> EpochTimes:
+    """One pass over `loader`; the first `warmup_steps` steps are flagged as warm-up."""
+    clock = StepClock(step.device)
+    times = EpochTimes()
+    loss = None
+    epoch_start = before = clock.now()
+    iterator = iter(loader)
+    while max_steps is None or len(times.samples) < max_steps:
+        try:
+            x, y = next(iterator)
+        except StopIteration:
+            break
+        arrived = clock.now()
+        loss = step(x, y)
+        done = clock.now()
+        if loss is not None and times.loss_first is None:
+            times.loss_first = loss.item()
+        times.data_s.append(arrived - before)
+        times.compute_s.append(done - arrived)
+        times.samples.append(len(y))
+        times.warmup.append(len(times.samples) <= warmup_steps)
+        if profiler is not None:
+            profiler.step()
+        before = done
+    times.epoch_s = clock.now() - epoch_start
+    if loss is not None:
+        times.loss_last = loss.item()  # read once at the end: no extra sync per step
+    return times
+
+
+def profile_steps(loader: DataLoader, step: Stepper, steps: int, trace_file: Path | None,
+                  top: int = 15) -> list[dict[str, Any]]:
+    """`steps` steps under torch.profiler (CPU, and CUDA when the device is CUDA); the top
+    operators by self time. Kept apart from the timed repeats: the profiler costs time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU]
+    if step.device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities, record_shapes=False) as prof:
+        run_epoch(loader, step, warmup_steps=0, max_steps=steps)
+    if trace_file is not None:
+        trace_file.parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(trace_file))
+    device_key = "self_device_time_total" if step.device.type == "cuda" else None
+    events = sorted(prof.key_averages(), key=lambda e: getattr(e, device_key or "self_cpu_time_total"),
+                    reverse=True)
+    rows = []
+    for e in events[:top]:
+        row = {"op": e.key, "calls": e.count, "self_cpu_ms": e.self_cpu_time_total / 1e3,
+               "cpu_total_ms": e.cpu_time_total / 1e3}
+        if device_key:
+            row["self_cuda_ms"] = getattr(e, device_key) / 1e3
+        rows.append(row)
+    return rows
