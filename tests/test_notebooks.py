@@ -78,3 +78,31 @@ def test_report_with_no_runs_says_how_to_make_some(outputs):
 def test_cli_report_prints_the_index_path(outputs, capsys):
     assert main(["report", "--no-analysis"]) == 0
     assert capsys.readouterr().out.strip() == f"report: {outputs / 'report' / 'index.html'}"
+
+
+def test_io_notebook_sweep_feeds_the_analysis_conclusions(tmp_path, outputs, small_data):
+    file = tmp_path / "io.yaml"
+    file.write_text(f"""
+studies:
+  - study: io_workers
+    notebook: 10_single_device_io
+    defaults: {{path: {small_data}, device: cpu, dataset: mydataset, repeats: 2, warmup_steps: 1}}
+    grid: {{num_workers: [0, 1]}}
+  - study: io_variants
+    notebook: 10_single_device_io
+    defaults: {{path: {small_data}, device: cpu, mode: traverse, repeats: 2, warmup_steps: 1,
+               profile: true}}
+    grid: {{variant: [raw, preload]}}
+""")
+    assert main(["sweep", str(file), "--no-progress"]) == 0
+    df = results.load_results(outputs / "results")
+    assert len(df) == 4 and set(df["status"]) == {"ok"}
+    assert (df["samples_per_s"] > 0).all()
+    executed = nbformat.read(outputs / df.iloc[0]["executed_notebook"], 4)
+    assert not [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
+
+    report.build(outputs)
+    analysis = (outputs / "report" / "analysis.html").read_text()
+    assert "fastest with <strong>num_workers=" in analysis
+    assert "FashionMNIST traverse: raw takes <strong>" in analysis and "seed 000 measured 15.9x" in analysis
+    assert "fashion-mnist, traverse (1 ep, s)" in analysis  # the seed-shaped table

@@ -1,0 +1,106 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from benchlib import allocator, iostudy
+from benchlib.cli import main
+from benchlib.config import IOConfig
+from benchlib.errors import ConfigError, UsageError
+
+
+def test_run_summarises_repeats_with_spread(small_data):
+    cfg = IOConfig(path=str(small_data), dataset="mydataset", variant="preload", mode="train",
+                   device="cpu", repeats=4, warmup_steps=2, epochs=2)
+    result = iostudy.run(cfg)
+    m = result.metrics
+    assert len(result.repeats) == 4 and m["samples_per_s_n"] == 4
+    assert m["samples_per_s_p10"] <= m["samples_per_s"] <= m["samples_per_s_p90"]
+    assert m["samples_per_s_ci95_low"] <= m["samples_per_s"] <= m["samples_per_s_ci95_high"]
+    assert m["steps_per_epoch"] == 5 and m["samples"] == 300 and m["global_batch"] == 64
+    assert 0 < m["data_share"] < 1 and m["data_source"] == "generated"
+    assert m["device_name"] == "cpu" and m["peak_mem_bytes"] is None
+    # total_s is the wall time of both epochs, longer than the timed steps alone
+    for r in result.repeats:
+        assert r["total_s"] > r["data_s"] + r["compute_s"] > 0
+    assert m["loss_first"] > 0 and m["trace_path"] is None
+
+
+def test_warmup_that_leaves_no_timed_step_is_refused(small_data):
+    cfg = IOConfig(path=str(small_data), dataset="mydataset", device="cpu", warmup_steps=5)
+    with pytest.raises(ConfigError, match="warmup_steps: 5 leaves no timed step: an epoch of 300 "
+                                          "samples has 5 steps"):
+        iostudy.run(cfg)
+
+
+def test_gpu_without_cuda_is_an_error_not_a_cpu_run(small_data):
+    with pytest.raises(UsageError, match="device: gpu asked for, but torch .* sees no CUDA device"):
+        iostudy.run(IOConfig(path=str(small_data), device="gpu"))
+
+
+def test_cli_io_writes_a_record_with_profile_and_trace(small_data, outputs, capsys):
+    code = main(["io", "1", "cpu", "--path", str(small_data), "--dataset", "fashion-mnist",
+                 "--variant", "preload_batched", "--repeats", "2", "--profile", "--export-trace"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "fashion-mnist preload_batched train on cpu, num_workers=0:" in out
+    record = json.loads(open(out.split("record: ")[1].strip()).read())
+    assert record["status"] == "ok" and record["study"] == "io"
+    assert record["params"]["variant"] == "preload_batched" and record["params"]["profile"] is True
+    trace = record["metrics"]["trace_path"]
+    assert trace.startswith(str(outputs / "traces")) and '"traceEvents"' in open(trace).read()
+    assert record["details"]["profile"][0]["calls"] >= 1
+    assert len(record["details"]["repeats"]) == 2
+
+
+BAD = [
+    (["--num-workers", "-1"], "num_workers: must be >= 0, got -1"),
+    (["--batch-size", "0"], "batch_size: must be >= 1, got 0"),
+    (["--dataset", "cifar"], "dataset: 'cifar' is not one of fashion-mnist, mydataset"),
+    (["--variant", "lmdb"], "variant: 'lmdb' is not one of raw, preload, preload_batched"),
+    (["--export-trace"], "export_trace: needs profile = True"),
+]
+
+
+@pytest.mark.parametrize("extra, message", BAD)
+def test_cli_io_bad_input_is_one_line_exit_2_and_no_record(small_data, outputs, capsys, extra, message):
+    args = ["io", "1", "cpu", "--path", str(small_data), "--dataset", "fashion-mnist"]
+    # a later --dataset overrides the first one, as argparse does
+    assert main(args + extra) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("benchlib io: ") and message in err and "\n" not in err
+    assert not outputs.exists()
+
+
+def test_cli_io_gpu_without_cuda_and_missing_path(tmp_path, small_data, outputs, capsys):
+    assert main(["io", "1", "gpu", "--path", str(small_data), "--dataset", "mydataset"]) == 2
+    assert "device: gpu asked for" in capsys.readouterr().err
+    assert main(["io", "1", "cpu", "--path", str(tmp_path / "none"), "--dataset", "mydataset"]) == 2
+    assert "has no mydataset data; run `python -m benchlib data --path" in capsys.readouterr().err
+    assert not outputs.exists()
+
+
+def test_calibrate_prints_the_loop_ratio_and_fetch_ceiling(small_data, capsys):
+    assert main(["calibrate", "--steps", "3", "--rounds", "2", "--path", str(small_data)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("allocator: glibc")
+    assert "train loop: benchlib / bare = " in out[1] and "2 rounds" in out[1]
+    assert "% of a plain copy of the same array" in out[2] and "3136 B each" in out[2]
+
+
+def test_allocator_option_restarts_the_command_with_it():
+    env_json = subprocess.run([sys.executable, "-m", "benchlib", "--allocator", "tuned", "env",
+                               "--json"], capture_output=True, text=True, check=True).stdout
+    alloc = json.loads(env_json)["allocator"]
+    assert alloc["glibc_tunables"] == allocator.TUNED and alloc["name"] == "glibc"
+
+
+def test_unknown_or_missing_allocator_is_refused():
+    with pytest.raises(UsageError, match="allocator: 'hoard' is not one of default, tuned"):
+        allocator.environment_for("hoard")
+    try:
+        env = allocator.environment_for("jemalloc")
+        assert "jemalloc" in env["LD_PRELOAD"]
+    except UsageError as e:
+        assert "jemalloc is not installed here (apt-get install libjemalloc2)" in str(e)

@@ -1,0 +1,50 @@
+import math
+
+import torch
+
+from benchlib import loops, storage
+from benchlib.models import ToyNet, build_model
+
+
+def test_toynet_is_seed_000s_mlp():
+    model = ToyNet()
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(784, 512), (512, 512), (512, 10)]
+    assert model(torch.rand(3, 1, 28, 28)).shape == (3, 10)
+    assert build_model("simplecnn")(torch.rand(2, 1, 28, 28)).shape == (2, 10)
+
+
+def _loader(small_data, batch_size=64):
+    prepared = storage.prepare("fashion-mnist", "preload", small_data)
+    return loops.make_loader(prepared.dataset, prepared.collate_fn, batch_size, 0,
+                             torch.device("cpu"), seed=0)
+
+
+def test_an_epoch_times_every_step_and_flags_warmup(small_data):
+    times = loops.run_epoch(_loader(small_data), loops.Stepper("traverse", torch.device("cpu")),
+                            warmup_steps=3)
+    assert len(times.samples) == math.ceil(600 / 64) and sum(times.samples) == 600
+    assert times.warmup == [True] * 3 + [False] * (len(times.samples) - 3)
+    data_s, compute_s, samples = times.timed()
+    assert len(data_s) == len(compute_s) == len(samples) == len(times.samples) - 3
+    assert all(t >= 0 for t in data_s + compute_s)
+    assert sum(times.data_s) + sum(times.compute_s) <= times.epoch_s
+    assert times.loss_first is None  # traverse does not train
+
+
+def test_training_learns_the_generated_classes(small_data):
+    torch.manual_seed(0)
+    step = loops.Stepper("train", torch.device("cpu"), ToyNet(), lr=0.1)
+    first = loops.run_epoch(_loader(small_data, 32), step, warmup_steps=0)
+    for _ in range(3):
+        last = loops.run_epoch(_loader(small_data, 32), step, warmup_steps=0)
+    assert last.loss_last < 0.5 * first.loss_first
+
+
+def test_profiler_reports_top_operators_and_writes_a_trace(small_data, tmp_path):
+    step = loops.Stepper("train", torch.device("cpu"), ToyNet())
+    rows = loops.profile_steps(_loader(small_data), step, steps=3, trace_file=tmp_path / "t.json")
+    names = [r["op"] for r in rows]
+    assert any("addmm" in n or "linear" in n for n in names)
+    assert rows == sorted(rows, key=lambda r: r["self_cpu_ms"], reverse=True)
+    assert '"traceEvents"' in (tmp_path / "t.json").read_text()

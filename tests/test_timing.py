@@ -1,0 +1,36 @@
+import math
+import time
+
+import numpy as np
+import pytest
+
+from benchlib.timing import StepClock, median_ci95, quantile, summarize
+
+
+@pytest.mark.parametrize("q", [0.0, 0.1, 0.5, 0.9, 1.0])
+def test_quantile_matches_numpy(q):
+    values = sorted([3.0, 1.0, 4.0, 1.5, 9.0, 2.6, 5.3])
+    assert quantile(values, q) == pytest.approx(np.quantile(values, q))
+
+
+def test_summary_is_median_with_spread_and_an_interval_around_it():
+    values = [10.0, 11.0, 9.0, 10.5, 30.0, 9.5, 10.2]  # one outlier
+    s = summarize(values, "samples_per_s")
+    assert s["samples_per_s"] == 10.2  # the median ignores the outlier; a mean would not
+    assert s["samples_per_s_p10"] <= s["samples_per_s"] <= s["samples_per_s_p90"]
+    assert s["samples_per_s_ci95_low"] <= s["samples_per_s"] <= s["samples_per_s_ci95_high"]
+    assert s["samples_per_s_ci95_high"] < 30.0 and s["samples_per_s_n"] == 7
+
+
+def test_interval_is_reproducible_and_undefined_for_one_value():
+    values = [1.0, 2.0, 3.0, 4.0, 5.0]
+    assert median_ci95(values) == median_ci95(values)
+    assert all(math.isnan(v) for v in median_ci95([1.0]))
+
+
+def test_cpu_clock_is_the_plain_monotonic_clock():
+    clock = StepClock("cpu")
+    assert clock.now is time.perf_counter
+    a = clock.now()
+    time.sleep(0.01)
+    assert clock.now() - a >= 0.01
