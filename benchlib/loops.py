@@ -1,8 +1,12 @@
 """The timed loops: every step's data time and compute time, warm-up kept apart.
 
-    data_s     waiting for the DataLoader's next batch
-    compute_s  moving the batch to the device, and (train) forward, backward, step;
-               the clock is read after a device synchronize
+Times are read on the device's own timeline (`timing.StepMarks`: CUDA events, one
+synchronize per epoch; the host clock on CPU), so measuring does not stall the device:
+
+    step_s     from the end of one step to the end of the next
+    compute_s  from the moment the batch is handed over (moved to the device) to the
+               end of the step: transfer, and (train) forward, backward, optimizer step
+    data_s     the rest of the step: how long the device waited for the next batch
 
 `traverse` only iterates and moves batches (seed 000's --test_tranverse_time);
 `train` runs the full step with SGD (seed 000's default lr 1e-3).
@@ -10,6 +14,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +25,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from benchlib.config import MODES
-from benchlib.timing import StepClock
+from benchlib.timing import StepMarks
 
 
 @dataclass
@@ -77,34 +83,37 @@ class Stepper:
         return loss
 
 
-def run_epoch(loader: DataLoader, step: Stepper, warmup_steps: int, max_steps: int | None = None,
+def run_epoch(loader: Iterable, step: Stepper, warmup_steps: int, max_steps: int | None = None,
               profiler: Any = None) -> EpochTimes:
     """One pass over `loader`; the first `warmup_steps` steps are flagged as warm-up."""
-    clock = StepClock(step.device)
+    marks = StepMarks(step.device)
     times = EpochTimes()
-    loss = None
-    epoch_start = before = clock.now()
+    ends, handed, loss = [], [], None
+    marks.wait()  # nothing queued before the epoch counts towards it
+    host_start = time.perf_counter()
+    ends.append(marks.mark())
     iterator = iter(loader)
     while max_steps is None or len(times.samples) < max_steps:
         try:
             x, y = next(iterator)
         except StopIteration:
             break
-        arrived = clock.now()
+        handed.append(marks.mark())
         loss = step(x, y)
-        done = clock.now()
+        ends.append(marks.mark())
         if loss is not None and times.loss_first is None:
             times.loss_first = loss.item()
-        times.data_s.append(arrived - before)
-        times.compute_s.append(done - arrived)
         times.samples.append(len(y))
         times.warmup.append(len(times.samples) <= warmup_steps)
         if profiler is not None:
             profiler.step()
-        before = done
-    times.epoch_s = clock.now() - epoch_start
+    marks.wait()
+    times.epoch_s = time.perf_counter() - host_start
+    for before, at, end in zip(ends, handed, ends[1:]):
+        times.data_s.append(marks.seconds(before, at))
+        times.compute_s.append(marks.seconds(at, end))
     if loss is not None:
-        times.loss_last = loss.item()  # read once at the end: no extra sync per step
+        times.loss_last = loss.item()
     return times
 
 

@@ -1,7 +1,13 @@
 """Clocks that can be trusted, and statistics that are never a bare mean.
 
-On CUDA the device runs behind the host: a clock read without a synchronize measures
-how fast kernels were queued, not run. `StepClock` synchronizes before every read.
+On CUDA the device runs behind the host: a host clock read without a synchronize
+measures how fast kernels were queued, not run. Two tools, for two jobs:
+
+- `StepMarks` times every step of a loop on the device's own timeline (CUDA events,
+  read after one synchronize at the end), so measuring does not stall the pipeline
+  between host and device. On CPU it is the host clock.
+- `StepClock` reads the host clock after a synchronize: for whole blocks of work.
+
 Warm-up steps are excluded by the caller (their count is a recorded parameter).
 """
 
@@ -28,6 +34,36 @@ class StepClock:
                 return time.perf_counter()
 
             self.now = synced
+
+
+class StepMarks:
+    """Points in a sequence of steps: `mark()` now, `seconds(a, b)` between two marks
+    once `wait()` has returned. CUDA marks are events recorded on the current stream:
+    the device stamps them when it gets there, and nothing waits until `wait()`."""
+
+    def __init__(self, device: Any = None):
+        self.device = device
+        self.cuda = device is not None and getattr(device, "type", str(device)).startswith("cuda")
+        if self.cuda:
+            import torch
+
+            self._event = lambda: torch.cuda.Event(enable_timing=True)
+            self._sync = lambda: torch.cuda.synchronize(device)
+
+    def mark(self) -> Any:
+        if not self.cuda:
+            return time.perf_counter()
+        event = self._event()
+        event.record()
+        return event
+
+    def wait(self) -> None:
+        """Let the device finish what was queued, so that every mark can be read."""
+        if self.cuda:
+            self._sync()
+
+    def seconds(self, a: Any, b: Any) -> float:
+        return a.elapsed_time(b) / 1e3 if self.cuda else b - a
 
 
 def quantile(sorted_values: Sequence[float], q: float) -> float:
