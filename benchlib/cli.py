@@ -1,4 +1,5 @@
-"""`python -m benchlib ...`: data, env, sweep, run, report, io, calibrate, overhead.
+"""`python -m benchlib ...`: data, env, sweep, run, report, io, allreduce, doctor,
+calibrate, overhead.
 
 Bad input prints one line naming the parameter and what is allowed, and exits 2.
 """
@@ -29,7 +30,7 @@ def cmd_data(args) -> int:
     from benchlib.config import DataPrepConfig
 
     cfg = DataPrepConfig(path=str(Path(args.path).resolve()), dataset=args.dataset,
-                         size=args.size, fashion_size=args.fashion_size,
+                         size=args.size, fashion_size=args.fashion_size, cifar_size=args.cifar_size,
                          offline=args.offline, seed=args.seed)
     for name, entry in data.prepare(cfg).items():
         samples = ", ".join(f"{n} {split}" for split, n in entry["samples"].items())
@@ -101,9 +102,21 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _store(args, notebook: str, run_id: str, params: dict, started_at: str, metrics: dict,
+           details: dict) -> Path:
+    """A record for a measurement run from the shell: the same schema as a notebook run's."""
+    from benchlib import envinfo, results
+
+    record = results.make_record(
+        run_id=run_id, study=args.study, notebook=notebook, params=params,
+        env=envinfo.collect(), started_at=started_at, status="ok", metrics=metrics,
+        details=details)
+    return results.write_record(_outputs(args) / "results", record)
+
+
 def cmd_io(args) -> int:
     """Seed 000's singlegpu.py / test_funcs.py: one setting measured, one record written."""
-    from benchlib import envinfo, iostudy, results
+    from benchlib import iostudy, results
     from benchlib.config import IOConfig
 
     cfg = IOConfig(path=str(Path(args.path).resolve()), dataset=args.dataset,
@@ -116,11 +129,8 @@ def cmd_io(args) -> int:
     run_id = results.run_id_for(args.study, "benchlib-io", params)
     started_at = results.now()
     result = iostudy.run(cfg, run_id)
-    record = results.make_record(
-        run_id=run_id, study=args.study, notebook="benchlib io (CLI)", params=params,
-        env=envinfo.collect(), started_at=started_at, status="ok", metrics=result.metrics,
-        details=result.details())
-    path = results.write_record(_outputs(args) / "results", record)
+    path = _store(args, "benchlib io (CLI)", run_id, params, started_at, result.metrics,
+                  result.details())
     print(iostudy.describe(cfg, result))
     for row in result.profile:
         print(f"  {row['op'][:48]:48} calls {row['calls']:6d}  self cpu {row['self_cpu_ms']:9.3f} ms"
@@ -128,6 +138,53 @@ def cmd_io(args) -> int:
     if result.metrics["trace_path"]:
         print(f"trace: {result.metrics['trace_path']}")
     print(f"record: {path}")
+    return 0
+
+
+def cmd_allreduce(args) -> int:
+    """All-reduce bus bandwidth over message sizes, launched like the trainers."""
+    from benchlib import dist, launch, results
+
+    dist.check_rank(0, args.nproc)
+    if args.nproc < 2:
+        raise UsageError(f"nproc: all-reduce needs at least 2 ranks, got {args.nproc}")
+    params = {"nproc_per_node": args.nproc, "launcher": args.launcher, "backend": args.backend,
+              "device": args.device, "allreduce_max_bytes": args.max_bytes}
+    run_id = results.run_id_for(args.study, "benchlib-allreduce", params)
+    started_at = results.now()
+    out = launch.launch("allreduce", ["--max-bytes", str(args.max_bytes), "--device", args.device,
+                                      "--backend", args.backend, "--iters", str(args.iters)],
+                        _outputs(args) / "logs" / run_id, args.launcher, args.nproc,
+                        port=args.port, timeout_s=args.timeout)
+    m = out.result["metrics"]
+    print(f"{'bytes':>12}  {'time':>10}  {'algbw GB/s':>10}  {'busbw GB/s':>10}")
+    for row in out.result["details"]["sizes"]:
+        print(f"{row['bytes']:>12}  {row['time_s'] * 1e6:8.1f}us  {row['algbw_gbps']:10.3f}  "
+              f"{row['busbw_gbps']:10.3f}")
+    print(f"peak busbw {m['busbw_gbps']:.3f} GB/s at {m['busbw_at_bytes']} B, {args.nproc} ranks, "
+          f"{m['backend_used']}")
+    path = _store(args, "benchlib allreduce (CLI)", run_id, params, started_at, m,
+                  {"allreduce": out.result["details"]["sizes"]})
+    print(f"record: {path}")
+    return 0
+
+
+def cmd_doctor(args) -> int:
+    """Seed 004's toy test: through torchrun here, or this process as one rank of tcp://."""
+    from benchlib import launch
+
+    if args.init_method:
+        from benchlib.workers import doctor
+
+        return doctor.entry(doctor.check, doctor.parser(), [
+            "--init-method", args.init_method, "--rank", str(args.rank),
+            "--world-size", str(args.world_size), "--device", args.device,
+            "--backend", args.backend, "--timeout", str(args.timeout)])
+    out = launch.launch("doctor", ["--device", args.device, "--backend", args.backend,
+                                   "--timeout", str(args.timeout)],
+                        _outputs(args) / "logs" / "doctor", args.launcher, args.nproc,
+                        port=args.port, timeout_s=args.timeout)
+    print(out.result["details"]["line"])
     return 0
 
 
@@ -188,9 +245,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", type=int, default=60000, help="MyDataSet samples (default 60000)")
     p.add_argument("--fashion-size", type=int, default=60000,
                    help="generated FashionMNIST training images when offline (default 60000)")
-    p.add_argument("--dataset", default="all", choices=["all", "fashion-mnist", "mydataset"])
+    p.add_argument("--cifar-size", type=int, default=50000,
+                   help="generated CIFAR-10 training images when offline (default 50000)")
+    p.add_argument("--dataset", default="all", choices=["all", "fashion-mnist", "mydataset", "cifar10"])
     p.add_argument("--offline", action="store_true",
-                   help="generate FashionMNIST in its IDX format instead of downloading it")
+                   help="generate FashionMNIST (IDX) and CIFAR-10 (pickle batches) instead of "
+                   "downloading them")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_data)
 
@@ -240,6 +300,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--study", default="io", help="study name of the record (default io)")
     p.add_argument("--outputs", help=outputs_help)
     p.set_defaults(func=cmd_io)
+
+    def distributed(p, nproc_default: int = 2) -> None:
+        p.add_argument("--nproc", type=int, default=nproc_default, help="ranks on this host")
+        p.add_argument("--launcher", default="torchrun", choices=["torchrun", "mp_spawn", "tcp"])
+        p.add_argument("--device", default="auto", choices=["cpu", "gpu", "auto"])
+        p.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
+        p.add_argument("--port", type=int, help="rendezvous port (default: a free one)")
+        p.add_argument("--timeout", type=float, default=300.0, help="seconds for the whole run")
+        p.add_argument("--outputs", help=outputs_help)
+
+    p = sub.add_parser("allreduce", help="all-reduce bus bandwidth (busbw = algbw x 2(n-1)/n)")
+    distributed(p)
+    p.add_argument("--max-bytes", type=int, default=64 * 2**20)
+    p.add_argument("--iters", type=int, default=10)
+    p.add_argument("--study", default="allreduce")
+    p.set_defaults(func=cmd_allreduce)
+
+    p = sub.add_parser("doctor", help="seed 004's toy test: init, a checked all_reduce, latency")
+    distributed(p)
+    p.add_argument("--init-method", help="tcp://HOST:PORT: run this process as one rank")
+    p.add_argument("--rank", type=int, default=0)
+    p.add_argument("--world-size", type=int, default=2)
+    p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("calibrate", help="benchmark: benchlib's loop vs a bare loop; fetch ceiling")
     p.add_argument("--device", default="cpu", choices=["cpu", "gpu", "auto"])

@@ -82,7 +82,7 @@ class StudyConfig:
         return dataclasses.asdict(self)
 
 
-DATASETS_PREPARED = ("fashion-mnist", "mydataset")
+DATASETS_PREPARED = ("fashion-mnist", "mydataset", "cifar10")
 
 
 @dataclasses.dataclass
@@ -92,13 +92,15 @@ class DataPrepConfig(StudyConfig):
     path: str = "outputs/data"
     """Folder the data sets are written to; relative paths start at the project root."""
     dataset: str = "all"
-    """Which data set to prepare: all, fashion-mnist or mydataset."""
+    """Which data set to prepare: all, fashion-mnist, mydataset or cifar10."""
     size: int = 60000
     """MyDataSet sample count (seed 000's --size)."""
     fashion_size: int = 60000
     """FashionMNIST training images when generated offline (the test split gets a sixth)."""
+    cifar_size: int = 50000
+    """CIFAR-10 training images when generated offline (the test split gets a fifth)."""
     offline: bool = False
-    """Generate FashionMNIST instead of downloading it (automatic without network)."""
+    """Generate FashionMNIST and CIFAR-10 instead of downloading them (automatic without network)."""
     seed: int = 0
     """Seed of the generators: the same seed gives byte-identical files."""
 
@@ -106,6 +108,7 @@ class DataPrepConfig(StudyConfig):
         require_choice("dataset", self.dataset, ("all", *DATASETS_PREPARED))
         require_min("size", self.size, 1)
         require_min("fashion_size", self.fashion_size, 10)
+        require_min("cifar_size", self.cifar_size, 10)
         if not self.path:
             raise ConfigError("path", "must name a folder, e.g. outputs/data")
 
@@ -118,7 +121,7 @@ DEVICES = ("cpu", "gpu", "auto")
 IO_DATASETS = ("fashion-mnist", "mydataset")
 VARIANTS = ("raw", "preload", "preload_batched", "tensorclass", "tensorclass_memmap", "np_memmap")
 MODES = ("traverse", "train")
-MODELS = ("toynet", "simplecnn")
+MODELS = ("toynet", "simplecnn", "pyramidnet")
 
 
 def check_device(device: str) -> None:
@@ -190,6 +193,99 @@ class IOConfig(StudyConfig):
         data.describe(self.path, self.dataset)
 
 
+STRATEGIES = ("single", "dp", "ddp")
+LAUNCHERS = ("torchrun", "mp_spawn", "tcp")
+TRAIN_DATASETS = ("cifar10", "fashion-mnist", "mydataset", "synthetic")
+
+
+@dataclasses.dataclass
+class DistConfig(StudyConfig):
+    """DataParallel vs DDP (notebook 20): seed 002's single_gpu.py, data_parallel.py and
+    distributed_data_parallel.py, launched as subprocesses."""
+
+    strategy: str = "ddp"
+    """single (one device), dp (DataParallel over the visible GPUs) or ddp."""
+    launcher: str = "torchrun"
+    """How DDP ranks start: torchrun, mp_spawn or tcp (one process per rank, tcp:// init)."""
+    nproc_per_node: int = 2
+    """DDP ranks on this host (single and dp run one process: 1)."""
+    dataset: str = "cifar10"
+    """cifar10, fashion-mnist, mydataset or synthetic (no IO)."""
+    path: str = "outputs/data"
+    """Folder prepared by `benchlib data`."""
+    model: str = "pyramidnet"
+    """pyramidnet (seed 002), simplecnn or toynet (28x28 data only)."""
+    depth: int = 20
+    """PyramidNet depth, 6n + 2 (the paper's CIFAR setting: 110)."""
+    alpha: int = 48
+    """PyramidNet widening (the paper's CIFAR setting: 270)."""
+    epochs: int = 1
+    """Epochs; each is one sample of the spread."""
+    batch_size: int = 32
+    """Per device (seed 002: 64)."""
+    num_workers: int = 0
+    """DataLoader workers per rank."""
+    warmup_steps: int = 3
+    """Steps left out at the start of every epoch."""
+    max_steps: int = 0
+    """Steps per epoch; 0 runs whole epochs."""
+    lr: float = 0.1
+    """SGD learning rate (momentum 0.9)."""
+    device: str = "auto"
+    """cpu, gpu or auto."""
+    backend: str = "auto"
+    """auto (nccl on CUDA, gloo on CPU), gloo or nccl."""
+    allreduce: bool = False
+    """Also measure all-reduce bus bandwidth with the same ranks."""
+    allreduce_max_bytes: int = 16777216
+    """Largest all-reduce message (16 MiB; a GPU node: 256 MiB and more)."""
+    timeout_s: int = 600
+    """The whole launch, and each rendezvous and collective, time out after this."""
+    seed: int = 0
+    """Seed of weights, shuffling and augmentation."""
+
+    def validate(self) -> None:
+        from benchlib.dist import BACKENDS
+
+        require_choice("strategy", self.strategy, STRATEGIES)
+        require_choice("launcher", self.launcher, LAUNCHERS)
+        require_choice("dataset", self.dataset, TRAIN_DATASETS)
+        require_choice("model", self.model, MODELS)
+        require_choice("device", self.device, DEVICES)
+        require_choice("backend", self.backend, BACKENDS)
+        require_min("nproc_per_node", self.nproc_per_node, 1)
+        if self.strategy != "ddp" and self.nproc_per_node != 1:
+            raise ConfigError("nproc_per_node", f"{self.strategy} runs one process: set 1 "
+                              "(dp spreads it over the visible GPUs itself)")
+        if self.model == "pyramidnet" and (self.depth - 2) % 6:
+            raise ConfigError("depth", f"PyramidNet depth must be 6n + 2 (20, 32, 110), got {self.depth}")
+        if self.model == "toynet" and self.dataset in ("cifar10", "synthetic"):
+            raise ConfigError("model", "toynet takes 1x28x28 inputs: use fashion-mnist or "
+                              "mydataset, or simplecnn / pyramidnet")
+        for name in ("epochs", "batch_size", "timeout_s"):
+            require_min(name, getattr(self, name), 1)
+        for name in ("num_workers", "warmup_steps", "max_steps"):
+            require_min(name, getattr(self, name), 0)
+        if self.max_steps and self.warmup_steps >= self.max_steps:
+            raise ConfigError("warmup_steps", f"{self.warmup_steps} leaves no timed step of "
+                              f"max_steps {self.max_steps}")
+        require_min("allreduce_max_bytes", self.allreduce_max_bytes, 1024)
+
+    def check_runtime(self) -> None:
+        from benchlib import data
+        from benchlib.dist import choose_backend
+
+        check_device(self.device)
+        if self.device == "cpu":
+            choose_backend("cpu", self.backend)
+        elif self.device == "auto":
+            import torch
+
+            choose_backend("cuda" if torch.cuda.is_available() else "cpu", self.backend)
+        if self.dataset != "synthetic":
+            data.describe(self.path, self.dataset)
+
+
 @dataclasses.dataclass
 class AnalysisConfig(StudyConfig):
     """The analysis notebook (90): where the records are."""
@@ -202,4 +298,5 @@ CONFIGS: dict[str, type[StudyConfig]] = {
     "DataPrepConfig": DataPrepConfig,
     "AnalysisConfig": AnalysisConfig,
     "IOConfig": IOConfig,
+    "DistConfig": DistConfig,
 }

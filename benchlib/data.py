@@ -3,6 +3,7 @@
 Layout under one data folder (`--path`):
     FashionMNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte   what torchvision reads
     mydataset.npz                                                     seed 000's MyDataSet
+    cifar-10-batches-py/{data_batch_1..5,test_batch,batches.meta}      seed 002's CIFAR-10
     manifest.json     per data set: real or generated, samples, bytes, sha256, params
 
 The offline FashionMNIST is written as the same raw IDX files torchvision extracts from
@@ -108,24 +109,31 @@ def _reusable(root: Path, entry: dict[str, Any] | None, params: dict) -> bool:
 # ---------------------------------------------------------------- FashionMNIST
 
 
-def _class_prototypes(rng: np.random.Generator) -> np.ndarray:
-    """Ten blocky 28x28 shapes in [0, 1] inside an ellipse: one per class."""
-    coarse = rng.random((NUM_CLASSES, 7, 7))
+def _class_prototypes(rng: np.random.Generator, side: int = IMAGE_SIDE,
+                      channels: int = 0) -> np.ndarray:
+    """Ten blocky side x side shapes in [0, 1] inside an ellipse, one per class; with
+    `channels`, colour images shaped (10, channels, side, side)."""
+    extra = (channels,) if channels else ()
+    coarse = rng.random((NUM_CLASSES, *extra, side // 4, side // 4))
     shapes = np.kron(coarse, np.ones((4, 4)))
-    yy, xx = np.mgrid[:IMAGE_SIDE, :IMAGE_SIDE]
-    ellipse = ((yy - 13.5) / 13) ** 2 + ((xx - 13.5) / 10) ** 2 <= 1
+    yy, xx = np.mgrid[:side, :side]
+    half = (side - 1) / 2
+    ellipse = ((yy - half) / (side * 0.47)) ** 2 + ((xx - half) / (side * 0.36)) ** 2 <= 1
     return (shapes * ellipse).astype(np.float32)
 
 
 def generate_images(n: int, rng: np.random.Generator, prototypes: np.ndarray):
-    """`n` uint8 images and balanced labels 0-9: prototype x brightness + noise."""
+    """`n` uint8 images shaped like the prototypes, balanced labels 0-9:
+    prototype x brightness + noise."""
+    shape = prototypes.shape[1:]
     labels = rng.permutation(np.arange(n) % NUM_CLASSES).astype(np.uint8)
-    images = np.empty((n, IMAGE_SIDE, IMAGE_SIDE), dtype=np.uint8)
+    images = np.empty((n, *shape), dtype=np.uint8)
     for start in range(0, n, 10_000):  # chunks keep the float copy small
         chunk = labels[start : start + 10_000]
-        brightness = rng.uniform(0.6, 1.0, size=(len(chunk), 1, 1)).astype(np.float32)
-        noise = rng.normal(0.0, 0.08, size=(len(chunk), IMAGE_SIDE, IMAGE_SIDE)).astype(np.float32)
-        pixels = np.clip(prototypes[chunk] * brightness + noise, 0.0, 1.0)
+        brightness = rng.uniform(0.6, 1.0, size=(len(chunk),) + (1,) * len(shape))
+        noise = rng.normal(0.0, 0.08, size=(len(chunk), *shape))
+        pixels = np.clip(prototypes[chunk] * brightness.astype(np.float32)
+                         + noise.astype(np.float32), 0.0, 1.0)
         images[start : start + len(chunk)] = np.round(pixels * 255).astype(np.uint8)
     return images, labels
 
@@ -234,10 +242,96 @@ def load_mydataset(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         return npz["data"], npz["labels"]
 
 
+# ---------------------------------------------------------------- CIFAR-10
+
+
+CIFAR_DIR = "cifar-10-batches-py"
+CIFAR_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
+                 "ship", "truck"]
+CIFAR_TRAIN_BATCHES = [f"data_batch_{i}" for i in range(1, 6)]
+
+
+def _pickle(file: Path, obj: Any) -> None:
+    import pickle
+
+    atomic.write_bytes(file, pickle.dumps(obj, protocol=2))
+
+
+def generate_cifar10(root: Path, train_size: int, seed: int) -> dict[str, int]:
+    """The python pickle batches torchvision reads: five training batches, one test batch
+    and batches.meta; images are colour class shapes plus noise."""
+    rng = np.random.default_rng(seed + 2)
+    prototypes = _class_prototypes(rng, side=32, channels=3)
+    sizes = {"train": train_size, "test": max(train_size // 5, NUM_CLASSES)}
+    folder = root / CIFAR_DIR
+    images, labels = generate_images(sizes["train"], rng, prototypes)
+    for name, part in zip(CIFAR_TRAIN_BATCHES, np.array_split(np.arange(train_size), 5)):
+        _pickle(folder / name, {"batch_label": name, "labels": labels[part].tolist(),
+                                "data": images[part].reshape(len(part), -1),
+                                "filenames": [f"generated_{i}.png" for i in part]})
+    images, labels = generate_images(sizes["test"], rng, prototypes)
+    _pickle(folder / "test_batch", {"batch_label": "test_batch", "labels": labels.tolist(),
+                                    "data": images.reshape(len(labels), -1),
+                                    "filenames": [f"generated_{i}.png" for i in range(len(labels))]})
+    _pickle(folder / "batches.meta", {"label_names": CIFAR_CLASSES,
+                                      "num_cases_per_batch": len(labels), "num_vis": 3072})
+    return sizes
+
+
+def prepare_cifar10(root: Path, cfg: DataPrepConfig) -> dict[str, Any]:
+    params = {"cifar_size": cfg.cifar_size, "seed": cfg.seed}
+    old = read_manifest(root).get("cifar10")
+    if _reusable(root, old, params):
+        _log(f"cifar10: reusing {old['source']} data in {root}")
+        return old
+    start = time.perf_counter()
+    source = "generated"
+    if not cfg.offline:
+        from torchvision.datasets import CIFAR10
+
+        reason = network_reason(CIFAR10.url)
+        if reason is None:
+            CIFAR10(str(root), train=True, download=True)
+            samples, source = {"train": 50000, "test": 10000}, "real"
+        else:
+            _log(f"no network ({reason}); generating CIFAR-10 offline in the same pickle format")
+    if source == "generated":
+        samples = generate_cifar10(root, cfg.cifar_size, cfg.seed)
+        _log(f"cifar10: generated {samples['train']} + {samples['test']} images in {root}")
+    files = [f"{CIFAR_DIR}/{n}" for n in [*CIFAR_TRAIN_BATCHES, "test_batch", "batches.meta"]]
+    entry = _entry(root, source, files, samples, params if source == "generated" else {},
+                   time.perf_counter() - start)
+    _record_in_manifest(root, "cifar10", entry)
+    return entry
+
+
+def cifar10(path: str | Path, train: bool = True, transform: Any = None):
+    """torchvision's CIFAR10 over the prepared folder. Generated batches cannot match
+    torchvision's published MD5 sums, so for them only that check is skipped."""
+    from torchvision.datasets import CIFAR10
+
+    class GeneratedCIFAR10(CIFAR10):
+        def _check_integrity(self) -> bool:
+            return all((Path(self.root) / self.base_folder / name).exists()
+                       for name, _ in self.train_list + self.test_list)
+
+        def _load_meta(self) -> None:
+            import pickle
+
+            with open(Path(self.root) / self.base_folder / self.meta["filename"], "rb") as f:
+                self.classes = pickle.load(f, encoding="latin1")[self.meta["key"]]
+            self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
+
+    root = paths.resolve(path)
+    kind = CIFAR10 if describe(root, "cifar10")["source"] == "real" else GeneratedCIFAR10
+    return kind(str(root), train=train, transform=transform, download=False)
+
+
 # ---------------------------------------------------------------- entry points
 
 
-PREPARERS = {"fashion-mnist": prepare_fashion_mnist, "mydataset": prepare_mydataset}
+PREPARERS = {"fashion-mnist": prepare_fashion_mnist, "mydataset": prepare_mydataset,
+             "cifar10": prepare_cifar10}
 
 
 def prepare(cfg: DataPrepConfig) -> dict[str, dict[str, Any]]:
@@ -263,6 +357,9 @@ def verify(path: str | Path) -> list[dict[str, Any]]:
             data, labels = ds.data.numpy(), ds.targets.numpy()
         elif name == "mydataset":
             data, labels = load_mydataset(root)
+        elif name == "cifar10":
+            ds = cifar10(root, train=True)
+            data, labels = ds.data, np.asarray(ds.targets)
         else:
             continue
         rows.append({

@@ -15,7 +15,7 @@ synchronize per epoch; the host clock on CPU), so measuring does not stall the d
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,7 +59,7 @@ class Stepper:
     """What one step does after the batch arrives: move it, and (train) learn from it."""
 
     def __init__(self, mode: str, device: torch.device, model: nn.Module | None = None,
-                 lr: float = 1e-3):
+                 lr: float = 1e-3, momentum: float = 0.0):
         if mode not in MODES:
             raise ValueError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
         self.mode, self.device = mode, device
@@ -67,7 +67,7 @@ class Stepper:
         if mode == "train":
             if model is None:
                 raise ValueError("mode: train needs a model")
-            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr)
+            self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=momentum)
             self.loss_fn = nn.CrossEntropyLoss()
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> float | None:
@@ -84,8 +84,9 @@ class Stepper:
 
 
 def run_epoch(loader: Iterable, step: Stepper, warmup_steps: int, max_steps: int | None = None,
-              profiler: Any = None) -> EpochTimes:
-    """One pass over `loader`; the first `warmup_steps` steps are flagged as warm-up."""
+              profiler: Any = None, on_step: Callable[[Any], None] | None = None) -> EpochTimes:
+    """One pass over `loader`; the first `warmup_steps` steps are flagged as warm-up.
+    `on_step(loss)` runs after each step (logging, recording, fault injection)."""
     marks = StepMarks(step.device)
     times = EpochTimes()
     ends, handed, loss = [], [], None
@@ -107,6 +108,8 @@ def run_epoch(loader: Iterable, step: Stepper, warmup_steps: int, max_steps: int
         times.warmup.append(len(times.samples) <= warmup_steps)
         if profiler is not None:
             profiler.step()
+        if on_step is not None:
+            on_step(loss)
     marks.wait()
     times.epoch_s = time.perf_counter() - host_start
     for before, at, end in zip(ends, handed, ends[1:]):

@@ -32,10 +32,12 @@ def write_params(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
 
 @pytest.fixture(scope="session")
 def small_data(tmp_path_factory) -> Path:
-    """Both data sets, generated once for the session: 600 FashionMNIST, 300 MyDataSet."""
+    """All data sets, generated once for the session: 600 FashionMNIST, 300 MyDataSet,
+    256 CIFAR-10."""
     from benchlib import data
     from benchlib.config import DataPrepConfig
 
     path = tmp_path_factory.mktemp("data")
-    data.prepare(DataPrepConfig(path=str(path), size=300, fashion_size=600, offline=True))
+    data.prepare(DataPrepConfig(path=str(path), size=300, fashion_size=600, cifar_size=256,
+                                offline=True))
     return path

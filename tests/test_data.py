@@ -96,7 +96,7 @@ def test_describe_a_missing_data_set_suggests_benchlib_data(tmp_path):
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("dataset", "mnist", "dataset: 'mnist' is not one of all, fashion-mnist, mydataset"),
+    ("dataset", "mnist", "dataset: 'mnist' is not one of all, fashion-mnist, mydataset, cifar10"),
     ("size", 0, "size: must be >= 1, got 0"),
     ("size", "10", "size: expected int, got str '10'"),
     ("offline", 1, "offline: expected bool, got int 1"),

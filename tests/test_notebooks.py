@@ -106,3 +106,27 @@ studies:
     assert "fastest with <strong>num_workers=" in analysis
     assert "FashionMNIST traverse: raw takes <strong>" in analysis and "seed 000 measured 15.9x" in analysis
     assert "fashion-mnist, traverse (1 ep, s)" in analysis  # the seed-shaped table
+
+
+def test_dp_ddp_notebook_sweep_gives_speedup_and_busbw_in_the_analysis(tmp_path, outputs, small_data):
+    file = tmp_path / "dist.yaml"
+    file.write_text(f"""
+study: dp_ddp
+notebook: 20_dp_vs_ddp
+defaults: {{path: {small_data}, device: cpu, dataset: cifar10, model: pyramidnet, depth: 8,
+           alpha: 12, batch_size: 8, max_steps: 4, warmup_steps: 1, epochs: 2}}
+table:
+  - {{strategy: single, nproc_per_node: 1}}
+  - {{strategy: ddp, launcher: torchrun, nproc_per_node: 2, allreduce: true,
+     allreduce_max_bytes: 65536}}
+""")
+    assert main(["sweep", str(file), "--no-progress"]) == 0
+    df = results.load_results(outputs / "results")
+    ddp = df[df["strategy"] == "ddp"].iloc[0]
+    assert ddp["world_size"] == 2 and ddp["global_batch"] == 16 and ddp["busbw_gbps"] > 0
+    assert (outputs / "logs" / ddp["run_id"] / "train" / "rank1.log").exists()
+
+    report.build(outputs)
+    analysis = (outputs / "report" / "analysis.html").read_text()
+    assert "<strong>DDP via torchrun</strong> on 2 device(s)" in analysis
+    assert "<strong>speedup " in analysis and "Seed 002 on two P100s" in analysis

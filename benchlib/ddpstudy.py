@@ -1,0 +1,62 @@
+"""The DataParallel vs DDP study (notebook 20): launch the chosen trainer as
+subprocesses, then (optionally) the all-reduce benchmark with the same ranks.
+
+The notebook's kernel never trains: `run()` starts `python -m benchlib.workers.<strategy>`
+through `benchlib.launch`, and every rank's log lands in outputs/logs/<run_id>/.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from benchlib import launch, paths
+from benchlib.config import DistConfig
+
+
+@dataclass
+class DistResult:
+    metrics: dict[str, Any]
+    details: dict[str, Any]
+
+
+def trainer_args(cfg: DistConfig) -> list[str]:
+    args = ["--dataset", cfg.dataset, "--path", str(paths.resolve(cfg.path)), "--model", cfg.model,
+            "--depth", str(cfg.depth), "--alpha", str(cfg.alpha), "--epochs", str(cfg.epochs),
+            "--batch-size", str(cfg.batch_size), "--num-workers", str(cfg.num_workers),
+            "--warmup-steps", str(cfg.warmup_steps), "--max-steps", str(cfg.max_steps),
+            "--lr", str(cfg.lr), "--seed", str(cfg.seed), "--device", cfg.device,
+            "--backend", cfg.backend, "--timeout", str(cfg.timeout_s), "--log-interval", "0"]
+    return args
+
+
+def run(cfg: DistConfig, run_id: str = "interactive") -> DistResult:
+    cfg.check_runtime()
+    log_dir = paths.outputs_dir() / "logs" / run_id
+    launcher = cfg.launcher if cfg.strategy == "ddp" else "single"
+    nproc = cfg.nproc_per_node if cfg.strategy == "ddp" else 1
+    trained = launch.launch(cfg.strategy, trainer_args(cfg), log_dir / "train", launcher, nproc,
+                            timeout_s=cfg.timeout_s)
+    metrics = {**trained.result["metrics"], "launch_s": trained.wall_s, "log_dir": str(log_dir)}
+    details = {**trained.result["details"], "allreduce": []}
+    if cfg.allreduce and nproc > 1:
+        reduced = launch.launch("allreduce", ["--max-bytes", str(cfg.allreduce_max_bytes),
+                                              "--device", cfg.device, "--backend", cfg.backend,
+                                              "--timeout", str(cfg.timeout_s)],
+                                log_dir / "allreduce", launcher, nproc, timeout_s=cfg.timeout_s)
+        ar = reduced.result["metrics"]
+        metrics.update(busbw_gbps=ar["busbw_gbps"], algbw_gbps=ar["algbw_gbps"],
+                       allreduce_latency_s=ar["latency_s"])
+        details["allreduce"] = reduced.result["details"]["sizes"]
+    return DistResult(metrics, details)
+
+
+def describe(cfg: DistConfig, result: DistResult) -> str:
+    m = result.metrics
+    how = f"{cfg.strategy}" + (f" via {cfg.launcher}, {m['world_size']} ranks" if cfg.strategy == "ddp" else "")
+    line = (f"{how} on {m['device_name']}: {m['samples_per_s']:,.1f} samples/s "
+            f"(p10 {m['samples_per_s_p10']:,.1f}, p90 {m['samples_per_s_p90']:,.1f}), "
+            f"batch {m['batch_s'] * 1e3:.0f} ms, global batch {m['global_batch']}")
+    if m.get("busbw_gbps") is not None:
+        line += f"; all-reduce busbw {m['busbw_gbps']:.2f} GB/s"
+    return line

@@ -1,0 +1,223 @@
+"""Start distributed workers as subprocesses and watch them: torchrun, mp.spawn, one
+process per rank with tcp:// init, or one plain process.
+
+Notebooks never train in their own kernel: they call `launch()`, which starts
+`python -m benchlib.workers.<name>` the chosen way. Every rank writes its merged
+stdout/stderr to `<log_dir>/rank<R>.log` (the worker redirects itself once it knows
+its rank); whatever the launcher itself prints goes to `<log_dir>/launcher.log`.
+When a process fails, the others are stopped at once and `LaunchError` names the rank,
+host, exit code and log; a run that outlives its timeout is stopped the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchlib.dist import check_port
+from benchlib.errors import BenchlibError, UsageError
+
+LAUNCHERS = ("torchrun", "mp_spawn", "tcp", "single")  # how processes start (config: DDP's)
+
+
+class LaunchError(BenchlibError):
+    """A rank failed or the run timed out; the message names where to look."""
+
+    def __init__(self, message: str, rank: int | None = None, host: str | None = None,
+                 exit_code: int | None = None, log_path: Path | None = None):
+        self.rank, self.host, self.exit_code, self.log_path = rank, host, exit_code, log_path
+        super().__init__(message)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def require_free_port(port: int, host: str = "127.0.0.1") -> None:
+    check_port(port)
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise UsageError(f"port: {port} is in use on {host} ({e.strerror}); "
+                             "leave it out to get a free one") from e
+
+
+@dataclass
+class Process:
+    label: str  # "rank 1", "torchrun agent", ...
+    rank: int | None
+    popen: subprocess.Popen
+    log: Path
+
+
+@dataclass
+class LaunchResult:
+    log_dir: Path
+    result: dict[str, Any]  # what rank 0 wrote to result.json
+    wall_s: float
+
+
+def _start(argv: list[str], log: Path, label: str, rank: int | None, env: dict | None) -> Process:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as out:
+        popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
+                                 start_new_session=True)  # its children die with it
+    return Process(label, rank, popen, log)
+
+
+def _stop(processes: list[Process], grace_s: float = 5.0) -> None:
+    """SIGTERM to each process group, then SIGKILL to what is left."""
+    import os
+
+    for p in processes:
+        if p.popen.poll() is None:
+            try:
+                os.killpg(p.popen.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + grace_s
+    for p in processes:
+        try:
+            p.popen.wait(max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(p.popen.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.popen.wait()
+
+
+_ROOT_CAUSE = re.compile(r"host\s*:\s*(?P<host>\S+)\s*\n\s*rank\s*:\s*(?P<rank>\d+).*?\n\s*"
+                         r"exitcode\s*:\s*(?P<code>-?\d+)", re.S)
+_RANK_HOST = re.compile(r"^rank \d+/\d+ \(local \d+\) on (?P<host>\S+),", re.M)
+_SPAWNED = re.compile(r"process (?P<rank>\d+) terminated with (?:exit code (?P<code>-?\d+)|"
+                      r"signal (?P<signal>\w+)|the following error)", re.I)
+
+
+def _failed_rank(p: Process, log_dir: Path) -> tuple[int | None, str, int, Path]:
+    """Which rank failed, on which host, with which code, and its log: from the launcher's
+    own report where one process stands for several ranks (torchrun, mp.spawn)."""
+    host, code, rank, log = socket.gethostname(), p.popen.returncode, p.rank, p.log
+    text = p.log.read_text(errors="replace") if p.log.exists() else ""
+    if (m := _ROOT_CAUSE.search(text)) is not None:
+        host, rank, code = m["host"], int(m["rank"]), int(m["code"])
+    elif (m := _SPAWNED.search(text)) is not None:
+        rank = int(m["rank"])
+        code = int(m["code"]) if m["code"] else code
+    if rank is not None and (log_dir / f"rank{rank}.log").exists():
+        log = log_dir / f"rank{rank}.log"
+        # the rank's own first line names its host (torchrun --standalone says "localhost")
+        if (m := _RANK_HOST.search(log.read_text(errors="replace"))) is not None:
+            host = m["host"]
+    return rank, host, code, log
+
+
+def supervise(processes: list[Process], log_dir: Path, timeout_s: float) -> None:
+    """Wait for all; on the first failure or at the timeout, stop the rest and raise."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            codes = [p.popen.poll() for p in processes]
+            failed = next((p for p, c in zip(processes, codes) if c not in (None, 0)), None)
+            if failed is not None:
+                _stop(processes)
+                rank, host, code, log = _failed_rank(failed, log_dir)
+                who = f"rank {rank}" if rank is not None else failed.label
+                raise LaunchError(f"{who} on {host} exited with code {code}; log: {log}",
+                                  rank, host, code, log)
+            if all(c == 0 for c in codes):
+                return
+            if time.monotonic() > deadline:
+                _stop(processes)
+                raise LaunchError(f"timed out after {timeout_s:.0f} s; stopped all ranks; "
+                                  f"logs: {log_dir}")
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        _stop(processes)
+        raise
+
+
+def worker_argv(module: str, args: list[str]) -> list[str]:
+    return [sys.executable, "-m", f"benchlib.workers.{module}", *args]
+
+
+def torchrun_argv(module: str, args: list[str], nproc_per_node: int, port: int,
+                  nnodes: int = 1, node_rank: int | None = None, rdzv_id: str = "benchlib",
+                  rdzv_host: str = "127.0.0.1", max_restarts: int = 0) -> list[str]:
+    """`torchrun` (as `python -m torch.distributed.run`, so this interpreter's torch runs).
+    One node: --standalone. Several: a c10d rendezvous at HOST:PORT, one agent per node."""
+    argv = [sys.executable, "-m", "torch.distributed.run"]
+    if nnodes == 1:
+        argv += ["--standalone", "--nnodes", "1"]
+    else:
+        argv += ["--nnodes", str(nnodes), "--rdzv-backend", "c10d", "--rdzv-id", rdzv_id,
+                 "--rdzv-endpoint", f"{rdzv_host}:{port}"]
+        if node_rank is not None:
+            argv += ["--node-rank", str(node_rank)]
+    argv += ["--nproc-per-node", str(nproc_per_node), "--max-restarts", str(max_restarts),
+             "-m", f"benchlib.workers.{module}", *args]
+    return argv
+
+
+def thread_env(nproc: int, env: dict[str, str] | None = None) -> dict[str, str]:
+    """The ranks share this host's cores: OMP_NUM_THREADS = cores // ranks, unless the
+    user set it. torchrun alone would set 1, mp.spawn and tcp nothing; oversubscribed
+    ranks on a CPU run several times slower, and that is not what a launcher costs."""
+    import os
+
+    env = dict(os.environ if env is None else env)
+    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    return env
+
+
+def launch(module: str, args: list[str], log_dir: Path, launcher: str = "torchrun",
+           nproc: int = 1, port: int | None = None, timeout_s: float = 600.0,
+           env: dict[str, str] | None = None) -> LaunchResult:
+    """Run `benchlib.workers.<module>` with `nproc` ranks the `launcher` way; rank 0's
+    result.json is returned. Workers get `--log-dir` and `--result` added."""
+    if launcher not in LAUNCHERS:
+        raise UsageError(f"launcher: {launcher!r} is not one of {', '.join(LAUNCHERS)}")
+    if nproc < 1:
+        raise UsageError(f"nproc: must be >= 1, got {nproc}")
+    if port is None:
+        port = free_port()
+    else:
+        require_free_port(port)
+    log_dir = Path(log_dir)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    result_file = log_dir / "result.json"
+    result_file.unlink(missing_ok=True)
+    common = [*args, "--log-dir", str(log_dir), "--result", str(result_file)]
+    env = thread_env(nproc, env)
+    launcher_log = log_dir / "launcher.log"
+    start = time.perf_counter()
+    if launcher == "single":
+        procs = [_start(worker_argv(module, common), launcher_log, "worker", 0, env)]
+    elif launcher == "torchrun":
+        argv = torchrun_argv(module, common, nproc, port)
+        procs = [_start(argv, launcher_log, "torchrun agent", None, env)]
+    elif launcher == "mp_spawn":
+        argv = worker_argv(module, [*common, "--spawn", str(nproc), "--master-port", str(port)])
+        procs = [_start(argv, launcher_log, "mp.spawn parent", None, env)]
+    else:  # tcp: one process per rank, as seeds 002 and 004 ran them by hand
+        procs = [_start(worker_argv(module, [*common, "--init-method", f"tcp://127.0.0.1:{port}",
+                                             "--rank", str(r), "--world-size", str(nproc)]),
+                        log_dir / f"launcher-rank{r}.log", f"rank {r}", r, env)
+                 for r in range(nproc)]
+    supervise(procs, log_dir, timeout_s)
+    if not result_file.exists():
+        raise LaunchError(f"rank 0 wrote no result; logs: {log_dir}", 0, socket.gethostname(), 0,
+                          log_dir / "rank0.log")
+    return LaunchResult(log_dir, json.loads(result_file.read_text()), time.perf_counter() - start)

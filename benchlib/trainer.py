@@ -1,0 +1,254 @@
+"""The trainer behind `benchlib.workers.{single,dp,ddp}` (seed 002's three scripts).
+
+    single  one process, one device
+    dp      one process, nn.DataParallel over the visible GPUs (on a machine without
+            GPUs it runs on the CPU as one device, and the result says so)
+    ddp     one process per rank, DistributedDataParallel, a DistributedSampler whose
+            set_epoch() is called every epoch (seed 002 forgot it, and gave every
+            spawned process the same rank)
+
+`batch_size` is per device: DP's global batch is batch_size x devices, DDP's is
+batch_size x world size. Each epoch's steady-state throughput (warm-up steps left
+out) is one sample of the run's spread; global samples/s = the samples all ranks
+processed over the slowest rank's step time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, Dataset
+
+from benchlib import atomic, loops, storage
+from benchlib.dist import DistEnv
+from benchlib.models import build_model
+from benchlib.timing import summarize
+
+from benchlib.config import TRAIN_DATASETS as DATASETS
+CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
+
+
+class Synthetic(Dataset):
+    """`n` random samples made once (no IO, no decode): the compute-only limit."""
+
+    def __init__(self, n: int, shape: tuple[int, ...], seed: int):
+        g = torch.Generator().manual_seed(seed)
+        self.x = torch.rand(n, *shape, generator=g)
+        self.y = torch.randint(0, 10, (n,), generator=g)
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, i: int):
+        return self.x[i], self.y[i]
+
+
+def build_dataset(name: str, path: str, augment: bool = True) -> tuple[Dataset, Any, tuple]:
+    """(dataset, collate_fn, input shape). CIFAR-10 gets seed 002's training transforms."""
+    from torch.utils.data import default_collate
+
+    if name == "cifar10":
+        from torchvision import transforms
+
+        from benchlib import data
+
+        steps = [transforms.RandomCrop(32, padding=4), transforms.RandomHorizontalFlip()] \
+            if augment else []
+        transform = transforms.Compose([*steps, transforms.ToTensor(),
+                                        transforms.Normalize(CIFAR_MEAN, CIFAR_STD)])
+        return data.cifar10(path, train=True, transform=transform), default_collate, (3, 32, 32)
+    if name == "synthetic":
+        return Synthetic(4096, (3, 32, 32), 0), default_collate, (3, 32, 32)
+    prepared = storage.prepare(name, "raw", path)
+    return prepared.dataset, prepared.collate_fn, (1, 28, 28)
+
+
+class Sampler(threading.Thread):
+    """Samples GPU utilisation (NVML, where there is a GPU) and CPU utilisation
+    (psutil) every `interval_s` in the background while training runs."""
+
+    def __init__(self, gpu_indices: list[int], interval_s: float = 0.2):
+        super().__init__(daemon=True)
+        self.interval_s, self.gpu, self.cpu = interval_s, [], []
+        self._stop_event = threading.Event()
+        self._handles = []
+        if gpu_indices:
+            try:
+                import pynvml
+
+                pynvml.nvmlInit()
+                self._nvml = pynvml
+                self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in gpu_indices]
+            except Exception:  # no NVML library: utilisation stays unknown, never invented
+                self._handles = []
+
+    def run(self) -> None:
+        import psutil
+
+        psutil.cpu_percent(None)
+        while not self._stop_event.wait(self.interval_s):
+            self.cpu.append(psutil.cpu_percent(None))
+            for h in self._handles:
+                self.gpu.append(self._nvml.nvmlDeviceGetUtilizationRates(h).gpu)
+
+    def stop(self) -> dict[str, float | None]:
+        self._stop_event.set()
+        self.join()
+        mean = lambda v: sum(v) / len(v) if v else None  # noqa: E731
+        return {"gpu_util_pct": mean(self.gpu), "cpu_util_pct": mean(self.cpu)}
+
+
+def _gather(value: Any, env: DistEnv) -> list[Any]:
+    if env.world_size == 1:
+        return [value]
+    import torch.distributed as dist
+
+    out: list[Any] = [None] * env.world_size
+    dist.all_gather_object(out, value)
+    return out
+
+
+def _mean_loss(loss: torch.Tensor, env: DistEnv) -> float:
+    """The loss averaged over ranks: what one process with the global batch computes."""
+    value = loss.detach().clone()
+    if env.world_size > 1:
+        import torch.distributed as dist
+
+        dist.all_reduce(value)
+        value /= env.world_size
+    return value.item()
+
+
+def wrap(model: nn.Module, strategy: str, device: torch.device, env: DistEnv) -> tuple[nn.Module, int]:
+    """The model as the strategy runs it, and how many devices it spans."""
+    model = model.to(device)
+    if strategy == "dp":
+        gpus = torch.cuda.device_count() if device.type == "cuda" else 0
+        return nn.DataParallel(model), max(gpus, 1)
+    if strategy == "ddp" and env.world_size > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        ids = [device.index] if device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=ids), 1
+    return model, 1
+
+
+def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
+    torch.manual_seed(args.seed)
+    dataset, collate, shape = build_dataset(args.dataset, args.path, augment=not args.no_augment)
+    model, devices = wrap(build_model(args.model, shape, args.depth, args.alpha),
+                         args.strategy, device, env)
+    batch = args.batch_size * devices  # DataParallel splits one batch over its devices
+    sampler = None
+    if args.strategy == "ddp":
+        from torch.utils.data.distributed import DistributedSampler
+
+        sampler = DistributedSampler(dataset, num_replicas=env.world_size, rank=env.rank,
+                                     shuffle=not args.no_shuffle, seed=args.seed)
+    loader = DataLoader(dataset, batch_size=batch, sampler=sampler,
+                        shuffle=sampler is None and not args.no_shuffle,
+                        num_workers=args.num_workers, collate_fn=collate,
+                        pin_memory=device.type == "cuda",
+                        generator=torch.Generator().manual_seed(args.seed))
+    step = loops.Stepper("train", device, model, lr=args.lr, momentum=args.momentum)
+    losses: list[float] = []
+    global_step = 0
+
+    def on_step(loss: torch.Tensor) -> None:
+        nonlocal global_step
+        global_step += 1
+        if global_step <= args.record_losses:
+            losses.append(_mean_loss(loss, env))
+        if args.fail_at_step and global_step == args.fail_at_step and env.rank == args.fail_rank:
+            raise RuntimeError(f"injected failure at step {global_step} on rank {env.rank}")
+        if args.log_interval and global_step % args.log_interval == 0 and env.rank == 0:
+            print(f"step {global_step}: loss {loss.item():.4f}", flush=True)
+
+    gpus = [device.index] if device.type == "cuda" and args.strategy != "dp" else \
+        list(range(torch.cuda.device_count())) if device.type == "cuda" else []
+    sampler_thread = Sampler(gpus if env.rank == 0 else [])
+    sampler_thread.start()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    epochs = []
+    for epoch in range(args.epochs):
+        if sampler is not None:
+            sampler.set_epoch(epoch)
+        times = loops.run_epoch(loader, step, args.warmup_steps, max_steps=args.max_steps or None,
+                                on_step=on_step)
+        data_s, compute_s, samples = times.timed()
+        mine = {"samples": sum(samples), "step_s": sum(data_s) + sum(compute_s),
+                "epoch_s": times.epoch_s}
+        everyone = _gather(mine, env)
+        slowest = max(r["step_s"] for r in everyone)
+        epochs.append({"epoch": epoch, "samples_per_s": sum(r["samples"] for r in everyone) / slowest,
+                       "epoch_s": max(r["epoch_s"] for r in everyone),
+                       "batch_s": sorted(d + c for d, c in zip(data_s, compute_s))[len(data_s) // 2],
+                       "data_s": sum(data_s) / len(data_s), "compute_s": sum(compute_s) / len(compute_s),
+                       "steps": len(times.samples), "loss_last": times.loss_last})
+    utilisation = sampler_thread.stop()
+    if args.save_model and env.rank == 0:
+        plain = model.module if hasattr(model, "module") else model
+        with atomic.replacing(Path(args.train_dir) / "model.pt", suffix=".pt") as tmp:
+            torch.save(plain.state_dict(), tmp)
+    metrics = {
+        **summarize([e["samples_per_s"] for e in epochs], "samples_per_s"),
+        "epoch_s": summarize([e["epoch_s"] for e in epochs], "epoch_s")["epoch_s"],
+        "batch_s": summarize([e["batch_s"] for e in epochs], "batch_s")["batch_s"],
+        "data_s": summarize([e["data_s"] for e in epochs], "data_s")["data_s"],
+        "compute_s": summarize([e["compute_s"] for e in epochs], "compute_s")["compute_s"],
+        "world_size": env.world_size,
+        "devices": devices if args.strategy == "dp" else env.world_size,
+        "global_batch": batch * env.world_size,
+        "backend_used": backend if env.world_size > 1 else None,
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "peak_mem_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
+        "model_params": sum(p.numel() for p in model.parameters()),
+        "threads_per_rank": torch.get_num_threads(),
+        "loss_last": epochs[-1]["loss_last"],
+        **utilisation,
+    }
+    if args.strategy == "dp" and device.type != "cuda":
+        metrics["note"] = "DataParallel without GPUs: ran as one CPU device"
+    return {"metrics": metrics, "details": {"epochs": epochs, "losses": losses}}
+
+
+def parser(strategy: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=f"benchlib.workers.{strategy}",
+                                description=f"{strategy} training (seed 002)")
+    p.add_argument("--dataset", default="cifar10", choices=DATASETS)
+    p.add_argument("--path", default="outputs/data")
+    p.add_argument("--model", default="pyramidnet", choices=["pyramidnet", "simplecnn", "toynet"])
+    p.add_argument("--depth", type=int, default=20, help="PyramidNet depth (6n + 2)")
+    p.add_argument("--alpha", type=int, default=48, help="PyramidNet widening")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=64, help="per device")
+    p.add_argument("--num-workers", type=int, default=0)
+    p.add_argument("--warmup-steps", type=int, default=5)
+    p.add_argument("--max-steps", type=int, default=0, help="per epoch; 0 = the whole epoch")
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-shuffle", action="store_true")
+    p.add_argument("--no-augment", action="store_true")
+    p.add_argument("--log-interval", type=int, default=20, help="seed 002's --log-interval")
+    p.add_argument("--save-model", action="store_true", help="seed 002's --save-model")
+    p.add_argument("--train-dir", default="outputs/checkpoints", help="seed 002's --train-dir")
+    p.add_argument("--record-losses", type=int, default=0,
+                   help="record the rank-averaged loss of the first N steps")
+    p.add_argument("--fail-at-step", type=int, default=0, help="fault injection (tests)")
+    p.add_argument("--fail-rank", type=int, default=0)
+    p.set_defaults(strategy=strategy)
+    return p
+
+
+def main(strategy: str) -> int:
+    from benchlib.workers.common import entry
+
+    return entry(train, parser(strategy))

@@ -1,0 +1,111 @@
+"""What every worker does before its own work: find its rank (torchrun, Slurm, platform
+variables, tcp://, or mp.spawn), send its output to its log, pick its device and
+backend, join the process group with a timeout; and after it: rank 0 writes result.json."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from benchlib import atomic, dist
+
+Main = Callable[[argparse.Namespace, dist.DistEnv, Any, str], dict[str, Any]]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("distributed")
+    g.add_argument("--device", default="auto", choices=["cpu", "gpu", "auto"])
+    g.add_argument("--backend", default="auto", choices=list(dist.BACKENDS))
+    g.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds for the rendezvous and every collective")
+    g.add_argument("--init-method", help="tcp://HOST:PORT, with --rank and --world-size")
+    g.add_argument("--rank", type=int, default=0)
+    g.add_argument("--world-size", type=int, default=1)
+    g.add_argument("--spawn", type=int, default=0, help="start this many ranks with mp.spawn")
+    g.add_argument("--master-port", type=int, default=dist.DEFAULT_PORT, help="for --spawn")
+    g.add_argument("--nproc-per-node", type=int, help="for platform variables set per node")
+    g.add_argument("--log-dir", help="each rank writes <log-dir>/rank<R>.log")
+    g.add_argument("--result", help="rank 0 writes its result here (JSON)")
+
+
+def redirect_output(log_dir: str | None, rank: int) -> None:
+    """This rank's stdout and stderr, merged, into <log_dir>/rank<R>.log."""
+    if not log_dir:
+        return
+    path = Path(log_dir) / f"rank{rank}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+
+
+def pick_device(name: str, local_rank: int):
+    import torch
+
+    from benchlib.config import check_device
+
+    check_device(name)
+    if name == "gpu" or (name == "auto" and torch.cuda.is_available()):
+        index = local_rank % torch.cuda.device_count()
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
+    return torch.device("cpu")
+
+
+def run_rank(main: Main, args: argparse.Namespace, env: dist.DistEnv) -> None:
+    redirect_output(args.log_dir, env.rank)
+    print(f"rank {env.rank}/{env.world_size} (local {env.local_rank}) on {socket.gethostname()}, "
+          f"from {env.source}, master {env.master_addr}:{env.master_port}", flush=True)
+    device = pick_device(args.device, env.local_rank)
+    backend = dist.choose_backend(device.type, args.backend)
+    if env.world_size > 1:
+        dist.init(env, backend, args.timeout)
+    try:
+        result = main(args, env, device, backend)
+    except BaseException:
+        traceback.print_exc()
+        sys.stdout.flush()
+        os._exit(1)  # do not wait in destroy_process_group for ranks that will never come
+    dist.barrier_and_destroy()
+    if env.rank == 0 and args.result:
+        atomic.write_json(Path(args.result), result)
+
+
+def _spawned(local_rank: int, main: Main, args: argparse.Namespace) -> None:
+    env = dist.DistEnv(local_rank, local_rank, args.spawn, args.spawn, 0, "127.0.0.1",
+                       args.master_port, "mp_spawn")
+    run_rank(main, args, env)
+
+
+def entry(main: Main, parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    from benchlib.errors import BenchlibError
+
+    try:
+        if args.spawn:
+            import torch.multiprocessing as mp
+
+            mp.spawn(_spawned, args=(main, args), nprocs=args.spawn, join=True)
+            return 0
+        if args.init_method:
+            env = dist.from_tcp(args.init_method, args.rank, args.world_size)
+        else:
+            env = dist.resolve(nproc_per_node=args.nproc_per_node,
+                               local_rank=int(os.environ.get("LOCAL_RANK", 0)))
+        run_rank(main, args, env)
+    except BenchlibError as e:
+        print(f"{parser.prog}: {e}", file=sys.stderr)
+        return e.exit_code
+    return 0

@@ -1,0 +1,6 @@
+"""`python -m benchlib.workers.dp`: dp training (see benchlib.trainer)."""
+
+from benchlib.trainer import main
+
+if __name__ == "__main__":
+    raise SystemExit(main("dp"))

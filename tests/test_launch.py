@@ -1,0 +1,103 @@
+"""Real processes on CPU: torchrun, mp.spawn and tcp:// ranks with gloo."""
+
+import socket
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from benchlib import launch
+from benchlib.errors import UsageError
+from benchlib.workers.allreduce import bus_factor
+
+
+def train_args(small_data, *extra):
+    return ["--path", str(small_data), "--dataset", "mydataset", "--model", "toynet",
+            "--batch-size", "16", "--max-steps", "6", "--warmup-steps", "2", "--device", "cpu",
+            "--timeout", "60", *extra]
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "mp_spawn", "tcp"])
+def test_two_rank_ddp_runs_with_each_launcher(small_data, tmp_path, launcher):
+    out = launch.launch("ddp", train_args(small_data), tmp_path / "logs", launcher, nproc=2,
+                        timeout_s=120)
+    m = out.result["metrics"]
+    assert m["world_size"] == 2 and m["backend_used"] == "gloo" and m["global_batch"] == 32
+    assert m["samples_per_s"] > 0 and m["threads_per_rank"] == 1  # 2 cores / 2 ranks
+    for rank in (0, 1):
+        log = (tmp_path / "logs" / f"rank{rank}.log").read_text()
+        assert f"rank {rank}/2" in log
+
+
+def test_a_failing_rank_stops_the_run_and_is_named_with_its_log(small_data, tmp_path):
+    start = time.monotonic()
+    with pytest.raises(launch.LaunchError) as info:
+        launch.launch("ddp", train_args(small_data, "--fail-at-step", "3", "--fail-rank", "1"),
+                      tmp_path / "logs", "torchrun", nproc=2, timeout_s=120)
+    err = info.value
+    assert time.monotonic() - start < 60
+    assert err.rank == 1 and err.exit_code == 1 and err.host == socket.gethostname()
+    assert err.log_path == tmp_path / "logs" / "rank1.log"
+    assert "injected failure at step 3 on rank 1" in err.log_path.read_text()
+    assert str(err).startswith(f"rank 1 on {socket.gethostname()} exited with code 1; log: ")
+    time.sleep(0.5)
+    left = [p for p in psutil.process_iter(["cmdline"])
+            if str(tmp_path / "logs") in " ".join(p.info["cmdline"] or [])]
+    assert left == []  # rank 0, waiting in a collective, was stopped too
+
+
+def test_a_failing_tcp_rank_is_named(small_data, tmp_path):
+    with pytest.raises(launch.LaunchError, match=r"rank 0 on .* exited with code 1; log: .*rank0.log"):
+        launch.launch("ddp", train_args(small_data, "--fail-at-step", "2", "--fail-rank", "0"),
+                      tmp_path / "logs", "tcp", nproc=2, timeout_s=120)
+
+
+def test_a_run_past_its_timeout_is_stopped(tmp_path):
+    log = tmp_path / "sleep.log"
+    proc = launch._start([sys.executable, "-c", "import time; time.sleep(60)"], log, "sleeper", 0, None)
+    start = time.monotonic()
+    with pytest.raises(launch.LaunchError, match="timed out after 1 s; stopped all ranks"):
+        launch.supervise([proc], tmp_path, timeout_s=1)
+    assert time.monotonic() - start < 10 and proc.popen.poll() is not None
+
+
+def test_a_port_in_use_or_out_of_range_is_refused_before_launch(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        busy = s.getsockname()[1]
+        with pytest.raises(UsageError, match=f"port: {busy} is in use on 127.0.0.1"):
+            launch.launch("doctor", [], tmp_path, "torchrun", nproc=2, port=busy)
+    with pytest.raises(UsageError, match="port: must be in 1024-65535, got 99999"):
+        launch.launch("doctor", [], tmp_path, "torchrun", nproc=2, port=99999)
+    with pytest.raises(UsageError, match="nproc: must be >= 1, got 0"):
+        launch.launch("doctor", [], tmp_path, "torchrun", nproc=0)
+    assert not (tmp_path / "launcher.log").exists()
+
+
+def test_doctor_checks_the_sum_through_torchrun_and_tcp(tmp_path):
+    out = launch.launch("doctor", ["--device", "cpu"], tmp_path / "a", "torchrun", nproc=2,
+                        timeout_s=60)
+    assert out.result["metrics"]["ok"] is True and out.result["metrics"]["latency_s"] > 0
+    assert "all_reduce sum=3.0 expected=3.0" in out.result["details"]["line"]
+    port = launch.free_port()
+    ranks = [subprocess.Popen([sys.executable, "-m", "benchlib", "doctor", "--init-method",
+                               f"tcp://127.0.0.1:{port}", "--rank", str(r), "--world-size", "2",
+                               "--device", "cpu", "--timeout", "60"],
+                              stdout=subprocess.PIPE, text=True) for r in (0, 1)]
+    outs = [p.communicate(timeout=90)[0] for p in ranks]
+    assert all(p.returncode == 0 for p in ranks)
+    assert all("doctor: OK world_size=2 backend=gloo" in o for o in outs)
+
+
+def test_allreduce_reports_busbw_as_nccl_tests_define_it(tmp_path):
+    out = launch.launch("allreduce", ["--device", "cpu", "--max-bytes", str(2**18), "--iters", "3"],
+                        tmp_path, "torchrun", nproc=2, timeout_s=60)
+    sizes = out.result["details"]["sizes"]
+    assert [r["bytes"] for r in sizes] == [1024, 4096, 16384, 65536, 262144]
+    for r in sizes:
+        assert r["algbw_gbps"] == pytest.approx(r["bytes"] / r["time_s"] / 1e9)
+        assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * bus_factor(2))
+    assert bus_factor(2) == 1.0 and bus_factor(8) == pytest.approx(1.75)
