@@ -150,7 +150,7 @@ class IOConfig(StudyConfig):
     device: str = "auto"
     """cpu, gpu (an error without CUDA) or auto."""
     model: str = "toynet"
-    """toynet (seed 000's MLP) or simplecnn."""
+    """toynet (seed 000's MLP), simplecnn or pyramidnet."""
     epochs: int = 1
     """Epochs per repeat (seed 000: 5)."""
     batch_size: int = 64
@@ -160,7 +160,7 @@ class IOConfig(StudyConfig):
     repeats: int = 3
     """Independent repeats, each with a fresh DataLoader (seed 000: 10)."""
     warmup_steps: int = 5
-    """Steps at the start of each repeat left out of the step statistics."""
+    """Steps at the start of every epoch left out of the step statistics."""
     lr: float = 1e-3
     """SGD learning rate (seed 000: 1e-3)."""
     profile: bool = False

@@ -22,6 +22,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
@@ -181,31 +182,40 @@ def download_fashion_mnist(root: Path) -> dict[str, int]:
     return {"train": len(train), "test": len(test)}
 
 
-def prepare_fashion_mnist(root: Path, cfg: DataPrepConfig) -> dict[str, Any]:
-    params = {"fashion_size": cfg.fashion_size, "seed": cfg.seed}
-    old = read_manifest(root).get("fashion-mnist")
+def _download_or_generate(root: Path, cfg: DataPrepConfig, name: str, params: dict,
+                          url: Callable[[], str], fmt: str, files: list[str],
+                          download: Callable[[], dict], generate: Callable[[], dict]) -> dict:
+    """Reuse what is there; else download where the network answers, else generate the
+    same on-disk format (with a message saying why); record it in the manifest."""
+    old = read_manifest(root).get(name)
     if _reusable(root, old, params):
-        _log(f"fashion-mnist: reusing {old['source']} data in {root}")
+        _log(f"{name}: reusing {old['source']} data in {root}")
         return old
     start = time.perf_counter()
     source = "generated"
     if not cfg.offline:
-        from torchvision.datasets import FashionMNIST
-
-        reason = network_reason(FashionMNIST.mirrors[0])
+        reason = network_reason(url())
         if reason is None:
-            samples = download_fashion_mnist(root)
-            source = "real"
+            samples, source = download(), "real"
         else:
-            _log(f"no network ({reason}); generating FashionMNIST offline in the same IDX format")
+            _log(f"no network ({reason}); generating {name} offline in the same {fmt}")
     if source == "generated":
-        samples = generate_fashion_mnist(root, cfg.fashion_size, cfg.seed)
-        _log(f"fashion-mnist: generated {samples['train']} + {samples['test']} images in {root}")
-    files = _fashion_files()
+        samples = generate()
+        _log(f"{name}: generated {samples['train']} + {samples['test']} images in {root}")
     entry = _entry(root, source, files, samples, params if source == "generated" else {},
                    time.perf_counter() - start)
-    _record_in_manifest(root, "fashion-mnist", entry)
+    _record_in_manifest(root, name, entry)
     return entry
+
+
+def prepare_fashion_mnist(root: Path, cfg: DataPrepConfig) -> dict[str, Any]:
+    from torchvision.datasets import FashionMNIST
+
+    return _download_or_generate(
+        root, cfg, "fashion-mnist", {"fashion_size": cfg.fashion_size, "seed": cfg.seed},
+        url=lambda: FashionMNIST.mirrors[0], fmt="IDX format", files=_fashion_files(),
+        download=lambda: download_fashion_mnist(root),
+        generate=lambda: generate_fashion_mnist(root, cfg.fashion_size, cfg.seed))
 
 
 # ---------------------------------------------------------------- MyDataSet
@@ -279,30 +289,17 @@ def generate_cifar10(root: Path, train_size: int, seed: int) -> dict[str, int]:
 
 
 def prepare_cifar10(root: Path, cfg: DataPrepConfig) -> dict[str, Any]:
-    params = {"cifar_size": cfg.cifar_size, "seed": cfg.seed}
-    old = read_manifest(root).get("cifar10")
-    if _reusable(root, old, params):
-        _log(f"cifar10: reusing {old['source']} data in {root}")
-        return old
-    start = time.perf_counter()
-    source = "generated"
-    if not cfg.offline:
-        from torchvision.datasets import CIFAR10
+    from torchvision.datasets import CIFAR10
 
-        reason = network_reason(CIFAR10.url)
-        if reason is None:
-            CIFAR10(str(root), train=True, download=True)
-            samples, source = {"train": 50000, "test": 10000}, "real"
-        else:
-            _log(f"no network ({reason}); generating CIFAR-10 offline in the same pickle format")
-    if source == "generated":
-        samples = generate_cifar10(root, cfg.cifar_size, cfg.seed)
-        _log(f"cifar10: generated {samples['train']} + {samples['test']} images in {root}")
+    def download() -> dict[str, int]:
+        CIFAR10(str(root), train=True, download=True)
+        return {"train": 50000, "test": 10000}
+
     files = [f"{CIFAR_DIR}/{n}" for n in [*CIFAR_TRAIN_BATCHES, "test_batch", "batches.meta"]]
-    entry = _entry(root, source, files, samples, params if source == "generated" else {},
-                   time.perf_counter() - start)
-    _record_in_manifest(root, "cifar10", entry)
-    return entry
+    return _download_or_generate(
+        root, cfg, "cifar10", {"cifar_size": cfg.cifar_size, "seed": cfg.seed},
+        url=lambda: CIFAR10.url, fmt="pickle batches", files=files, download=download,
+        generate=lambda: generate_cifar10(root, cfg.cifar_size, cfg.seed))
 
 
 def cifar10(path: str | Path, train: bool = True, transform: Any = None):

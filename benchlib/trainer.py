@@ -69,7 +69,7 @@ def build_dataset(name: str, path: str, augment: bool = True) -> tuple[Dataset, 
     return prepared.dataset, prepared.collate_fn, (1, 28, 28)
 
 
-class Sampler(threading.Thread):
+class UtilisationSampler(threading.Thread):
     """Samples GPU utilisation (NVML, where there is a GPU) and CPU utilisation
     (psutil) every `interval_s` in the background while training runs."""
 
@@ -170,10 +170,11 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         if args.log_interval and global_step % args.log_interval == 0 and env.rank == 0:
             print(f"step {global_step}: loss {loss.item():.4f}", flush=True)
 
-    gpus = [device.index] if device.type == "cuda" and args.strategy != "dp" else \
-        list(range(torch.cuda.device_count())) if device.type == "cuda" else []
-    sampler_thread = Sampler(gpus if env.rank == 0 else [])
-    sampler_thread.start()
+    gpus = []  # rank 0 watches its own GPU; DataParallel's process watches all it uses
+    if device.type == "cuda" and env.rank == 0:
+        gpus = list(range(torch.cuda.device_count())) if args.strategy == "dp" else [device.index]
+    utilisation_thread = UtilisationSampler(gpus)
+    utilisation_thread.start()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     epochs = []
@@ -192,7 +193,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
                        "batch_s": sorted(d + c for d, c in zip(data_s, compute_s))[len(data_s) // 2],
                        "data_s": sum(data_s) / len(data_s), "compute_s": sum(compute_s) / len(compute_s),
                        "steps": len(times.samples), "loss_last": times.loss_last})
-    utilisation = sampler_thread.stop()
+    utilisation = utilisation_thread.stop()
     if args.save_model and env.rank == 0:
         plain = model.module if hasattr(model, "module") else model
         with atomic.replacing(Path(args.train_dir) / "model.pt", suffix=".pt") as tmp:
