@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.benchlib-installed
 SMOKE  ?= params/smoke_cpu.yaml
 # The sizes params/smoke_cpu.yaml's data_prep row asks for (so that row reuses the data).
-SMOKE_DATA ?= --offline --size 6000 --fashion-size 6000 --cifar-size 2048
+SMOKE_DATA ?= --offline --size 6000 --fashion-size 6000 --cifar-size 2048 --imagefolder-size 200
 
 .PHONY: setup run test lab report clean-outputs
 

@@ -31,6 +31,7 @@ def cmd_data(args) -> int:
 
     cfg = DataPrepConfig(path=str(Path(args.path).resolve()), dataset=args.dataset,
                          size=args.size, fashion_size=args.fashion_size, cifar_size=args.cifar_size,
+                         imagefolder_size=args.imagefolder_size,
                          offline=args.offline, seed=args.seed)
     for name, entry in data.prepare(cfg).items():
         samples = ", ".join(f"{n} {split}" for split, n in entry["samples"].items())
@@ -247,7 +248,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="generated FashionMNIST training images when offline (default 60000)")
     p.add_argument("--cifar-size", type=int, default=50000,
                    help="generated CIFAR-10 training images when offline (default 50000)")
-    p.add_argument("--dataset", default="all", choices=["all", "fashion-mnist", "mydataset", "cifar10"])
+    p.add_argument("--imagefolder-size", type=int, default=1000,
+                   help="generated ImageNet-layout training JPEGs (default 1000)")
+    p.add_argument("--dataset", default="all",
+                   choices=["all", "fashion-mnist", "mydataset", "cifar10", "imagefolder"])
     p.add_argument("--offline", action="store_true",
                    help="generate FashionMNIST (IDX) and CIFAR-10 (pickle batches) instead of "
                    "downloading them")

@@ -82,7 +82,7 @@ class StudyConfig:
         return dataclasses.asdict(self)
 
 
-DATASETS_PREPARED = ("fashion-mnist", "mydataset", "cifar10")
+DATASETS_PREPARED = ("fashion-mnist", "mydataset", "cifar10", "imagefolder")
 
 
 @dataclasses.dataclass
@@ -92,13 +92,15 @@ class DataPrepConfig(StudyConfig):
     path: str = "outputs/data"
     """Folder the data sets are written to; relative paths start at the project root."""
     dataset: str = "all"
-    """Which data set to prepare: all, fashion-mnist, mydataset or cifar10."""
+    """Which data set to prepare: all, fashion-mnist, mydataset, cifar10 or imagefolder."""
     size: int = 60000
     """MyDataSet sample count (seed 000's --size)."""
     fashion_size: int = 60000
     """FashionMNIST training images when generated offline (the test split gets a sixth)."""
     cifar_size: int = 50000
     """CIFAR-10 training images when generated offline (the test split gets a fifth)."""
+    imagefolder_size: int = 1000
+    """ImageNet-layout JPEGs generated (10 classes; val gets a tenth)."""
     offline: bool = False
     """Generate FashionMNIST and CIFAR-10 instead of downloading them (automatic without network)."""
     seed: int = 0
@@ -109,6 +111,7 @@ class DataPrepConfig(StudyConfig):
         require_min("size", self.size, 1)
         require_min("fashion_size", self.fashion_size, 10)
         require_min("cifar_size", self.cifar_size, 10)
+        require_min("imagefolder_size", self.imagefolder_size, 10)
         if not self.path:
             raise ConfigError("path", "must name a folder, e.g. outputs/data")
 
@@ -121,7 +124,21 @@ DEVICES = ("cpu", "gpu", "auto")
 IO_DATASETS = ("fashion-mnist", "mydataset")
 VARIANTS = ("raw", "preload", "preload_batched", "tensorclass", "tensorclass_memmap", "np_memmap")
 MODES = ("traverse", "train")
-MODELS = ("toynet", "simplecnn", "pyramidnet")
+MODELS = ("toynet", "simplecnn", "pyramidnet", "resnet18", "resnet50")
+PRECISIONS = ("fp32", "tf32", "amp_bf16", "amp_fp16")
+
+
+def check_precision(precision: str, device_type: str) -> None:
+    """Refuse a precision the device cannot run, before anything launches."""
+    require_choice("precision", precision, PRECISIONS)
+    if precision in ("tf32", "amp_fp16") and device_type != "cuda":
+        raise ConfigError("precision", f"{precision} needs a CUDA GPU; on CPU use fp32 or amp_bf16")
+    if precision in ("tf32", "amp_bf16") and device_type == "cuda":
+        import torch
+
+        if torch.cuda.get_device_capability()[0] < 8:
+            raise ConfigError("precision", f"{precision} needs an Ampere or newer GPU "
+                              f"(this one is sm_{''.join(map(str, torch.cuda.get_device_capability()))})")
 
 
 def check_device(device: str) -> None:
@@ -195,7 +212,7 @@ class IOConfig(StudyConfig):
 
 STRATEGIES = ("single", "dp", "ddp")
 LAUNCHERS = ("torchrun", "mp_spawn", "tcp")
-TRAIN_DATASETS = ("cifar10", "fashion-mnist", "mydataset", "synthetic")
+TRAIN_DATASETS = ("cifar10", "fashion-mnist", "mydataset", "synthetic", "imagefolder")
 
 
 @dataclasses.dataclass
@@ -287,6 +304,96 @@ class DistConfig(StudyConfig):
 
 
 @dataclasses.dataclass
+class FrameworkConfig(StudyConfig):
+    """ResNet throughput measured the DLPerf way (notebook 40, seed 003): skip the first
+    `skip_steps`, warm up `warmup_steps` more, average the next `timed_steps`."""
+
+    arch: str = "resnet50"
+    """resnet50 (seed 003: ResNet-50 v1.5, torchvision's) or resnet18."""
+    dataset: str = "synthetic"
+    """synthetic (one batch made on the device: compute only) or imagefolder (JPEGs)."""
+    path: str = "outputs/data"
+    """Folder prepared by `benchlib data` (imagefolder), or holding your ImageNet copy."""
+    image_size: int = 224
+    """Input side in pixels (224 as on ImageNet; small on CPU)."""
+    batch_size: int = 128
+    """Per device (seed 003: 32, 64, 128, 160)."""
+    nproc_per_node: int = 1
+    """Devices (one rank each) on this host."""
+    launcher: str = "torchrun"
+    """How ranks start when there are several: torchrun, mp_spawn or tcp."""
+    precision: str = "fp32"
+    """fp32, tf32 (Ampere+), amp_bf16, amp_fp16 (CUDA)."""
+    channels_last: bool = False
+    """NHWC memory format (faster with AMP on tensor cores)."""
+    compile: bool = False
+    """torch.compile the model (its compile time falls in the skipped steps)."""
+    skip_steps: int = 5
+    """DLPerf: iterations skipped first."""
+    warmup_steps: int = 20
+    """DLPerf: further warm-up iterations, not timed."""
+    timed_steps: int = 100
+    """DLPerf: iterations averaged."""
+    repeats: int = 3
+    """Repeats of the window; the median is reported."""
+    num_workers: int = 4
+    """DataLoader workers per rank (imagefolder)."""
+    device: str = "auto"
+    """cpu, gpu or auto."""
+    backend: str = "auto"
+    """auto (nccl on CUDA, gloo on CPU), gloo or nccl."""
+    timeout_s: int = 1800
+    """The whole launch, each rendezvous and collective."""
+    seed: int = 0
+    """Seed of weights and data."""
+
+    def validate(self) -> None:
+        from benchlib.dist import BACKENDS
+
+        require_choice("arch", self.arch, ("resnet18", "resnet50"))
+        require_choice("dataset", self.dataset, ("synthetic", "imagefolder"))
+        require_choice("precision", self.precision, PRECISIONS)
+        require_choice("launcher", self.launcher, LAUNCHERS)
+        require_choice("device", self.device, DEVICES)
+        require_choice("backend", self.backend, BACKENDS)
+        for name in ("batch_size", "nproc_per_node", "timed_steps", "repeats", "timeout_s"):
+            require_min(name, getattr(self, name), 1)
+        for name in ("skip_steps", "warmup_steps", "num_workers"):
+            require_min(name, getattr(self, name), 0)
+        require_min("image_size", self.image_size, 32)
+
+    @property
+    def steps(self) -> int:
+        return self.skip_steps + self.warmup_steps + self.timed_steps
+
+    def check_runtime(self) -> None:
+        import os
+
+        import torch
+
+        from benchlib import data
+        from benchlib.dist import choose_backend
+
+        check_device(self.device)
+        cuda = self.device == "gpu" or (self.device == "auto" and torch.cuda.is_available())
+        check_precision(self.precision, "cuda" if cuda else "cpu")
+        choose_backend("cuda" if cuda else "cpu", self.backend)
+        visible = torch.cuda.device_count() if cuda else (os.cpu_count() or 1)
+        if self.nproc_per_node > visible:
+            what = "GPUs are visible" if cuda else "CPU cores are there (one rank each)"
+            raise ConfigError("nproc_per_node", f"{self.nproc_per_node} asked for, but only "
+                              f"{visible} {what}")
+        if self.dataset == "imagefolder":
+            have = data.describe(self.path, "imagefolder")["samples"]["train"]
+            steps = have // (self.batch_size * self.nproc_per_node)
+            if steps < self.steps:
+                raise ConfigError("timed_steps", f"the image folder has {have} training images: "
+                                  f"{steps} steps of batch {self.batch_size} x {self.nproc_per_node}, "
+                                  f"fewer than the {self.steps} skipped, warm-up and timed steps; "
+                                  "use more images or fewer steps")
+
+
+@dataclasses.dataclass
 class AnalysisConfig(StudyConfig):
     """The analysis notebook (90): where the records are."""
 
@@ -299,4 +406,5 @@ CONFIGS: dict[str, type[StudyConfig]] = {
     "AnalysisConfig": AnalysisConfig,
     "IOConfig": IOConfig,
     "DistConfig": DistConfig,
+    "FrameworkConfig": FrameworkConfig,
 }

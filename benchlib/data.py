@@ -4,6 +4,7 @@ Layout under one data folder (`--path`):
     FashionMNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte   what torchvision reads
     mydataset.npz                                                     seed 000's MyDataSet
     cifar-10-batches-py/{data_batch_1..5,test_batch,batches.meta}      seed 002's CIFAR-10
+    imagefolder/{train,val}/<class>/*.JPEG                            ImageNet's layout (seed 003)
     manifest.json     per data set: real or generated, samples, bytes, sha256, params
 
 The offline FashionMNIST is written as the same raw IDX files torchvision extracts from
@@ -324,11 +325,62 @@ def cifar10(path: str | Path, train: bool = True, transform: Any = None):
     return kind(str(root), train=train, transform=transform, download=False)
 
 
+# ---------------------------------------------------------------- ImageNet-layout JPEGs
+
+
+IMAGEFOLDER_DIR = "imagefolder"
+IMAGEFOLDER_SIDE = 160
+
+
+def generate_imagefolder(root: Path, size: int, seed: int) -> tuple[dict[str, int], list[str]]:
+    """`size` training and size/10 validation JPEGs in ImageNet's layout
+    (train/<class>/*.JPEG, val/<class>/*.JPEG), 10 classes of colour shapes plus noise."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed + 3)
+    prototypes = _class_prototypes(rng, side=IMAGEFOLDER_SIDE, channels=3)
+    sizes, files = {"train": size, "test": max(size // 10, NUM_CLASSES)}, []
+    for split, n in (("train", sizes["train"]), ("val", sizes["test"])):
+        images, labels = generate_images(n, rng, prototypes)
+        for i, (image, label) in enumerate(zip(images, labels)):
+            name = f"{IMAGEFOLDER_DIR}/{split}/n{label:08d}/{split}_{i:07d}.JPEG"
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            with atomic.replacing(root / name, suffix=".JPEG") as tmp:
+                Image.fromarray(image.transpose(1, 2, 0)).save(tmp, format="JPEG", quality=90)
+            files.append(name)
+    return sizes, files
+
+
+def prepare_imagefolder(root: Path, cfg: DataPrepConfig) -> dict[str, Any]:
+    """ImageNet cannot be downloaded without an account: point `path` at your copy, laid
+    out as ImageFolder expects; this writes a generated one of the same layout."""
+    params = {"imagefolder_size": cfg.imagefolder_size, "seed": cfg.seed}
+    old = read_manifest(root).get("imagefolder")
+    if _reusable(root, old, params):
+        _log(f"imagefolder: reusing {old['source']} data in {root}")
+        return old
+    start = time.perf_counter()
+    samples, files = generate_imagefolder(root, cfg.imagefolder_size, cfg.seed)
+    _log(f"imagefolder: generated {samples['train']} + {samples['test']} JPEGs in {root} "
+         "(ImageNet itself needs an account: use your own copy for real figures)")
+    entry = _entry(root, "generated", files, samples, params, time.perf_counter() - start)
+    _record_in_manifest(root, "imagefolder", entry)
+    return entry
+
+
+def imagefolder(path: str | Path, split: str = "train", transform: Any = None):
+    from torchvision.datasets import ImageFolder
+
+    root = paths.resolve(path)
+    describe(root, "imagefolder")
+    return ImageFolder(str(root / IMAGEFOLDER_DIR / split), transform=transform)
+
+
 # ---------------------------------------------------------------- entry points
 
 
 PREPARERS = {"fashion-mnist": prepare_fashion_mnist, "mydataset": prepare_mydataset,
-             "cifar10": prepare_cifar10}
+             "cifar10": prepare_cifar10, "imagefolder": prepare_imagefolder}
 
 
 def prepare(cfg: DataPrepConfig) -> dict[str, dict[str, Any]]:
@@ -341,32 +393,35 @@ def prepare(cfg: DataPrepConfig) -> dict[str, dict[str, Any]]:
     return {name: PREPARERS[name](root, cfg) for name in cfg.datasets()}
 
 
+def _arrays(root: Path, name: str) -> tuple[int, tuple, str, np.ndarray]:
+    """(samples, shape of one, dtype, labels) of a prepared data set, opened as the
+    studies open it."""
+    if name == "fashion-mnist":
+        from torchvision.datasets import FashionMNIST
+
+        ds = FashionMNIST(str(root), train=True, download=False)
+        return len(ds), tuple(ds.data.shape[1:]), str(ds.data.numpy().dtype), ds.targets.numpy()
+    if name == "mydataset":
+        data, labels = load_mydataset(root)
+        return len(data), data.shape[1:], str(data.dtype), labels
+    if name == "cifar10":
+        ds = cifar10(root, train=True)
+        return len(ds), ds.data.shape[1:], str(ds.data.dtype), np.asarray(ds.targets)
+    ds = imagefolder(root)
+    first = np.asarray(ds[0][0])
+    return len(ds), first.shape, str(first.dtype), np.asarray(ds.targets)
+
+
 def verify(path: str | Path) -> list[dict[str, Any]]:
     """Load every prepared data set the way the studies do; report shape, dtype, labels."""
-    from torchvision.datasets import FashionMNIST
-
     root = paths.resolve(path)
     rows = []
     for name in read_manifest(root):
         start = time.perf_counter()
-        if name == "fashion-mnist":
-            ds = FashionMNIST(str(root), train=True, download=False)
-            data, labels = ds.data.numpy(), ds.targets.numpy()
-        elif name == "mydataset":
-            data, labels = load_mydataset(root)
-        elif name == "cifar10":
-            ds = cifar10(root, train=True)
-            data, labels = ds.data, np.asarray(ds.targets)
-        else:
-            continue
-        rows.append({
-            "dataset": name,
-            "samples": len(data),
-            "shape": "x".join(map(str, data.shape[1:])),
-            "dtype": str(data.dtype),
-            "classes": int(len(np.unique(labels))),
-            "open_s": round(time.perf_counter() - start, 4),
-        })
+        samples, shape, dtype, labels = _arrays(root, name)
+        rows.append({"dataset": name, "samples": samples, "shape": "x".join(map(str, shape)),
+                     "dtype": dtype, "classes": int(len(np.unique(labels))),
+                     "open_s": round(time.perf_counter() - start, 4)})
     if not rows:
         raise BenchlibError(f"no data sets under {root}: run `python -m benchlib data --path {root}`")
     return rows

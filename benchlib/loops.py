@@ -55,20 +55,39 @@ def make_loader(dataset, collate_fn, batch_size: int, num_workers: int, device: 
                       generator=generator, drop_last=False)
 
 
+AUTOCAST = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}
+
+
+def set_matmul_precision(precision: str) -> None:
+    """fp32 means fp32: cuDNN's TF32 default is switched off; tf32 switches it on for
+    matmuls and convolutions (Ampere and newer)."""
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+
+
 class Stepper:
-    """What one step does after the batch arrives: move it, and (train) learn from it."""
+    """What one step does after the batch arrives: move it, and (train) learn from it,
+    in the given precision (fp32, tf32, amp_bf16, amp_fp16 with a gradient scaler),
+    memory format (channels_last) and with or without torch.compile."""
 
     def __init__(self, mode: str, device: torch.device, model: nn.Module | None = None,
-                 lr: float = 1e-3, momentum: float = 0.0):
+                 lr: float = 1e-3, momentum: float = 0.0, precision: str = "fp32",
+                 channels_last: bool = False, compile: bool = False):
         if mode not in MODES:
             raise ValueError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
         self.mode, self.device = mode, device
-        self.model = model.to(device) if model is not None else None
+        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self.model = model.to(device, memory_format=self.memory_format) if model is not None else None
+        self.autocast = AUTOCAST.get(precision)
+        self.scaler = torch.amp.GradScaler(device.type) if precision == "amp_fp16" else None
         if mode == "train":
             if model is None:
                 raise ValueError("mode: train needs a model")
+            set_matmul_precision(precision)
             self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=momentum)
             self.loss_fn = nn.CrossEntropyLoss()
+            self.forward = torch.compile(self.model) if compile else self.model
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> float | None:
         non_blocking = self.device.type == "cuda"
@@ -76,10 +95,18 @@ class Stepper:
         y = y.to(self.device, non_blocking=non_blocking)
         if self.mode == "traverse":
             return None
+        if x.dim() == 4:
+            x = x.contiguous(memory_format=self.memory_format)
         self.optimizer.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.model(x), y)
-        loss.backward()
-        self.optimizer.step()
+        with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
+            loss = self.loss_fn(self.forward(x), y)
+        if self.scaler is None:
+            loss.backward()
+            self.optimizer.step()
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
         return loss
 
 

@@ -108,4 +108,8 @@ def build_model(name: str, in_shape: tuple[int, int, int] = (1, 28, 28), depth: 
         return SimpleCNN(in_shape=in_shape)
     if name == "pyramidnet":
         return PyramidNet(depth, alpha, in_channels=in_shape[0])
+    if name in ("resnet18", "resnet50"):
+        import torchvision
+
+        return getattr(torchvision.models, name)(weights=None)  # 1000 classes, as on ImageNet
     raise ValueError(f"model: {name!r} is not one of {', '.join(MODELS)}")

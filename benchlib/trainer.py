@@ -34,25 +34,43 @@ from benchlib.config import TRAIN_DATASETS as DATASETS
 CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 
 
-class Synthetic(Dataset):
-    """`n` random samples made once (no IO, no decode): the compute-only limit."""
+class SyntheticBatches:
+    """One random batch made once on the device, handed out `steps` times: no IO, no
+    decode, no copy (the compute-only limit, like NVIDIA DLE's synthetic mode)."""
 
-    def __init__(self, n: int, shape: tuple[int, ...], seed: int):
+    def __init__(self, batch: int, shape: tuple[int, ...], steps: int, device: torch.device,
+                 seed: int):
         g = torch.Generator().manual_seed(seed)
-        self.x = torch.rand(n, *shape, generator=g)
-        self.y = torch.randint(0, 10, (n,), generator=g)
+        self.x = torch.rand(batch, *shape, generator=g).to(device)
+        self.y = torch.randint(0, 10, (batch,), generator=g).to(device)
+        self.steps = steps
 
     def __len__(self) -> int:
-        return len(self.y)
+        return self.steps
 
-    def __getitem__(self, i: int):
-        return self.x[i], self.y[i]
+    def __iter__(self):
+        return iter([(self.x, self.y)] * self.steps)
 
 
-def build_dataset(name: str, path: str, augment: bool = True) -> tuple[Dataset, Any, tuple]:
-    """(dataset, collate_fn, input shape). CIFAR-10 gets seed 002's training transforms."""
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+
+
+def build_dataset(name: str, path: str, augment: bool = True,
+                  image_size: int = 224) -> tuple[Dataset, Any, tuple]:
+    """(dataset, collate_fn, input shape). CIFAR-10 gets seed 002's training transforms,
+    the ImageNet folder pytorch/examples' (RandomResizedCrop, flip)."""
     from torch.utils.data import default_collate
 
+    if name == "imagefolder":
+        from torchvision import transforms
+
+        from benchlib import data
+
+        steps = [transforms.RandomResizedCrop(image_size), transforms.RandomHorizontalFlip()] \
+            if augment else [transforms.Resize(image_size), transforms.CenterCrop(image_size)]
+        transform = transforms.Compose([*steps, transforms.ToTensor(),
+                                        transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+        return data.imagefolder(path, "train", transform), default_collate, (3, image_size, image_size)
     if name == "cifar10":
         from torchvision import transforms
 
@@ -63,8 +81,6 @@ def build_dataset(name: str, path: str, augment: bool = True) -> tuple[Dataset, 
         transform = transforms.Compose([*steps, transforms.ToTensor(),
                                         transforms.Normalize(CIFAR_MEAN, CIFAR_STD)])
         return data.cifar10(path, train=True, transform=transform), default_collate, (3, 32, 32)
-    if name == "synthetic":
-        return Synthetic(4096, (3, 32, 32), 0), default_collate, (3, 32, 32)
     prepared = storage.prepare(name, "raw", path)
     return prepared.dataset, prepared.collate_fn, (1, 28, 28)
 
@@ -125,6 +141,19 @@ def _mean_loss(loss: torch.Tensor, env: DistEnv) -> float:
     return value.item()
 
 
+def training_flops_per_sample(model: nn.Module, shape: tuple[int, ...]) -> float:
+    """FLOPs of one training step (forward and backward) per sample, counted by
+    torch.utils.flop_counter on a batch of 2 on the CPU (before the model moves)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    x = torch.rand(2, *shape)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        model(x).sum().backward()
+    model.zero_grad(set_to_none=True)
+    return counter.get_total_flops() / 2
+
+
 def wrap(model: nn.Module, strategy: str, device: torch.device, env: DistEnv) -> tuple[nn.Module, int]:
     """The model as the strategy runs it, and how many devices it spans."""
     model = model.to(device)
@@ -141,22 +170,31 @@ def wrap(model: nn.Module, strategy: str, device: torch.device, env: DistEnv) ->
 
 def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
     torch.manual_seed(args.seed)
-    dataset, collate, shape = build_dataset(args.dataset, args.path, augment=not args.no_augment)
-    model, devices = wrap(build_model(args.model, shape, args.depth, args.alpha),
-                         args.strategy, device, env)
+    shape = (3, args.image_size, args.image_size)
+    if args.dataset != "synthetic":
+        dataset, collate, shape = build_dataset(args.dataset, args.path, not args.no_augment,
+                                                args.image_size)
+    model = build_model(args.model, shape, args.depth, args.alpha)
+    flops_per_sample = training_flops_per_sample(model, shape)
+    model, devices = wrap(model, args.strategy, device, env)
     batch = args.batch_size * devices  # DataParallel splits one batch over its devices
     sampler = None
-    if args.strategy == "ddp":
-        from torch.utils.data.distributed import DistributedSampler
+    if args.dataset == "synthetic":
+        loader = SyntheticBatches(batch, shape, args.max_steps or 100, device, args.seed + env.rank)
+    else:
+        if args.strategy == "ddp":
+            from torch.utils.data.distributed import DistributedSampler
 
-        sampler = DistributedSampler(dataset, num_replicas=env.world_size, rank=env.rank,
-                                     shuffle=not args.no_shuffle, seed=args.seed)
-    loader = DataLoader(dataset, batch_size=batch, sampler=sampler,
-                        shuffle=sampler is None and not args.no_shuffle,
-                        num_workers=args.num_workers, collate_fn=collate,
-                        pin_memory=device.type == "cuda",
-                        generator=torch.Generator().manual_seed(args.seed))
-    step = loops.Stepper("train", device, model, lr=args.lr, momentum=args.momentum)
+            sampler = DistributedSampler(dataset, num_replicas=env.world_size, rank=env.rank,
+                                         shuffle=not args.no_shuffle, seed=args.seed)
+        loader = DataLoader(dataset, batch_size=batch, sampler=sampler,
+                            shuffle=sampler is None and not args.no_shuffle,
+                            num_workers=args.num_workers, collate_fn=collate,
+                            pin_memory=device.type == "cuda",
+                            generator=torch.Generator().manual_seed(args.seed))
+    step = loops.Stepper("train", device, model, lr=args.lr, momentum=args.momentum,
+                         precision=args.precision, channels_last=args.channels_last,
+                         compile=args.compile)
     losses: list[float] = []
     global_step = 0
 
@@ -212,6 +250,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         "peak_mem_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
         "model_params": sum(p.numel() for p in model.parameters()),
         "threads_per_rank": torch.get_num_threads(),
+        "flops_per_sample": flops_per_sample,
         "loss_last": epochs[-1]["loss_last"],
         **utilisation,
     }
@@ -225,7 +264,12 @@ def parser(strategy: str) -> argparse.ArgumentParser:
                                 description=f"{strategy} training (seed 002)")
     p.add_argument("--dataset", default="cifar10", choices=DATASETS)
     p.add_argument("--path", default="outputs/data")
-    p.add_argument("--model", default="pyramidnet", choices=["pyramidnet", "simplecnn", "toynet"])
+    p.add_argument("--model", default="pyramidnet",
+                   choices=["pyramidnet", "simplecnn", "toynet", "resnet18", "resnet50"])
+    p.add_argument("--image-size", type=int, default=224, help="imagefolder and synthetic")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "amp_bf16", "amp_fp16"])
+    p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
     p.add_argument("--depth", type=int, default=20, help="PyramidNet depth (6n + 2)")
     p.add_argument("--alpha", type=int, default=48, help="PyramidNet widening")
     p.add_argument("--epochs", type=int, default=1)

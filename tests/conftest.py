@@ -39,5 +39,6 @@ def small_data(tmp_path_factory) -> Path:
 
     path = tmp_path_factory.mktemp("data")
     data.prepare(DataPrepConfig(path=str(path), size=300, fashion_size=600, cifar_size=256,
+                                imagefolder_size=40,
                                 offline=True))
     return path

@@ -12,7 +12,8 @@ from benchlib.errors import ConfigError, UsageError
 
 
 def prep(path, **kw):
-    cfg = DataPrepConfig(path=str(path), **{"size": 500, "fashion_size": 1200, "offline": True, **kw})
+    cfg = DataPrepConfig(path=str(path), **{"size": 500, "fashion_size": 1200, "cifar_size": 50,
+                                            "imagefolder_size": 20, "offline": True, **kw})
     return data.prepare(cfg)
 
 
@@ -96,7 +97,7 @@ def test_describe_a_missing_data_set_suggests_benchlib_data(tmp_path):
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("dataset", "mnist", "dataset: 'mnist' is not one of all, fashion-mnist, mydataset, cifar10"),
+    ("dataset", "mnist", "dataset: 'mnist' is not one of all, fashion-mnist, mydataset, cifar10, imagefolder"),
     ("size", 0, "size: must be >= 1, got 0"),
     ("size", "10", "size: expected int, got str '10'"),
     ("offline", 1, "offline: expected bool, got int 1"),
@@ -109,7 +110,7 @@ def test_config_rejects_bad_values_naming_the_field(field, value, message):
 
 def test_cli_data_writes_data_and_bad_size_exits_2_writing_nothing(tmp_path, capsys):
     assert main(["data", "--path", str(tmp_path / "d"), "--offline", "--size", "50",
-                 "--fashion-size", "60"]) == 0
+                 "--fashion-size", "60", "--cifar-size", "20", "--imagefolder-size", "20"]) == 0
     assert "fashion-mnist: generated, 60 train, 10 test" in capsys.readouterr().out
     assert main(["data", "--path", str(tmp_path / "bad"), "--size", "-3"]) == 2
     assert "benchlib data: size: must be >= 1, got -3" in capsys.readouterr().err

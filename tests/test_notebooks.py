@@ -130,3 +130,26 @@ table:
     analysis = (outputs / "report" / "analysis.html").read_text()
     assert "<strong>DDP via torchrun</strong> on 2 device(s)" in analysis
     assert "<strong>speedup " in analysis and "Seed 002 on two P100s" in analysis
+
+
+def test_framework_notebook_rows_scale_and_sit_beside_seed_003(tmp_path, outputs):
+    file = tmp_path / "fw.yaml"
+    file.write_text("""
+study: framework
+notebook: 40_framework_comparison
+defaults: {device: cpu, arch: resnet18, dataset: synthetic, image_size: 32, batch_size: 4,
+           skip_steps: 1, warmup_steps: 1, timed_steps: 3, repeats: 2}
+grid: {nproc_per_node: [1, 2]}
+""")
+    assert main(["sweep", str(file), "--no-progress"]) == 0
+    df = results.load_results(outputs / "results")
+    assert set(df["world_size"]) == {1, 2} and df["mfu"].isna().all()
+    assert (df["flops_per_sample"] > 0).all() and (df["lr"] == df["nproc_per_node"] * 4 / 1000).all()
+    executed = nbformat.read(outputs / df.iloc[0]["executed_notebook"], 4)
+    text = "".join(str(o) for c in executed.cells for o in c.get("outputs", []))
+    assert "PyTorch here (cpu, fp32)" in text and "OneFlow" in text
+
+    report.build(outputs)
+    analysis = (outputs / "report" / "analysis.html").read_text()
+    assert "fp32 on 2 devices: speedup" in analysis and "Seed 003 (PyTorch 1.6, V100" in analysis
+    assert "MFU is unknown here" in analysis

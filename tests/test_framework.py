@@ -1,0 +1,98 @@
+"""Notebook 40's pieces: seed 003's data, the DLPerf method's settings, MFU, variants."""
+
+import math
+
+import pytest
+import torch
+
+from benchlib import frameworkstudy, loops, reference
+from benchlib.config import FrameworkConfig
+from benchlib.errors import ConfigError, UsageError
+from benchlib.models import build_model
+from benchlib.trainer import training_flops_per_sample
+
+
+def test_seed_003_tables_are_there_cell_for_cell():
+    df = reference.dlperf().set_index(["framework", "batch_size", "nodes", "devices"]).sort_index()
+    assert df.loc[("PyTorch", 128, 1, 1), "samples_per_s"] == 347.12
+    assert df.loc[("PyTorch", 160, 4, 32), "samples_per_s"] == 5594.45
+    assert df.loc[("Paddle", 32, 1, 8), "samples_per_s"] == 1089.29
+    assert df.loc[("TensorFlow", 160, 2, 16), "status"] == "oom"
+    assert math.isnan(df.loc[("OneFlow", 64, 1, 1), "samples_per_s"])
+    assert df.loc[("MxNet", 128, 1, 1), "status"] == "todo"
+    # the seed's own speedup column for PyTorch at batch 128: 1.74 2.59 4.05 6.87 16.0
+    speedups = df.loc[("PyTorch", 128)]["speedup"].round(2).tolist()
+    assert speedups == [1.0, 1.74, 2.59, 4.05, 6.87, 16.0]
+    assert len(df) == 5 * 4 * 6 and (df["source"].str.contains("seed 003")).all()
+
+
+def test_published_figures_and_peaks_carry_their_sources():
+    pub = reference.published()
+    assert len(pub) == 19 and pub["source"].str.len().min() > 10
+    assert pub[pub["system"] == "1 x H100 SXM5 80GB"]["samples_per_s"].item() == 2616
+    flops, source = reference.peak_flops("NVIDIA H100 80GB HBM3", "amp_bf16")
+    assert flops == 989.4e12 and "data sheet" in source
+    assert reference.peak_flops("NVIDIA A100-SXM4-80GB", "tf32")[0] == 156e12
+    assert reference.peak_flops("cpu", "fp32") is None
+
+
+def test_mfu_is_unknown_without_a_published_peak_never_invented():
+    value, why = frameworkstudy.mfu(1000.0, 1, 12.3e9, "cpu", "fp32")
+    assert value is None and why == "no published peak for cpu at fp32"
+    value, source = frameworkstudy.mfu(2600.0, 1, 3 * 4.1e9, "NVIDIA H100 80GB HBM3", "amp_bf16")
+    assert value == pytest.approx(2600 * 3 * 4.1e9 / 989.4e12) and "H100" in source
+
+
+def test_training_flops_of_resnet50_are_three_forward_passes():
+    flops = training_flops_per_sample(build_model("resnet50", (3, 224, 224)), (3, 224, 224))
+    forward = 2 * 4.09e9  # torchvision's ResNet-50: 4.09 GMACs per 224px image
+    assert flops == pytest.approx(3 * forward, rel=0.03)
+
+
+def test_dlperf_settings_lr_is_global_batch_over_1000_and_steps_add_up():
+    cfg = FrameworkConfig(batch_size=128, nproc_per_node=2)
+    assert frameworkstudy.learning_rate(cfg) == 0.256 and cfg.steps == 125
+    args = frameworkstudy.trainer_args(cfg)
+    assert args[args.index("--max-steps") + 1] == "125"
+    assert args[args.index("--warmup-steps") + 1] == "25"
+    assert args[args.index("--momentum") + 1] == "0.9"
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"batch_size": 0}, "batch_size: must be >= 1, got 0"),
+    ({"precision": "fp8"}, "precision: 'fp8' is not one of fp32, tf32, amp_bf16, amp_fp16"),
+    ({"arch": "vit"}, "arch: 'vit' is not one of resnet18, resnet50"),
+])
+def test_framework_config_refuses_bad_values(kw, message):
+    with pytest.raises(ConfigError, match=message):
+        FrameworkConfig(**kw)
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"precision": "amp_fp16"}, "precision: amp_fp16 needs a CUDA GPU; on CPU use fp32 or amp_bf16"),
+    ({"precision": "tf32"}, "precision: tf32 needs a CUDA GPU"),
+    ({"nproc_per_node": 64}, "nproc_per_node: 64 asked for, but only"),
+    ({"device": "gpu"}, "device: gpu asked for"),
+])
+def test_what_this_machine_cannot_run_is_refused_before_launch(kw, message):
+    with pytest.raises(UsageError, match=message):
+        FrameworkConfig(**{"device": "cpu", **kw}).check_runtime()
+
+
+def test_an_image_folder_too_small_for_the_window_is_refused(small_data):
+    cfg = FrameworkConfig(path=str(small_data), dataset="imagefolder", device="cpu", batch_size=8)
+    with pytest.raises(ConfigError, match="the image folder has 40 training images: 5 steps of "
+                                          "batch 8 x 1, fewer than the 125"):
+        cfg.check_runtime()
+
+
+def test_amp_bf16_and_channels_last_train_on_cpu():
+    torch.manual_seed(0)
+    model = build_model("resnet18", (3, 32, 32))
+    step = loops.Stepper("train", torch.device("cpu"), model, lr=0.01, precision="amp_bf16",
+                         channels_last=True)
+    assert model.conv1.weight.is_contiguous(memory_format=torch.channels_last)
+    loss = step(torch.rand(4, 3, 32, 32), torch.randint(0, 10, (4,)))
+    assert loss.dtype == torch.float32 and math.isfinite(loss.item())
+    loops.Stepper("train", torch.device("cpu"), build_model("toynet"), precision="fp32")
+    assert torch.backends.cudnn.allow_tf32 is False  # fp32 means fp32
