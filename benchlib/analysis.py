@@ -75,7 +75,9 @@ def overview_text(df: pd.DataFrame) -> str:
 IO_NOTEBOOKS = ("10_single_device_io.ipynb", "benchlib io (CLI)")
 
 
-IO_KEYS = ["dataset", "variant", "mode"]
+# runs are only pooled when they measured the same thing on the same device
+SETUP = ["device_name", "epochs", "batch_size"]
+IO_KEYS = [*SETUP, "dataset", "variant", "mode"]
 INT_PARAMS = ("num_workers", "epochs", "batch_size", "repeats", "warmup_steps")
 
 
@@ -111,17 +113,17 @@ def io_seed_table(io: pd.DataFrame) -> pd.DataFrame:
     one row per variant, one column per (dataset, mode); the fewest workers of each."""
     if io.empty:
         return pd.DataFrame()
-    fewest = _fewest_workers(io, ["dataset", "variant", "mode"])
+    fewest = _fewest_workers(io, IO_KEYS)
     cells = fewest.assign(
         column=fewest["dataset"] + ", " + fewest["mode"] + " ("
-        + fewest["epochs"].astype(int).astype(str) + " ep, s)",
+        + fewest["epochs"].astype(int).astype(str) + " ep, s, " + fewest["device_name"] + ")",
         cell=[_spread(m, lo, hi) for m, lo, hi in
               zip(fewest["total_s"], fewest["total_s_p10"], fewest["total_s_p90"])])
     return cells.pivot(index="variant", columns="column", values="cell").fillna("")
 
 
 def best_workers(io: pd.DataFrame) -> pd.DataFrame:
-    """Per (dataset, variant, mode) swept over num_workers: the fastest setting, and each
+    """Per setup and (dataset, variant, mode) swept over num_workers: the fastest, and each
     setting's speed relative to it. Runs of the same setting (from several studies)
     count as one, by their median."""
     cols = [*IO_KEYS, "num_workers", "samples_per_s", "others"]
@@ -140,17 +142,24 @@ def best_workers(io: pd.DataFrame) -> pd.DataFrame:
 def _fewest_workers(io: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Per setting of `keys`, the runs with the fewest workers, one row each (medians)."""
     fewest = io[io["num_workers"] == io.groupby(keys)["num_workers"].transform("min")]
-    return fewest.groupby(keys, as_index=False).median(numeric_only=True)
+    return fewest.groupby(keys, as_index=False)[["total_s", "total_s_p10", "total_s_p90",
+                                                 "samples_per_s"]].median()
 
 
 def raw_over_preload(io: pd.DataFrame, dataset: str = "fashion-mnist",
-                     mode: str = "traverse") -> float | None:
-    """How many times longer `raw` takes than `preload` (total seconds, fewest workers)."""
+                     mode: str = "traverse") -> dict[tuple, float]:
+    """Per setup (device, epochs, batch): how many times longer `raw` takes than
+    `preload` (total seconds, fewest workers)."""
     rows = io[(io["dataset"] == dataset) & (io["mode"] == mode)]
-    rows = _fewest_workers(rows, ["variant"]).set_index("variant")
-    if not {"raw", "preload"} <= set(rows.index):
-        return None
-    return float(rows.loc["raw", "total_s"] / rows.loc["preload", "total_s"])
+    if rows.empty:
+        return {}
+    table = _fewest_workers(rows, [*SETUP, "variant"]).set_index([*SETUP, "variant"])["total_s"]
+    out = {}
+    for setup, group in table.groupby(level=SETUP):
+        by_variant = group.droplevel(SETUP)
+        if {"raw", "preload"} <= set(by_variant.index):
+            out[setup] = float(by_variant["raw"] / by_variant["preload"])
+    return out
 
 
 def io_conclusions(io: pd.DataFrame) -> str:
@@ -159,26 +168,28 @@ def io_conclusions(io: pd.DataFrame) -> str:
         return "No single-device IO runs yet (notebook 10, `python -m benchlib io`)."
     parts = []
     for _, b in best_workers(io).iterrows():
-        parts.append(f"- **{b['dataset']}**, {b['variant']} {b['mode']}: fastest with "
-                     f"**num_workers={b['num_workers']}** ({b['samples_per_s']:,.0f} samples/s; "
-                     f"{b['others']}).")
+        parts.append(f"- **{b['dataset']}**, {b['variant']} {b['mode']} on {b['device_name']}: "
+                     f"fastest with **num_workers={b['num_workers']}** "
+                     f"({b['samples_per_s']:,.0f} samples/s; {b['others']}).")
     for mode in ("traverse", "train"):
-        ratio = raw_over_preload(io, mode=mode)
-        if ratio is None:
-            continue
-        text = f"- FashionMNIST {mode}: raw takes **{ratio:.1f}x** as long as preload"
-        if mode == "traverse":
-            seed = SEED000_RAW_OVER_PRELOAD
-            verdict = ("agrees with" if 0.5 <= ratio / seed <= 2 else
-                       "is well below" if ratio < seed else "is well above")
-            text += (f"; seed 000 measured {seed:.1f}x on a GTX 1050, and this machine "
-                     f"{verdict} it (within a factor 2 counts as agreeing). Decoding each item "
-                     "every epoch, not the storage library, is what costs")
-        parts.append(text + ".")
+        for (device, epochs, _), ratio in raw_over_preload(io, mode=mode).items():
+            parts.append(_ratio_line(mode, device, epochs, ratio))
     devices = ", ".join(sorted(set(io["device_name"])))
     sources = ", ".join(sorted(set(io["data_source"])))
     parts.append(f"- Measured on {devices}; data: {sources}.")
     return "\n".join(parts)
+
+
+def _ratio_line(mode: str, device: str, epochs: int, ratio: float) -> str:
+    text = f"- FashionMNIST {mode} on {device} ({epochs} ep): raw takes **{ratio:.1f}x** as long as preload"
+    if mode == "traverse":
+        seed = SEED000_RAW_OVER_PRELOAD
+        verdict = ("agrees with" if 0.5 <= ratio / seed <= 2 else
+                   "is well below" if ratio < seed else "is well above")
+        text += (f"; seed 000 measured {seed:.1f}x on a GTX 1050, and this machine "
+                 f"{verdict} it (within a factor 2 counts as agreeing). Decoding each item "
+                 "every epoch, not the storage library, is what costs")
+    return text + "."
 
 
 # ---------------------------------------------------------------- DP vs DDP (20)

@@ -142,13 +142,30 @@ def cmd_io(args) -> int:
     return 0
 
 
+def _check_distributed(args) -> None:
+    """Device, backend and rank count, before anything starts."""
+    import torch
+
+    from benchlib import dist
+    from benchlib.config import check_device
+
+    check_device(args.device)
+    cuda = args.device == "gpu" or (args.device == "auto" and torch.cuda.is_available())
+    dist.choose_backend("cuda" if cuda else "cpu", args.backend)
+    dist.check_rank(0, args.nproc)
+
+
 def cmd_allreduce(args) -> int:
     """All-reduce bus bandwidth over message sizes, launched like the trainers."""
-    from benchlib import dist, launch, results
+    from benchlib import launch, results
 
-    dist.check_rank(0, args.nproc)
+    _check_distributed(args)
     if args.nproc < 2:
         raise UsageError(f"nproc: all-reduce needs at least 2 ranks, got {args.nproc}")
+    if args.max_bytes < 1024:
+        raise UsageError(f"max_bytes: must be >= 1024, got {args.max_bytes}")
+    if args.iters < 1:
+        raise UsageError(f"iters: must be >= 1, got {args.iters}")
     params = {"nproc_per_node": args.nproc, "launcher": args.launcher, "backend": args.backend,
               "device": args.device, "allreduce_max_bytes": args.max_bytes}
     run_id = results.run_id_for(args.study, "benchlib-allreduce", params)
@@ -174,6 +191,7 @@ def cmd_doctor(args) -> int:
     """Seed 004's toy test: through torchrun here, or this process as one rank of tcp://."""
     from benchlib import launch
 
+    _check_distributed(args)
     if args.init_method:
         from benchlib.workers import doctor
 

@@ -167,7 +167,7 @@ class IOConfig(StudyConfig):
     device: str = "auto"
     """cpu, gpu (an error without CUDA) or auto."""
     model: str = "toynet"
-    """toynet (seed 000's MLP), simplecnn or pyramidnet."""
+    """toynet (seed 000's MLP), simplecnn or pyramidnet (1x28x28 inputs)."""
     epochs: int = 1
     """Epochs per repeat (seed 000: 5)."""
     batch_size: int = 64
@@ -192,7 +192,7 @@ class IOConfig(StudyConfig):
         require_choice("variant", self.variant, VARIANTS)
         require_choice("mode", self.mode, MODES)
         require_choice("device", self.device, DEVICES)
-        require_choice("model", self.model, MODELS)
+        require_choice("model", self.model, ("toynet", "simplecnn", "pyramidnet"))
         require_min("epochs", self.epochs, 1)
         require_min("batch_size", self.batch_size, 1)
         require_min("num_workers", self.num_workers, 0)
@@ -211,6 +211,7 @@ class IOConfig(StudyConfig):
 
 
 STRATEGIES = ("single", "dp", "ddp")
+GRAY_28 = ("fashion-mnist", "mydataset")  # 1x28x28 inputs
 LAUNCHERS = ("torchrun", "mp_spawn", "tcp")
 TRAIN_DATASETS = ("cifar10", "fashion-mnist", "mydataset", "synthetic", "imagefolder")
 
@@ -276,9 +277,12 @@ class DistConfig(StudyConfig):
                               "(dp spreads it over the visible GPUs itself)")
         if self.model == "pyramidnet" and (self.depth - 2) % 6:
             raise ConfigError("depth", f"PyramidNet depth must be 6n + 2 (20, 32, 110), got {self.depth}")
-        if self.model == "toynet" and self.dataset in ("cifar10", "synthetic"):
+        if self.model == "toynet" and self.dataset not in GRAY_28:
             raise ConfigError("model", "toynet takes 1x28x28 inputs: use fashion-mnist or "
                               "mydataset, or simplecnn / pyramidnet")
+        if self.model.startswith("resnet") and self.dataset in GRAY_28:
+            raise ConfigError("model", f"{self.model} takes 3-channel images: use cifar10, "
+                              "imagefolder or synthetic, or toynet / simplecnn / pyramidnet")
         for name in ("epochs", "batch_size", "timeout_s"):
             require_min(name, getattr(self, name), 1)
         for name in ("num_workers", "warmup_steps", "max_steps"):
@@ -292,15 +296,30 @@ class DistConfig(StudyConfig):
         from benchlib import data
         from benchlib.dist import choose_backend
 
-        check_device(self.device)
-        if self.device == "cpu":
-            choose_backend("cpu", self.backend)
-        elif self.device == "auto":
-            import torch
+        import math
+        import os
 
-            choose_backend("cuda" if torch.cuda.is_available() else "cpu", self.backend)
+        import torch
+
+        check_device(self.device)
+        cuda = self.device == "gpu" or (self.device == "auto" and torch.cuda.is_available())
+        choose_backend("cuda" if cuda else "cpu", self.backend)
+        visible = torch.cuda.device_count() if cuda else (os.cpu_count() or 1)
+        if self.nproc_per_node > visible:
+            what = "GPUs are visible" if cuda else "CPU cores are there (one rank each)"
+            raise ConfigError("nproc_per_node", f"{self.nproc_per_node} asked for, but only "
+                              f"{visible} {what}")
+        steps = self.max_steps or 100  # synthetic data: 100 steps an epoch
         if self.dataset != "synthetic":
-            data.describe(self.path, self.dataset)
+            samples = data.describe(self.path, self.dataset)["samples"]["train"]
+            per_step = self.batch_size * self.nproc_per_node
+            if self.strategy == "dp" and cuda:
+                per_step *= torch.cuda.device_count()
+            steps = min(steps, math.ceil(samples / per_step)) if self.max_steps else \
+                math.ceil(samples / per_step)
+        if self.warmup_steps >= steps:
+            raise ConfigError("warmup_steps", f"{self.warmup_steps} leaves no timed step: an "
+                              f"epoch here has {steps} steps")
 
 
 @dataclasses.dataclass

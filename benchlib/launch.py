@@ -69,16 +69,27 @@ class LaunchResult:
     wall_s: float
 
 
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the process that launched it dies (a notebook
+    kernel shut down by a timeout must not leave ranks holding a GPU)."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def _start(argv: list[str], log: Path, label: str, rank: int | None, env: dict | None) -> Process:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         popen = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env,
-                                 start_new_session=True)  # its children die with it
+                                 start_new_session=True,  # one group: stopped together
+                                 preexec_fn=_die_with_parent)
     return Process(label, rank, popen, log)
 
 
-def _stop(processes: list[Process], grace_s: float = 5.0) -> None:
-    """SIGTERM to each process group, then SIGKILL to what is left."""
+def _stop(processes: list[Process], grace_s: float = 35.0) -> None:
+    """Stop every process group. The grace period covers torchrun, whose agent gives
+    its workers (in sessions of their own) up to 30 s before it exits itself."""
     import os
 
     for p in processes:
@@ -197,8 +208,10 @@ def launch(module: str, args: list[str], log_dir: Path, launcher: str = "torchru
         require_free_port(port)
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
+    for old in [*log_dir.glob("rank*.log"), *log_dir.glob("launcher*.log"),
+                log_dir / "result.json"]:
+        old.unlink(missing_ok=True)  # a rerun's failure report must not read the last run
     result_file = log_dir / "result.json"
-    result_file.unlink(missing_ok=True)
     common = [*args, "--log-dir", str(log_dir), "--result", str(result_file)]
     env = thread_env(nproc, env)
     launcher_log = log_dir / "launcher.log"

@@ -138,7 +138,8 @@ def load_results(results_dir: str | Path, study: str | None = None):
 
 def load_details(results_dir: str | Path, key: str, study: str | None = None):
     """One row per item of each ok record's `details[key]` list (e.g. per-repeat values),
-    with the record's run_id, study and parameters beside it."""
+    with the record's run_id, study, parameters and text metrics (device_name,
+    data_source, ...) beside it, so items can be grouped by the setup they came from."""
     import pandas as pd
 
     from benchlib import paths
@@ -148,9 +149,10 @@ def load_details(results_dir: str | Path, key: str, study: str | None = None):
         rec = read_record(path)
         if rec["status"] != "ok" or (study is not None and rec["study"] != study):
             continue
+        labels = {k: v for k, v in rec["metrics"].items() if isinstance(v, str)}
         for item in rec.get("details", {}).get(key, []):
             rows.append({"run_id": rec["run_id"], "study": rec["study"],
-                         "notebook": rec["notebook"], **rec["params"], **item})
+                         "notebook": rec["notebook"], **rec["params"], **labels, **item})
     return pd.DataFrame(rows)
 
 

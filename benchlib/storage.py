@@ -144,6 +144,25 @@ def _tensorclass_type():
     return ImageBatch
 
 
+def _memmap_atomically(tc, prefix: Path) -> None:
+    """tensordict writes meta.json before the tensors: write into a temporary folder and
+    rename it, so an interrupted write never looks like a finished cache."""
+    import os
+    import shutil
+    import tempfile
+
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=prefix.parent, prefix=f".{prefix.name}."))
+    try:
+        tc.memmap_(prefix=tmp / "data")
+        os.rename(tmp / "data", prefix)
+    except OSError:
+        if not prefix.exists():  # lost a race with another process: theirs is complete
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def cache_dir(dataset: str, root: Path) -> Path:
     return root / "cache" / f"{dataset}-{data.describe(root, dataset)['sha256'][:12]}"
 
@@ -178,9 +197,8 @@ def prepare(dataset: str, variant: str, path: str | Path) -> Prepared:
             tc = batch_type(images=images, targets=labels, batch_size=[len(labels)])
             if variant == "tensorclass_memmap":
                 prefix = cache_dir(dataset, root) / "tensorclass"
-                if (prefix / "meta.json").exists():
-                    tc = batch_type.load_memmap(prefix)
-                else:
-                    tc = tc.memmap_(prefix=prefix)
+                if not prefix.exists():
+                    _memmap_atomically(tc, prefix)
+                tc = batch_type.load_memmap(prefix)
             ds, collate = tc, tensorclass_collate
     return Prepared(ds, collate, variant, len(ds), source, time.perf_counter() - start)

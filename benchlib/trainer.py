@@ -222,6 +222,9 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         times = loops.run_epoch(loader, step, args.warmup_steps, max_steps=args.max_steps or None,
                                 on_step=on_step)
         data_s, compute_s, samples = times.timed()
+        if not samples:
+            raise ValueError(f"warmup_steps: {args.warmup_steps} leaves no timed step of the "
+                             f"{len(times.samples)} this epoch had")
         mine = {"samples": sum(samples), "step_s": sum(data_s) + sum(compute_s),
                 "epoch_s": times.epoch_s}
         everyone = _gather(mine, env)

@@ -94,3 +94,28 @@ def test_dist_config_refuses_impossible_settings(kw, message):
 def test_nccl_on_a_cpu_only_machine_is_refused_before_launch(small_data):
     with pytest.raises(UsageError, match="backend: nccl needs CUDA"):
         DistConfig(path=str(small_data), device="cpu", backend="nccl").check_runtime()
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"model": "resnet18", "dataset": "fashion-mnist"}, "model: resnet18 takes 3-channel images"),
+    ({"model": "toynet", "dataset": "imagefolder"}, "model: toynet takes 1x28x28 inputs"),
+])
+def test_models_and_data_of_other_shapes_are_refused(kw, message):
+    with pytest.raises(ConfigError, match=message):
+        DistConfig(**kw)
+
+
+def test_warmup_covering_a_whole_epoch_is_refused_before_launch(small_data):
+    cfg = DistConfig(path=str(small_data), device="cpu", dataset="mydataset", model="toynet",
+                     batch_size=64, nproc_per_node=2, warmup_steps=3)
+    with pytest.raises(ConfigError, match="warmup_steps: 3 leaves no timed step: an epoch here "
+                                          "has 3 steps"):
+        cfg.check_runtime()  # 300 samples / (64 x 2) = 3 steps
+    with pytest.raises(ConfigError, match="warmup_steps: 100 leaves no timed step"):
+        DistConfig(device="cpu", dataset="synthetic", strategy="single", nproc_per_node=1,
+                   warmup_steps=100).check_runtime()
+
+
+def test_more_ranks_than_cores_is_refused(small_data):
+    with pytest.raises(ConfigError, match="nproc_per_node: 64 asked for, but only"):
+        DistConfig(path=str(small_data), device="cpu", nproc_per_node=64).check_runtime()

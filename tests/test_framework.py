@@ -11,6 +11,8 @@ from benchlib.errors import ConfigError, UsageError
 from benchlib.models import build_model
 from benchlib.trainer import training_flops_per_sample
 
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
+
 
 def test_seed_003_tables_are_there_cell_for_cell():
     df = reference.dlperf().set_index(["framework", "batch_size", "nodes", "devices"]).sort_index()
@@ -74,6 +76,7 @@ def test_framework_config_refuses_bad_values(kw, message):
     ({"nproc_per_node": 64}, "nproc_per_node: 64 asked for, but only"),
     ({"device": "gpu"}, "device: gpu asked for"),
 ])
+@NO_CUDA
 def test_what_this_machine_cannot_run_is_refused_before_launch(kw, message):
     with pytest.raises(UsageError, match=message):
         FrameworkConfig(**{"device": "cpu", **kw}).check_runtime()

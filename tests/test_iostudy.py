@@ -3,11 +3,14 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from benchlib import allocator, iostudy
 from benchlib.cli import main
 from benchlib.config import IOConfig
 from benchlib.errors import ConfigError, UsageError
+
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 
 
 def test_run_summarises_repeats_with_spread(small_data):
@@ -34,6 +37,7 @@ def test_warmup_that_leaves_no_timed_step_is_refused(small_data):
         iostudy.run(cfg)
 
 
+@NO_CUDA
 def test_gpu_without_cuda_is_an_error_not_a_cpu_run(small_data):
     with pytest.raises(UsageError, match="device: gpu asked for, but torch .* sees no CUDA device"):
         iostudy.run(IOConfig(path=str(small_data), device="gpu"))
@@ -73,6 +77,7 @@ def test_cli_io_bad_input_is_one_line_exit_2_and_no_record(small_data, outputs, 
     assert not outputs.exists()
 
 
+@NO_CUDA
 def test_cli_io_gpu_without_cuda_and_missing_path(tmp_path, small_data, outputs, capsys):
     assert main(["io", "1", "gpu", "--path", str(small_data), "--dataset", "mydataset"]) == 2
     assert "device: gpu asked for" in capsys.readouterr().err
@@ -104,3 +109,8 @@ def test_unknown_or_missing_allocator_is_refused():
         assert "jemalloc" in env["LD_PRELOAD"]
     except UsageError as e:
         assert "jemalloc is not installed here (apt-get install libjemalloc2)" in str(e)
+
+
+def test_io_refuses_a_model_for_colour_images():
+    with pytest.raises(ConfigError, match="model: 'resnet18' is not one of toynet, simplecnn, pyramidnet"):
+        IOConfig(model="resnet18")

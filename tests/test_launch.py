@@ -42,10 +42,15 @@ def test_a_failing_rank_stops_the_run_and_is_named_with_its_log(small_data, tmp_
     assert err.log_path == tmp_path / "logs" / "rank1.log"
     assert "injected failure at step 3 on rank 1" in err.log_path.read_text()
     assert str(err).startswith(f"rank 1 on {socket.gethostname()} exited with code 1; log: ")
-    time.sleep(0.5)
-    left = [p for p in psutil.process_iter(["cmdline"])
-            if str(tmp_path / "logs") in " ".join(p.info["cmdline"] or [])]
-    assert left == []  # rank 0, waiting in a collective, was stopped too
+    def left():
+        return [p for p in psutil.process_iter(["cmdline", "status"])
+                if str(tmp_path / "logs") in " ".join(p.info["cmdline"] or [])
+                and p.info["status"] != psutil.STATUS_ZOMBIE]
+
+    deadline = time.monotonic() + 15  # torchrun's agent stops its workers itself
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left() == []  # rank 0, waiting in a collective, was stopped too
 
 
 def test_a_failing_tcp_rank_is_named(small_data, tmp_path):
@@ -101,3 +106,48 @@ def test_allreduce_reports_busbw_as_nccl_tests_define_it(tmp_path):
         assert r["algbw_gbps"] == pytest.approx(r["bytes"] / r["time_s"] / 1e9)
         assert r["busbw_gbps"] == pytest.approx(r["algbw_gbps"] * bus_factor(2))
     assert bus_factor(2) == 1.0 and bus_factor(8) == pytest.approx(1.75)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--max-bytes", "512"], "max_bytes: must be >= 1024, got 512"),
+    (["--iters", "0"], "iters: must be >= 1, got 0"),
+    (["--nproc", "1"], "nproc: all-reduce needs at least 2 ranks, got 1"),
+    (["--device", "cpu", "--backend", "nccl"], "backend: nccl needs CUDA devices"),
+])
+def test_cli_allreduce_bad_input_exits_2_before_launch(tmp_path, capsys, extra, message):
+    from benchlib.cli import main
+
+    assert main(["allreduce", "--outputs", str(tmp_path / "out"), *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out" / "logs").exists()
+
+
+def test_a_rerun_does_not_read_the_last_runs_logs(tmp_path):
+    (tmp_path / "launcher.log").write_text("host : old\n rank : 7 (local_rank: 7)\n exitcode : 3\n")
+    (tmp_path / "rank7.log").write_text("old failure")
+    launch.launch("doctor", ["--device", "cpu"], tmp_path, "torchrun", nproc=2, timeout_s=60)
+    assert not (tmp_path / "rank7.log").exists()
+    assert "exitcode : 3" not in (tmp_path / "launcher.log").read_text()
+
+
+def test_ranks_die_with_the_process_that_launched_them(tmp_path):
+    parent = subprocess.Popen([sys.executable, "-c", f"""
+import sys, time
+from pathlib import Path
+from benchlib import launch
+p = launch._start([sys.executable, "-c", "import time; time.sleep(120)"],
+                  Path({str(tmp_path / 'child.log')!r}), "child", 0, None)
+print(p.popen.pid, flush=True)
+time.sleep(120)
+"""], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    assert psutil.pid_exists(child)
+    parent.kill()  # SIGKILL: no chance to clean up, like a kernel killed by a timeout
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the launched process outlived its launcher")

@@ -104,8 +104,9 @@ studies:
     report.build(outputs)
     analysis = (outputs / "report" / "analysis.html").read_text()
     assert "fastest with <strong>num_workers=" in analysis
-    assert "FashionMNIST traverse: raw takes <strong>" in analysis and "seed 000 measured 15.9x" in analysis
-    assert "fashion-mnist, traverse (1 ep, s)" in analysis  # the seed-shaped table
+    assert "FashionMNIST traverse on cpu (1 ep): raw takes <strong>" in analysis
+    assert "seed 000 measured 15.9x" in analysis
+    assert "fashion-mnist, traverse (1 ep, s, cpu)" in analysis  # the seed-shaped table
 
 
 def test_dp_ddp_notebook_sweep_gives_speedup_and_busbw_in_the_analysis(tmp_path, outputs, small_data):

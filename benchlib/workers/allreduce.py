@@ -47,9 +47,10 @@ def measure(args: argparse.Namespace, env: DistEnv, device: torch.device, backen
             dist.all_reduce(tensor)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-            elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64)
-            dist.all_reduce(elapsed.to(device), op=dist.ReduceOp.MAX)  # the slowest rank
-            times.append(float(elapsed))
+            elapsed = torch.tensor([time.perf_counter() - start], dtype=torch.float64,
+                                   device=device)
+            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank's time counts
+            times.append(elapsed.item())
         t = statistics.median(times)
         algbw = size / t / 1e9
         rows.append({"bytes": size, "time_s": t, "algbw_gbps": algbw,
