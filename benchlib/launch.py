@@ -122,7 +122,12 @@ def _failed_rank(p: Process, log_dir: Path) -> tuple[int | None, str, int, Path]
     own report where one process stands for several ranks (torchrun, mp.spawn)."""
     host, code, rank, log = socket.gethostname(), p.popen.returncode, p.rank, p.log
     text = p.log.read_text(errors="replace") if p.log.exists() else ""
-    if (m := _ROOT_CAUSE.search(text)) is not None:
+    marks = sorted((m["time"], int(f.stem[4:]), m["host"])
+                   for f in log_dir.glob("rank*.failed") if (m := json.loads(f.read_text())))
+    if marks:  # the rank that failed first (the others may have failed because of it)
+        _, rank, host = marks[0]
+        code = 1
+    elif (m := _ROOT_CAUSE.search(text)) is not None:
         host, rank, code = m["host"], int(m["rank"]), int(m["code"])
     elif (m := _SPAWNED.search(text)) is not None:
         rank = int(m["rank"])
@@ -208,8 +213,8 @@ def launch(module: str, args: list[str], log_dir: Path, launcher: str = "torchru
         require_free_port(port)
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    for old in [*log_dir.glob("rank*.log"), *log_dir.glob("launcher*.log"),
-                log_dir / "result.json"]:
+    for old in [*log_dir.glob("rank*.log"), *log_dir.glob("rank*.failed"),
+                *log_dir.glob("launcher*.log"), log_dir / "result.json"]:
         old.unlink(missing_ok=True)  # a rerun's failure report must not read the last run
     result_file = log_dir / "result.json"
     common = [*args, "--log-dir", str(log_dir), "--result", str(result_file)]

@@ -50,6 +50,17 @@ def redirect_output(log_dir: str | None, rank: int) -> None:
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
 
 
+def mark_failed(log_dir: str | None, rank: int, error: BaseException) -> None:
+    """Leave <log_dir>/rank<R>.failed with the time of the failure: when one rank's
+    failure makes the others fail too, the launcher blames the earliest."""
+    if log_dir:
+        import time
+
+        atomic.write_json(Path(log_dir) / f"rank{rank}.failed",
+                          {"time": time.time(), "host": socket.gethostname(),
+                           "error": f"{type(error).__name__}: {error}"[:500]})
+
+
 def pick_device(name: str, local_rank: int):
     import torch
 
@@ -73,9 +84,10 @@ def run_rank(main: Main, args: argparse.Namespace, env: dist.DistEnv) -> None:
         dist.init(env, backend, args.timeout)
     try:
         result = main(args, env, device, backend)
-    except BaseException:
+    except BaseException as e:
         traceback.print_exc()
         sys.stdout.flush()
+        mark_failed(args.log_dir, env.rank, e)
         os._exit(1)  # do not wait in destroy_process_group for ranks that will never come
     dist.barrier_and_destroy()
     if env.rank == 0 and args.result:
