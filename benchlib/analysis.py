@@ -192,6 +192,17 @@ def _ratio_line(mode: str, device: str, epochs: int, ratio: float) -> str:
     return text + "."
 
 
+def with_speedup(runs: pd.DataFrame, same_work: list[str], baseline: pd.Series,
+                 devices: str) -> pd.DataFrame:
+    """speedup = median samples/s of a run / median of the baseline runs doing the same
+    work (same values of `same_work`); efficiency = speedup / devices. No baseline: NaN."""
+    base = runs[baseline].groupby(same_work)["samples_per_s"].median().to_dict()
+    per_run = runs.set_index(same_work).index.map(base.get)
+    runs = runs.assign(speedup=runs["samples_per_s"] / pd.Series(per_run, index=runs.index,
+                                                                   dtype=float))
+    return runs.assign(efficiency=runs["speedup"] / runs[devices])
+
+
 # ---------------------------------------------------------------- DP vs DDP (20)
 
 DIST_NOTEBOOK = "20_dp_vs_ddp.ipynb"
@@ -208,11 +219,7 @@ def dist_runs(df: pd.DataFrame) -> pd.DataFrame:
         return runs
     runs = runs.astype({c: int for c in ("nproc_per_node", "batch_size", "depth", "alpha",
                                          "devices", "global_batch")})
-    single = runs[runs["strategy"] == "single"].groupby(SAME_WORK)["samples_per_s"].median()
-    base = runs.set_index(SAME_WORK).index.map(single.to_dict().get)
-    runs["speedup"] = runs["samples_per_s"] / pd.Series(base, index=runs.index, dtype=float)
-    runs["efficiency"] = runs["speedup"] / runs["devices"]
-    return runs
+    return with_speedup(runs, SAME_WORK, runs["strategy"] == "single", "devices")
 
 
 def dist_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -273,11 +280,7 @@ def framework_runs(df: pd.DataFrame) -> pd.DataFrame:
     runs["variant"] = runs["precision"] + runs["channels_last"].map({True: "+nhwc", False: ""}) \
         + runs["compile"].map({True: "+compile", False: ""})
     keys = ["study", "arch", "dataset", "image_size", "batch_size", "variant", "device"]
-    one = runs[runs["nproc_per_node"] == 1].groupby(keys)["samples_per_s"].median()
-    base = runs.set_index(keys).index.map(one.to_dict().get)
-    runs["speedup"] = runs["samples_per_s"] / pd.Series(base, index=runs.index, dtype=float)
-    runs["efficiency"] = runs["speedup"] / runs["nproc_per_node"]
-    return runs
+    return with_speedup(runs, keys, runs["nproc_per_node"] == 1, "nproc_per_node")
 
 
 def framework_table(runs: pd.DataFrame) -> pd.DataFrame:

@@ -127,17 +127,37 @@ def _failed_rank(p: Process, log_dir: Path) -> tuple[int | None, str, int, Path]
     if marks:  # the rank that failed first (the others may have failed because of it)
         _, rank, host = marks[0]
         code = 1
-    elif (m := _ROOT_CAUSE.search(text)) is not None:
+    elif (m := _ROOT_CAUSE.search(text, text.find("Root Cause"))) is not None:
         host, rank, code = m["host"], int(m["rank"]), int(m["code"])
     elif (m := _SPAWNED.search(text)) is not None:
         rank = int(m["rank"])
-        code = int(m["code"]) if m["code"] else code
+        if m["code"]:
+            code = int(m["code"])
+        elif m["signal"] in signal.Signals.__members__:
+            code = -signal.Signals[m["signal"]]
     if rank is not None and (log_dir / f"rank{rank}.log").exists():
         log = log_dir / f"rank{rank}.log"
         # the rank's own first line names its host (torchrun --standalone says "localhost")
         if (m := _RANK_HOST.search(log.read_text(errors="replace"))) is not None:
             host = m["host"]
     return rank, host, code, log
+
+
+def _wait_for_listener(p: Process, port: int, log_dir: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if p.popen.poll() is not None:
+            supervise([p], log_dir, 0)  # it exited: report it like any failed rank
+            return
+        with socket.socket() as s:
+            s.settimeout(0.2)
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    _stop([p])
+    raise LaunchError(f"rank 0 did not listen on port {port} within {timeout_s:.0f} s; "
+                      f"log: {log_dir / 'rank0.log'}", 0, socket.gethostname(), None,
+                      log_dir / "rank0.log")
 
 
 def supervise(processes: list[Process], log_dir: Path, timeout_s: float) -> None:
@@ -213,14 +233,53 @@ def launch(module: str, args: list[str], log_dir: Path, launcher: str = "torchru
         require_free_port(port)
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
-    for old in [*log_dir.glob("rank*.log"), *log_dir.glob("rank*.failed"),
-                *log_dir.glob("launcher*.log"), log_dir / "result.json"]:
-        old.unlink(missing_ok=True)  # a rerun's failure report must not read the last run
+    _clear_logs(log_dir)
     result_file = log_dir / "result.json"
     common = [*args, "--log-dir", str(log_dir), "--result", str(result_file)]
     env = thread_env(nproc, env)
-    launcher_log = log_dir / "launcher.log"
     start = time.perf_counter()
+    for attempt in (1, 2):
+        try:
+            _run_once(module, common, log_dir, launcher, nproc, port, timeout_s, env)
+            break
+        except LaunchError as e:
+            killed = e.exit_code is not None and e.exit_code < 0  # by a signal, e.g. SIGABRT
+            if attempt == 2 or nproc == 1 or not killed or not _crashed_while_joining(log_dir):
+                raise
+            # a rank died inside init_process_group (seen here: gloo/TCPStore aborting,
+            # about 1 launch in 15 on a loaded 2-core machine): no step ran, so start again
+            with open(log_dir / "retries.log", "a") as f:
+                f.write(f"attempt {attempt}: {e}; retried\n")
+            port = free_port() if launcher == "tcp" else port
+            _clear_logs(log_dir)
+    if not result_file.exists():
+        raise LaunchError(f"rank 0 wrote no result; logs: {log_dir}", 0, socket.gethostname(), 0,
+                          log_dir / "rank0.log")
+    result = json.loads(result_file.read_text())
+    result["metrics"]["launch_retries"] = attempt - 1
+    return LaunchResult(log_dir, result, time.perf_counter() - start)
+
+
+def _clear_logs(log_dir: Path) -> None:
+    """A launch's failure report must not read an earlier run's logs."""
+    for old in [*log_dir.glob("rank*.log"), *log_dir.glob("rank*.failed"),
+                *log_dir.glob("launcher*.log"), log_dir / "result.json"]:
+        old.unlink(missing_ok=True)
+
+
+def _crashed_while_joining(log_dir: Path) -> bool:
+    """No rank raised a Python error, and some rank never joined the process group."""
+    from benchlib.workers.common import JOINED
+
+    if any(log_dir.glob("rank*.failed")):
+        return False
+    logs = list(log_dir.glob("rank*.log"))
+    return not logs or any(JOINED not in f.read_text(errors="replace") for f in logs)
+
+
+def _run_once(module: str, common: list[str], log_dir: Path, launcher: str, nproc: int,
+              port: int, timeout_s: float, env: dict[str, str]) -> None:
+    launcher_log = log_dir / "launcher.log"
     if launcher == "single":
         procs = [_start(worker_argv(module, common), launcher_log, "worker", 0, env)]
     elif launcher == "torchrun":
@@ -230,12 +289,14 @@ def launch(module: str, args: list[str], log_dir: Path, launcher: str = "torchru
         argv = worker_argv(module, [*common, "--spawn", str(nproc), "--master-port", str(port)])
         procs = [_start(argv, launcher_log, "mp.spawn parent", None, env)]
     else:  # tcp: one process per rank, as seeds 002 and 004 ran them by hand
-        procs = [_start(worker_argv(module, [*common, "--init-method", f"tcp://127.0.0.1:{port}",
-                                             "--rank", str(r), "--world-size", str(nproc)]),
-                        log_dir / f"launcher-rank{r}.log", f"rank {r}", r, env)
-                 for r in range(nproc)]
+        def rank(r: int) -> Process:
+            return _start(worker_argv(module, [*common, "--init-method", f"tcp://127.0.0.1:{port}",
+                                               "--rank", str(r), "--world-size", str(nproc)]),
+                          log_dir / f"launcher-rank{r}.log", f"rank {r}", r, env)
+
+        # rank 0 hosts the store: the others start once it listens (a client that
+        # finds the port closed has been seen to abort instead of retrying)
+        procs = [rank(0)]
+        _wait_for_listener(procs[0], port, log_dir, min(timeout_s, 120.0))
+        procs += [rank(r) for r in range(1, nproc)]
     supervise(procs, log_dir, timeout_s)
-    if not result_file.exists():
-        raise LaunchError(f"rank 0 wrote no result; logs: {log_dir}", 0, socket.gethostname(), 0,
-                          log_dir / "rank0.log")
-    return LaunchResult(log_dir, json.loads(result_file.read_text()), time.perf_counter() - start)

@@ -151,3 +151,20 @@ time.sleep(120)
         time.sleep(0.1)
     else:
         pytest.fail("the launched process outlived its launcher")
+
+
+@pytest.mark.parametrize("launcher", ["torchrun", "tcp"])
+def test_a_rank_that_crashes_while_joining_is_retried_once(small_data, tmp_path, launcher):
+    once = tmp_path / "aborted-once"
+    out = launch.launch("ddp", train_args(small_data, "--abort-in-init-once", str(once)),
+                        tmp_path / "logs", launcher, nproc=2, timeout_s=120)
+    assert once.exists() and out.result["metrics"]["launch_retries"] == 1
+    retries = (tmp_path / "logs" / "retries.log").read_text()
+    assert "attempt 1: rank 1 on" in retries and "exited with code -6" in retries
+
+
+def test_a_failure_after_joining_is_never_retried(small_data, tmp_path):
+    with pytest.raises(launch.LaunchError, match="rank 1"):
+        launch.launch("ddp", train_args(small_data, "--fail-at-step", "2", "--fail-rank", "1"),
+                      tmp_path / "logs", "torchrun", nproc=2, timeout_s=120)
+    assert not (tmp_path / "logs" / "retries.log").exists()

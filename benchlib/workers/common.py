@@ -15,6 +15,7 @@ from typing import Any
 
 from benchlib import atomic, dist
 
+JOINED = "joined the process group"
 Main = Callable[[argparse.Namespace, dist.DistEnv, Any, str], dict[str, Any]]
 
 
@@ -32,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--nproc-per-node", type=int, help="for platform variables set per node")
     g.add_argument("--log-dir", help="each rank writes <log-dir>/rank<R>.log")
     g.add_argument("--result", help="rank 0 writes its result here (JSON)")
+    g.add_argument("--abort-in-init-once", help=argparse.SUPPRESS)  # tests: a crash in init
 
 
 def redirect_output(log_dir: str | None, rank: int) -> None:
@@ -80,8 +82,12 @@ def run_rank(main: Main, args: argparse.Namespace, env: dist.DistEnv) -> None:
           f"from {env.source}, master {env.master_addr}:{env.master_port}", flush=True)
     device = pick_device(args.device, env.local_rank)
     backend = dist.choose_backend(device.type, args.backend)
+    if args.abort_in_init_once and env.rank == 1 and not Path(args.abort_in_init_once).exists():
+        Path(args.abort_in_init_once).touch()
+        os.abort()  # what an init crash inside gloo/TCPStore looks like (SIGABRT)
     if env.world_size > 1:
         dist.init(env, backend, args.timeout)
+        print(f"{JOINED} ({backend})", flush=True)
     try:
         result = main(args, env, device, backend)
     except BaseException as e:
