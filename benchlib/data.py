@@ -98,6 +98,15 @@ def _entry(root: Path, source: str, files: list[str], samples: dict, params: dic
     }
 
 
+def _reused(root: Path, name: str, params: dict) -> dict[str, Any] | None:
+    """The manifest entry of `name` if it can be reused as it is (see `_reusable`)."""
+    old = read_manifest(root).get(name)
+    if not _reusable(root, old, params):
+        return None
+    _log(f"{name}: reusing {old['source']} data in {root}")
+    return old
+
+
 def _reusable(root: Path, entry: dict[str, Any] | None, params: dict) -> bool:
     """An entry is reused when its files are all there with the recorded size, and it is
     real data or was generated with the same parameters."""
@@ -188,9 +197,7 @@ def _download_or_generate(root: Path, cfg: DataPrepConfig, name: str, params: di
                           download: Callable[[], dict], generate: Callable[[], dict]) -> dict:
     """Reuse what is there; else download where the network answers, else generate the
     same on-disk format (with a message saying why); record it in the manifest."""
-    old = read_manifest(root).get(name)
-    if _reusable(root, old, params):
-        _log(f"{name}: reusing {old['source']} data in {root}")
+    if (old := _reused(root, name, params)) is not None:
         return old
     start = time.perf_counter()
     source = "generated"
@@ -228,9 +235,7 @@ MYDATASET_FILE = "mydataset.npz"
 def prepare_mydataset(root: Path, cfg: DataPrepConfig) -> dict[str, Any]:
     """Seed 000's MyDataSet: `size` float32 28x28 samples uniform in [0, 1), labels 0-9."""
     params = {"size": cfg.size, "seed": cfg.seed}
-    old = read_manifest(root).get("mydataset")
-    if _reusable(root, old, params):
-        _log(f"mydataset: reusing {old['samples']['train']} samples in {root}")
+    if (old := _reused(root, "mydataset", params)) is not None:
         return old
     start = time.perf_counter()
     rng = np.random.default_rng(cfg.seed + 1)
@@ -355,9 +360,7 @@ def prepare_imagefolder(root: Path, cfg: DataPrepConfig) -> dict[str, Any]:
     """ImageNet cannot be downloaded without an account: point `path` at your copy, laid
     out as ImageFolder expects; this writes a generated one of the same layout."""
     params = {"imagefolder_size": cfg.imagefolder_size, "seed": cfg.seed}
-    old = read_manifest(root).get("imagefolder")
-    if _reusable(root, old, params):
-        _log(f"imagefolder: reusing {old['source']} data in {root}")
+    if (old := _reused(root, "imagefolder", params)) is not None:
         return old
     start = time.perf_counter()
     samples, files = generate_imagefolder(root, cfg.imagefolder_size, cfg.seed)
