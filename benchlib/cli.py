@@ -209,11 +209,9 @@ def cmd_doctor(args) -> int:
 
 def cmd_calibrate(args) -> int:
     from benchlib import calibrate
-    from benchlib.config import check_device
-    from benchlib.iostudy import resolve_device
+    from benchlib.dist import device_for
 
-    check_device(args.device)
-    device = resolve_device(args.device)
+    device = device_for(args.device)
     loop = calibrate.loop_overhead(device, steps=args.steps, rounds=args.rounds)
     fetch = calibrate.fetch_ceiling(args.path) if args.path else None
     print("\n".join(calibrate.report_lines(loop, fetch)))

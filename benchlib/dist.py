@@ -125,6 +125,21 @@ def from_tcp(init_method: str, rank: int, world_size: int) -> DistEnv:
     return DistEnv(rank, 0, world_size, 1, rank, parts.hostname, parts.port, "tcp")
 
 
+def device_for(name: str, local_rank: int = 0):
+    """cpu, gpu or auto -> this rank's torch.device (GPU local_rank, made current).
+    `gpu` without CUDA raises; it never falls back to the CPU."""
+    import torch
+
+    from benchlib.config import check_device
+
+    check_device(name)
+    if name == "gpu" or (name == "auto" and torch.cuda.is_available()):
+        index = local_rank % torch.cuda.device_count()
+        torch.cuda.set_device(index)
+        return torch.device("cuda", index)
+    return torch.device("cpu")
+
+
 def choose_backend(device_type: str, requested: str = "auto") -> str:
     """nccl on CUDA, gloo on CPU; nccl without CUDA is refused before anything starts."""
     if requested not in BACKENDS:

@@ -22,19 +22,10 @@ import torch
 
 from benchlib import loops, paths, storage
 from benchlib.config import IOConfig
+from benchlib.dist import device_for
 from benchlib.errors import ConfigError
 from benchlib.models import build_model
 from benchlib.timing import summarize
-
-
-def resolve_device(name: str) -> torch.device:
-    """cpu, gpu or auto -> a torch.device. `gpu` without CUDA raises (never falls back)."""
-    from benchlib.config import check_device
-
-    check_device(name)
-    if name == "gpu" or (name == "auto" and torch.cuda.is_available()):
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
 
 
 def device_name(device: torch.device) -> str:
@@ -60,7 +51,7 @@ def _stepper(cfg: IOConfig, device: torch.device, seed: int) -> loops.Stepper:
 
 def run(cfg: IOConfig, run_id: str = "interactive") -> IOResult:
     cfg.check_runtime()
-    device = resolve_device(cfg.device)
+    device = device_for(cfg.device)
     prepared = storage.prepare(cfg.dataset, cfg.variant, cfg.path)
     steps_per_epoch = math.ceil(prepared.samples / cfg.batch_size)
     if cfg.warmup_steps >= steps_per_epoch:

@@ -22,10 +22,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchlib import config
 from benchlib.dist import check_port
 from benchlib.errors import BenchlibError, UsageError
 
-LAUNCHERS = ("torchrun", "mp_spawn", "tcp", "single")  # how processes start (config: DDP's)
+# how processes start: DDP's ways (config.LAUNCHERS), or one plain process
+LAUNCHERS = (*config.LAUNCHERS, "single")
 
 
 class LaunchError(BenchlibError):

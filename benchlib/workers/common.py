@@ -63,24 +63,11 @@ def mark_failed(log_dir: str | None, rank: int, error: BaseException) -> None:
                            "error": f"{type(error).__name__}: {error}"[:500]})
 
 
-def pick_device(name: str, local_rank: int):
-    import torch
-
-    from benchlib.config import check_device
-
-    check_device(name)
-    if name == "gpu" or (name == "auto" and torch.cuda.is_available()):
-        index = local_rank % torch.cuda.device_count()
-        torch.cuda.set_device(index)
-        return torch.device("cuda", index)
-    return torch.device("cpu")
-
-
 def run_rank(main: Main, args: argparse.Namespace, env: dist.DistEnv) -> None:
     redirect_output(args.log_dir, env.rank)
     print(f"rank {env.rank}/{env.world_size} (local {env.local_rank}) on {socket.gethostname()}, "
           f"from {env.source}, master {env.master_addr}:{env.master_port}", flush=True)
-    device = pick_device(args.device, env.local_rank)
+    device = dist.device_for(args.device, env.local_rank)
     backend = dist.choose_backend(device.type, args.backend)
     if args.abort_in_init_once and env.rank == 1 and not Path(args.abort_in_init_once).exists():
         Path(args.abort_in_init_once).touch()
