@@ -1,3 +1,5 @@
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,3 +44,46 @@ def small_data(tmp_path_factory) -> Path:
                                 imagefolder_size=40,
                                 offline=True))
     return path
+
+
+SLURM_SCRIPT = ROOT / "scripts" / "slurm-cluster.sh"
+
+
+def _slurm_env(slurm_dir: Path) -> dict[str, str]:
+    """os.environ plus what the cluster's env file sets (SLURM_CONF, PATH with the shims)."""
+    dumped = subprocess.run(["bash", "-c", 'set -a; . "$1"; env -0', "_", str(slurm_dir / "env")],
+                            capture_output=True, check=True).stdout
+    return dict(item.decode().split("=", 1) for item in dumped.split(b"\0") if item)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """A real two-node Slurm cluster (nodes n1, n2) from scripts/slurm-cluster.sh.
+
+    Reuses a healthy cluster in $BENCHLIB_SLURM_DIR (and leaves it running); otherwise
+    starts one and stops it at the end of the session. Yields the environment to pass as
+    `env=` to subprocesses that call sbatch, srun, squeue or scontrol. Without root the
+    tests are skipped, unless BENCHLIB_REQUIRE_SLURM=1 (CI), where they fail.
+    """
+    slurm_dir = Path(os.environ.get("BENCHLIB_SLURM_DIR", "/tmp/benchlib-slurm"))
+    required = os.environ.get("BENCHLIB_REQUIRE_SLURM") == "1"
+    status = subprocess.run([str(SLURM_SCRIPT), "status"], capture_output=True, text=True,
+                            check=False)
+    started = False
+    if not ((slurm_dir / "env").exists() and status.returncode == 0):
+        if os.geteuid() != 0 and not required:
+            pytest.skip("the Slurm test cluster needs root (scripts/slurm-cluster.sh start)")
+        start = subprocess.run([str(SLURM_SCRIPT), "start"], capture_output=True, text=True,
+                               timeout=600, check=False)
+        if start.returncode != 0:
+            output = start.stdout + start.stderr
+            subprocess.run([str(SLURM_SCRIPT), "stop"], capture_output=True, timeout=120,
+                           check=False)
+            if start.returncode == 77 and not required:  # the script's "needs root"
+                pytest.skip(f"Slurm test cluster not started: {output.strip()}")
+            pytest.fail(f"scripts/slurm-cluster.sh start failed:\n{output}", pytrace=False)
+        started = True
+    yield _slurm_env(slurm_dir)
+    if started:
+        subprocess.run([str(SLURM_SCRIPT), "stop"], capture_output=True, timeout=120,
+                       check=False)
