@@ -58,6 +58,8 @@ def _report_sweep(summary, title: str) -> int:
         err = f["error"]
         print(f"FAILED {f['source']} (run {f['run_id']}): {err['type']}: {err['message']}\n"
               f"       notebook: {f['executed_notebook']}", file=sys.stderr)
+        if f.get("slurm_log"):
+            print(f"       Slurm log: {f['slurm_log']}", file=sys.stderr)
     print(f"{title}: {summary.line()}")
     return 1 if summary.failed else 0
 
@@ -73,8 +75,43 @@ def cmd_sweep(args) -> int:
             state = "run " if r.run_id in todo else "skip"
             print(f"{state} {r.study}/{r.run_id} {r.notebook.name} {json.dumps(r.overrides)}")
         return 0
-    summary = sweep.run_plan(rows, outputs, force=args.force, progress=not args.no_progress)
+    if args.executor == "slurm":
+        from benchlib import slurm_sweep
+
+        summary = slurm_sweep.run_plan(rows, outputs, args.partition, args.time, args.force,
+                                       progress=not args.no_progress, requeue=args.requeue)
+    else:
+        if args.partition or args.time or args.requeue:
+            raise UsageError("executor: --partition, --time and --requeue need --executor slurm")
+        summary = sweep.run_plan(rows, outputs, force=args.force, progress=not args.no_progress)
     return _report_sweep(summary, f"sweep {args.file}")
+
+
+def cmd_slurm_task(args) -> int:
+    """One array task of a Slurm sweep (what the array's script runs)."""
+    from benchlib import slurm_sweep
+
+    return slurm_sweep.run_task(Path(args.plan).resolve(), args.index, _outputs(args))
+
+
+def cmd_slurm_script(args) -> int:
+    """Print (or submit) an sbatch script for a multi-node training run."""
+    from benchlib import slurm
+
+    import shlex
+
+    worker_args = shlex.split(args.worker_args)
+    text = slurm.training_script(args.trainer, args.nodes, args.devices, worker_args,
+                                 args.output, args.partition, args.time, args.gpu, args.port,
+                                 args.requeue, check_capacity=not args.no_capacity_check)
+    if not args.submit:
+        print(text, end="")
+        return 0
+    script = Path(args.output.replace("%j", "job")).with_suffix(".sbatch")
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(text)
+    print(slurm.submit(script))
+    return 0
 
 
 def _parse_param(pair: list[str]) -> tuple[str, object]:
@@ -285,7 +322,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="rerun rows that already have an ok record")
     p.add_argument("--dry-run", action="store_true", help="check the file, list rows, run nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--executor", choices=["local", "slurm"], default="local",
+                   help="local: one row after another here; slurm: one job array, a task per row")
+    p.add_argument("--partition", help="slurm: sbatch --partition")
+    p.add_argument("--time", help="slurm: sbatch --time for each row (e.g. 00:30:00)")
+    p.add_argument("--requeue", action="store_true", help="slurm: sbatch --requeue")
     p.set_defaults(func=cmd_sweep)
+
+    p = sub.add_parser("slurm-task", help="run one row of a Slurm sweep (the array's tasks call it)")
+    p.add_argument("plan", help="outputs/slurm/<sweep>/plan.json")
+    p.add_argument("index", type=int, help="the array task id: the row's index in the plan")
+    p.add_argument("--outputs", help=outputs_help)
+    p.set_defaults(func=cmd_slurm_task)
+
+    p = sub.add_parser("slurm-script", help="an sbatch script for a multi-node run (seed: "
+                       "srun_ddp.sh, srun_lightning.sh)")
+    p.add_argument("trainer", choices=["ddp", "lightning"],
+                   help="ddp: srun torchrun, one agent per node; lightning: srun, a task per device")
+    p.add_argument("--nodes", type=int, required=True)
+    p.add_argument("--devices", type=int, required=True, help="GPUs (or CPU processes) per node")
+    p.add_argument("--gpu", action="store_true", help="ask for --gpus-per-node=DEVICES")
+    p.add_argument("--partition")
+    p.add_argument("--time")
+    p.add_argument("--port", type=int, default=29500, help="rendezvous port on the first node")
+    p.add_argument("--output", default="outputs/slurm/%j.log", help="sbatch --output")
+    p.add_argument("--requeue", action="store_true", help="requeue after preemption")
+    p.add_argument("--no-capacity-check", action="store_true",
+                   help="do not ask sinfo whether the partition's nodes have the devices")
+    p.add_argument("--submit", action="store_true", help="sbatch it and print the job id")
+    p.add_argument("--worker-args", default="",
+                   help="the worker's arguments as one string: \"--path data --model resnet50\"")
+    p.set_defaults(func=cmd_slurm_script)
 
     p = sub.add_parser("run", help="run one notebook with parameters and store its record")
     p.add_argument("notebook", help="e.g. 00_data_prep or notebooks/00_data_prep.ipynb")

@@ -267,59 +267,169 @@ class DistConfig(StudyConfig):
 
         require_choice("strategy", self.strategy, STRATEGIES)
         require_choice("launcher", self.launcher, LAUNCHERS)
-        require_choice("dataset", self.dataset, TRAIN_DATASETS)
-        require_choice("model", self.model, MODELS)
-        require_choice("device", self.device, DEVICES)
         require_choice("backend", self.backend, BACKENDS)
         require_min("nproc_per_node", self.nproc_per_node, 1)
         if self.strategy != "ddp" and self.nproc_per_node != 1:
             raise ConfigError("nproc_per_node", f"{self.strategy} runs one process: set 1 "
                               "(dp spreads it over the visible GPUs itself)")
-        if self.model == "pyramidnet" and (self.depth - 2) % 6:
-            raise ConfigError("depth", f"PyramidNet depth must be 6n + 2 (20, 32, 110), got {self.depth}")
-        if self.model == "toynet" and self.dataset not in GRAY_28:
-            raise ConfigError("model", "toynet takes 1x28x28 inputs: use fashion-mnist or "
-                              "mydataset, or simplecnn / pyramidnet")
-        if self.model.startswith("resnet") and self.dataset in GRAY_28:
-            raise ConfigError("model", f"{self.model} takes 3-channel images: use cifar10, "
-                              "imagefolder or synthetic, or toynet / simplecnn / pyramidnet")
-        for name in ("epochs", "batch_size", "timeout_s"):
-            require_min(name, getattr(self, name), 1)
-        for name in ("num_workers", "warmup_steps", "max_steps"):
-            require_min(name, getattr(self, name), 0)
-        if self.max_steps and self.warmup_steps >= self.max_steps:
-            raise ConfigError("warmup_steps", f"{self.warmup_steps} leaves no timed step of "
-                              f"max_steps {self.max_steps}")
+        _check_training(self)
         require_min("allreduce_max_bytes", self.allreduce_max_bytes, 1024)
 
     def check_runtime(self) -> None:
-        from benchlib import data
-        from benchlib.dist import choose_backend
-
-        import math
-        import os
-
         import torch
 
-        check_device(self.device)
-        cuda = self.device == "gpu" or (self.device == "auto" and torch.cuda.is_available())
-        choose_backend("cuda" if cuda else "cpu", self.backend)
-        visible = torch.cuda.device_count() if cuda else (os.cpu_count() or 1)
-        if self.nproc_per_node > visible:
-            what = "GPUs are visible" if cuda else "CPU cores are there (one rank each)"
-            raise ConfigError("nproc_per_node", f"{self.nproc_per_node} asked for, but only "
-                              f"{visible} {what}")
-        steps = self.max_steps or 100  # synthetic data: 100 steps an epoch
-        if self.dataset != "synthetic":
-            samples = data.describe(self.path, self.dataset)["samples"]["train"]
-            per_step = self.batch_size * self.nproc_per_node
-            if self.strategy == "dp" and cuda:
-                per_step *= torch.cuda.device_count()
-            steps = min(steps, math.ceil(samples / per_step)) if self.max_steps else \
-                math.ceil(samples / per_step)
-        if self.warmup_steps >= steps:
-            raise ConfigError("warmup_steps", f"{self.warmup_steps} leaves no timed step: an "
-                              f"epoch here has {steps} steps")
+        cuda = _check_device_and_backend(self.device, self.backend)
+        _check_ranks_fit("nproc_per_node", self.nproc_per_node, cuda)
+        per_step = self.batch_size * self.nproc_per_node
+        if self.strategy == "dp" and cuda:
+            per_step *= torch.cuda.device_count()
+        _check_steps(self, per_step)
+
+
+def _check_training(cfg: Any) -> None:
+    """The checks every trainer's config shares (DistConfig, MultinodeConfig)."""
+    require_choice("dataset", cfg.dataset, TRAIN_DATASETS)
+    require_choice("model", cfg.model, MODELS)
+    require_choice("device", cfg.device, DEVICES)
+    if cfg.model == "pyramidnet" and (cfg.depth - 2) % 6:
+        raise ConfigError("depth", f"PyramidNet depth must be 6n + 2 (20, 32, 110), got {cfg.depth}")
+    if cfg.model == "toynet" and cfg.dataset not in GRAY_28:
+        raise ConfigError("model", "toynet takes 1x28x28 inputs: use fashion-mnist or "
+                          "mydataset, or simplecnn / pyramidnet")
+    if cfg.model.startswith("resnet") and cfg.dataset in GRAY_28:
+        raise ConfigError("model", f"{cfg.model} takes 3-channel images: use cifar10, "
+                          "imagefolder or synthetic, or toynet / simplecnn / pyramidnet")
+    for name in ("epochs", "batch_size", "timeout_s"):
+        require_min(name, getattr(cfg, name), 1)
+    for name in ("num_workers", "warmup_steps", "max_steps"):
+        require_min(name, getattr(cfg, name), 0)
+    if cfg.max_steps and cfg.warmup_steps >= cfg.max_steps:
+        raise ConfigError("warmup_steps", f"{cfg.warmup_steps} leaves no timed step of "
+                          f"max_steps {cfg.max_steps}")
+
+
+def _check_device_and_backend(device: str, backend: str) -> bool:
+    """The device exists here and the backend suits it; True when that is CUDA."""
+    import torch
+
+    from benchlib.dist import choose_backend
+
+    check_device(device)
+    cuda = device == "gpu" or (device == "auto" and torch.cuda.is_available())
+    choose_backend("cuda" if cuda else "cpu", backend)
+    return cuda
+
+
+def _check_ranks_fit(field: str, ranks: int, cuda: bool) -> None:
+    """One rank per GPU, or per CPU core: more would share a device and measure that."""
+    import os
+
+    import torch
+
+    visible = torch.cuda.device_count() if cuda else (os.cpu_count() or 1)
+    if ranks > visible:
+        what = "GPUs are visible" if cuda else "CPU cores are there (one rank each)"
+        raise ConfigError(field, f"{ranks} ranks asked for on this host, but only {visible} {what}")
+
+
+def _check_steps(cfg: Any, per_step: int) -> None:
+    """The data is there, and an epoch has a timed step after the warm-up."""
+    import math
+
+    from benchlib import data
+
+    steps = cfg.max_steps or 100  # synthetic data: 100 steps an epoch
+    if cfg.dataset != "synthetic":
+        samples = data.describe(cfg.path, cfg.dataset)["samples"]["train"]
+        steps = min(steps, math.ceil(samples / per_step)) if cfg.max_steps else \
+            math.ceil(samples / per_step)
+    if cfg.warmup_steps >= steps:
+        raise ConfigError("warmup_steps", f"{cfg.warmup_steps} leaves no timed step: an "
+                          f"epoch here has {steps} steps")
+
+
+MULTINODE_TRAINERS = ("lightning", "ddp")
+MULTINODE_LAUNCHERS = ("torchrun", "lightning", "srun")
+
+
+@dataclasses.dataclass
+class MultinodeConfig(StudyConfig):
+    """Lightning DDP against raw DDP across nodes (notebook 30, seeds 000 and 001):
+    the same model and data, `nnodes` x `nproc_per_node` ranks."""
+
+    trainer: str = "lightning"
+    """lightning (a LightningModule, Trainer(strategy="ddp")) or ddp (benchlib's DDP loop)."""
+    launcher: str = "torchrun"
+    """torchrun (one agent per node, c10d rendezvous), lightning (Lightning's own: one
+    process per node, it starts the local ranks) or srun (inside a Slurm job)."""
+    nnodes: int = 2
+    """Nodes; locally, each is its own agent or process group on this host."""
+    nproc_per_node: int = 1
+    """Devices (ranks) per node: the seed's --gpus."""
+    dataset: str = "fashion-mnist"
+    """fashion-mnist (seed 000), mydataset, cifar10, imagefolder or synthetic."""
+    path: str = "outputs/data"
+    """Folder prepared by `benchlib data`, the same on every node."""
+    model: str = "toynet"
+    """toynet (28x28 data), simplecnn, pyramidnet, resnet18 or resnet50."""
+    depth: int = 20
+    """PyramidNet depth, 6n + 2."""
+    alpha: int = 48
+    """PyramidNet widening."""
+    epochs: int = 2
+    """Epochs (seed: 5); each is one sample of the spread."""
+    batch_size: int = 32
+    """Per device (seed 000: 32)."""
+    num_workers: int = 0
+    """DataLoader workers per rank."""
+    warmup_steps: int = 3
+    """Steps left out at the start of every epoch."""
+    max_steps: int = 0
+    """Steps per epoch; 0 runs whole epochs."""
+    lr: float = 0.01
+    """SGD learning rate (momentum 0.9)."""
+    device: str = "auto"
+    """cpu, gpu or auto."""
+    backend: str = "auto"
+    """auto (nccl on CUDA, gloo on CPU), gloo or nccl."""
+    join_timeout_s: int = 120
+    """How long the nodes wait for each other at the rendezvous before failing."""
+    timeout_s: int = 900
+    """The whole launch, and every collective, time out after this."""
+    seed: int = 0
+    """Seed of weights, shuffling and augmentation."""
+
+    def validate(self) -> None:
+        from benchlib.dist import BACKENDS
+
+        require_choice("trainer", self.trainer, MULTINODE_TRAINERS)
+        require_choice("launcher", self.launcher, MULTINODE_LAUNCHERS)
+        require_choice("backend", self.backend, BACKENDS)
+        if self.trainer == "ddp" and self.launcher == "lightning":
+            raise ConfigError("launcher", "lightning is Lightning's own launcher; trainer ddp "
+                              "starts with torchrun or srun")
+        require_min("nnodes", self.nnodes, 1)
+        require_min("nproc_per_node", self.nproc_per_node, 1)
+        require_min("join_timeout_s", self.join_timeout_s, 1)
+        _check_training(self)
+
+    @property
+    def world_size(self) -> int:
+        return self.nnodes * self.nproc_per_node
+
+    def check_runtime(self) -> None:
+        """Locally: the ranks fit this host. Under Slurm the nodes are checked where the
+        row runs (and the partition's node size before submitting)."""
+        if self.launcher == "srun":
+            from benchlib import slurm
+
+            capacity = slurm.node_capacity()
+            slurm.check_layout(self.trainer, self.nnodes, self.nproc_per_node,
+                               gpu=self.device == "gpu", capacity=capacity)
+            return
+        cuda = _check_device_and_backend(self.device, self.backend)
+        _check_ranks_fit("nproc_per_node", self.world_size, cuda)
+        _check_steps(self, self.batch_size * self.world_size)
 
 
 @dataclasses.dataclass
@@ -426,4 +536,5 @@ CONFIGS: dict[str, type[StudyConfig]] = {
     "IOConfig": IOConfig,
     "DistConfig": DistConfig,
     "FrameworkConfig": FrameworkConfig,
+    "MultinodeConfig": MultinodeConfig,
 }

@@ -1,5 +1,7 @@
-"""Start distributed workers as subprocesses and watch them: torchrun, mp.spawn, one
-process per rank with tcp:// init, or one plain process.
+"""Start distributed workers as subprocesses and watch them: torchrun (one agent, or one
+agent per "node" with a c10d rendezvous), mp.spawn, one process per rank with tcp://
+init, Lightning's own launcher (one process per node, Lightning starts the local ranks),
+`srun` over the current Slurm allocation, or one plain process.
 
 Notebooks never train in their own kernel: they call `launch()`, which starts
 `python -m benchlib.workers.<name>` the chosen way. Every rank writes its merged
@@ -26,8 +28,10 @@ from benchlib import config
 from benchlib.dist import check_port
 from benchlib.errors import BenchlibError, UsageError
 
-# how processes start: DDP's ways (config.LAUNCHERS), or one plain process
-LAUNCHERS = (*config.LAUNCHERS, "single")
+# how processes start: DDP's ways (config.LAUNCHERS), Lightning's own, Slurm's, or one
+# plain process
+LAUNCHERS = (*config.LAUNCHERS, "lightning", "srun", "single")
+MULTI_NODE = ("torchrun", "lightning", "srun")  # the launchers that take nnodes > 1
 
 
 class LaunchError(BenchlibError):
@@ -145,6 +149,18 @@ def _failed_rank(p: Process, log_dir: Path) -> tuple[int | None, str, int, Path]
     return rank, host, code, log
 
 
+def _rendezvous_timed_out(p: Process) -> str | None:
+    """torchrun's agent gave up waiting for the other nodes: say which were missing."""
+    text = p.log.read_text(errors="replace") if p.log.exists() else ""
+    if "RendezvousTimeoutError" not in text:
+        return None
+    argv = p.popen.args
+    nnodes = argv[argv.index("--nnodes") + 1] if "--nnodes" in argv else "?"
+    endpoint = argv[argv.index("--rdzv-endpoint") + 1] if "--rdzv-endpoint" in argv else "?"
+    return (f"{p.label}: not all {nnodes} nodes joined the rendezvous at {endpoint} within its "
+            f"join timeout; start a torchrun agent on every node (or lower nnodes); log: {p.log}")
+
+
 def _wait_for_listener(p: Process, port: int, log_dir: Path, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -171,6 +187,9 @@ def supervise(processes: list[Process], log_dir: Path, timeout_s: float) -> None
             failed = next((p for p, c in zip(processes, codes) if c not in (None, 0)), None)
             if failed is not None:
                 _stop(processes)
+                if (missing := _rendezvous_timed_out(failed)) is not None:
+                    raise LaunchError(missing, None, socket.gethostname(),
+                                      failed.popen.returncode, failed.log)
                 rank, host, code, log = _failed_rank(failed, log_dir)
                 who = f"rank {rank}" if rank is not None else failed.label
                 raise LaunchError(f"{who} on {host} exited with code {code}; log: {log}",
@@ -193,9 +212,11 @@ def worker_argv(module: str, args: list[str]) -> list[str]:
 
 def torchrun_argv(module: str, args: list[str], nproc_per_node: int, port: int,
                   nnodes: int = 1, node_rank: int | None = None, rdzv_id: str = "benchlib",
-                  rdzv_host: str = "127.0.0.1", max_restarts: int = 0) -> list[str]:
+                  rdzv_host: str = "127.0.0.1", max_restarts: int = 0,
+                  join_timeout_s: float | None = None) -> list[str]:
     """`torchrun` (as `python -m torch.distributed.run`, so this interpreter's torch runs).
-    One node: --standalone. Several: a c10d rendezvous at HOST:PORT, one agent per node."""
+    One node: --standalone. Several: a c10d rendezvous at HOST:PORT, one agent per node;
+    the agents wait `join_timeout_s` for every node (torchrun's default: 600 s)."""
     argv = [sys.executable, "-m", "torch.distributed.run"]
     if nnodes == 1:
         argv += ["--standalone", "--nnodes", "1"]
@@ -204,6 +225,8 @@ def torchrun_argv(module: str, args: list[str], nproc_per_node: int, port: int,
                  "--rdzv-endpoint", f"{rdzv_host}:{port}"]
         if node_rank is not None:
             argv += ["--node-rank", str(node_rank)]
+        if join_timeout_s is not None:
+            argv += ["--rdzv-conf", f"join_timeout={int(join_timeout_s)}"]
     argv += ["--nproc-per-node", str(nproc_per_node), "--max-restarts", str(max_restarts),
              "-m", f"benchlib.workers.{module}", *args]
     return argv
@@ -220,15 +243,44 @@ def thread_env(nproc: int, env: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+# What a process started inside a Slurm job or by torchrun inherits and must not see when
+# it is launched locally: Lightning and dist.resolve() would take it for their own layout.
+_FOREIGN_LAYOUT = ("SLURM*", "TORCHELASTIC_*", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+                   "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def local_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items()
+            if not any(k == f or (f.endswith("*") and k.startswith(f[:-1]))
+                       for f in _FOREIGN_LAYOUT)}
+
+
 def launch(module: str, args: list[str], log_dir: Path, launcher: str = "torchrun",
            nproc: int = 1, port: int | None = None, timeout_s: float = 600.0,
-           env: dict[str, str] | None = None) -> LaunchResult:
-    """Run `benchlib.workers.<module>` with `nproc` ranks the `launcher` way; rank 0's
-    result.json is returned. Workers get `--log-dir` and `--result` added."""
+           env: dict[str, str] | None = None, nnodes: int = 1, max_restarts: int = 0,
+           join_timeout_s: float | None = None, srun_torchrun: bool = True) -> LaunchResult:
+    """Run `benchlib.workers.<module>` with `nproc` ranks per node on `nnodes` nodes the
+    `launcher` way; rank 0's result.json is returned. Workers get `--log-dir` and
+    `--result` added.
+
+    Locally, several nodes are several torchrun agents (or Lightning node processes) on
+    this host; `srun` spreads them over the current Slurm allocation, as `srun torchrun`
+    (one agent per node) or, with `srun_torchrun=False`, one task per rank."""
     if launcher not in LAUNCHERS:
         raise UsageError(f"launcher: {launcher!r} is not one of {', '.join(LAUNCHERS)}")
     if nproc < 1:
         raise UsageError(f"nproc: must be >= 1, got {nproc}")
+    if nnodes < 1:
+        raise UsageError(f"nnodes: must be >= 1, got {nnodes}")
+    if nnodes > 1 and launcher not in MULTI_NODE:
+        raise UsageError(f"nnodes: {launcher} starts one node; for {nnodes} use one of "
+                         f"{', '.join(MULTI_NODE)}")
+    if max_restarts and launcher not in ("torchrun", "srun"):
+        raise UsageError(f"max_restarts: only torchrun restarts workers, not {launcher}")
+    if launcher == "srun":
+        from benchlib import slurm
+
+        slurm.require_allocation(nnodes, nproc if not srun_torchrun else 1)
     if port is None:
         port = free_port()
     else:
@@ -238,21 +290,25 @@ def launch(module: str, args: list[str], log_dir: Path, launcher: str = "torchru
     _clear_logs(log_dir)
     result_file = log_dir / "result.json"
     common = [*args, "--log-dir", str(log_dir), "--result", str(result_file)]
-    env = thread_env(nproc, env)
+    env = thread_env(nproc if launcher == "srun" else nproc * nnodes, env)
+    if launcher != "srun":
+        env = local_env(env)
+    how = _How(launcher, nproc, nnodes, max_restarts, join_timeout_s, srun_torchrun)
     start = time.perf_counter()
     for attempt in (1, 2):
         try:
-            _run_once(module, common, log_dir, launcher, nproc, port, timeout_s, env)
+            _run_once(module, common, log_dir, how, port, timeout_s, env)
             break
         except LaunchError as e:
             killed = e.exit_code is not None and e.exit_code < 0  # by a signal, e.g. SIGABRT
-            if attempt == 2 or nproc == 1 or not killed or not _crashed_while_joining(log_dir):
+            if attempt == 2 or nproc * nnodes == 1 or not killed \
+                    or not _crashed_while_joining(log_dir):
                 raise
             # a rank died inside init_process_group (seen here: gloo/TCPStore aborting,
             # about 1 launch in 15 on a loaded 2-core machine): no step ran, so start again
             with open(log_dir / "retries.log", "a") as f:
                 f.write(f"attempt {attempt}: {e}; retried\n")
-            port = free_port() if launcher == "tcp" else port
+            port = free_port() if launcher in ("tcp", "lightning") else port
             _clear_logs(log_dir)
     if not result_file.exists():
         raise LaunchError(f"rank 0 wrote no result; logs: {log_dir}", 0, socket.gethostname(), 0,
@@ -260,6 +316,16 @@ def launch(module: str, args: list[str], log_dir: Path, launcher: str = "torchru
     result = json.loads(result_file.read_text())
     result["metrics"]["launch_retries"] = attempt - 1
     return LaunchResult(log_dir, result, time.perf_counter() - start)
+
+
+@dataclass(frozen=True)
+class _How:
+    launcher: str
+    nproc: int
+    nnodes: int
+    max_restarts: int
+    join_timeout_s: float | None
+    srun_torchrun: bool
 
 
 def _clear_logs(log_dir: Path) -> None:
@@ -279,15 +345,34 @@ def _crashed_while_joining(log_dir: Path) -> bool:
     return not logs or any(JOINED not in f.read_text(errors="replace") for f in logs)
 
 
-def _run_once(module: str, common: list[str], log_dir: Path, launcher: str, nproc: int,
-              port: int, timeout_s: float, env: dict[str, str]) -> None:
+def _run_once(module: str, common: list[str], log_dir: Path, how: _How, port: int,
+              timeout_s: float, env: dict[str, str]) -> None:
     launcher_log = log_dir / "launcher.log"
-    if launcher == "single":
+    nproc, nnodes = how.nproc, how.nnodes
+    if how.launcher == "single":
         procs = [_start(worker_argv(module, common), launcher_log, "worker", 0, env)]
-    elif launcher == "torchrun":
-        argv = torchrun_argv(module, common, nproc, port)
+    elif how.launcher == "torchrun" and nnodes == 1:
+        argv = torchrun_argv(module, common, nproc, port, max_restarts=how.max_restarts)
         procs = [_start(argv, launcher_log, "torchrun agent", None, env)]
-    elif launcher == "mp_spawn":
+    elif how.launcher == "torchrun":  # one agent per "node", as on a cluster
+        rdzv_id = f"benchlib-{log_dir.name}-{port}"
+        procs = [_start(torchrun_argv(module, common, nproc, port, nnodes, node, rdzv_id,
+                                      max_restarts=how.max_restarts,
+                                      join_timeout_s=how.join_timeout_s),
+                        log_dir / f"launcher-node{node}.log", f"torchrun agent of node {node}",
+                        None, env) for node in range(nnodes)]
+    elif how.launcher == "lightning":  # Lightning starts each node's other local ranks
+        procs = [_start(worker_argv(module, common), log_dir / f"launcher-node{node}.log",
+                        f"Lightning node {node}", None,
+                        {**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                         "NODE_RANK": str(node)}) for node in range(nnodes)]
+    elif how.launcher == "srun":
+        from benchlib import slurm
+
+        argv = slurm.srun_argv(module, common, nnodes, nproc, port, how.srun_torchrun,
+                               max_restarts=how.max_restarts, join_timeout_s=how.join_timeout_s)
+        procs = [_start(argv, launcher_log, "srun", None, env)]
+    elif how.launcher == "mp_spawn":
         argv = worker_argv(module, [*common, "--spawn", str(nproc), "--master-port", str(port)])
         procs = [_start(argv, launcher_log, "mp.spawn parent", None, env)]
     else:  # tcp: one process per rank, as seeds 002 and 004 ran them by hand

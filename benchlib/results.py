@@ -52,7 +52,8 @@ def record_path(results_dir: Path, study: str, run_id: str) -> Path:
 def make_record(*, run_id: str, study: str, notebook: str, params: dict, env: dict,
                 started_at: str, status: str, metrics: dict | None = None,
                 details: dict | None = None, error: dict | None = None,
-                executed_notebook: str | None = None) -> dict[str, Any]:
+                executed_notebook: str | None = None,
+                executor: dict | None = None) -> dict[str, Any]:
     if status not in STATUSES:
         raise ValueError(f"status: {status!r} is not one of {', '.join(STATUSES)}")
     clash = sorted(set(metrics or {}) & set(params))
@@ -73,6 +74,7 @@ def make_record(*, run_id: str, study: str, notebook: str, params: dict, env: di
         "metrics": metrics or {},
         "details": details or {},
         "executed_notebook": executed_notebook,
+        "executor": executor or {"name": "local"},  # where it ran: local, or Slurm job/log
     }
 
 

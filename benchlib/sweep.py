@@ -96,8 +96,9 @@ def execute(notebook: Path, output: Path, parameters: dict[str, Any], env: dict[
     return None
 
 
-def run_row(row: Row, outputs: Path) -> dict[str, Any]:
-    """Execute one row and write its record; returns the record."""
+def run_row(row: Row, outputs: Path, executor: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Execute one row and write its record; returns the record. `executor` says where it
+    ran (a Slurm array task's job id and log); a failure's error names that log too."""
     rel_notebook = Path("runs") / row.study / f"{row.run_id}.ipynb"
     metrics_file = outputs / "runs" / row.study / f".{row.run_id}.metrics.json"
     metrics_file.unlink(missing_ok=True)
@@ -113,7 +114,9 @@ def run_row(row: Row, outputs: Path) -> dict[str, Any]:
     metrics_file.unlink(missing_ok=True)
     fields = dict(run_id=row.run_id, study=row.study, notebook=row.notebook.name,
                   params=row.params, env=envinfo.collect(), started_at=started_at,
-                  executed_notebook=str(rel_notebook))
+                  executed_notebook=str(rel_notebook), executor=executor)
+    if error and executor and executor.get("log"):
+        error["log"] = executor["log"]
     try:
         record = results.make_record(
             **fields, status="failed" if error else "ok", error=error,

@@ -117,5 +117,5 @@ def test_warmup_covering_a_whole_epoch_is_refused_before_launch(small_data):
 
 
 def test_more_ranks_than_cores_is_refused(small_data):
-    with pytest.raises(ConfigError, match="nproc_per_node: 64 asked for, but only"):
+    with pytest.raises(ConfigError, match="nproc_per_node: 64 ranks asked for on this host, but only"):
         DistConfig(path=str(small_data), device="cpu", nproc_per_node=64).check_runtime()

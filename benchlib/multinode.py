@@ -1,0 +1,52 @@
+"""The multi-node study (notebook 30): Lightning DDP and benchlib's raw DDP loop on the
+same model and data, `nnodes` x `nproc_per_node` ranks.
+
+Locally every "node" is its own torchrun agent (c10d rendezvous on 127.0.0.1) or
+Lightning node process on this host - the code path of a real cluster. Inside a Slurm
+job, `launcher: srun` spreads the same workers over the job's nodes: `srun torchrun`
+for raw DDP, `srun python` with one task per device for Lightning.
+"""
+
+from __future__ import annotations
+
+from benchlib import launch, paths
+from benchlib.config import MultinodeConfig
+from benchlib.ddpstudy import DistResult, trainer_args
+
+_DDP_ONLY = ("--backend", "--log-interval")  # the Lightning worker picks these itself
+
+
+def worker_args(cfg: MultinodeConfig) -> list[str]:
+    args = trainer_args(cfg)
+    if cfg.trainer == "lightning":
+        for flag in _DDP_ONLY:
+            i = args.index(flag)
+            del args[i:i + 2]
+        args += ["--devices", str(cfg.nproc_per_node), "--nnodes", str(cfg.nnodes)]
+    return args
+
+
+def run(cfg: MultinodeConfig, run_id: str = "interactive") -> DistResult:
+    cfg.check_runtime()
+    log_dir = paths.outputs_dir() / "logs" / run_id
+    module = "lightning" if cfg.trainer == "lightning" else "ddp"
+    trained = launch.launch(module, worker_args(cfg), log_dir / "train", cfg.launcher,
+                            cfg.nproc_per_node, timeout_s=cfg.timeout_s, nnodes=cfg.nnodes,
+                            join_timeout_s=cfg.join_timeout_s,
+                            srun_torchrun=cfg.trainer == "ddp")
+    metrics = {**trained.result["metrics"], "launch_s": trained.wall_s, "log_dir": str(log_dir)}
+    for name in [k for k in metrics if k in cfg.__dataclass_fields__]:
+        if metrics.pop(name) != getattr(cfg, name):  # a parameter is not a measurement
+            raise RuntimeError(f"{name}: the run reported another value than asked for")
+    if metrics["world_size"] != cfg.world_size:
+        raise RuntimeError(f"world_size: the run had {metrics['world_size']} ranks, "
+                           f"{cfg.nnodes} x {cfg.nproc_per_node} = {cfg.world_size} were asked for")
+    return DistResult(metrics, trained.result["details"])
+
+
+def describe(cfg: MultinodeConfig, result: DistResult) -> str:
+    m = result.metrics
+    return (f"{cfg.trainer} via {cfg.launcher}, {cfg.nnodes} node(s) x {cfg.nproc_per_node} on "
+            f"{m['device_name']}: {m['samples_per_s']:,.1f} samples/s (p10 "
+            f"{m['samples_per_s_p10']:,.1f}, p90 {m['samples_per_s_p90']:,.1f}), global batch "
+            f"{m['global_batch']}, launch to result {m['launch_s']:.1f} s")

@@ -1,0 +1,247 @@
+"""Slurm: the srun commands benchlib starts inside a job, the sbatch scripts it renders
+(replacing seed 000's srun_ddp.sh and srun_lightning.sh), layout checks made before
+anything is submitted, and sweeps submitted as one job array (one task per row).
+
+Everything a user passes ends up shell-quoted in a rendered script; the only shell the
+script expands itself is benchlib's own (`$SLURM_JOB_ID`, the allocation's first host).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchlib.errors import BenchlibError, ConfigError, UsageError
+
+TRAINERS = ("ddp", "lightning")  # srun torchrun (one agent per node) or srun python per rank
+_DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_.:,%@=/+\-\[\]]+$")  # what an #SBATCH line may hold
+
+
+class Shell(str):
+    """Shell text the rendered script expands itself ("$SLURM_JOB_ID"): never user input."""
+
+
+def render(argv: list[str]) -> str:
+    """One command line; every argument quoted except benchlib's own Shell pieces."""
+    return " ".join(a if isinstance(a, Shell) else shlex.quote(str(a)) for a in argv)
+
+
+def in_allocation() -> bool:
+    return "SLURM_JOB_ID" in os.environ
+
+
+def require_allocation(nnodes: int, tasks_per_node: int) -> None:
+    """`launcher: srun` runs inside a job; the job must have the nodes the row asks for."""
+    if not in_allocation():
+        raise UsageError("launcher: srun needs a Slurm allocation (run the sweep with "
+                         "--executor slurm, or inside sbatch/salloc); locally use torchrun "
+                         "or lightning")
+    have = int(os.environ.get("SLURM_JOB_NUM_NODES", os.environ.get("SLURM_NNODES", "1")))
+    if nnodes > have:
+        raise UsageError(f"nnodes: {nnodes} asked for, but this job has {have} node(s); "
+                         f"submit with --nodes={nnodes}")
+
+
+def first_host() -> str:
+    from benchlib.dist import scontrol_hostnames
+
+    return scontrol_hostnames(os.environ["SLURM_JOB_NODELIST"])[0]
+
+
+def srun_argv(module: str, args: list[str], nnodes: int, nproc: int, port: int,
+              torchrun: bool = True, max_restarts: int = 0, join_timeout_s: float | None = None,
+              rdzv_id: str | None = None, head: str | None = None,
+              python: str = sys.executable) -> list[str]:
+    """`srun torchrun ...` (one agent per node, c10d rendezvous at the allocation's first
+    host, id = the job id) or `srun python -m benchlib.workers.<module>` with one task per
+    rank (dist.resolve and Lightning map SLURM_* to ranks). `--kill-on-bad-exit=1`: one
+    failed task stops the step instead of leaving the others waiting in a collective."""
+    srun = ["srun", "--nodes", str(nnodes), "--kill-on-bad-exit=1",
+            f"--export=ALL,MASTER_PORT={port}"]
+    if not torchrun:
+        return [*srun, "--ntasks-per-node", str(nproc), python, "-m", f"benchlib.workers.{module}",
+                *args]
+    from benchlib.launch import torchrun_argv
+
+    head = head or first_host()
+    rdzv_id = rdzv_id or os.environ.get("SLURM_JOB_ID", "benchlib")
+    endpoint = f"{head}:{port}"
+    agent = torchrun_argv(module, args, nproc, port, max(nnodes, 2), None, rdzv_id, head,
+                          max_restarts=max_restarts, join_timeout_s=join_timeout_s)
+    # one node too goes through the c10d rendezvous at the first host (--standalone would
+    # pick a port of its own); the script's own shell expands $SLURM_JOB_ID and the host
+    agent[agent.index("--nnodes") + 1] = str(nnodes)
+    shell = {endpoint: isinstance(head, Shell), rdzv_id: isinstance(rdzv_id, Shell)}
+    agent = [Shell(f'"{a}"') if shell.get(a) else a for a in [python, *agent[1:]]]
+    return [*srun, "--ntasks-per-node", "1", *agent]
+
+
+# ---------------------------------------------------------------------------- layouts
+
+def node_capacity(partition: str | None = None) -> dict[str, int] | None:
+    """The smallest node of the partition: CPUs and GPUs (from sinfo), or None when
+    there is no Slurm here to ask."""
+    argv = ["sinfo", "-N", "-h", "-o", "%c %G"] + (["-p", partition] if partition else [])
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0 or not out.stdout.strip():
+        return None
+    cpus, gpus = [], []
+    for line in out.stdout.split("\n"):
+        if not line.strip():
+            continue
+        c, gres = line.split(maxsplit=1) if " " in line.strip() else (line.strip(), "(null)")
+        cpus.append(int(c.rstrip("+")))
+        m = re.search(r"gpu(?::[^:,(]+)?:(\d+)", gres)
+        gpus.append(int(m.group(1)) if m else 0)
+    return {"cpus": min(cpus), "gpus": min(gpus)}
+
+
+def check_layout(trainer: str, nodes: int, devices: int, ntasks_per_node: int | None = None,
+                 world_size: int | None = None, gpu: bool = False,
+                 capacity: dict[str, int] | None = None) -> int:
+    """Refuse a layout that cannot work, saying what to change; returns ntasks-per-node.
+
+    Lightning under Slurm expects one task per device on every node: with fewer, the
+    ranks it waits for never start and the job hangs until its time limit (Lightning
+    issues 8707, 10098, 20391). torchrun under srun is one task (agent) per node."""
+    from benchlib.config import require_choice, require_min
+
+    require_choice("trainer", trainer, TRAINERS)
+    require_min("nodes", nodes, 1)
+    require_min("devices", devices, 1)
+    wanted = devices if trainer == "lightning" else 1
+    if ntasks_per_node is not None and ntasks_per_node != wanted:
+        why = ("Lightning under Slurm starts one task per device" if trainer == "lightning"
+               else "srun torchrun starts one agent per node, and the agent starts the ranks")
+        raise ConfigError("ntasks_per_node", f"{ntasks_per_node} with devices {devices}: {why}; "
+                          f"set ntasks-per-node = {wanted}")
+    if world_size is not None and world_size != nodes * devices:
+        raise ConfigError("world_size", f"{world_size} != nodes {nodes} x devices {devices} "
+                          f"= {nodes * devices}; change nodes or devices")
+    if capacity is not None:
+        kind, have = ("gpus", capacity["gpus"]) if gpu else ("cpus", capacity["cpus"])
+        if devices > have:
+            what = "GPUs" if gpu else "CPUs (one process each)"
+            raise ConfigError("devices", f"{devices} per node asked for, but the partition's "
+                              f"smallest node has {have} {what}; use devices <= {have}")
+    return wanted
+
+
+def check_directive(name: str, value: str) -> str:
+    """An #SBATCH value is not shell-quoted by sbatch: refuse anything but plain tokens."""
+    if not _DIRECTIVE_VALUE.match(str(value)):
+        raise ConfigError(name, f"{value!r} may only hold letters, digits and _.:,%@=/+-[]")
+    return str(value)
+
+
+@dataclass
+class Job:
+    """What an sbatch script asks for."""
+
+    name: str
+    nodes: int
+    ntasks_per_node: int
+    output: str
+    partition: str | None = None
+    time: str | None = None
+    gpus_per_node: int = 0
+    array: str | None = None
+    requeue: bool = False
+
+    def directives(self) -> list[str]:
+        lines = [f"--job-name={check_directive('job_name', self.name)}",
+                 f"--nodes={self.nodes}", f"--ntasks-per-node={self.ntasks_per_node}",
+                 f"--output={check_directive('output', self.output)}"]
+        if self.partition:
+            lines.append(f"--partition={check_directive('partition', self.partition)}")
+        if self.time:
+            lines.append(f"--time={check_directive('time', self.time)}")
+        if self.gpus_per_node:
+            lines.append(f"--gpus-per-node={self.gpus_per_node}")
+        if self.array:
+            lines.append(f"--array={check_directive('array', self.array)}")
+        # Slurm sends SIGTERM before it kills a job; --requeue puts it back in the queue
+        lines.append("--requeue" if self.requeue else "--no-requeue")
+        return [f"#SBATCH {d}" for d in lines]
+
+
+def script(job: Job, body: list[str], environment: dict[str, str] | None = None) -> str:
+    env_lines = [f"export {k}={shlex.quote(str(v))}" for k, v in (environment or {}).items()]
+    return "\n".join(["#!/bin/bash", *job.directives(), "set -euo pipefail",
+                      f"cd {shlex.quote(str(Path.cwd()))}", *env_lines, *body, ""])
+
+
+def training_script(trainer: str, nodes: int, devices: int, worker_args: list[str],
+                    output: str, partition: str | None = None, time: str | None = None,
+                    gpu: bool = False, port: int = 29500, requeue: bool = False,
+                    python: str = sys.executable, check_capacity: bool = True) -> str:
+    """An sbatch script running a training worker over `nodes` x `devices`: `srun
+    torchrun` for plain DDP, `srun python` (one task per device) for Lightning."""
+    capacity = node_capacity(partition) if check_capacity else None
+    tasks = check_layout(trainer, nodes, devices, gpu=gpu, capacity=capacity)
+    job = Job(f"benchlib-{trainer}", nodes, tasks, output, partition, time,
+              devices if gpu else 0, requeue=requeue)
+    if trainer == "lightning":
+        argv = srun_argv("lightning", [*worker_args, "--devices", str(devices), "--nnodes",
+                                       str(nodes)], nodes, devices, port, torchrun=False,
+                         python=python)
+    else:
+        argv = srun_argv("ddp", worker_args, nodes, devices, port, rdzv_id=Shell("$SLURM_JOB_ID"),
+                         head=Shell("$head_node"), python=python)
+    body = ['head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+            "export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}", render(argv)]
+    return script(job, body)
+
+
+# ---------------------------------------------------------------------------- sbatch
+
+class SlurmError(BenchlibError):
+    """sbatch / squeue / scontrol said no."""
+
+
+def _run(argv: list[str], timeout_s: float = 60) -> str:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+    except FileNotFoundError as e:
+        raise SlurmError(f"{argv[0]}: not found; is Slurm installed here (the client "
+                         "commands sbatch, squeue, scontrol)?") from e
+    if out.returncode != 0:
+        raise SlurmError(f"{' '.join(argv[:2])} failed ({out.returncode}): "
+                         f"{(out.stderr or out.stdout).strip().splitlines()[-1:] or ''}")
+    return out.stdout
+
+
+def submit(script_path: Path) -> str:
+    """sbatch --parsable; returns the job id."""
+    return _run(["sbatch", "--parsable", str(script_path)]).strip().split(";")[0]
+
+
+def queued(job_id: str) -> dict[str, str]:
+    """Array task index (or job id) -> state, for what is still in the queue."""
+    out = _run(["squeue", "-h", "-r", "-j", job_id, "-o", "%K %T"])
+    states = {}
+    for line in out.splitlines():
+        index, state = line.split()
+        states[index if index not in ("N/A", "") else job_id] = state
+    return states
+
+
+def final_states(job_id: str) -> dict[str, str]:
+    """Array task index -> final JobState, from `scontrol show job` (kept for MinJobAge)."""
+    try:
+        out = _run(["scontrol", "-o", "show", "job", job_id])
+    except SlurmError:
+        return {}
+    states = {}
+    for line in out.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split() if "=" in f)
+        states[fields.get("ArrayTaskId", job_id)] = fields.get("JobState", "UNKNOWN")
+    return states
