@@ -377,7 +377,9 @@ class MultinodeConfig(StudyConfig):
     alpha: int = 48
     """PyramidNet widening."""
     epochs: int = 2
-    """Epochs (seed: 5); each is one sample of the spread."""
+    """Epochs per launch (seed: 5); each is one sample of the spread."""
+    repeats: int = 1
+    """Launches of the whole run (seed: 10): the spread includes start-up and placement."""
     batch_size: int = 32
     """Per device (seed 000: 32)."""
     num_workers: int = 0
@@ -411,6 +413,7 @@ class MultinodeConfig(StudyConfig):
         require_min("nnodes", self.nnodes, 1)
         require_min("nproc_per_node", self.nproc_per_node, 1)
         require_min("join_timeout_s", self.join_timeout_s, 1)
+        require_min("repeats", self.repeats, 1)
         _check_training(self)
 
     @property

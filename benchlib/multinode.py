@@ -12,6 +12,7 @@ from __future__ import annotations
 from benchlib import launch, paths
 from benchlib.config import MultinodeConfig
 from benchlib.ddpstudy import DistResult, trainer_args
+from benchlib.timing import summarize
 
 _DDP_ONLY = ("--backend", "--log-interval")  # the Lightning worker picks these itself
 
@@ -27,21 +28,31 @@ def worker_args(cfg: MultinodeConfig) -> list[str]:
 
 
 def run(cfg: MultinodeConfig, run_id: str = "interactive") -> DistResult:
+    """`repeats` launches; their epochs pooled into one spread (seed 000's --repeats)."""
     cfg.check_runtime()
     log_dir = paths.outputs_dir() / "logs" / run_id
     module = "lightning" if cfg.trainer == "lightning" else "ddp"
-    trained = launch.launch(module, worker_args(cfg), log_dir / "train", cfg.launcher,
-                            cfg.nproc_per_node, timeout_s=cfg.timeout_s, nnodes=cfg.nnodes,
-                            join_timeout_s=cfg.join_timeout_s,
-                            srun_torchrun=cfg.trainer == "ddp")
-    metrics = {**trained.result["metrics"], "launch_s": trained.wall_s, "log_dir": str(log_dir)}
+    launches, epochs = [], []
+    for repeat in range(cfg.repeats):
+        where = log_dir / ("train" if cfg.repeats == 1 else f"train-{repeat}")
+        trained = launch.launch(module, worker_args(cfg), where, cfg.launcher,
+                                cfg.nproc_per_node, timeout_s=cfg.timeout_s, nnodes=cfg.nnodes,
+                                join_timeout_s=cfg.join_timeout_s,
+                                srun_torchrun=cfg.trainer == "ddp")
+        launches.append((trained.result["metrics"], trained.wall_s))
+        epochs += [{**e, "repeat": repeat} for e in trained.result["details"]["epochs"]]
+    metrics = {**launches[0][0], "log_dir": str(log_dir),
+               **summarize([e["samples_per_s"] for e in epochs], "samples_per_s"),
+               "epoch_s": summarize([e["epoch_s"] for e in epochs], "epoch_s")["epoch_s"],
+               "launch_s": summarize([w for _, w in launches], "launch_s")["launch_s"],
+               "launch_retries": sum(m.get("launch_retries", 0) for m, _ in launches)}
     for name in [k for k in metrics if k in cfg.__dataclass_fields__]:
         if metrics.pop(name) != getattr(cfg, name):  # a parameter is not a measurement
             raise RuntimeError(f"{name}: the run reported another value than asked for")
     if metrics["world_size"] != cfg.world_size:
         raise RuntimeError(f"world_size: the run had {metrics['world_size']} ranks, "
                            f"{cfg.nnodes} x {cfg.nproc_per_node} = {cfg.world_size} were asked for")
-    return DistResult(metrics, trained.result["details"])
+    return DistResult(metrics, {"epochs": epochs})
 
 
 def describe(cfg: MultinodeConfig, result: DistResult) -> str:

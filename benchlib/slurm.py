@@ -61,11 +61,13 @@ def srun_argv(module: str, args: list[str], nnodes: int, nproc: int, port: int,
     host, id = the job id) or `srun python -m benchlib.workers.<module>` with one task per
     rank (dist.resolve and Lightning map SLURM_* to ranks). `--kill-on-bad-exit=1`: one
     failed task stops the step instead of leaving the others waiting in a collective."""
-    srun = ["srun", "--nodes", str(nnodes), "--kill-on-bad-exit=1",
+    per_node = 1 if torchrun else nproc  # tasks: an agent per node, or a rank per device
+    # --ntasks too: inside a bigger allocation srun would otherwise take the job's count
+    srun = ["srun", "--nodes", str(nnodes), "--ntasks", str(nnodes * per_node),
+            "--ntasks-per-node", str(per_node), "--kill-on-bad-exit=1",
             f"--export=ALL,MASTER_PORT={port}"]
     if not torchrun:
-        return [*srun, "--ntasks-per-node", str(nproc), python, "-m", f"benchlib.workers.{module}",
-                *args]
+        return [*srun, python, "-m", f"benchlib.workers.{module}", *args]
     from benchlib.launch import torchrun_argv
 
     head = head or first_host()
@@ -78,7 +80,7 @@ def srun_argv(module: str, args: list[str], nnodes: int, nproc: int, port: int,
     agent[agent.index("--nnodes") + 1] = str(nnodes)
     shell = {endpoint: isinstance(head, Shell), rdzv_id: isinstance(rdzv_id, Shell)}
     agent = [Shell(f'"{a}"') if shell.get(a) else a for a in [python, *agent[1:]]]
-    return [*srun, "--ntasks-per-node", "1", *agent]
+    return [*srun, *agent]
 
 
 # ---------------------------------------------------------------------------- layouts

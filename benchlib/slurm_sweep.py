@@ -109,14 +109,7 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
                 "state": states.get(str(index), "UNKNOWN")}
         if record is None or record["finished_at"] < submitted:  # it died before recording
             record = _lost_row(row, outputs, info, submitted)
-        if record["status"] == "ok":
-            summary.ok += 1
-        else:
-            summary.failed += 1
-            summary.failures.append({"source": row.source, "run_id": row.run_id,
-                                     "error": record["error"], "slurm_log": info["log"],
-                                     "executed_notebook": str(outputs / record["executed_notebook"])
-                                     if record.get("executed_notebook") else None})
+        summary.count(row, record, outputs, slurm_log=info["log"])
     return summary
 
 

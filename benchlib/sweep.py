@@ -30,7 +30,13 @@ def _ipc_kernel_manager():
 
     class IPCKernelManager(AsyncKernelManager):
         def __init__(self, **kwargs):
-            super().__init__(transport="ipc", **kwargs)
+            # sockets of its own: jupyter_client's default ("kernel-ipc-N" in the current
+            # folder) is shared by concurrent sweeps, whose kernels then cross-talk
+            import tempfile
+            import uuid
+
+            own = Path(tempfile.gettempdir()) / f"benchlib-kernel-{uuid.uuid4().hex[:12]}"
+            super().__init__(transport="ipc", ip=str(own), **kwargs)
 
     return IPCKernelManager
 
@@ -40,12 +46,25 @@ class Summary:
     ok: int = 0
     failed: int = 0
     skipped: int = 0
+    elsewhere: int = 0  # rows another sweep finished or is running
     row_s: list[float] = field(default_factory=list)  # wall time of each executed row
     failures: list[dict[str, Any]] = field(default_factory=list)
 
     def line(self) -> str:
         per_row = f", {sum(self.row_s) / len(self.row_s):.2f} s per row" if self.row_s else ""
-        return f"{self.ok} ok, {self.failed} failed, {self.skipped} skipped{per_row}"
+        other = f", {self.elsewhere} done or running in another sweep" if self.elsewhere else ""
+        return f"{self.ok} ok, {self.failed} failed, {self.skipped} skipped{other}{per_row}"
+
+    def count(self, row: Row, record: dict[str, Any], outputs: Path,
+              slurm_log: str | None = None) -> None:
+        if record["status"] == "ok":
+            self.ok += 1
+            return
+        self.failed += 1
+        notebook = record.get("executed_notebook")
+        self.failures.append({"source": row.source, "run_id": row.run_id,
+                              "error": record["error"], "slurm_log": slurm_log,
+                              "executed_notebook": str(outputs / notebook) if notebook else None})
 
 
 @contextlib.contextmanager
@@ -140,6 +159,63 @@ def pending(rows: list[Row], outputs: Path, force: bool = False) -> list[Row]:
     return todo
 
 
+@contextlib.contextmanager
+def claim(row: Row, outputs: Path, force: bool = False):
+    """Yield True when this process may run `row`: no ok record, and no other live sweep
+    holding it. A lock file (created with O_EXCL) names the holder's host, pid and start
+    time; a holder that died (a killed sweep) leaves a stale lock that the next sweep takes
+    over. Two sweeps on the same outputs/ thus split the rows instead of doing them twice."""
+    import socket
+
+    import psutil
+
+    lock = outputs / "runs" / row.study / f".{row.run_id}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    me = {"host": socket.gethostname(), "pid": os.getpid(),
+          "created": psutil.Process().create_time()}
+    fd = None
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            break
+        except FileExistsError:
+            if not _stale(lock, me["host"]):
+                break
+            stale = lock.with_name(f"{lock.name}.stale-{os.getpid()}")
+            with contextlib.suppress(FileNotFoundError):  # one of two sweeps wins this
+                os.replace(lock, stale)
+                stale.unlink()
+    if fd is None:
+        yield False
+        return
+    with os.fdopen(fd, "w") as f:
+        json.dump(me, f)
+    for half in lock.parent.glob(f".{row.run_id}.ipynb.*"):  # left by a killed sweep
+        half.unlink(missing_ok=True)
+    try:
+        record = results.find_record(outputs / "results", row.study, row.run_id)
+        yield force or not (record and record["status"] == "ok")  # done meanwhile?
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def _stale(lock: Path, host: str) -> bool:
+    """The lock's holder is gone: same host and its process no longer exists (or the pid
+    was reused). A holder on another host is taken as alive."""
+    import psutil
+
+    try:
+        holder = json.loads(lock.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return True  # removed meanwhile, or its writer was killed before writing it
+    if holder.get("host") != host:
+        return False
+    try:
+        return abs(psutil.Process(holder["pid"]).create_time() - holder["created"]) > 1e-3
+    except psutil.NoSuchProcess:
+        return True
+
+
 def run_plan(rows: list[Row], outputs: Path, force: bool = False,
              progress: bool = True) -> Summary:
     from tqdm.auto import tqdm
@@ -153,17 +229,15 @@ def run_plan(rows: list[Row], outputs: Path, force: bool = False,
     bar = tqdm(total=len(rows), initial=summary.skipped, unit="row", disable=not progress,
                desc="sweep")
     for row in todo:
-        start = time.perf_counter()
-        record = run_row(row, outputs)
-        summary.row_s.append(time.perf_counter() - start)
-        if record["status"] == "ok":
-            summary.ok += 1
-        else:
-            summary.failed += 1
-            summary.failures.append({
-                "source": row.source, "run_id": row.run_id, "error": record["error"],
-                "executed_notebook": str(outputs / record["executed_notebook"]),
-            })
+        with claim(row, outputs, force) as mine:
+            if not mine:  # finished meanwhile, or running in another sweep
+                summary.elsewhere += 1
+                bar.update()
+                continue
+            start = time.perf_counter()
+            record = run_row(row, outputs)
+            summary.row_s.append(time.perf_counter() - start)
+        summary.count(row, record, outputs)
         bar.set_postfix(ok=summary.ok, failed=summary.failed, skipped=summary.skipped,
                         last=f"{summary.row_s[-1]:.1f}s")
         bar.update()

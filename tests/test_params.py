@@ -16,7 +16,8 @@ table:
   - {{x: 2}}
 """)
     rows = load_plan(file)
-    assert [r.params for r in rows] == [{"x": 1, "fail": False}, {"x": 2, "fail": False}]
+    assert [r.params for r in rows] == [{"x": 1, "fail": False, "sleep_s": 0.0},
+                                        {"x": 2, "fail": False, "sleep_s": 0.0}]
     assert rows[0].overrides == {"fail": False, "x": 1}
     assert rows[0].run_id != rows[1].run_id
     assert rows[1].source == f"{file}: row 2"
@@ -47,7 +48,7 @@ BAD = [
     ("study: t\nnotebook: {nb}\ntabel: [{{x: 1}}]\n",
      "unknown key 'tabel'; allowed: study, notebook, description, defaults, table, grid"),
     ("study: t\nnotebook: {nb}\ntable: [{{x: 1}}, {{y: 2}}]\n",
-     "row 2: y: not a parameter of trivial.ipynb; allowed: x, fail"),
+     "row 2: y: not a parameter of trivial.ipynb; allowed: x, fail, sleep_s"),
     ("study: t\nnotebook: {nb}\ntable: [{{x: '3'}}]\n",
      "row 1: x: expected int, got str '3'"),
     ("study: t\nnotebook: 00_data_prep\ntable: [{{dataset: mnist}}]\n",
@@ -81,7 +82,7 @@ def test_cli_sweep_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, 
     file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ntable: [{{x: 1}}, {{x: -1, z: 0}}]\n")
     assert main(["sweep", str(file)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == f"benchlib sweep: {file}: row 2: z: not a parameter of trivial.ipynb; allowed: x, fail"
+    assert err == f"benchlib sweep: {file}: row 2: z: not a parameter of trivial.ipynb; allowed: x, fail, sleep_s"
     assert not outputs.exists()  # row 1 was valid, but nothing ran
 
 

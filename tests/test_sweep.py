@@ -26,7 +26,7 @@ def test_a_failing_row_is_recorded_and_the_next_row_still_runs(tmp_path, outputs
     assert failed["status"] == "failed" and failed["metrics"] == {}
     assert failed["error"]["type"] == "ValueError"
     assert failed["error"]["message"] == "asked to fail with x=2"
-    assert failed["params"] == {"x": 2, "fail": True}
+    assert failed["params"] == {"x": 2, "fail": True, "sleep_s": 0.0}
     assert failed["env"]["hostname"] and failed["method_version"]
 
     executed = nbformat.read(outputs / failed["executed_notebook"], 4)
@@ -76,3 +76,57 @@ def test_cli_run_rejects_an_undeclared_parameter(outputs, capsys):
     assert main(["run", str(TRIVIAL), "-p", "workers", "3"]) == 2
     assert "workers: not a parameter of trivial.ipynb; allowed: x, fail" in capsys.readouterr().err
     assert not outputs.exists()
+
+
+def _sweep_process(file, outputs):
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-m", "benchlib", "sweep", str(file), "--no-progress"],
+                            env={**os.environ, "BENCHLIB_OUTPUTS": str(outputs)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _ok_records(outputs):
+    recs = [json.loads(p.read_text()) for p in (outputs / "results" / "t").glob("*.json")]
+    return sorted(r["params"]["x"] for r in recs if r["status"] == "ok")
+
+
+def test_a_sweep_killed_mid_row_leaves_nothing_half_written_and_a_rerun_finishes(tmp_path, outputs):
+    import signal
+    import time
+
+    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ndefaults: {{sleep_s: 3}}\n"
+                                  "table: [{x: 1}, {x: 2}, {x: 3}]\n")
+    sweep = _sweep_process(file, outputs)
+    deadline = time.monotonic() + 120
+    while _ok_records(outputs) != [1] and time.monotonic() < deadline:  # row 2 has started
+        time.sleep(0.2)
+    time.sleep(1.5)
+    sweep.send_signal(signal.SIGKILL)
+    sweep.wait()
+    assert _ok_records(outputs) == [1]
+    for record in outputs.rglob("*.json"):  # whatever is there parses (no half record)
+        json.loads(record.read_text())
+    row1 = load_plan(file)[0].run_id  # only row 1's executed notebook, and it is whole
+    assert [p.name for p in (outputs / "runs" / "t").glob("[!.]*.ipynb")] == [f"{row1}.ipynb"]
+    nbformat.read(outputs / "runs" / "t" / f"{row1}.ipynb", 4)
+
+    rerun = _sweep_process(file, outputs)
+    out, _ = rerun.communicate(timeout=120)
+    assert rerun.returncode == 0 and "2 ok, 0 failed, 1 skipped" in out  # its killed lock taken over
+    assert _ok_records(outputs) == [1, 2, 3]
+    assert [p for p in outputs.rglob(".*") if p.is_file()] == []
+
+
+def test_two_sweeps_on_the_same_outputs_split_the_rows_and_lose_nothing(tmp_path, outputs):
+    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ndefaults: {{sleep_s: 1}}\n"
+                                  "table: [{x: 1}, {x: 2}, {x: 3}, {x: 4}]\n")
+    first, second = _sweep_process(file, outputs), _sweep_process(file, outputs)
+    outs = [p.communicate(timeout=180)[0] for p in (first, second)]
+    assert first.returncode == 0 and second.returncode == 0, outs
+    assert _ok_records(outputs) == [1, 2, 3, 4]  # one ok record per row
+    ran = [int(o.split(" ok,")[0].split()[-1]) for o in outs]
+    assert sum(ran) == 4, outs  # no row ran twice
+

@@ -1,0 +1,130 @@
+"""benchlib on a real two-node Slurm cluster (scripts/slurm-cluster.sh: nodes n1, n2):
+sweeps as job arrays, the rendered sbatch scripts, layouts refused before submitting."""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from benchlib import results
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def benchlib(env, *args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "benchlib", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def wait_for(env, job_id: str, timeout_s: float = 300) -> str:
+    """Poll squeue until the job left the queue; its final state from scontrol."""
+    deadline = time.monotonic() + timeout_s
+    while subprocess.run(["squeue", "-h", "-j", job_id], env=env, capture_output=True,
+                         text=True).stdout.strip():
+        assert time.monotonic() < deadline, f"job {job_id} still queued after {timeout_s} s"
+        time.sleep(0.5)
+    out = subprocess.run(["scontrol", "-o", "show", "job", job_id], env=env, capture_output=True,
+                         text=True).stdout
+    return dict(f.split("=", 1) for f in out.split() if "=" in f)["JobState"]
+
+
+def submit_training(env, tmp_path, trainer: str, worker_args: str, nodes: int = 2) -> tuple[str, Path]:
+    logs = tmp_path / "logs"
+    args = (f"--dataset synthetic --model simplecnn --image-size 32 --batch-size 8 --max-steps 6 "
+            f"--warmup-steps 2 --device cpu --timeout 90 --log-dir {logs} "
+            f"--result {logs / 'result.json'} {worker_args}")
+    rendered = benchlib(env, "slurm-script", trainer, "--nodes", str(nodes), "--devices", "1",
+                        "--output", str(tmp_path / "%j.log"), "--worker-args", args, "--submit")
+    assert rendered.returncode == 0, rendered.stderr
+    return rendered.stdout.strip(), logs
+
+
+def plan(tmp_path, rows: str) -> Path:
+    path = tmp_path / "multinode.yaml"
+    path.write_text(
+        "study: mn_slurm\nnotebook: notebooks/30_multinode_lightning.ipynb\n"
+        "defaults: {launcher: srun, dataset: synthetic, model: simplecnn, batch_size: 8, "
+        "max_steps: 6, warmup_steps: 2, device: cpu, epochs: 1, nnodes: 2, timeout_s: 240}\n"
+        f"table:\n{rows}")
+    return path
+
+
+def test_a_sweep_runs_as_one_job_array_and_its_rows_use_srun_over_the_allocation(
+        slurm_cluster, tmp_path):
+    env = {**slurm_cluster, "BENCHLIB_OUTPUTS": str(tmp_path / "out")}
+    table = plan(tmp_path, "  - {trainer: ddp}\n  - {trainer: lightning}\n")
+    swept = benchlib(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
+    assert swept.returncode == 0, swept.stdout + swept.stderr
+    assert "2 ok, 0 failed, 0 skipped" in swept.stdout
+    records = results.load_results(tmp_path / "out" / "results")
+    assert len(records) == 2 and set(records["status"]) == {"ok"}
+    for run_id in records["run_id"]:
+        record = results.find_record(tmp_path / "out" / "results", "mn_slurm", run_id)
+        assert record["metrics"]["world_size"] == 2  # both nodes trained
+        assert record["executor"]["name"] == "slurm" and record["executor"]["node"] == "n1"
+        assert (tmp_path / "out" / record["executed_notebook"]).stat().st_size > 0
+        train_logs = Path(record["metrics"]["log_dir"]) / "train"
+        hosts = {(train_logs / f"rank{r}.log").read_text().split(" on ")[1].split(",")[0]
+                 for r in (0, 1)}
+        assert hosts == {"n1", "n2"}
+    again = benchlib(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
+    assert "0 ok, 0 failed, 2 skipped" in again.stdout  # nothing submitted twice
+
+
+def test_a_failing_row_is_recorded_with_its_slurm_log(slurm_cluster, tmp_path):
+    env = {**slurm_cluster, "BENCHLIB_OUTPUTS": str(tmp_path / "out")}
+    table = plan(tmp_path, "  - {trainer: ddp, dataset: mydataset, model: toynet, "
+                           "path: /nonexistent/data}\n")
+    swept = benchlib(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
+    assert swept.returncode == 1 and "0 ok, 1 failed" in swept.stdout
+    (record,) = [json.loads(p.read_text())
+                 for p in (tmp_path / "out" / "results" / "mn_slurm").glob("*.json")]
+    log = Path(record["error"]["log"])
+    assert record["status"] == "failed" and log.name == "row-0.log" and log.exists()
+    assert f"Slurm log: {log}" in swept.stderr
+    message = record["error"]["message"]  # "rank R on nX exited with code 1; log: ..."
+    assert " on n" in message and "/nonexistent/data" in Path(message.split("log: ")[1]).read_text()
+
+
+def test_lightning_across_two_nodes_with_a_task_per_device(slurm_cluster, tmp_path):
+    job_id, logs = submit_training(slurm_cluster, tmp_path, "lightning", "")
+    assert wait_for(slurm_cluster, job_id) == "COMPLETED", (tmp_path / f"{job_id}.log").read_text()
+    metrics = json.loads((logs / "result.json").read_text())["metrics"]
+    assert metrics["world_size"] == 2 and metrics["cluster_environment"] == "SLURMEnvironment"
+    assert "on n2" in (logs / "rank1.log").read_text()
+
+
+def test_srun_torchrun_with_a_c10d_rendezvous_across_two_nodes(slurm_cluster, tmp_path):
+    job_id, logs = submit_training(slurm_cluster, tmp_path, "ddp", "")
+    assert wait_for(slurm_cluster, job_id) == "COMPLETED", (tmp_path / f"{job_id}.log").read_text()
+    assert json.loads((logs / "result.json").read_text())["metrics"]["world_size"] == 2
+    assert "rank 0/2 (local 0) on n1, from torchrun, master n1:" in (logs / "rank0.log").read_text()
+    assert "rank 1/2 (local 0) on n2, from torchrun" in (logs / "rank1.log").read_text()
+
+
+def test_a_hostile_parameter_reaches_the_worker_as_one_string(slurm_cluster, tmp_path):
+    pwned = tmp_path / "pwned"
+    job_id, logs = submit_training(slurm_cluster, tmp_path, "ddp",
+                                   f"--path '/nowhere; touch {pwned}' --dataset mydataset "
+                                   "--model toynet", nodes=1)
+    assert wait_for(slurm_cluster, job_id) == "FAILED"
+    assert not pwned.exists()
+    assert "/nowhere; touch" in (logs / "rank0.log").read_text()  # the worker got it verbatim
+
+
+def test_a_layout_the_nodes_cannot_hold_fails_before_anything_is_submitted(slurm_cluster, tmp_path):
+    env = {**slurm_cluster, "BENCHLIB_OUTPUTS": str(tmp_path / "out")}
+    queued_before = subprocess.run(["squeue", "-h"], env=env, capture_output=True, text=True).stdout
+    table = plan(tmp_path, "  - {trainer: lightning, nproc_per_node: 8}\n")
+    swept = benchlib(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
+    assert swept.returncode == 2
+    assert ("devices: 8 per node asked for, but the partition's smallest node has 2 CPUs "
+            "(one process each); use devices <= 2") in swept.stderr
+    assert not (tmp_path / "out" / "slurm").exists()
+    assert subprocess.run(["squeue", "-h"], env=env, capture_output=True,
+                          text=True).stdout == queued_before
+    rendered = benchlib(env, "slurm-script", "lightning", "--nodes", "2", "--devices", "3")
+    assert rendered.returncode == 2 and "devices: 3 per node asked for" in rendered.stderr
