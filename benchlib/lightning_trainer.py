@@ -1,0 +1,530 @@
+"""The Lightning trainer behind `python -m benchlib.workers.lightning` (seed 000's
+lightning_multinode.py): DDP over `devices` processes on each of `nnodes` nodes.
+
+Lightning runs several processes three ways, and each works here:
+
+    torchrun   `torchrun --nnodes M --nproc-per-node K -m benchlib.workers.lightning ...`
+               starts every rank (TorchElasticEnvironment)
+    srun       `srun --nodes M --ntasks-per-node K python -m benchlib.workers.lightning ...`
+               starts every rank (SLURMEnvironment); tasks per node must equal devices
+    Lightning  one `python -m benchlib.workers.lightning ...` per node, with MASTER_ADDR,
+               MASTER_PORT and NODE_RANK set and no LOCAL_RANK (LightningEnvironment):
+               it is the node's local rank 0 and starts local ranks 1..K-1 itself by
+               running the same command line again with LOCAL_RANK set
+
+Every process works out its global rank from its environment before Lightning starts
+(`layout()` makes the same choice of cluster environment as Lightning), so that its
+output goes to `<log-dir>/rank<R>.log` from the first line, and checks that the
+launcher's layout matches --devices and --nnodes: where Lightning would wait forever for ranks that
+never come, the run stops at once with one line naming the parameter to change.
+
+Repeats: one fit of `epochs x repeats` epochs in which every epoch is one sample of the
+spread. Lightning's own launcher can start its local ranks only once per process, and a
+fresh fit would time the process-group start-up again; warm-up steps are left out at the
+start of every epoch, so each epoch is a steady-state measurement on its own. The
+details say which repeat and epoch each sample is.
+
+Timing is benchlib.trainer's: `data_s` runs from the end of one step to Lightning's
+on_train_batch_start (fetching the batch, moving it to the device, Lightning's per-step
+bookkeeping), `compute_s` from there to on_train_batch_end (forward, backward, DDP's
+all-reduce, optimizer step); global samples/s = the samples all ranks processed over the
+slowest rank's summed step time. One rank (world size 1) runs without DDP, as in
+benchlib.trainer, so that it is the baseline of a speedup.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import lightning
+import lightning.pytorch as pl
+import torch
+from torch import nn
+
+from benchlib import atomic, config, loops
+from benchlib.errors import BenchlibError, ConfigError, UsageError
+from benchlib.models import build_model
+from benchlib.timing import StepMarks, summarize
+from benchlib.trainer import (
+    SyntheticBatches,
+    UtilisationSampler,
+    build_dataset,
+    training_flops_per_sample,
+)
+from benchlib.workers import common
+
+PROG = "benchlib.workers.lightning"
+_IMPORTED_AT = time.time()  # torch and Lightning are imported by now
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where this process sits, as the cluster environment Lightning picks will see it."""
+
+    environment: str  # TorchElasticEnvironment, SLURMEnvironment or LightningEnvironment
+    rank: int
+    local_rank: int
+    node_rank: int
+    devices: int  # processes per node
+    nnodes: int
+
+    @property
+    def world_size(self) -> int:
+        return self.devices * self.nnodes
+
+
+def _int(environ: Mapping[str, str], name: str, default: int | None = None) -> int:
+    if name not in environ:
+        if default is None:
+            raise UsageError(f"{name}: not set by the launcher")
+        return default
+    try:
+        return int(environ[name].split("(")[0])  # SLURM_TASKS_PER_NODE looks like 2(x3)
+    except ValueError as e:
+        raise UsageError(f"{name}: expected an integer, got {environ[name]!r}") from e
+
+
+def environment_name(environ: Mapping[str, str]) -> str:
+    """The cluster environment Lightning will choose, in its own order of preference
+    (torchrun first, as it can run inside Slurm; Slurm unless the job is named bash or
+    interactive, Lightning's way to opt out)."""
+    if "TORCHELASTIC_RUN_ID" in environ:
+        return "TorchElasticEnvironment"
+    if "SLURM_NTASKS" in environ and environ.get("SLURM_JOB_NAME") not in ("bash", "interactive"):
+        return "SLURMEnvironment"
+    return "LightningEnvironment"
+
+
+def global_rank(environ: Mapping[str, str], devices: int | None) -> int:
+    """This process's global rank, before any check (to know which log to write)."""
+    name = environment_name(environ)
+    if name == "TorchElasticEnvironment":
+        return _int(environ, "RANK", 0)
+    if name == "SLURMEnvironment":
+        return _int(environ, "SLURM_PROCID", 0)
+    node = _int(environ, "NODE_RANK", _int(environ, "GROUP_RANK", 0))
+    return node * (devices or 1) + _int(environ, "LOCAL_RANK", 0)
+
+
+def layout(environ: Mapping[str, str], devices: int | None, nnodes: int | None) -> Layout:
+    """Check the launcher's layout against --devices and --nnodes (None: take the
+    launcher's) and say where this process sits. Raises UsageError on a mismatch."""
+    name = environment_name(environ)
+    if name == "TorchElasticEnvironment":
+        world, per_node = _int(environ, "WORLD_SIZE"), _int(environ, "LOCAL_WORLD_SIZE")
+        devices, nnodes = devices or per_node, nnodes or world // per_node
+        if devices != per_node:
+            raise UsageError(f"devices: {devices} per node, but torchrun started {per_node} "
+                             f"(--nproc-per-node {per_node}); pass --devices {per_node} or "
+                             f"run torchrun --nproc-per-node {devices}")
+        if devices * nnodes != world:
+            raise UsageError(f"nnodes: {nnodes} nodes x {devices} devices is {devices * nnodes} "
+                             f"ranks, but torchrun's world size is {world}; pass --nnodes "
+                             f"{world // per_node} or run torchrun --nnodes {nnodes}")
+        return Layout(name, _int(environ, "RANK"), _int(environ, "LOCAL_RANK"),
+                      _int(environ, "GROUP_RANK", 0), devices, nnodes)
+    if name == "SLURMEnvironment":
+        if "SLURM_PROCID" not in environ:
+            raise UsageError("SLURM_PROCID: not set: inside a Slurm job, start the ranks with "
+                             "srun --ntasks-per-node=<devices> python -m " + PROG + " ...")
+        ntasks = _int(environ, "SLURM_NTASKS")
+        if ntasks > 1 and "SLURM_NTASKS_PER_NODE" not in environ:
+            raise UsageError(f"ntasks-per-node: Slurm runs {ntasks} tasks without "
+                             "--ntasks-per-node, which Lightning needs (one task per device): "
+                             f"srun --ntasks-per-node={devices or '<devices>'}")
+        per_node = _int(environ, "SLURM_NTASKS_PER_NODE", 1)
+        nodes = _int(environ, "SLURM_NNODES",
+                     _int(environ, "SLURM_JOB_NUM_NODES", ntasks // per_node))
+        devices, nnodes = devices or per_node, nnodes or nodes
+        if devices != per_node:
+            raise UsageError(f"devices: {devices} per node, but Slurm runs {per_node} task(s) per "
+                             f"node (--ntasks-per-node={per_node}); Lightning needs one task per "
+                             f"device: pass --devices {per_node} or srun "
+                             f"--ntasks-per-node={devices}")
+        if nnodes != nodes:
+            raise UsageError(f"nnodes: {nnodes}, but the Slurm job step has {nodes} node(s) "
+                             f"(--nodes={nodes}); pass --nnodes {nodes} or srun --nodes={nnodes}")
+        if ntasks != devices * nnodes:
+            raise UsageError(f"ntasks: Slurm runs {ntasks} tasks, but {nnodes} node(s) x {devices} "
+                             f"devices need {devices * nnodes}; srun --nodes={nnodes} "
+                             f"--ntasks-per-node={devices}")
+        return Layout(name, _int(environ, "SLURM_PROCID"), _int(environ, "SLURM_LOCALID", 0),
+                      _int(environ, "SLURM_NODEID", 0), devices, nnodes)
+    devices, nnodes = devices or 1, nnodes or 1
+    if nnodes > 1:
+        for var in ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK"):
+            if var not in environ and not (var == "NODE_RANK" and "GROUP_RANK" in environ):
+                raise UsageError(f"{var}: not set; for {nnodes} nodes without torchrun or srun, "
+                                 "start one process per node with MASTER_ADDR (node 0's address), "
+                                 f"MASTER_PORT and NODE_RANK (0..{nnodes - 1}) set")
+    node = _int(environ, "NODE_RANK", _int(environ, "GROUP_RANK", 0))
+    local = _int(environ, "LOCAL_RANK", 0)
+    if not 0 <= node < nnodes:
+        raise UsageError(f"NODE_RANK: {node} is not in 0..{nnodes - 1} (--nnodes {nnodes})")
+    if not 0 <= local < devices:
+        raise UsageError(f"LOCAL_RANK: {local} is not in 0..{devices - 1} (--devices {devices})")
+    if "LOCAL_RANK" in environ and "WORLD_SIZE" in environ \
+            and _int(environ, "WORLD_SIZE") != devices * nnodes:
+        raise UsageError(f"WORLD_SIZE: {environ['WORLD_SIZE']}, but {nnodes} node(s) x {devices} "
+                         f"devices is {devices * nnodes}; pass the --devices and --nnodes the "
+                         "processes were started for")
+    return Layout(name, node * devices + local, local, node, devices, nnodes)
+
+
+def use_cuda(device: str, devices: int) -> bool:
+    """cpu, gpu or auto; `gpu` without CUDA, or fewer GPUs than devices, is refused."""
+    config.check_device(device)
+    cuda = device == "gpu" or (device == "auto" and torch.cuda.is_available())
+    if cuda and devices > torch.cuda.device_count():
+        raise UsageError(f"devices: {devices} GPUs per node, but this process sees "
+                         f"{torch.cuda.device_count()} (CUDA_VISIBLE_DEVICES="
+                         f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); under Slurm every "
+                         "task must see all GPUs of its node (--gpus-per-node, not "
+                         "--gpus-per-task)")
+    return cuda
+
+
+class BenchModule(pl.LightningModule):
+    """One of the shared models, trained with SGD and cross entropy. Its data comes from
+    `make_loader(device, rank)`, called once Lightning has placed the module."""
+
+    def __init__(self, model: nn.Module, make_loader: Callable[[torch.device, int], Any],
+                 lr: float, momentum: float, fail_at_step: int = 0, fail_rank: int = 0):
+        super().__init__()
+        self.model, self.make_loader = model, make_loader
+        self.lr, self.momentum = lr, momentum
+        self.fail_at_step, self.fail_rank = fail_at_step, fail_rank
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.steps = 0
+
+    def train_dataloader(self):
+        return self.make_loader(self.device, self.global_rank)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        self.steps += 1
+        if self.steps == self.fail_at_step and self.global_rank == self.fail_rank:
+            raise RuntimeError(f"injected failure at step {self.steps} on rank {self.global_rank}")
+        return self.loss_fn(self.model(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.model.parameters(), lr=self.lr, momentum=self.momentum)
+
+
+def _gather(value: Any) -> list[Any]:
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return [value]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, value)
+    return out
+
+
+class ThroughputTimer(pl.Callback):
+    """Times every step on the device's timeline (benchlib.timing.StepMarks), leaves the
+    first `warmup_steps` of each epoch out, and at each epoch's end gathers every rank's
+    figures: rank 0 keeps one record per epoch in `epochs`."""
+
+    def __init__(self, warmup_steps: int, epochs_per_repeat: int):
+        self.warmup_steps, self.epochs_per_repeat = warmup_steps, epochs_per_repeat
+        self.epochs: list[dict[str, Any]] = []
+        self.startup: dict[str, float] = {}
+        self.utilisation: dict[str, Any] = {}
+
+    def setup(self, trainer, pl_module, stage):
+        import torch.distributed as dist
+
+        self.marks = StepMarks(pl_module.device)
+        if dist.is_available() and dist.is_initialized():
+            self.startup["joined_at"] = time.time()
+            print(f"{common.JOINED} ({dist.get_backend()})", flush=True)
+
+    def on_train_start(self, trainer, pl_module):
+        import psutil
+
+        self.startup.update(process_started_at=psutil.Process().create_time(),
+                            imported_at=_IMPORTED_AT, first_step_at=time.time())
+        watched = pl_module.device.type == "cuda" and trainer.global_rank == 0
+        self.sampler = UtilisationSampler([pl_module.device.index] if watched else [])
+        self.sampler.start()
+
+    def on_train_end(self, trainer, pl_module):
+        self.utilisation = self.sampler.stop()
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        self.marks.wait()  # nothing queued before the epoch counts towards it
+        self.epoch_start = time.perf_counter()
+        self.ends, self.handed, self.samples, self.loss = [self.marks.mark()], [], [], None
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.handed.append(self.marks.mark())
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.ends.append(self.marks.mark())
+        self.samples.append(len(batch[1]))
+        self.loss = outputs["loss"].detach()
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        self.marks.wait()
+        epoch_s = time.perf_counter() - self.epoch_start
+        data_s = [self.marks.seconds(b, h) for b, h in zip(self.ends, self.handed)]
+        compute_s = [self.marks.seconds(h, e) for h, e in zip(self.handed, self.ends[1:])]
+        w = self.warmup_steps
+        if len(self.samples) <= w:
+            raise ConfigError("warmup_steps", f"{w} leaves no timed step of the "
+                                              f"{len(self.samples)} this epoch had")
+        data, compute = data_s[w:], compute_s[w:]
+        mine = {"samples": sum(self.samples[w:]), "step_s": sum(data) + sum(compute),
+                "epoch_s": epoch_s, "loss_last": self.loss.item()}
+        everyone = _gather(mine)
+        if trainer.global_rank != 0:
+            return
+        slowest = max(range(len(everyone)), key=lambda r: everyone[r]["step_s"])
+        index = len(self.epochs)
+        self.epochs.append({
+            "repeat": index // self.epochs_per_repeat, "epoch": index % self.epochs_per_repeat,
+            "samples_per_s": sum(r["samples"] for r in everyone) / everyone[slowest]["step_s"],
+            "epoch_s": max(r["epoch_s"] for r in everyone),
+            "batch_s": sorted(d + c for d, c in zip(data, compute))[len(data) // 2],
+            "data_s": sum(data) / len(data), "compute_s": sum(compute) / len(compute),
+            "steps": len(self.samples), "slowest_rank": slowest,
+            "loss_last": sum(r["loss_last"] for r in everyone) / len(everyone)})
+
+
+class FailFast(pl.Callback):
+    """A rank whose step raised: traceback into its log, `rank<R>.failed` beside it, the
+    local ranks it started stopped, and out at once (not waiting in a collective for
+    ranks that will never come)."""
+
+    def __init__(self, log_dir: str | None, rank: int):
+        self.log_dir, self.rank = log_dir, rank
+
+    def on_exception(self, trainer, pl_module, exception):
+        die(exception, self.log_dir, self.rank, trainer)
+
+
+def die(error: BaseException, log_dir: str | None, rank: int, trainer: pl.Trainer | None = None):
+    if isinstance(error, BenchlibError):
+        print(f"{PROG}: {error}", file=sys.stderr)
+    else:
+        traceback.print_exception(error)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    common.mark_failed(log_dir, rank, error)
+    for child in _children(trainer):
+        child.send_signal(signal.SIGKILL)
+    os._exit(error.exit_code if isinstance(error, BenchlibError) else 1)
+
+
+def _children(trainer: pl.Trainer | None) -> list:
+    """The local ranks Lightning's launcher started from this process (way 3 only)."""
+    launcher = getattr(trainer.strategy, "launcher", None) if trainer is not None else None
+    return list(getattr(launcher, "procs", []))
+
+
+def build_trainer(args: argparse.Namespace, where: Layout, cuda: bool,
+                  callbacks: list[pl.Callback]) -> pl.Trainer:
+    from lightning.pytorch.plugins.environments import SLURMEnvironment
+    from lightning.pytorch.strategies import DDPStrategy
+
+    strategy: Any = "auto"  # one rank: no DDP, as benchlib.trainer's baseline
+    if where.world_size > 1:
+        strategy = DDPStrategy(process_group_backend="nccl" if cuda else "gloo",
+                               timeout=timedelta(seconds=args.timeout))
+    # a measurement is not resumed: no checkpoint and requeue when Slurm signals the end
+    plugins = [SLURMEnvironment(auto_requeue=False)] \
+        if where.environment == "SLURMEnvironment" else None
+    return pl.Trainer(accelerator="gpu" if cuda else "cpu", devices=where.devices,
+                      num_nodes=where.nnodes, strategy=strategy, plugins=plugins,
+                      max_epochs=args.epochs * args.repeats,
+                      limit_train_batches=args.max_steps or 1.0, use_distributed_sampler=True,
+                      enable_checkpointing=False, logger=False, enable_progress_bar=False,
+                      enable_model_summary=False, num_sanity_val_steps=0, callbacks=callbacks)
+
+
+def make_loader_factory(args: argparse.Namespace, dataset, collate) -> Callable:
+    def make(device: torch.device, rank: int):
+        if args.dataset == "synthetic":  # made on the device: no IO, no copy
+            shape = (3, args.image_size, args.image_size)
+            return SyntheticBatches(args.batch_size, shape, args.max_steps or 100, device,
+                                    args.seed + rank)
+        # shuffled; Lightning swaps in a DistributedSampler (seeded by seed_everything)
+        return loops.make_loader(dataset, collate, args.batch_size, args.num_workers, device,
+                                 args.seed)
+    return make
+
+
+def fit(args: argparse.Namespace, where: Layout, cuda: bool) -> dict | None:
+    """Train; rank 0 returns the result, the other ranks None."""
+    pl.seed_everything(args.seed, verbose=False)
+    dataset = collate = None
+    shape = (3, args.image_size, args.image_size)
+    if args.dataset != "synthetic":
+        dataset, collate, shape = build_dataset(args.dataset, args.path, not args.no_augment,
+                                                args.image_size)
+    try:
+        model = build_model(args.model, shape, args.depth, args.alpha)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    flops_per_sample = training_flops_per_sample(model, shape)
+    module = BenchModule(model, make_loader_factory(args, dataset, collate), args.lr,
+                         args.momentum, args.fail_at_step, args.fail_rank)
+    timer = ThroughputTimer(args.warmup_steps, args.epochs)
+    trainer = build_trainer(args, where, cuda, [timer, FailFast(args.log_dir, where.rank)])
+    chosen = getattr(trainer.strategy, "cluster_environment", None)
+    if chosen is not None and type(chosen).__name__ != where.environment:
+        raise UsageError(f"cluster environment: Lightning chose {type(chosen).__name__}; "
+                         "benchlib runs under torchrun, srun or Lightning's own launcher")
+    try:
+        # (no reset_peak_memory_stats here: before fit no device is current, and it
+        # would open a CUDA context on GPU 0 in every rank; a fresh process starts at 0)
+        timer.startup["fit_called_at"] = time.time()
+        trainer.fit(module)
+        fit_s = time.time() - timer.startup["fit_called_at"]
+        if trainer.global_rank != where.rank or trainer.world_size != where.world_size:
+            raise RuntimeError(f"Lightning placed this process at rank {trainer.global_rank}/"
+                               f"{trainer.world_size}, benchlib expected {where.rank}/"
+                               f"{where.world_size}")
+        from benchlib.dist import barrier_and_destroy
+
+        barrier_and_destroy()  # nobody leaves while another rank is still in a collective
+        for child in _children(trainer):  # Lightning's launcher: this node's other ranks
+            if (code := child.wait(args.timeout)) != 0:
+                raise RuntimeError(f"local rank process {child.pid} exited with code {code}")
+    except BaseException as e:  # noqa: BLE001 - errors inside fit already ended in FailFast
+        die(e, args.log_dir, where.rank, trainer)
+    if where.rank != 0:
+        return None
+    metrics = {
+        **summarize([e["samples_per_s"] for e in timer.epochs], "samples_per_s"),
+        **{name: summarize([e[name] for e in timer.epochs], name)[name]
+           for name in ("epoch_s", "batch_s", "data_s", "compute_s")},
+        "world_size": where.world_size, "nnodes": where.nnodes, "devices_per_node": where.devices,
+        "global_batch": args.batch_size * where.world_size,
+        "backend_used": trainer.strategy.process_group_backend if where.world_size > 1 else None,
+        "strategy": "ddp" if where.world_size > 1 else "single_device",
+        "cluster_environment": where.environment,
+        "lightning_version": lightning.__version__,
+        "device_name": torch.cuda.get_device_name(module.device) if cuda else "cpu",
+        "peak_mem_bytes": torch.cuda.max_memory_allocated(module.device) if cuda else None,
+        "model_params": sum(p.numel() for p in model.parameters()),
+        "threads_per_rank": torch.get_num_threads(),
+        "flops_per_sample": flops_per_sample,
+        "loss_last": timer.epochs[-1]["loss_last"],
+        "fit_s": fit_s,
+        "startup_s": timer.startup["first_step_at"] - timer.startup["process_started_at"],
+        **timer.utilisation,
+    }
+    return {"metrics": metrics, "details": {"epochs": timer.epochs, "host": socket.gethostname(),
+                                            "startup_rank0": startup_breakdown(timer.startup)}}
+
+
+def startup_breakdown(t: dict[str, float]) -> dict[str, float]:
+    """Rank 0's seconds from its process start to its first step: importing torch and
+    Lightning; building data, model and Trainer; Lightning starting the local ranks (its
+    own launcher) and joining the process group; wrapping the model and the loader."""
+    joined = t.get("joined_at", t["fit_called_at"])
+    return {"imports_s": t["imported_at"] - t["process_started_at"],
+            "prepare_s": t["fit_called_at"] - t["imported_at"],
+            "launch_and_join_s": joined - t["fit_called_at"],
+            "to_first_step_s": t["first_step_at"] - joined}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="Lightning DDP training on one or more "
+                                "nodes (seed 000's lightning_multinode.py)")
+    p.add_argument("total_epochs", nargs="?", type=int, help="epochs per repeat (or --epochs)")
+    p.add_argument("--epochs", type=int, help="epochs per repeat (default 1)")
+    p.add_argument("--path", default="outputs/data", help="data sets folder")
+    p.add_argument("--dataset", default="fashion-mnist", choices=config.TRAIN_DATASETS)
+    p.add_argument("--model", default="toynet", choices=config.MODELS)
+    p.add_argument("--devices", "--gpus", type=int, dest="devices",
+                   help="processes (GPUs) per node; default: the launcher's, else 1")
+    p.add_argument("--nnodes", type=int, help="nodes; default: the launcher's, else 1")
+    p.add_argument("--batch-size", "--batch_size", type=int, default=32, dest="batch_size",
+                   help="per device")
+    p.add_argument("--repeats", type=int, default=1, help="the run is epochs x repeats epochs, "
+                   "every epoch one sample")
+    p.add_argument("--num-workers", "--num_workers", type=int, default=0, dest="num_workers")
+    p.add_argument("--warmup-steps", type=int, default=5, help="left out at every epoch's start")
+    p.add_argument("--max-steps", type=int, default=0, help="per epoch; 0 = the whole epoch "
+                   "(synthetic: 100)")
+    p.add_argument("--lr", type=float, default=0.1, help="SGD, as benchlib.trainer")
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--image-size", type=int, default=224, help="imagefolder and synthetic")
+    p.add_argument("--depth", type=int, default=20, help="PyramidNet depth (6n + 2)")
+    p.add_argument("--alpha", type=int, default=48, help="PyramidNet widening")
+    p.add_argument("--no-augment", action="store_true")
+    p.add_argument("--device", default="auto", choices=config.DEVICES)
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds for the rendezvous and every collective")
+    p.add_argument("--log-dir", help="each rank writes <log-dir>/rank<R>.log")
+    p.add_argument("--result", help="rank 0 writes its result here (JSON)")
+    p.add_argument("--fail-at-step", type=int, default=0, help="fault injection (tests)")
+    p.add_argument("--fail-rank", type=int, default=0)
+    return p
+
+
+def check_args(args: argparse.Namespace) -> None:
+    if None not in (args.total_epochs, args.epochs) and args.total_epochs != args.epochs:
+        raise ConfigError("epochs", f"given twice, as {args.total_epochs} and --epochs "
+                                    f"{args.epochs}")
+    args.epochs = args.epochs or args.total_epochs or 1
+    for name in ("epochs", "repeats", "batch_size", "devices", "nnodes"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            raise ConfigError(name, f"must be >= 1, got {getattr(args, name)}")
+    for name in ("num_workers", "warmup_steps", "max_steps"):
+        if getattr(args, name) < 0:
+            raise ConfigError(name, f"must be >= 0, got {getattr(args, name)}")
+    if args.max_steps and args.warmup_steps >= args.max_steps:
+        raise ConfigError("warmup_steps", f"{args.warmup_steps} leaves no timed step of "
+                                          f"--max-steps {args.max_steps}")
+    if args.timeout <= 0:
+        raise ConfigError("timeout", f"must be > 0 seconds, got {args.timeout}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    # num_workers is a parameter here, not an oversight
+    warnings.filterwarnings("ignore", ".*does not have many workers.*")
+    args = parser().parse_args(argv)
+    try:
+        check_args(args)
+        rank = global_rank(os.environ, args.devices)
+    except BenchlibError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        return e.exit_code
+    launched_stderr = os.fdopen(os.dup(2), "w")  # where a layout error is also said
+    common.redirect_output(args.log_dir, rank)
+    try:
+        where = layout(os.environ, args.devices, args.nnodes)
+        cuda = use_cuda(args.device, where.devices)
+    except BenchlibError as e:
+        print(f"{PROG}: {e}", file=sys.stderr)
+        local = _int(os.environ, "SLURM_LOCALID", _int(os.environ, "LOCAL_RANK", 0))
+        if args.log_dir and local == 0:  # once per node
+            print(f"{PROG}: {e}", file=launched_stderr, flush=True)
+        return e.exit_code
+    print(f"rank {where.rank}/{where.world_size} (local {where.local_rank}) on "
+          f"{socket.gethostname()}, from {where.environment}, "
+          f"node {where.node_rank}/{where.nnodes}", flush=True)
+    try:
+        result = fit(args, where, cuda)
+        if result is not None and args.result:
+            atomic.write_json(Path(args.result), result)
+    except BaseException as e:  # noqa: BLE001 - every failure ends the same way, at once
+        die(e, args.log_dir, where.rank)
+    return 0

@@ -1,0 +1,7 @@
+"""`python -m benchlib.workers.lightning`: Lightning DDP training on one or more nodes,
+started by torchrun, srun or Lightning's own launcher (see benchlib.lightning_trainer)."""
+
+from benchlib.lightning_trainer import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())
