@@ -9,7 +9,7 @@ for raw DDP, `srun python` with one task per device for Lightning.
 
 from __future__ import annotations
 
-from benchlib import launch, paths
+from benchlib import launch, paths, results
 from benchlib.config import MultinodeConfig
 from benchlib.ddpstudy import DistResult, trainer_args
 from benchlib.timing import summarize
@@ -46,9 +46,7 @@ def run(cfg: MultinodeConfig, run_id: str = "interactive") -> DistResult:
                "epoch_s": summarize([e["epoch_s"] for e in epochs], "epoch_s")["epoch_s"],
                "launch_s": summarize([w for _, w in launches], "launch_s")["launch_s"],
                "launch_retries": sum(m.get("launch_retries", 0) for m, _ in launches)}
-    for name in [k for k in metrics if k in cfg.__dataclass_fields__]:
-        if metrics.pop(name) != getattr(cfg, name):  # a parameter is not a measurement
-            raise RuntimeError(f"{name}: the run reported another value than asked for")
+    metrics = results.without_params(metrics, cfg)
     if metrics["world_size"] != cfg.world_size:
         raise RuntimeError(f"world_size: the run had {metrics['world_size']} ranks, "
                            f"{cfg.nnodes} x {cfg.nproc_per_node} = {cfg.world_size} were asked for")

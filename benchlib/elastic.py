@@ -1,0 +1,480 @@
+"""The elastic trainer's loop (seed 001's imagenet_elastic_trainer.py, done so that an
+interrupted run ends where an uninterrupted one does).
+
+What makes a resumed run take the same steps as one that never stopped:
+- the data order of an epoch is a function of (seed, epoch) only: DistributedSampler
+  with `set_epoch`; a resume in mid-epoch drops the batches that epoch already trained
+  on from the sampler's index list instead of drawing them again;
+- the checkpoint holds the model, optimizer, LR scheduler (stepped once per step),
+  gradient scaler, the position (epoch, batch, step), best metric, and every rank's RNG
+  states; with `--num-workers 0` even random augmentations repeat exactly (with loader
+  workers, the augmentation draws after a mid-epoch resume differ);
+- each DataLoader has its own generator seeded by the epoch, so creating one does not
+  move the global RNG.
+
+At every step boundary the ranks all-reduce [loss, preemption flag]: one small
+collective gives the rank-averaged loss and lets all ranks agree to stop together when
+any of them got SIGTERM. A preempted run writes a checkpoint and exits with
+PREEMPTED_EXIT_CODE (75, EX_TEMPFAIL: "try again"); it writes no result record.
+
+Rank 0 appends every step and event to `<checkpoints>/timeline.jsonl`, across attempts,
+so the last attempt can report restarts, steps redone and recovery time for all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.utils.data import DataLoader, Dataset, Subset
+from torch.utils.data.distributed import DistributedSampler
+
+from benchlib import checkpoint, loops, trainer
+from benchlib.dist import DistEnv
+from benchlib.timing import summarize
+
+PREEMPTED_EXIT_CODE = 75
+TIMELINE = "timeline.jsonl"
+
+
+class Preempted(Exception):
+    """All ranks stopped at a step boundary after SIGTERM; the checkpoint is written."""
+
+    def __init__(self, step: int, path: Path):
+        self.step, self.path = step, path
+        super().__init__(f"preempted at step {step}: checkpoint {path}")
+
+
+class PreemptionFlag:
+    """SIGTERM (what Slurm sends before it kills, and torchrun when it stops its
+    workers) asks for a checkpoint at the next step boundary. The handler only sets a
+    flag: printing from it could interrupt a print of the main thread. A second
+    SIGTERM is not waited for: it kills at once."""
+
+    def __init__(self) -> None:
+        self.requested_at: float | None = None
+
+    def install(self) -> None:
+        signal.signal(signal.SIGTERM, self._handler)
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.requested_at is not None:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+        self.requested_at = time.time()
+
+
+def ignore_sigterm(worker_id: int) -> None:
+    """DataLoader workers leave SIGTERM to the main process, which stops them itself
+    after its checkpoint (Slurm signals every process of the job step)."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+class DummyImages(Dataset):
+    """`--dummy`: `n` samples without files (seed 001's FakeData, without its cost per
+    image): item i is image i % 64 of a pool made once from the seed, so the samples are
+    the same on every rank and every attempt, and a whole batch is one indexing op
+    (`__getitems__`; use `storage.passthrough` as the collate_fn)."""
+
+    POOL = 64
+
+    def __init__(self, n: int, shape: tuple[int, ...], num_classes: int, seed: int):
+        g = torch.Generator().manual_seed(seed)
+        self.n, pool = n, min(n, self.POOL)
+        self.images = torch.rand(pool, *shape, generator=g)
+        self.labels = torch.randint(num_classes, (pool,), generator=g)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        return self.images[i % len(self.labels)], self.labels[i % len(self.labels)]
+
+    def __getitems__(self, indices: list[int]):
+        index = torch.as_tensor(indices) % len(self.labels)
+        return self.images[index], self.labels[index]
+
+
+@dataclass
+class Position:
+    """Where training stands after a step: the next batch to train on is batch `batch`
+    of epoch `epoch`; `step` optimizer steps are done."""
+
+    epoch: int = 0
+    batch: int = 0
+    step: int = 0
+    best_acc1_pct: float | None = None  # None until a validation ran (seed 001 left it unbound)
+
+
+class Timeline:
+    """Rank 0's append-only record: one JSON line per step and per event (start,
+    checkpoint, validate, preempted, end), with a wall-clock time `t`. Other ranks
+    hold an inactive one."""
+
+    def __init__(self, folder: Path, active: bool, fresh: bool):
+        self.path = folder / TIMELINE
+        self.file = None
+        self.attempt = 0
+        if active:
+            if fresh:
+                self.path.unlink(missing_ok=True)
+            self.attempt = sum(e["event"] == "start" for e in read_timeline(self.path))
+            self.file = open(self.path, "a", buffering=1)  # noqa: SIM115 (open for the run)
+            if self.path.stat().st_size and not self.path.read_bytes().endswith(b"\n"):
+                self.file.write("\n")  # a line a killed rank 0 left unfinished stays apart
+
+    def write(self, event: str, **fields: Any) -> None:
+        if self.file is not None:
+            line = {"event": event, "t": time.time(), "attempt": self.attempt, **fields}
+            self.file.write(json.dumps(line) + "\n")
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+def read_timeline(path: Path) -> list[dict[str, Any]]:
+    """The events; a last line cut off by a crash is left out."""
+    if not path.exists():
+        return []
+    events = []
+    for line in path.read_text().splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    return events
+
+
+def recoveries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per restart: what ended the attempt before it (failure or preemption), the
+    last step it finished, the step it resumed from, the steps redone, and recovery_s:
+    from that last finished step to the first step finished after the resume (failure
+    detection, restart, rendezvous, loading, and the first step)."""
+    rows: list[dict[str, Any]] = []
+    last_step: dict[str, Any] | None = None
+    last_kind, since = None, None
+    for e in events:
+        kind = e["event"]
+        if kind == "start" and e["attempt"] > 0:
+            if rows and "recovery_s" not in rows[-1]:  # that attempt never finished a step
+                rows[-1].update(recovery_s=None, steps_redone=0)
+            done = last_step["step"] if last_step else 0
+            resumed = e.get("resumed_from_step") or 0
+            since = last_step["t"] if last_step else None
+            rows.append({"attempt": e["attempt"],
+                         "cause": "preempted" if last_kind == "preempted" else "failure",
+                         "last_step_before": done, "resumed_from_step": resumed,
+                         "steps_redone": done - resumed})
+        elif kind == "step":
+            if rows and "recovery_s" not in rows[-1]:
+                rows[-1]["recovery_s"] = e["t"] - since if since is not None else None
+            last_step = e
+        last_kind = kind
+    return rows
+
+
+def summarize_run(events: list[dict[str, Any]],
+                  warmup_steps: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(metrics, one row per restart) from the timeline of all the run's attempts.
+    Time lost to a restart = recovery_s + redo_s (the time spent on the steps redone)."""
+    steps = [e for e in events if e["event"] == "step"]
+    rows = recoveries(events)
+    timed, seen = [], {}
+    for e in steps:  # each attempt warms up again (fresh processes, caches, allocator)
+        seen[e["attempt"]] = seen.get(e["attempt"], 0) + 1
+        if seen[e["attempt"]] > warmup_steps:
+            timed.append(e)
+    redo_s = 0.0
+    for r in rows:
+        redo_s += sum(e["step_s"] for e in steps if e["attempt"] == r["attempt"]
+                      and r["resumed_from_step"] < e["step"] <= r["last_step_before"])
+    saves = [e["save_s"] for e in events if e["event"] == "checkpoint"]
+    accs = [e["acc1_pct"] for e in events if e["event"] == "validate"]
+
+    def median(values: list[float]) -> float | None:
+        return statistics.median(values) if values else None
+
+    return {
+        **summarize([e["samples"] / e["step_s"] for e in timed], "samples_per_s"),
+        "step_s": median([e["step_s"] for e in timed]),
+        "data_s": median([e["data_s"] for e in timed]),
+        "compute_s": median([e["step_s"] - e["data_s"] for e in timed]),
+        "attempts": sum(e["event"] == "start" for e in events),
+        "restarts": len(rows),
+        "steps_redone": sum(r["steps_redone"] for r in rows),
+        "recovery_s": sum((r["recovery_s"] or 0.0 for r in rows), 0.0),
+        "redo_s": redo_s,
+        "final_step": steps[-1]["step"] if steps else 0,
+        "loss_last": steps[-1]["loss"] if steps else None,
+        "best_acc1_pct": max(accs) if accs else None,
+        "checkpoints_written": len(saves),
+        "checkpoint_s": median(saves),
+    }, rows
+
+
+def _scheduler(name: str, optimizer, steps_per_epoch: int, epochs: int, step_epochs: int,
+               gamma: float):
+    """Stepped once per optimizer step, so its state always matches the step count,
+    also in mid-epoch. `step` is seed 001's StepLR (x gamma every `step_epochs` epochs)."""
+    from torch.optim import lr_scheduler
+
+    if name == "cosine":
+        return lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(steps_per_epoch * epochs, 1))
+    if name == "step":
+        return lr_scheduler.StepLR(optimizer, step_size=steps_per_epoch * step_epochs, gamma=gamma)
+    return lr_scheduler.ConstantLR(optimizer, factor=1.0, total_iters=0)
+
+
+# ---------------------------------------------------------------- the loop
+
+
+@dataclass
+class Plan:
+    """What a rank checked and built on its own before joining the others."""
+
+    args: Any  # the worker's argparse.Namespace
+    env: DistEnv
+    folder: Path  # the checkpoints folder, known to be writable
+    resume: checkpoint.Checkpoint | None
+    restart_count: int  # torchrun's (or Slurm's) restarts of this job so far
+    train_set: Dataset
+    val_set: Dataset | None
+    collate: Any
+    model: torch.nn.Module
+
+
+def _log(env: DistEnv, message: str) -> None:
+    if env.rank == 0:
+        print(message, flush=True)
+
+
+def _gather(value: Any, env: DistEnv) -> list[Any]:
+    """`value` from every rank, in rank order (all_gather_object)."""
+    if env.world_size == 1:
+        return [value]
+    out: list[Any] = [None] * env.world_size
+    dist.all_gather_object(out, value)
+    return out
+
+
+def _agree(loss: torch.Tensor, stop: bool, env: DistEnv) -> tuple[float, bool]:
+    """The rank-averaged loss, and whether any rank was asked to stop: one all_reduce."""
+    if env.world_size == 1:
+        return loss.item(), stop
+    packed = torch.tensor([loss.item(), float(stop)], dtype=torch.float64, device=loss.device)
+    dist.all_reduce(packed)
+    total, flags = packed.tolist()
+    return total / env.world_size, flags > 0
+
+
+def _check_same_checkpoint(step: int | None, env: DistEnv) -> None:
+    """Every rank must resume from the same step; a folder that is not shared by all
+    nodes shows up here, not as a hang or a silently diverged model."""
+    from benchlib.errors import UsageError
+
+    steps = _gather(step, env)
+    if len(set(steps)) > 1:
+        raise UsageError(f"checkpoints_path: the ranks found different checkpoints (steps by rank: "
+                         f"{steps}); it must be one folder that every node shares")
+
+
+def _inject_failure(plan: Plan, step: int) -> None:
+    """--fail-at-step K --fail-rank R: rank R dies after step K the way a lost node or the
+    OOM killer kills it (SIGKILL: no handler, no cleanup). Only in the first attempt, so
+    the restarted run can finish."""
+    args, env = plan.args, plan.env
+    if args.fail_at_step == step and env.rank == args.fail_rank and plan.restart_count == 0:
+        print(f"injected failure: rank {env.rank} kills itself after step {step}", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@torch.no_grad()
+def _validate(plan: Plan, model: torch.nn.Module, stepper: loops.Stepper) -> float:
+    """Top-1 accuracy (%) over the whole validation set: each rank takes every
+    world_size-th sample (no padding, so nothing counts twice), counts are summed. The
+    plain module runs it: DDP's forward could start a collective the others never join."""
+    env, args = plan.env, plan.args
+    part = Subset(plan.val_set, range(env.rank, len(plan.val_set), env.world_size))
+    loader = DataLoader(part, batch_size=args.batch_size, num_workers=args.num_workers,
+                        collate_fn=plan.collate, generator=torch.Generator().manual_seed(0),
+                        worker_init_fn=ignore_sigterm)
+    counts = torch.zeros(2, dtype=torch.float64, device=stepper.device)
+    model.eval()
+    for x, y in loader:
+        x, y = x.to(stepper.device), y.to(stepper.device)
+        with torch.autocast(stepper.device.type, dtype=stepper.autocast,
+                            enabled=stepper.autocast is not None):
+            counts[0] += (model(x).argmax(1) == y).sum()
+        counts[1] += len(y)
+    model.train()
+    if env.world_size > 1:
+        dist.all_reduce(counts)
+    return 100.0 * counts[0].item() / max(counts[1].item(), 1)
+
+
+class ElasticTrainer:
+    """One attempt of a run: restore the plan's checkpoint (if any), train to the last
+    epoch, checkpoint on the way; `run()` returns rank 0's record of the whole run."""
+
+    def __init__(self, plan: Plan, device: torch.device, backend: str,
+                 preemption: PreemptionFlag):
+        self.plan, self.args, self.env = plan, plan.args, plan.env
+        self.device, self.backend, self.preemption = device, backend, preemption
+        args, env = self.args, self.env
+        state = checkpoint.load(plan.resume) if plan.resume is not None else None
+        if state is not None:  # before DDP, which broadcasts rank 0's weights
+            plan.model.load_state_dict(state["model"])
+        self.model, _ = trainer.wrap(plan.model, "ddp", device, env)
+        self.plain = plan.model  # without DDP: what a checkpoint stores, what validates
+        self.stepper = loops.Stepper("train", device, self.model, lr=args.lr,
+                                     momentum=args.momentum, precision=args.precision,
+                                     channels_last=args.channels_last)
+        self.optimizer = self.stepper.optimizer
+        for group in self.optimizer.param_groups:  # Stepper's SGD has none; seed 001 used 1e-4
+            group["weight_decay"] = args.weight_decay
+        self.sampler = DistributedSampler(plan.train_set, num_replicas=env.world_size,
+                                          rank=env.rank, shuffle=True, seed=args.seed)
+        self.steps_per_epoch = math.ceil(len(self.sampler) / args.batch_size)
+        if args.max_steps:
+            self.steps_per_epoch = min(self.steps_per_epoch, args.max_steps)
+        self.scheduler = _scheduler(args.lr_schedule, self.optimizer, self.steps_per_epoch,
+                                    args.epochs, args.lr_step_epochs, args.lr_gamma)
+        self.pos = Position()
+        if state is not None:
+            self._restore(state)
+        _check_same_checkpoint(self.pos.step if state is not None else None, env)
+        self.timeline = Timeline(plan.folder, env.rank == 0,
+                                 fresh=state is None and plan.restart_count == 0)
+        self.timeline.write("start", restart_count=plan.restart_count, world_size=env.world_size,
+                            resumed_from_step=self.pos.step if state is not None else None)
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+        if self.stepper.scaler is not None and state.get("scaler"):
+            self.stepper.scaler.load_state_dict(state["scaler"])
+        self.pos = Position(**state["position"])
+        checkpoint.set_rng_state(state["rng"][self.env.rank], self.device)
+        print(f"resumed from {self.plan.resume.path}: step {self.pos.step}, epoch "
+              f"{self.pos.epoch}, batch {self.pos.batch} of {self.steps_per_epoch}", flush=True)
+
+    def _save(self) -> Path:
+        """All ranks hand rank 0 their RNG states; rank 0 writes; the others wait."""
+        args, env, pos = self.args, self.env, self.pos
+        start = time.perf_counter()
+        rngs = _gather(checkpoint.rng_state(self.device), env)
+        path = self.plan.folder / f"step-{pos.step:08d}.pt"
+        if env.rank == 0:
+            meta = {"step": pos.step, "epoch": pos.epoch, "batch": pos.batch, "model": args.model,
+                    "dataset": "dummy" if args.dummy else args.dataset,
+                    "world_size": env.world_size, "batch_size": args.batch_size,
+                    "seed": args.seed, "best_acc1_pct": pos.best_acc1_pct}
+            scaler = self.stepper.scaler
+            state = {"model": self.plain.state_dict(), "optimizer": self.optimizer.state_dict(),
+                     "scheduler": self.scheduler.state_dict(), "rng": rngs,
+                     "position": asdict(pos),
+                     "scaler": scaler.state_dict() if scaler is not None else None}
+            path = checkpoint.save(self.plan.folder, state, meta, args.keep_checkpoints).path
+        if env.world_size > 1:
+            dist.barrier()  # nobody runs ahead of a checkpoint that is not complete yet
+        save_s = time.perf_counter() - start
+        self.timeline.write("checkpoint", step=pos.step, save_s=save_s)
+        _log(env, f"checkpoint at step {pos.step}: {path} ({save_s:.2f} s)")
+        return path
+
+    def _validate_epoch(self, epoch: int) -> None:
+        acc1 = _validate(self.plan, self.plain, self.stepper)
+        pos = self.pos
+        if pos.best_acc1_pct is None or acc1 > pos.best_acc1_pct:
+            pos.best_acc1_pct = acc1
+            if self.env.rank == 0:
+                checkpoint.save_best(self.plan.folder, self.plain.state_dict(),
+                                     {"step": pos.step, "epoch": epoch, "acc1_pct": acc1})
+        self.timeline.write("validate", epoch=epoch, step=pos.step, acc1_pct=acc1)
+        _log(self.env, f"epoch {epoch}: acc1 {acc1:.2f}% (best {pos.best_acc1_pct:.2f}%)")
+
+    def _loader(self, epoch: int, first: int):
+        """The epoch's batches from batch `first` on: the sampler's order for this epoch
+        without the indices already trained on."""
+        args = self.args
+        self.sampler.set_epoch(epoch)
+        indices = list(self.sampler)[first * args.batch_size:]
+        return iter(DataLoader(self.plan.train_set, batch_size=args.batch_size, sampler=indices,
+                               num_workers=args.num_workers, collate_fn=self.plan.collate,
+                               pin_memory=self.device.type == "cuda",
+                               worker_init_fn=ignore_sigterm,
+                               generator=torch.Generator().manual_seed(args.seed + epoch)))
+
+    def _run_batch(self, epoch: int, batch: int, batches) -> None:
+        """One step, then at its boundary: record it, and checkpoint, validate or stop."""
+        args, env = self.args, self.env
+        start = time.perf_counter()
+        x, y = next(batches)
+        handed = time.perf_counter()
+        loss = self.stepper(x, y)
+        self.scheduler.step()
+        mean_loss, stop = _agree(loss, self.preemption.requested_at is not None, env)
+        step_s = time.perf_counter() - start
+        end_of_epoch = batch + 1 == self.steps_per_epoch
+        self.pos = Position(epoch + 1 if end_of_epoch else epoch, 0 if end_of_epoch else batch + 1,
+                            self.pos.step + 1, self.pos.best_acc1_pct)
+        step, samples = self.pos.step, len(y) * env.world_size
+        self.timeline.write("step", epoch=epoch, step=step, loss=mean_loss, step_s=step_s,
+                            data_s=handed - start, samples=samples)
+        if args.log_interval and step % args.log_interval == 0:
+            _log(env, f"epoch {epoch} batch {batch + 1}/{self.steps_per_epoch} step {step}: "
+                      f"loss {mean_loss:.4f}, {samples / step_s:.1f} samples/s")
+        _inject_failure(self.plan, step)
+        if stop:
+            path = self._save()
+            self.timeline.write("preempted", step=step)
+            self.timeline.close()
+            raise Preempted(step, path)
+        if end_of_epoch and self.plan.val_set is not None:
+            self._validate_epoch(epoch)
+        if end_of_epoch or (args.checkpoint_every and step % args.checkpoint_every == 0):
+            self._save()
+
+    def run(self) -> dict | None:
+        first_epoch, first_batch = self.pos.epoch, self.pos.batch
+        for epoch in range(first_epoch, self.args.epochs):
+            first = first_batch if epoch == first_epoch else 0
+            batches = self._loader(epoch, first)
+            for batch in range(first, self.steps_per_epoch):
+                self._run_batch(epoch, batch, batches)
+            del batches  # stops its loader workers
+        self.timeline.write("end", step=self.pos.step)
+        self.timeline.close()
+        return self._result() if self.env.rank == 0 else None
+
+    def _result(self) -> dict:
+        env, device = self.env, self.device
+        events = read_timeline(self.timeline.path)
+        metrics, rows = summarize_run(events, self.args.warmup_steps)
+        metrics.update({
+            "world_size": env.world_size, "global_batch": self.args.batch_size * env.world_size,
+            "steps_per_epoch": self.steps_per_epoch, "epochs": self.args.epochs,
+            "backend_used": self.backend if env.world_size > 1 else None,
+            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "model_params": sum(p.numel() for p in self.plain.parameters()),
+            "threads_per_rank": torch.get_num_threads(),
+            "resumed_from_step": self.plan.resume.step if self.plan.resume is not None else None,
+        })
+        return {"metrics": metrics, "details": {"restarts": rows, "timeline": events}}
+
+
+def train(plan: Plan, device: torch.device, backend: str, preemption: PreemptionFlag) -> dict | None:
+    """Run the plan to its last epoch; rank 0 returns the record of the whole run (all
+    attempts), the others None. Raises Preempted, after the checkpoint, when any rank
+    got SIGTERM."""
+    return ElasticTrainer(plan, device, backend, preemption).run()

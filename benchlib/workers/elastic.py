@@ -1,0 +1,271 @@
+"""`python -m benchlib.workers.elastic`: seed 001's elastic ImageNet trainer, restartable.
+
+    torchrun --standalone --nproc-per-node 4 --max-restarts 3 -m benchlib.workers.elastic \\
+        DATA --val-path DATA/val --epochs 30 --resume-or-start --checkpoints-path CKPT
+    srun python -m benchlib.workers.elastic DATA --dist-init-method slurm --resume ...
+
+Data: `--dataset imagefolder` (DATA/train/<class>/*.JPEG, ImageNet's layout, or a
+folder prepared by `benchlib data`), cifar10, fashion-mnist, mydataset, or `--dummy`.
+
+Resuming: `--resume` continues from the newest valid checkpoint and refuses to start
+without one; `--resume-or-start` starts fresh when there is none. A restarted attempt
+(TORCHELASTIC_RESTART_COUNT or SLURM_RESTART_COUNT > 0) always resumes. Without either
+flag a folder that already holds checkpoints is refused rather than overwritten.
+
+Exit codes: 0 done (rank 0 wrote --result); 2 bad input (one line naming the parameter,
+on stderr and in the rank's log, before any step runs); 75 preempted by SIGTERM after a
+checkpoint (run again with --resume); 1 anything else (traceback in the rank's log).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import traceback
+from pathlib import Path
+
+from benchlib import atomic, checkpoint, dist, elastic, paths
+from benchlib.config import MODELS, PRECISIONS, check_precision, require_min
+from benchlib.errors import BenchlibError, ConfigError, UsageError
+from benchlib.workers import common
+
+PROG = "benchlib.workers.elastic"
+DATASETS = ("imagefolder", "cifar10", "fashion-mnist", "mydataset")
+IMAGENET_TRAIN = 1281167  # pytorch/examples' --dummy epoch: ImageNet's training set
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="elastic, checkpointed training (seed 001)")
+    p.add_argument("data", nargs="?", help="data folder (seed 001's positional argument)")
+    p.add_argument("--path", default="outputs/data", help="data folder, when not given first")
+    p.add_argument("--dataset", default="imagefolder", choices=DATASETS)
+    p.add_argument("--dummy", action="store_true", help="random images, no files (seed 001)")
+    p.add_argument("--dummy-size", type=int, default=IMAGENET_TRAIN, help="samples per --dummy epoch")
+    p.add_argument("--val-path", help="validate each epoch: the folder of the val split")
+    p.add_argument("--model", default="resnet18", choices=MODELS)
+    p.add_argument("--image-size", type=int, default=224, help="imagefolder and --dummy")
+    p.add_argument("--no-augment", action="store_true")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=64, help="per device")
+    p.add_argument("--max-steps", type=int, default=0, help="per epoch; 0 = the whole epoch")
+    p.add_argument("--num-workers", type=int, default=0)
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--weight-decay", type=float, default=1e-4)
+    p.add_argument("--lr-schedule", default="step", choices=["step", "cosine", "constant"])
+    p.add_argument("--lr-step-epochs", type=int, default=30, help="step: x gamma every N epochs")
+    p.add_argument("--lr-gamma", type=float, default=0.1)
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--warmup-steps", type=int, default=5, help="per attempt, left out of samples/s")
+    p.add_argument("--log-interval", type=int, default=20)
+    g = p.add_argument_group("checkpoints")
+    g.add_argument("--checkpoints-path", default="outputs/checkpoints/elastic")
+    g.add_argument("--checkpoint-every", type=int, default=0,
+                   help="steps between checkpoints; 0 = at the end of each epoch only")
+    g.add_argument("--keep-checkpoints", type=int, default=2)
+    resume = g.add_mutually_exclusive_group()
+    resume.add_argument("--resume", action="store_true", help="from the newest valid checkpoint")
+    resume.add_argument("--resume-or-start", action="store_true",
+                        help="resume if there is a checkpoint, else start fresh")
+    g.add_argument("--fail-at-step", type=int, default=0, help="fault injection (tests): 0 = off")
+    g.add_argument("--fail-rank", type=int, default=0)
+    d = p.add_argument_group("distributed")
+    d.add_argument("--dist-init-method", default="torchrun", choices=["torchrun", "slurm"],
+                   help="torchrun's variables (none: one process), or srun's SLURM_* (seed 001)")
+    d.add_argument("--device", default="auto", choices=["cpu", "gpu", "auto"])
+    d.add_argument("--backend", default="auto", choices=list(dist.BACKENDS))
+    d.add_argument("--timeout", type=float, default=300.0, help="seconds, rendezvous and collectives")
+    d.add_argument("--log-dir", help="each rank appends to <log-dir>/rank<R>.log")
+    d.add_argument("--result", help="rank 0 writes the run's result here (JSON)")
+    return p
+
+
+def resolve_env(method: str) -> dist.DistEnv:
+    if method == "slurm":
+        if not {"SLURM_PROCID", "SLURM_NTASKS"} <= os.environ.keys():
+            raise UsageError("dist_init_method: slurm needs SLURM_PROCID and SLURM_NTASKS; start "
+                             "the ranks with srun, or use torchrun")
+        return dist.resolve({k: v for k, v in os.environ.items()
+                             if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")})
+    return dist.resolve(local_rank=int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def restart_count() -> int:
+    """How many times this job's ranks were started before: torchrun's restarts plus a
+    requeued Slurm job's (the same on every rank of an attempt)."""
+    return sum(int(os.environ.get(name) or 0)
+               for name in ("TORCHELASTIC_RESTART_COUNT", "SLURM_RESTART_COUNT"))
+
+
+def _class_folders(path: str, split: str) -> Path:
+    """ImageNet's layout (PATH/train/<class>/), benchlib's generated one
+    (PATH/imagefolder/train/<class>/), or PATH itself holding the class folders."""
+    root = paths.resolve(path)
+    for candidate in (root / "imagefolder" / split, root / split, root):
+        if candidate.is_dir() and any(p.is_dir() for p in candidate.iterdir()):
+            return candidate
+    raise UsageError(f"path: {root} has no class folders of images ({split}/<class>/*.JPEG)")
+
+
+def build_data(args: argparse.Namespace):
+    """(train set, validation set or None, collate_fn, shape of one input)."""
+    from torch.utils.data import default_collate
+    from torchvision import transforms
+    from torchvision.datasets import FashionMNIST, ImageFolder
+
+    from benchlib import data, storage, trainer
+
+    path = args.data or args.path
+    if args.dummy:
+        if args.val_path:
+            raise UsageError("val_path: --dummy has no validation set; leave --val-path out")
+        shape = (1, 28, 28) if args.model == "toynet" else (3, args.image_size, args.image_size)
+        classes = 1000 if args.model.startswith("resnet") else 10
+        return (elastic.DummyImages(args.dummy_size, shape, classes, args.seed), None,
+                storage.passthrough, shape)
+    if args.dataset == "imagefolder":
+        shape = (3, args.image_size, args.image_size)
+        norm = [transforms.ToTensor(), transforms.Normalize(trainer.IMAGENET_MEAN, trainer.IMAGENET_STD)]
+        crop = [transforms.RandomResizedCrop(args.image_size), transforms.RandomHorizontalFlip()]
+        center = [transforms.Resize(args.image_size * 256 // 224), transforms.CenterCrop(args.image_size)]
+        train = ImageFolder(_class_folders(path, "train"),
+                            transforms.Compose((center if args.no_augment else crop) + norm))
+        val = ImageFolder(_class_folders(args.val_path, "val"), transforms.Compose(center + norm)) \
+            if args.val_path else None
+        return train, val, default_collate, shape
+    train, collate, shape = trainer.build_dataset(args.dataset, path, not args.no_augment)
+    if not args.val_path:
+        return train, None, collate, shape
+    if args.dataset == "mydataset":
+        raise UsageError("val_path: mydataset has no validation split; validate with "
+                         "fashion-mnist, cifar10 or imagefolder")
+    root = paths.resolve(args.val_path)
+    if args.dataset == "cifar10":
+        val = data.cifar10(root, train=False, transform=transforms.Compose(
+            [transforms.ToTensor(), transforms.Normalize(trainer.CIFAR_MEAN, trainer.CIFAR_STD)]))
+    else:
+        data.describe(root, "fashion-mnist")
+        val = FashionMNIST(str(root), train=False, download=False, transform=transforms.ToTensor())
+    return train, val, collate, shape
+
+
+def preflight(args: argparse.Namespace, env: dist.DistEnv) -> elastic.Plan:
+    """Everything a rank checks alone, before it joins the others: bad input ends here
+    (exit code 2), before a process group exists or a step runs."""
+    import torch
+
+    from benchlib.models import build_model
+
+    for name in ("epochs", "batch_size", "keep_checkpoints", "dummy_size", "lr_step_epochs"):
+        require_min(name, getattr(args, name), 1)
+    for name in ("max_steps", "checkpoint_every", "num_workers", "warmup_steps", "fail_at_step"):
+        require_min(name, getattr(args, name), 0)
+    if args.fail_at_step and not 0 <= args.fail_rank < env.world_size:
+        raise ConfigError("fail_rank", f"must be in [0, {env.world_size}), got {args.fail_rank}")
+    folder = checkpoint.check_writable(paths.resolve(args.checkpoints_path))
+    restarts = restart_count()
+    found = checkpoint.latest(folder)
+    resuming = args.resume or args.resume_or_start or restarts > 0
+    if found is not None and resuming:
+        checkpoint.check_compatible(found, model=args.model, world_size=env.world_size,
+                                    batch_size=args.batch_size, seed=args.seed,
+                                    dataset="dummy" if args.dummy else args.dataset)
+    elif found is None and args.resume and restarts == 0:
+        raise UsageError(f"resume: no usable checkpoint in {folder}; pass --resume-or-start "
+                         "instead to start fresh when there is none")
+    elif found is not None:
+        raise UsageError(f"checkpoints_path: {folder} already holds a checkpoint (step "
+                         f"{found.step}); pass --resume to continue that run, or give an empty folder")
+    if env.rank == 0:
+        for stale in checkpoint.clean_temporaries(folder):
+            print(f"removed {stale}, left by a writer that was killed", flush=True)
+    train_set, val_set, collate, shape = build_data(args)
+    torch.manual_seed(args.seed)  # the same initial weights on every rank and every run
+    try:
+        model = build_model(args.model, shape)
+    except ValueError as e:
+        raise UsageError(str(e)) from e
+    return elastic.Plan(args, env, folder, found if resuming else None, restarts, train_set,
+                        val_set, collate, model)
+
+
+def join(env: dist.DistEnv, backend: str, timeout_s: float, restarts: int) -> None:
+    """dist.init, except under a torchrun agent that shares its store with the workers
+    (TORCHELASTIC_USE_AGENT_STORE): that store outlives a restart, and a restarted rank
+    can read the address a dead rank published there in the attempt before and fail
+    with "connection refused" (pytorch/pytorch#135712; seen here with torch 2.14 on a
+    one-node restart).
+    Each attempt's keys get a prefix of their own."""
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        dist.init(env, backend, timeout_s)
+        return
+    from datetime import timedelta
+
+    import torch.distributed as td
+
+    timeout = timedelta(seconds=timeout_s)
+    agent_store = td.TCPStore(env.master_addr, env.master_port, is_master=False, timeout=timeout)
+    td.init_process_group(backend, store=td.PrefixStore(f"benchlib/restart{restarts}", agent_store),
+                          rank=env.rank, world_size=env.world_size, timeout=timeout)
+
+
+def _refuse(terminal, error: BenchlibError) -> None:
+    """Bad input: one line in the rank's log and where the user started the run."""
+    line = f"{PROG}: {error}"
+    print(line, file=sys.stderr, flush=True)
+    if terminal is not None:
+        print(line, file=terminal, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        env = resolve_env(args.dist_init_method)
+    except BenchlibError as e:
+        _refuse(None, e)
+        return e.exit_code
+    terminal = os.fdopen(os.dup(2), "w", buffering=1) if args.log_dir else None
+    common.redirect_output(args.log_dir, env.rank)  # append: a restarted rank adds to its log
+    restarts = restart_count()
+    print(f"rank {env.rank}/{env.world_size} (local {env.local_rank}) on {socket.gethostname()}, "
+          f"from {env.source}, master {env.master_addr}:{env.master_port}, restart {restarts}, "
+          f"pid {os.getpid()}",
+          flush=True)
+    if restarts and args.log_dir:  # the failure before was recovered from: blame none of it
+        Path(args.log_dir, f"rank{env.rank}.failed").unlink(missing_ok=True)
+    preemption = elastic.PreemptionFlag()
+    preemption.install()
+    try:
+        plan = preflight(args, env)
+        device = dist.device_for(args.device, env.local_rank)
+        backend = dist.choose_backend(device.type, args.backend)
+        check_precision(args.precision, device.type)
+        if env.world_size > 1:
+            join(env, backend, args.timeout, restarts)
+            print(f"{common.JOINED} ({backend})", flush=True)
+        result = elastic.train(plan, device, backend, preemption)
+    except BenchlibError as e:
+        _refuse(terminal, e)
+        os._exit(e.exit_code)  # never wait in destroy_process_group for ranks that left
+    except elastic.Preempted as p:
+        print(f"{p}; exiting with code {elastic.PREEMPTED_EXIT_CODE}: run again with --resume",
+              flush=True)
+        dist.barrier_and_destroy()  # every rank stopped at the same step boundary
+        return elastic.PREEMPTED_EXIT_CODE
+    except BaseException as e:  # noqa: BLE001 (anything else: traceback, marker, exit 1)
+        traceback.print_exc()
+        sys.stdout.flush()
+        common.mark_failed(args.log_dir, env.rank, e)
+        os._exit(1)
+    dist.barrier_and_destroy()
+    if env.rank == 0 and args.result:
+        atomic.write_json(Path(args.result), result)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
