@@ -196,6 +196,7 @@ def with_speedup(runs: pd.DataFrame, same_work: list[str], baseline: pd.Series,
                  devices: str) -> pd.DataFrame:
     """speedup = median samples/s of a run / median of the baseline runs doing the same
     work (same values of `same_work`); efficiency = speedup / devices. No baseline: NaN."""
+    runs = runs.copy()  # one block again: records' columns arrive one by one
     base = runs[baseline].groupby(same_work)["samples_per_s"].median().to_dict()
     per_run = runs.set_index(same_work).index.map(base.get)
     runs = runs.assign(speedup=runs["samples_per_s"] / pd.Series(per_run, index=runs.index,
@@ -405,20 +406,69 @@ def multinode_conclusions(runs: pd.DataFrame) -> str:
     if runs.empty:
         return "No multi-node runs yet (notebook 30)."
     parts = []
-    for _, r in multinode_table(runs).iterrows():
-        if r["world_size"] == 1 or pd.isna(r["speedup"]):
+    for r in multinode_table(runs).itertuples():
+        if r.world_size == 1 or pd.isna(r.speedup):
             continue
-        parts.append(f"- **{r['trainer']}** via {r['launcher']} on {r['nnodes']} node(s) x "
-                     f"{r['nproc_per_node']}: {r['samples_per_s']:,.1f} samples/s (p10-p90 "
-                     f"{r['samples_per_s_p10']:,.1f}-{r['samples_per_s_p90']:,.1f}), speedup "
-                     f"**{r['speedup']:.2f}x**, efficiency {r['efficiency']:.0%}.")
-    for _, o in lightning_overhead(runs).iterrows():
-        parts.append(f"- {o['nnodes']} x {o['nproc_per_node']}: raw DDP's samples/s are "
-                     f"{o['overhead']:+.0%} against Lightning's (spread {o['overhead_low']:+.0%} "
-                     f"to {o['overhead_high']:+.0%}; positive: Lightning is slower), and "
-                     f"Lightning takes {o['extra_launch_s']:+.1f} s longer from launch to result.")
+        parts.append(f"- **{r.trainer}** via {r.launcher} on {r.nnodes} node(s) x "
+                     f"{r.nproc_per_node}: {r.samples_per_s:,.1f} samples/s (p10-p90 "
+                     f"{r.samples_per_s_p10:,.1f}-{r.samples_per_s_p90:,.1f}), speedup "
+                     f"**{r.speedup:.2f}x**, efficiency {r.efficiency:.0%}.")
+    for o in lightning_overhead(runs).itertuples():
+        parts.append(f"- {o.nnodes} x {o.nproc_per_node}: raw DDP's samples/s are "
+                     f"{o.overhead:+.0%} against Lightning's (spread {o.overhead_low:+.0%} to "
+                     f"{o.overhead_high:+.0%}; positive: Lightning is slower); launch to result, "
+                     f"Lightning {o.extra_launch_s:+.1f} s against raw DDP.")
     devices = ", ".join(sorted(set(runs["device_name"])))
     parts.append(f"- Measured on {devices}. Nodes on one host share its cores and talk over "
                  "loopback, so these figures show what the launchers and the process groups "
                  "cost, not what a network between real nodes would.")
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------- fault tolerance (35)
+
+FAULT_NOTEBOOK = "35_fault_tolerance.ipynb"
+
+
+def fault_runs(df: pd.DataFrame) -> pd.DataFrame:
+    if df.empty or "fail_at_step" not in df:
+        return pd.DataFrame()
+    runs = df[(df["notebook"] == FAULT_NOTEBOOK) & (df["status"] == "ok")]
+    return runs.astype({c: int for c in ("nproc_per_node", "checkpoint_every", "fail_at_step",
+                                         "restarts", "steps_redone", "final_step")})
+
+
+def fault_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: the failure, what it cost, and whether the run came back to the
+    same loss as the uninterrupted one."""
+    cols = ["model", "dataset", "nproc_per_node", "checkpoint_every", "fail_at_step",
+            "restarts", "steps_redone", "recovery_s", "redo_s", "checkpoint_s", "final_step",
+            "loss_last", "loss_last_uninterrupted", "loss_diff", "samples_per_s"]
+    if runs.empty:
+        return pd.DataFrame(columns=cols)
+    return runs.reindex(columns=cols).sort_values(["fail_at_step", "checkpoint_every"]) \
+        .reset_index(drop=True)
+
+
+def fault_conclusions(runs: pd.DataFrame) -> str:
+    if runs.empty:
+        return "No fault-tolerance runs yet (notebook 35)."
+    parts = []
+    for r in fault_table(runs).itertuples():
+        if not r.restarts:
+            parts.append(f"- No restart ({r.nproc_per_node} ranks, fail_at_step "
+                         f"{r.fail_at_step}): {r.samples_per_s:,.0f} samples/s.")
+            continue
+        line = (f"- {r.nproc_per_node} ranks, a rank killed after step {r.fail_at_step} with a "
+                f"checkpoint every {r.checkpoint_every} steps: **{r.restarts} restart(s), "
+                f"{r.steps_redone} step(s) redone, back to training in {r.recovery_s:.1f} s** "
+                f"(a checkpoint took {r.checkpoint_s * 1e3:.0f} ms)")
+        if pd.notna(r.loss_diff):
+            same = "the same" if r.loss_diff <= 1e-6 * max(abs(r.loss_last), 1) else "a different"
+            line += (f"; it ended at {same} loss as the uninterrupted run "
+                     f"({r.loss_last:.6f} vs {r.loss_last_uninterrupted:.6f})")
+        parts.append(line + ".")
+    parts.append("- Steps redone are at most `checkpoint_every - 1`: checkpointing more often "
+                 "trades a little time every few steps for less work lost per failure. Most of "
+                 "the recovery time is torchrun starting the processes again and importing torch.")
     return "\n".join(parts)

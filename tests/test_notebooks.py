@@ -153,3 +153,38 @@ grid: {nproc_per_node: [1, 2]}
     analysis = (outputs / "report" / "analysis.html").read_text()
     assert "fp32 on 2 devices: speedup" in analysis and "Seed 003 (PyTorch 1.6, V100" in analysis
     assert "MFU is unknown here" in analysis
+
+
+def test_multinode_and_fault_tolerance_notebooks_feed_the_analysis(tmp_path, outputs, small_data):
+    file = tmp_path / "mn.yaml"
+    file.write_text(f"""
+studies:
+  - study: multinode
+    notebook: 30_multinode_lightning
+    defaults: {{path: {small_data}, device: cpu, dataset: mydataset, model: toynet,
+               batch_size: 16, epochs: 2, max_steps: 6, warmup_steps: 2}}
+    table:
+      - {{trainer: ddp, launcher: torchrun, nnodes: 1}}
+      - {{trainer: ddp, launcher: torchrun, nnodes: 2}}
+      - {{trainer: lightning, launcher: lightning, nnodes: 2}}
+  - study: fault
+    notebook: 35_fault_tolerance
+    defaults: {{path: {small_data}, device: cpu, dataset: mydataset, model: toynet,
+               max_steps: 8, epochs: 1, fail_at_step: 6, checkpoint_every: 4}}
+    table: [{{nproc_per_node: 2}}]
+""")
+    assert main(["sweep", str(file), "--no-progress"]) == 0
+    df = results.load_results(outputs / "results")
+    mn = df[df["study"] == "multinode"].set_index(["trainer", "nnodes"])
+    assert mn.loc[("ddp", 2), "world_size"] == 2 and mn.loc[("lightning", 2), "world_size"] == 2
+    assert mn.loc[("lightning", 2), "cluster_environment"] == "LightningEnvironment"
+    fault = df[df["study"] == "fault"].iloc[0]
+    assert fault["restarts"] == 1 and fault["steps_redone"] == 2  # killed after 6, resumed at 4
+    assert fault["loss_diff"] <= 1e-6 * max(abs(fault["loss_last"]), 1)
+
+    report.build(outputs)
+    analysis = (outputs / "report" / "analysis.html").read_text()
+    assert "<strong>ddp</strong> via torchrun on 2 node(s) x 1" in analysis
+    assert "2 x 1: raw DDP's samples/s are" in analysis  # Lightning's overhead, same layout
+    assert "1 restart(s), 2 step(s) redone" in analysis
+    assert "it ended at the same loss as the uninterrupted run" in analysis
