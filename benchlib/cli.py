@@ -103,7 +103,8 @@ def cmd_slurm_script(args) -> int:
     worker_args = shlex.split(args.worker_args)
     text = slurm.training_script(args.trainer, args.nodes, args.devices, worker_args,
                                  args.output, args.partition, args.time, args.gpu, args.port,
-                                 args.requeue, check_capacity=not args.no_capacity_check)
+                                 args.requeue, check_capacity=not args.no_capacity_check,
+                                 max_restarts=args.max_restarts)
     if not args.submit:
         print(text, end="")
         return 0
@@ -337,8 +338,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("slurm-script", help="an sbatch script for a multi-node run (seed: "
                        "srun_ddp.sh, srun_lightning.sh)")
-    p.add_argument("trainer", choices=["ddp", "lightning"],
-                   help="ddp: srun torchrun, one agent per node; lightning: srun, a task per device")
+    p.add_argument("trainer", choices=["ddp", "elastic", "lightning"],
+                   help="ddp, elastic: srun torchrun, one agent per node; lightning: srun, a "
+                   "task per device")
+    p.add_argument("--max-restarts", type=int, default=0,
+                   help="torchrun restarts the ranks this often after a failure (elastic)")
     p.add_argument("--nodes", type=int, required=True)
     p.add_argument("--devices", type=int, required=True, help="GPUs (or CPU processes) per node")
     p.add_argument("--gpu", action="store_true", help="ask for --gpus-per-node=DEVICES")

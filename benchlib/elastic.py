@@ -40,9 +40,9 @@ from torch.utils.data.distributed import DistributedSampler
 
 from benchlib import checkpoint, loops, trainer
 from benchlib.dist import DistEnv
+from benchlib.errors import PREEMPTED_EXIT_CODE  # noqa: F401  (the worker exits with it)
 from benchlib.timing import summarize
 
-PREEMPTED_EXIT_CODE = 75
 TIMELINE = "timeline.jsonl"
 
 

@@ -19,3 +19,8 @@ class ConfigError(UsageError, ValueError):
     def __init__(self, field: str, message: str):
         self.field = field
         super().__init__(f"{field}: {message}")
+
+
+# A process stopped by SIGTERM (Slurm's notice before it kills a job) after writing a
+# checkpoint: not a failure, run it again to resume (EX_TEMPFAIL, "try again").
+PREEMPTED_EXIT_CODE = 75

@@ -26,7 +26,7 @@ from typing import Any
 
 from benchlib import config
 from benchlib.dist import check_port
-from benchlib.errors import BenchlibError, UsageError
+from benchlib.errors import PREEMPTED_EXIT_CODE, BenchlibError, UsageError
 
 # how processes start: DDP's ways (config.LAUNCHERS), Lightning's own, Slurm's, or one
 # plain process
@@ -192,8 +192,10 @@ def supervise(processes: list[Process], log_dir: Path, timeout_s: float) -> None
                                       failed.popen.returncode, failed.log)
                 rank, host, code, log = _failed_rank(failed, log_dir)
                 who = f"rank {rank}" if rank is not None else failed.label
-                raise LaunchError(f"{who} on {host} exited with code {code}; log: {log}",
-                                  rank, host, code, log)
+                what = f"exited with code {code}"
+                if code == PREEMPTED_EXIT_CODE:
+                    what = "was preempted (SIGTERM) and wrote a checkpoint: run it again to resume"
+                raise LaunchError(f"{who} on {host} {what}; log: {log}", rank, host, code, log)
             if all(c == 0 for c in codes):
                 return
             if time.monotonic() > deadline:

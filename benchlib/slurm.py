@@ -18,7 +18,8 @@ from pathlib import Path
 
 from benchlib.errors import BenchlibError, ConfigError, UsageError
 
-TRAINERS = ("ddp", "lightning")  # srun torchrun (one agent per node) or srun python per rank
+# srun torchrun (one agent per node: ddp, elastic) or srun python, one task per device
+TRAINERS = ("ddp", "elastic", "lightning")
 _DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_.:,%@=/+\-\[\]]+$")  # what an #SBATCH line may hold
 
 
@@ -184,9 +185,11 @@ def script(job: Job, body: list[str], environment: dict[str, str] | None = None)
 def training_script(trainer: str, nodes: int, devices: int, worker_args: list[str],
                     output: str, partition: str | None = None, time: str | None = None,
                     gpu: bool = False, port: int = 29500, requeue: bool = False,
-                    python: str = sys.executable, check_capacity: bool = True) -> str:
+                    python: str = sys.executable, check_capacity: bool = True,
+                    max_restarts: int = 0) -> str:
     """An sbatch script running a training worker over `nodes` x `devices`: `srun
-    torchrun` for plain DDP, `srun python` (one task per device) for Lightning."""
+    torchrun` for DDP and the elastic trainer (with `max_restarts`, torchrun restarts the
+    ranks after a failure), `srun python` (one task per device) for Lightning."""
     capacity = node_capacity(partition) if check_capacity else None
     tasks = check_layout(trainer, nodes, devices, gpu=gpu, capacity=capacity)
     job = Job(f"benchlib-{trainer}", nodes, tasks, output, partition, time,
@@ -196,8 +199,8 @@ def training_script(trainer: str, nodes: int, devices: int, worker_args: list[st
                                        str(nodes)], nodes, devices, port, torchrun=False,
                          python=python)
     else:
-        argv = srun_argv("ddp", worker_args, nodes, devices, port, rdzv_id=Shell("$SLURM_JOB_ID"),
-                         head=Shell("$head_node"), python=python)
+        argv = srun_argv(trainer, worker_args, nodes, devices, port, max_restarts=max_restarts,
+                         rdzv_id=Shell("$SLURM_JOB_ID"), head=Shell("$head_node"), python=python)
     body = ['head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
             "export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}", render(argv)]
     return script(job, body)

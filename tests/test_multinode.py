@@ -103,6 +103,9 @@ def test_rendered_scripts_start_one_agent_per_node_or_one_task_per_device():
                                   check_capacity=False)
     assert "#SBATCH --ntasks-per-node=4" in light and "#SBATCH --requeue" in light
     assert light.splitlines()[-1].endswith("-m benchlib.workers.lightning --devices 4 --nnodes 2")
+    elastic = slurm.training_script("elastic", 2, 4, [], "x.log", requeue=True, max_restarts=3,
+                                    check_capacity=False)
+    assert "--max-restarts 3 -m benchlib.workers.elastic" in elastic and "#SBATCH --requeue" in elastic
 
 
 def test_layouts_that_would_hang_or_cannot_fit_are_refused_with_what_to_change():

@@ -128,3 +128,19 @@ def test_a_layout_the_nodes_cannot_hold_fails_before_anything_is_submitted(slurm
                           text=True).stdout == queued_before
     rendered = benchlib(env, "slurm-script", "lightning", "--nodes", "2", "--devices", "3")
     assert rendered.returncode == 2 and "devices: 3 per node asked for" in rendered.stderr
+
+
+def test_an_elastic_run_across_two_nodes_survives_a_killed_rank(slurm_cluster, tmp_path):
+    ckpt, logs = tmp_path / "ckpt", tmp_path / "logs"
+    args = (f"--dummy --dummy-size 512 --model toynet --epochs 1 --max-steps 12 --batch-size 16 "
+            f"--checkpoint-every 4 --checkpoints-path {ckpt} --resume-or-start --fail-at-step 6 "
+            f"--fail-rank 1 --device cpu --timeout 60 --log-dir {logs} --result {logs}/result.json")
+    rendered = benchlib(slurm_cluster, "slurm-script", "elastic", "--nodes", "2", "--devices", "1",
+                        "--max-restarts", "1", "--output", str(tmp_path / "%j.log"),
+                        "--worker-args", args, "--submit")
+    job_id = rendered.stdout.strip()
+    assert wait_for(slurm_cluster, job_id) == "COMPLETED", (tmp_path / f"{job_id}.log").read_text()
+    metrics = json.loads((logs / "result.json").read_text())["metrics"]
+    assert metrics["world_size"] == 2 and metrics["final_step"] == 12
+    assert metrics["restarts"] == 1 and metrics["steps_redone"] == 2  # killed after 6, resumed at 4
+    assert "on n2" in (logs / "rank1.log").read_text()  # the killed rank lived on the other node
