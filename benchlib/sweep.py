@@ -161,59 +161,38 @@ def pending(rows: list[Row], outputs: Path, force: bool = False) -> list[Row]:
 
 @contextlib.contextmanager
 def claim(row: Row, outputs: Path, force: bool = False):
-    """Yield True when this process may run `row`: no ok record, and no other live sweep
-    holding it. A lock file (created with O_EXCL) names the holder's host, pid and start
-    time; a holder that died (a killed sweep) leaves a stale lock that the next sweep takes
-    over. Two sweeps on the same outputs/ thus split the rows instead of doing them twice."""
-    import socket
-
-    import psutil
+    """Yield True when this process may run `row`: no ok record (unless `force`), and no
+    other sweep holding it. The hold is an flock on `.<run_id>.lock`, which the kernel
+    drops when its holder dies, even by SIGKILL: two sweeps on the same outputs/ split
+    the rows, and a killed sweep's row is free for the next one at once."""
+    import fcntl
 
     lock = outputs / "runs" / row.study / f".{row.run_id}.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
-    me = {"host": socket.gethostname(), "pid": os.getpid(),
-          "created": psutil.Process().create_time()}
-    fd = None
-    for _ in range(2):
+    while True:
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
         try:
-            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            break
-        except FileExistsError:
-            if not _stale(lock, me["host"]):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another sweep runs this row now
+            os.close(fd)
+            yield False
+            return
+        try:  # still the file at that path (its last holder may have removed it meanwhile)
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
                 break
-            stale = lock.with_name(f"{lock.name}.stale-{os.getpid()}")
-            with contextlib.suppress(FileNotFoundError):  # one of two sweeps wins this
-                os.replace(lock, stale)
-                stale.unlink()
-    if fd is None:
-        yield False
-        return
-    with os.fdopen(fd, "w") as f:
-        json.dump(me, f)
-    for half in lock.parent.glob(f".{row.run_id}.ipynb.*"):  # left by a killed sweep
-        half.unlink(missing_ok=True)
+        except FileNotFoundError:
+            pass
+        os.close(fd)
     try:
         record = results.find_record(outputs / "results", row.study, row.run_id)
-        yield force or not (record and record["status"] == "ok")  # done meanwhile?
+        mine = force or not (record and record["status"] == "ok")  # done meanwhile?
+        if mine:
+            for half in lock.parent.glob(f".{row.run_id}.ipynb.*"):  # left by a killed sweep
+                half.unlink(missing_ok=True)
+        yield mine
     finally:
         lock.unlink(missing_ok=True)
-
-
-def _stale(lock: Path, host: str) -> bool:
-    """The lock's holder is gone: same host and its process no longer exists (or the pid
-    was reused). A holder on another host is taken as alive."""
-    import psutil
-
-    try:
-        holder = json.loads(lock.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return True  # removed meanwhile, or its writer was killed before writing it
-    if holder.get("host") != host:
-        return False
-    try:
-        return abs(psutil.Process(holder["pid"]).create_time() - holder["created"]) > 1e-3
-    except psutil.NoSuchProcess:
-        return True
+        os.close(fd)
 
 
 def run_plan(rows: list[Row], outputs: Path, force: bool = False,
