@@ -22,6 +22,7 @@ import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 from urllib.parse import urlparse
 
 from benchlib.errors import UsageError
@@ -159,6 +160,17 @@ def init(env: DistEnv, backend: str, timeout_s: float) -> None:
         os.environ.update(env.as_environ())
     dist.init_process_group(backend, init_method=env.init_method, rank=env.rank,
                             world_size=env.world_size, timeout=timedelta(seconds=timeout_s))
+
+
+def gather_objects(value: Any) -> list[Any]:
+    """`value` from every rank, in rank order (all_gather_object); alone: [value]."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return [value]
+    out: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(out, value)
+    return out
 
 
 def barrier_and_destroy() -> None:

@@ -39,8 +39,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 from torch.utils.data.distributed import DistributedSampler
 
 from benchlib import checkpoint, loops, trainer
-from benchlib.dist import DistEnv
-from benchlib.errors import PREEMPTED_EXIT_CODE  # noqa: F401  (the worker exits with it)
+from benchlib.dist import DistEnv, gather_objects
 from benchlib.timing import summarize
 
 TIMELINE = "timeline.jsonl"
@@ -258,15 +257,6 @@ def _log(env: DistEnv, message: str) -> None:
         print(message, flush=True)
 
 
-def _gather(value: Any, env: DistEnv) -> list[Any]:
-    """`value` from every rank, in rank order (all_gather_object)."""
-    if env.world_size == 1:
-        return [value]
-    out: list[Any] = [None] * env.world_size
-    dist.all_gather_object(out, value)
-    return out
-
-
 def _agree(loss: torch.Tensor, stop: bool, env: DistEnv) -> tuple[float, bool]:
     """The rank-averaged loss, and whether any rank was asked to stop: one all_reduce."""
     if env.world_size == 1:
@@ -282,7 +272,7 @@ def _check_same_checkpoint(step: int | None, env: DistEnv) -> None:
     nodes shows up here, not as a hang or a silently diverged model."""
     from benchlib.errors import UsageError
 
-    steps = _gather(step, env)
+    steps = gather_objects(step)
     if len(set(steps)) > 1:
         raise UsageError(f"checkpoints_path: the ranks found different checkpoints (steps by rank: "
                          f"{steps}); it must be one folder that every node shares")
@@ -372,7 +362,7 @@ class ElasticTrainer:
         """All ranks hand rank 0 their RNG states; rank 0 writes; the others wait."""
         args, env, pos = self.args, self.env, self.pos
         start = time.perf_counter()
-        rngs = _gather(checkpoint.rng_state(self.device), env)
+        rngs = gather_objects(checkpoint.rng_state(self.device))
         path = self.plan.folder / f"step-{pos.step:08d}.pt"
         if env.rank == 0:
             meta = {"step": pos.step, "epoch": pos.epoch, "batch": pos.batch, "model": args.model,

@@ -54,6 +54,7 @@ import torch
 from torch import nn
 
 from benchlib import atomic, config, loops
+from benchlib.dist import gather_objects
 from benchlib.errors import BenchlibError, ConfigError, UsageError
 from benchlib.models import build_model
 from benchlib.timing import StepMarks, summarize
@@ -223,16 +224,6 @@ class BenchModule(pl.LightningModule):
         return torch.optim.SGD(self.model.parameters(), lr=self.lr, momentum=self.momentum)
 
 
-def _gather(value: Any) -> list[Any]:
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return [value]
-    out: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(out, value)
-    return out
-
-
 class ThroughputTimer(pl.Callback):
     """Times every step on the device's timeline (benchlib.timing.StepMarks), leaves the
     first `warmup_steps` of each epoch out, and at each epoch's end gathers every rank's
@@ -289,7 +280,7 @@ class ThroughputTimer(pl.Callback):
         data, compute = data_s[w:], compute_s[w:]
         mine = {"samples": sum(self.samples[w:]), "step_s": sum(data) + sum(compute),
                 "epoch_s": epoch_s, "loss_last": self.loss.item()}
-        everyone = _gather(mine)
+        everyone = gather_objects(mine)
         if trainer.global_rank != 0:
             return
         slowest = max(range(len(everyone)), key=lambda r: everyone[r]["step_s"])

@@ -25,7 +25,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from benchlib import atomic, loops, storage
-from benchlib.dist import DistEnv
+from benchlib.dist import DistEnv, gather_objects
 from benchlib.models import build_model
 from benchlib.timing import summarize
 
@@ -117,16 +117,6 @@ class UtilisationSampler(threading.Thread):
         self.join()
         mean = lambda v: sum(v) / len(v) if v else None  # noqa: E731
         return {"gpu_util_pct": mean(self.gpu), "cpu_util_pct": mean(self.cpu)}
-
-
-def _gather(value: Any, env: DistEnv) -> list[Any]:
-    if env.world_size == 1:
-        return [value]
-    import torch.distributed as dist
-
-    out: list[Any] = [None] * env.world_size
-    dist.all_gather_object(out, value)
-    return out
 
 
 def _mean_loss(loss: torch.Tensor, env: DistEnv) -> float:
@@ -226,7 +216,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
                              f"{len(times.samples)} this epoch had")
         mine = {"samples": sum(samples), "step_s": sum(data_s) + sum(compute_s),
                 "epoch_s": times.epoch_s}
-        everyone = _gather(mine, env)
+        everyone = gather_objects(mine)
         slowest = max(r["step_s"] for r in everyone)
         epochs.append({"epoch": epoch, "samples_per_s": sum(r["samples"] for r in everyone) / slowest,
                        "epoch_s": max(r["epoch_s"] for r in everyone),

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from benchlib import checkpoint, elastic, launch
+from benchlib.errors import PREEMPTED_EXIT_CODE
 from benchlib.models import ToyNet
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -150,7 +151,7 @@ def test_sigterm_writes_a_checkpoint_at_the_logged_step_exits_75_and_resume_fini
     try:
         wait_for_steps(tmp_path / "ckpt", 5, proc)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=60) == elastic.PREEMPTED_EXIT_CODE == 75
+        assert proc.wait(timeout=60) == PREEMPTED_EXIT_CODE == 75
     finally:
         proc.kill()
     log = (tmp_path / "logs" / "rank0.log").read_text()

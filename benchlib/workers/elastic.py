@@ -28,7 +28,7 @@ from pathlib import Path
 
 from benchlib import atomic, checkpoint, dist, elastic, paths
 from benchlib.config import MODELS, PRECISIONS, check_precision, require_min
-from benchlib.errors import BenchlibError, ConfigError, UsageError
+from benchlib.errors import PREEMPTED_EXIT_CODE, BenchlibError, ConfigError, UsageError
 from benchlib.workers import common
 
 PROG = "benchlib.workers.elastic"
@@ -252,10 +252,10 @@ def main(argv: list[str] | None = None) -> int:
         _refuse(terminal, e)
         os._exit(e.exit_code)  # never wait in destroy_process_group for ranks that left
     except elastic.Preempted as p:
-        print(f"{p}; exiting with code {elastic.PREEMPTED_EXIT_CODE}: run again with --resume",
+        print(f"{p}; exiting with code {PREEMPTED_EXIT_CODE}: run again with --resume",
               flush=True)
         dist.barrier_and_destroy()  # every rank stopped at the same step boundary
-        return elastic.PREEMPTED_EXIT_CODE
+        return PREEMPTED_EXIT_CODE
     except BaseException as e:  # noqa: BLE001 (anything else: traceback, marker, exit 1)
         traceback.print_exc()
         sys.stdout.flush()
