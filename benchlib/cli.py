@@ -79,10 +79,12 @@ def cmd_sweep(args) -> int:
         from benchlib import slurm_sweep
 
         summary = slurm_sweep.run_plan(rows, outputs, args.partition, args.time, args.force,
-                                       progress=not args.no_progress, requeue=args.requeue)
+                                       progress=not args.no_progress, requeue=args.requeue,
+                                       exclusive=not args.share_nodes)
     else:
-        if args.partition or args.time or args.requeue:
-            raise UsageError("executor: --partition, --time and --requeue need --executor slurm")
+        if args.partition or args.time or args.requeue or args.share_nodes:
+            raise UsageError("executor: --partition, --time, --requeue and --share-nodes need "
+                             "--executor slurm")
         summary = sweep.run_plan(rows, outputs, force=args.force, progress=not args.no_progress)
     return _report_sweep(summary, f"sweep {args.file}")
 
@@ -104,7 +106,7 @@ def cmd_slurm_script(args) -> int:
     text = slurm.training_script(args.trainer, args.nodes, args.devices, worker_args,
                                  args.output, args.partition, args.time, args.gpu, args.port,
                                  args.requeue, check_capacity=not args.no_capacity_check,
-                                 max_restarts=args.max_restarts)
+                                 max_restarts=args.max_restarts, exclusive=not args.share_nodes)
     if not args.submit:
         print(text, end="")
         return 0
@@ -328,6 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition", help="slurm: sbatch --partition")
     p.add_argument("--time", help="slurm: sbatch --time for each row (e.g. 00:30:00)")
     p.add_argument("--requeue", action="store_true", help="slurm: sbatch --requeue")
+    p.add_argument("--share-nodes", action="store_true",
+                   help="slurm: leave out --exclusive (rows may then share nodes and measure each other)")
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("slurm-task", help="run one row of a Slurm sweep (the array's tasks call it)")
@@ -351,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=29500, help="rendezvous port on the first node")
     p.add_argument("--output", default="outputs/slurm/%j.log", help="sbatch --output")
     p.add_argument("--requeue", action="store_true", help="requeue after preemption")
+    p.add_argument("--share-nodes", action="store_true", help="leave out --exclusive")
     p.add_argument("--no-capacity-check", action="store_true",
                    help="do not ask sinfo whether the partition's nodes have the devices")
     p.add_argument("--submit", action="store_true", help="sbatch it and print the job id")

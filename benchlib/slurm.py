@@ -158,6 +158,7 @@ class Job:
     gpus_per_node: int = 0
     array: str | None = None
     requeue: bool = False
+    exclusive: bool = True  # a benchmark owns its nodes: nothing else runs beside it
 
     def directives(self) -> list[str]:
         lines = [f"--job-name={check_directive('job_name', self.name)}",
@@ -173,6 +174,8 @@ class Job:
             lines.append(f"--array={check_directive('array', self.array)}")
         # Slurm sends SIGTERM before it kills a job; --requeue puts it back in the queue
         lines.append("--requeue" if self.requeue else "--no-requeue")
+        if self.exclusive:  # else other jobs (or the array's other tasks) share the cores
+            lines.append("--exclusive")
         return [f"#SBATCH {d}" for d in lines]
 
 
@@ -186,14 +189,14 @@ def training_script(trainer: str, nodes: int, devices: int, worker_args: list[st
                     output: str, partition: str | None = None, time: str | None = None,
                     gpu: bool = False, port: int = 29500, requeue: bool = False,
                     python: str = sys.executable, check_capacity: bool = True,
-                    max_restarts: int = 0) -> str:
+                    max_restarts: int = 0, exclusive: bool = True) -> str:
     """An sbatch script running a training worker over `nodes` x `devices`: `srun
     torchrun` for DDP and the elastic trainer (with `max_restarts`, torchrun restarts the
     ranks after a failure), `srun python` (one task per device) for Lightning."""
     capacity = node_capacity(partition) if check_capacity else None
     tasks = check_layout(trainer, nodes, devices, gpu=gpu, capacity=capacity)
     job = Job(f"benchlib-{trainer}", nodes, tasks, output, partition, time,
-              devices if gpu else 0, requeue=requeue)
+              devices if gpu else 0, requeue=requeue, exclusive=exclusive)
     if trainer == "lightning":
         argv = srun_argv("lightning", [*worker_args, "--devices", str(devices), "--nnodes",
                                        str(nodes)], nodes, devices, port, torchrun=False,

@@ -8,7 +8,9 @@ task left; a task that died without writing its record (time limit, node failure
 cancelled) gets a failed record naming its Slurm state and log.
 
 An array asks for one shape of allocation for all its tasks: the largest any row needs
-(a row with `launcher: srun` needs `nnodes` nodes and `nproc_per_node` tasks per node).
+(a row with `launcher: srun` needs `nnodes` nodes and `nproc_per_node` tasks per node),
+and whole nodes (`--exclusive`) unless asked not to: two rows sharing a node's cores
+measure each other (seen here: 10x lower samples/s when two array tasks shared them).
 """
 
 from __future__ import annotations
@@ -65,12 +67,12 @@ def _task_info(sweep_dir: Path, index: int) -> dict[str, Any]:
 
 
 def array_script(rows: list[Row], sweep_dir: Path, outputs: Path, partition: str | None,
-                 time_limit: str | None, requeue: bool = False) -> str:
+                 time_limit: str | None, requeue: bool = False, exclusive: bool = True) -> str:
     nodes = max(row_shape(r)[0] for r in rows)
     tasks = max(row_shape(r)[1] for r in rows)
     job = slurm.Job(f"benchlib-{rows[0].study}"[:60], nodes, tasks,
                     str(sweep_dir / "row-%a.log"), partition, time_limit,
-                    array=f"0-{len(rows) - 1}", requeue=requeue)
+                    array=f"0-{len(rows) - 1}", requeue=requeue, exclusive=exclusive)
     task = [sys.executable, "-m", "benchlib", "slurm-task", str(sweep_dir / "plan.json"),
             slurm.Shell('"$SLURM_ARRAY_TASK_ID"')]
     return slurm.script(job, [slurm.render(task)], {"BENCHLIB_OUTPUTS": str(outputs)})
@@ -78,7 +80,7 @@ def array_script(rows: list[Row], sweep_dir: Path, outputs: Path, partition: str
 
 def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
              time_limit: str | None = None, force: bool = False, progress: bool = True,
-             poll_s: float = 0.5, requeue: bool = False) -> Summary:
+             poll_s: float = 0.5, requeue: bool = False, exclusive: bool = True) -> Summary:
     from tqdm.auto import tqdm
 
     todo = pending(rows, outputs, force)
@@ -89,7 +91,8 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
     sweep_dir.mkdir(parents=True)
     write_plan(todo, sweep_dir / "plan.json")
     script_path = sweep_dir / "array.sbatch"
-    script_path.write_text(array_script(todo, sweep_dir, outputs, partition, time_limit, requeue))
+    script_path.write_text(array_script(todo, sweep_dir, outputs, partition, time_limit, requeue,
+                                        exclusive))
     submitted = results.now()
     job_id = slurm.submit(script_path)
     (sweep_dir / "job_id").write_text(job_id + "\n")
