@@ -106,7 +106,8 @@ def cmd_slurm_script(args) -> int:
     text = slurm.training_script(args.trainer, args.nodes, args.devices, worker_args,
                                  args.output, args.partition, args.time, args.gpu, args.port,
                                  args.requeue, check_capacity=not args.no_capacity_check,
-                                 max_restarts=args.max_restarts, exclusive=not args.share_nodes)
+                                 max_restarts=args.max_restarts, exclusive=not args.share_nodes,
+                                 ntasks_per_node=args.ntasks_per_node, world_size=args.world_size)
     if not args.submit:
         print(text, end="")
         return 0
@@ -356,6 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", default="outputs/slurm/%j.log", help="sbatch --output")
     p.add_argument("--requeue", action="store_true", help="requeue after preemption")
     p.add_argument("--share-nodes", action="store_true", help="leave out --exclusive")
+    p.add_argument("--ntasks-per-node", type=int,
+                   help="checked, not needed: what your old script used (Lightning: = devices)")
+    p.add_argument("--world-size", type=int, help="checked, not needed: must be nodes x devices")
     p.add_argument("--no-capacity-check", action="store_true",
                    help="do not ask sinfo whether the partition's nodes have the devices")
     p.add_argument("--submit", action="store_true", help="sbatch it and print the job id")

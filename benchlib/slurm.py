@@ -189,12 +189,13 @@ def training_script(trainer: str, nodes: int, devices: int, worker_args: list[st
                     output: str, partition: str | None = None, time: str | None = None,
                     gpu: bool = False, port: int = 29500, requeue: bool = False,
                     python: str = sys.executable, check_capacity: bool = True,
-                    max_restarts: int = 0, exclusive: bool = True) -> str:
+                    max_restarts: int = 0, exclusive: bool = True,
+                    ntasks_per_node: int | None = None, world_size: int | None = None) -> str:
     """An sbatch script running a training worker over `nodes` x `devices`: `srun
     torchrun` for DDP and the elastic trainer (with `max_restarts`, torchrun restarts the
     ranks after a failure), `srun python` (one task per device) for Lightning."""
     capacity = node_capacity(partition) if check_capacity else None
-    tasks = check_layout(trainer, nodes, devices, gpu=gpu, capacity=capacity)
+    tasks = check_layout(trainer, nodes, devices, ntasks_per_node, world_size, gpu, capacity)
     job = Job(f"benchlib-{trainer}", nodes, tasks, output, partition, time,
               devices if gpu else 0, requeue=requeue, exclusive=exclusive)
     if trainer == "lightning":

@@ -127,6 +127,13 @@ def test_a_layout_the_nodes_cannot_hold_fails_before_anything_is_submitted(slurm
                           text=True).stdout == queued_before
     rendered = benchlib(env, "slurm-script", "lightning", "--nodes", "2", "--devices", "3")
     assert rendered.returncode == 2 and "devices: 3 per node asked for" in rendered.stderr
+    rendered = benchlib(env, "slurm-script", "lightning", "--nodes", "2", "--devices", "2",
+                        "--ntasks-per-node", "1", "--submit")
+    assert rendered.returncode == 2 and rendered.stdout == ""
+    assert rendered.stderr.strip() == ("benchlib slurm-script: ntasks_per_node: 1 with devices 2: "
+                                       "Lightning "
+                                       "under Slurm starts one task per device; set "
+                                       "ntasks-per-node = 2")
 
 
 def test_an_elastic_run_across_two_nodes_survives_a_killed_rank(slurm_cluster, tmp_path):
