@@ -16,7 +16,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "benchlib needs Python >= 3.11, found " + sys.version.split()[0]'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,jax]'
 	@# strip notebook outputs on commit (a test also checks this)
 	-git rev-parse --git-dir >/dev/null 2>&1 && $(VENV)/bin/nbstripout --install
 	touch $(STAMP)

@@ -287,10 +287,10 @@ def framework_runs(df: pd.DataFrame) -> pd.DataFrame:
 def framework_table(runs: pd.DataFrame) -> pd.DataFrame:
     cols = ["arch", "dataset", "image_size", "batch_size", "nproc_per_node", "variant",
             "samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "speedup", "efficiency",
-            "mfu", "device_name"]
+            "mfu", "jax_samples_per_s", "jax_over_pytorch", "device_name"]
     if runs.empty:
         return pd.DataFrame(columns=cols)
-    return runs[cols].sort_values(["batch_size", "nproc_per_node", "variant"]).round(3) \
+    return runs.reindex(columns=cols).sort_values(["batch_size", "nproc_per_node", "variant"]).round(3) \
         .reset_index(drop=True)
 
 
@@ -342,10 +342,25 @@ def framework_conclusions(runs: pd.DataFrame) -> str:
     else:
         top = runs.loc[runs["mfu"].idxmax()]
         parts.append(f"- Highest MFU: {top['mfu']:.1%} ({top['variant']}, {top['device_name']}).")
+    parts.append(_jax_sentence(runs))
     if set(runs["image_size"]) != {224} or set(runs["arch"]) != {"resnet50"}:
         parts.append("- Some runs are not ResNet-50 at 224px: compare their scaling, not their "
                      "samples/s, with the published rows.")
     return "\n".join(parts)
+
+
+def _jax_sentence(runs: pd.DataFrame) -> str:
+    measured = runs.dropna(subset=["jax_samples_per_s"]) if "jax_samples_per_s" in runs \
+        else runs.iloc[0:0]
+    if measured.empty:
+        why = runs["jax_skipped"].dropna() if "jax_skipped" in runs else pd.Series(dtype=str)
+        return ("- JAX was not measured here" + (f" ({why.iloc[0]})" if len(why) else "") +
+                ": the comparison with other frameworks rests on the published tables.")
+    ratio = measured["jax_over_pytorch"]
+    return (f"- JAX {measured['jax_version'].iloc[0]} on the same machine, same ResNet and timing "
+            f"({len(measured)} row(s)): **{ratio.median():.2f}x PyTorch's samples/s** "
+            f"(from {ratio.min():.2f}x to {ratio.max():.2f}x); its first step, the XLA compile, "
+            f"took {measured['jax_compile_s'].median():.1f} s.")
 
 
 # ---------------------------------------------------------------- multi-node (30)

@@ -534,6 +534,8 @@ class FrameworkConfig(StudyConfig):
     """DLPerf: further warm-up iterations, not timed."""
     timed_steps: int = 100
     """DLPerf: iterations averaged."""
+    compare_jax: bool = True
+    """Also train the same ResNet in JAX here, same timing (one device, synthetic data)."""
     repeats: int = 3
     """Repeats of the window; the median is reported."""
     num_workers: int = 4

@@ -58,7 +58,49 @@ def run(cfg: FrameworkConfig, run_id: str = "interactive") -> FrameworkResult:
                                           m["flops_per_sample"], m["device_name"], cfg.precision)
     m["lr"] = learning_rate(cfg)
     m["samples_per_s_per_device"] = m["samples_per_s"] / m["world_size"]
+    m["jax_skipped"] = jax_skipped(cfg)
+    if m["jax_skipped"] is None:
+        jax = run_jax(cfg, run_id)
+        wanted = "cpu" if m["device_name"] == "cpu" else "gpu"
+        if jax["jax_backend"] != wanted:  # e.g. a CPU-only jaxlib on a GPU node
+            m["jax_skipped"] = f"JAX ran on {jax['jax_backend']}, PyTorch on {wanted}: not comparable"
+        else:
+            m.update(jax, jax_over_pytorch=jax["jax_samples_per_s"] / m["samples_per_s"])
     return FrameworkResult(m, out.result["details"])
+
+
+JAX_PRECISIONS = ("fp32", "amp_bf16")  # what benchlib.workers.jax_resnet runs
+
+
+def jax_skipped(cfg: FrameworkConfig) -> str | None:
+    """Why JAX is not measured beside this row, or None when it is."""
+    import importlib.util
+
+    if not cfg.compare_jax:
+        return "compare_jax is off"
+    if importlib.util.find_spec("jax") is None:
+        return "JAX is not installed here (pip install 'benchlib[jax]')"
+    if cfg.nproc_per_node != 1 or cfg.dataset != "synthetic":
+        return "JAX is measured on one device with synthetic data only"
+    if cfg.precision not in JAX_PRECISIONS:
+        return f"JAX runs {' or '.join(JAX_PRECISIONS)}, not {cfg.precision}"
+    return None
+
+
+def run_jax(cfg: FrameworkConfig, run_id: str) -> dict[str, Any]:
+    """The same ResNet, batch, image size, learning rate and timing window in plain JAX
+    (benchlib.jaxresnet), as a subprocess; its metrics prefixed `jax_`, and the ratio."""
+    args = ["--arch", cfg.arch, "--batch-size", str(cfg.batch_size), "--image-size",
+            str(cfg.image_size), "--skip-steps", str(cfg.skip_steps), "--warmup-steps",
+            str(cfg.warmup_steps), "--timed-steps", str(cfg.timed_steps), "--repeats",
+            str(cfg.repeats), "--lr", str(learning_rate(cfg)), "--seed", str(cfg.seed),
+            "--precision", cfg.precision]
+    out = launch.launch("jax_resnet", args, paths.outputs_dir() / "logs" / run_id / "jax",
+                        "single", timeout_s=cfg.timeout_s)
+    m = out.result["metrics"]
+    keep = ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "step_s", "compile_s",
+            "jax_version", "jax_backend", "device_name")
+    return {("" if k.startswith("jax_") else "jax_") + k: m[k] for k in keep}
 
 
 def beside_published(cfg: FrameworkConfig, result: FrameworkResult):
@@ -69,19 +111,30 @@ def beside_published(cfg: FrameworkConfig, result: FrameworkResult):
     table = reference.dlperf()
     batch = min(set(table["batch_size"]), key=lambda b: (abs(b - cfg.batch_size), b))
     same = table[(table["batch_size"] == batch) & (table["devices"] == cfg.nproc_per_node)]
-    ours = pd.DataFrame([{"framework": f"PyTorch here ({result.metrics['device_name']}, "
-                                       f"{cfg.precision}{', NHWC' if cfg.channels_last else ''})",
-                          "batch_size": cfg.batch_size, "devices": cfg.nproc_per_node,
-                          "samples_per_s": result.metrics["samples_per_s"], "status": "measured",
-                          "source": "this run"}])
+    m = result.metrics
+    rows = [{"framework": f"PyTorch here ({m['device_name']}, "
+                          f"{cfg.precision}{', NHWC' if cfg.channels_last else ''})",
+             "batch_size": cfg.batch_size, "devices": cfg.nproc_per_node,
+             "samples_per_s": m["samples_per_s"], "status": "measured", "source": "this run"}]
+    if m.get("jax_samples_per_s") is not None:
+        rows.append({**rows[0], "framework": f"JAX {m['jax_version']} here ({m['jax_backend']}, "
+                                             f"{cfg.precision})",
+                     "samples_per_s": m["jax_samples_per_s"]})
+    ours = pd.DataFrame(rows)
     return pd.concat([ours, same[ours.columns]], ignore_index=True)
 
 
 def describe(cfg: FrameworkConfig, result: FrameworkResult) -> str:
     m = result.metrics
     mfu_text = f"MFU {m['mfu']:.1%}" if m["mfu"] is not None else f"MFU unknown ({m['mfu_peak_source']})"
-    return (f"{cfg.arch} {cfg.dataset} {cfg.image_size}px, batch {cfg.batch_size} x "
+    text = (f"{cfg.arch} {cfg.dataset} {cfg.image_size}px, batch {cfg.batch_size} x "
             f"{m['world_size']} on {m['device_name']}, {cfg.precision}"
             f"{', channels_last' if cfg.channels_last else ''}{', compiled' if cfg.compile else ''}: "
             f"{m['samples_per_s']:,.1f} samples/s (p10 {m['samples_per_s_p10']:,.1f}, "
             f"p90 {m['samples_per_s_p90']:,.1f}); {mfu_text}")
+    if m.get("jax_samples_per_s") is not None:
+        return text + (f"\nJAX {m['jax_version']}, same model and timing: "
+                       f"{m['jax_samples_per_s']:,.1f} samples/s (p10 {m['jax_samples_per_s_p10']:,.1f}, "
+                       f"p90 {m['jax_samples_per_s_p90']:,.1f}), {m['jax_over_pytorch']:.2f}x "
+                       f"PyTorch's; its first step (compile) took {m['jax_compile_s']:.1f} s")
+    return text + f"\nJAX not measured: {m['jax_skipped']}; compared with the published tables only"

@@ -14,7 +14,7 @@ jax = pytest.importorskip("jax", reason="jax not installed (pip install jax jaxl
 torch = pytest.importorskip("torch")
 torchvision = pytest.importorskip("torchvision")
 
-from benchlib import jaxresnet  # noqa: E402
+from benchlib import jaxresnet
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = [sys.executable, "-m", "benchlib.workers.jax_resnet"]
@@ -60,7 +60,7 @@ def test_worker_times_a_tiny_run_and_writes_its_result(tmp_path):
     out = subprocess.run(WORKER + ["--arch", "resnet18", "--batch-size", "2", "--image-size", "32",
                                    "--skip-steps", "1", "--warmup-steps", "1", "--timed-steps", "2",
                                    "--repeats", "2", "--result", str(result)],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     record = json.loads(result.read_text())
     m = record["metrics"]
@@ -78,7 +78,7 @@ def test_worker_times_a_tiny_run_and_writes_its_result(tmp_path):
 def test_worker_bad_input_is_one_line_naming_the_parameter(tmp_path, args, message):
     result = tmp_path / "result.json"
     out = subprocess.run(WORKER + args + ["--result", str(result)], capture_output=True, text=True,
-                         timeout=60)
+                         timeout=60, check=False)
     assert out.returncode == 2
     assert out.stderr == f"benchlib.workers.jax_resnet: {message}\n"
     assert not result.exists()
@@ -88,7 +88,7 @@ def test_worker_without_jax_says_how_to_install_it(tmp_path):
     (tmp_path / "jax.py").write_text("raise ImportError('No module named jax')\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
     out = subprocess.run(WORKER + ["--arch", "resnet18"], capture_output=True, text=True,
-                         timeout=60, env=env)
+                         timeout=60, env=env, check=False)
     assert out.returncode == 2
     assert out.stderr.strip().endswith("jax: not installed here; pip install jax jaxlib "
                                        "(or 'benchlib[jax]')")

@@ -148,11 +148,16 @@ grid: {nproc_per_node: [1, 2]}
     executed = nbformat.read(outputs / df.iloc[0]["executed_notebook"], 4)
     text = "".join(str(o) for c in executed.cells for o in c.get("outputs", []))
     assert "PyTorch here (cpu, fp32)" in text and "OneFlow" in text
+    one, two = df[df["nproc_per_node"] == 1].iloc[0], df[df["nproc_per_node"] == 2].iloc[0]
+    assert one["jax_backend"] == "cpu" and one["jax_samples_per_s"] > 0  # measured live
+    assert "JAX " in text and "here (cpu, fp32)" in text
+    assert two["jax_skipped"] == "JAX is measured on one device with synthetic data only"
 
     report.build(outputs)
     analysis = (outputs / "report" / "analysis.html").read_text()
     assert "fp32 on 2 devices: speedup" in analysis and "Seed 003 (PyTorch 1.6, V100" in analysis
     assert "MFU is unknown here" in analysis
+    assert "on the same machine, same ResNet and timing (1 row(s)): <strong>" in analysis
 
 
 def test_multinode_and_fault_tolerance_notebooks_feed_the_analysis(tmp_path, outputs, small_data):

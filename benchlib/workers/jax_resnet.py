@@ -44,6 +44,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", default="fp32", choices=list(PRECISIONS),
                    help="bf16 (= amp_bf16): fp32 parameters, bf16 compute")
     p.add_argument("--result", help="write the result here (JSON)")
+    p.add_argument("--log-dir", help="write the output to <log-dir>/rank0.log")
     return p
 
 
@@ -143,6 +144,9 @@ def _jaxlib_version() -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    from benchlib.workers.common import redirect_output
+
+    redirect_output(args.log_dir, 0)
     try:
         check(args)
         result = measure(args)
