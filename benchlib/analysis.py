@@ -89,7 +89,7 @@ def io_runs(df: pd.DataFrame) -> pd.DataFrame:
     io = df[df["notebook"].isin(IO_NOTEBOOKS)]
     if "status" in io:
         io = io[io["status"] == "ok"]
-    return io.astype({c: int for c in INT_PARAMS if c in io})
+    return io.astype({c: int for c in INT_PARAMS if c in io}).copy()  # .copy(): one block
 
 
 def workers_swept(io: pd.DataFrame) -> pd.DataFrame:
@@ -196,7 +196,7 @@ def with_speedup(runs: pd.DataFrame, same_work: list[str], baseline: pd.Series,
                  devices: str) -> pd.DataFrame:
     """speedup = median samples/s of a run / median of the baseline runs doing the same
     work (same values of `same_work`); efficiency = speedup / devices. No baseline: NaN."""
-    runs = runs.copy()  # one block again: records' columns arrive one by one
+    runs = runs.copy()  # one block again: astype() on a wide frame leaves it fragmented
     base = runs[baseline].groupby(same_work)["samples_per_s"].median().to_dict()
     per_run = runs.set_index(same_work).index.map(base.get)
     runs = runs.assign(speedup=runs["samples_per_s"] / pd.Series(per_run, index=runs.index,

@@ -150,7 +150,7 @@ def load_results(results_dir: str | Path, study: str | None = None):
         df[col] = pd.to_datetime(df[col], format="ISO8601")
     df.insert(df.columns.get_loc("finished_at") + 1, "duration_s",
               (df["finished_at"] - df["started_at"]).dt.total_seconds())
-    return df
+    return df.copy()  # one block: the inserts above fragment a wide frame (pandas warns)
 
 
 def load_details(results_dir: str | Path, key: str, study: str | None = None):
