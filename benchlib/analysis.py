@@ -192,6 +192,15 @@ def _ratio_line(mode: str, device: str, epochs: int, ratio: float) -> str:
     return text + "."
 
 
+def ok_runs(df: pd.DataFrame, notebook: str, marker: str, ints: tuple[str, ...]) -> pd.DataFrame:
+    """The ok runs of one notebook (none when no record has its `marker` parameter), with
+    the integer columns typed back (a frame of mixed studies holds them as floats)."""
+    if df.empty or marker not in df:
+        return pd.DataFrame()
+    runs = df[(df["notebook"] == notebook) & (df["status"] == "ok")]
+    return runs.astype({c: int for c in ints}).copy() if not runs.empty else runs.copy()
+
+
 def with_speedup(runs: pd.DataFrame, same_work: list[str], baseline: pd.Series,
                  devices: str) -> pd.DataFrame:
     """speedup = median samples/s of a run / median of the baseline runs doing the same
@@ -213,13 +222,10 @@ SAME_WORK = ["study", "dataset", "model", "depth", "alpha", "batch_size", "devic
 def dist_runs(df: pd.DataFrame) -> pd.DataFrame:
     """The ok runs of notebook 20, with speedup and efficiency against the single-device
     run of the same study, data, model, per-device batch and device."""
-    if df.empty or "strategy" not in df:
-        return pd.DataFrame()
-    runs = df[(df["notebook"] == DIST_NOTEBOOK) & (df["status"] == "ok")].copy()
+    runs = ok_runs(df, DIST_NOTEBOOK, "strategy", ("nproc_per_node", "batch_size", "depth",
+                                                   "alpha", "devices", "global_batch"))
     if runs.empty:
         return runs
-    runs = runs.astype({c: int for c in ("nproc_per_node", "batch_size", "depth", "alpha",
-                                         "devices", "global_batch")})
     return with_speedup(runs, SAME_WORK, runs["strategy"] == "single", "devices")
 
 
@@ -272,12 +278,9 @@ FRAMEWORK_NOTEBOOK = "40_framework_comparison.ipynb"
 def framework_runs(df: pd.DataFrame) -> pd.DataFrame:
     """The ok runs of notebook 40, with speedup and efficiency against the one-device run
     of the same arch, batch, image size, variant and device."""
-    if df.empty or "arch" not in df:
-        return pd.DataFrame()
-    runs = df[(df["notebook"] == FRAMEWORK_NOTEBOOK) & (df["status"] == "ok")].copy()
+    runs = ok_runs(df, FRAMEWORK_NOTEBOOK, "arch", ("nproc_per_node", "batch_size", "image_size"))
     if runs.empty:
         return runs
-    runs = runs.astype({c: int for c in ("nproc_per_node", "batch_size", "image_size")})
     runs["variant"] = runs["precision"] + runs["channels_last"].map({True: "+nhwc", False: ""}) \
         + runs["compile"].map({True: "+compile", False: ""})
     keys = ["study", "arch", "dataset", "image_size", "batch_size", "variant", "device"]
@@ -372,13 +375,11 @@ MULTINODE_WORK = ["study", "trainer", "dataset", "model", "depth", "alpha", "bat
 def multinode_runs(df: pd.DataFrame) -> pd.DataFrame:
     """The ok runs of notebook 30; speedup against the one-device run of the same trainer
     and work (any launcher), efficiency = speedup / total devices."""
-    if df.empty or "trainer" not in df:
-        return pd.DataFrame()
-    runs = df[(df["notebook"] == MULTINODE_NOTEBOOK) & (df["status"] == "ok")].copy()
+    runs = ok_runs(df, MULTINODE_NOTEBOOK, "trainer", ("nnodes", "nproc_per_node", "batch_size",
+                                                       "depth", "alpha", "world_size",
+                                                       "global_batch"))
     if runs.empty:
         return runs
-    runs = runs.astype({c: int for c in ("nnodes", "nproc_per_node", "batch_size", "depth",
-                                         "alpha", "world_size", "global_batch")})
     return with_speedup(runs, MULTINODE_WORK, runs["world_size"] == 1, "world_size")
 
 
@@ -446,11 +447,9 @@ FAULT_NOTEBOOK = "35_fault_tolerance.ipynb"
 
 
 def fault_runs(df: pd.DataFrame) -> pd.DataFrame:
-    if df.empty or "fail_at_step" not in df:
-        return pd.DataFrame()
-    runs = df[(df["notebook"] == FAULT_NOTEBOOK) & (df["status"] == "ok")]
-    return runs.astype({c: int for c in ("nproc_per_node", "checkpoint_every", "fail_at_step",
-                                         "restarts", "steps_redone", "final_step")})
+    return ok_runs(df, FAULT_NOTEBOOK, "fail_at_step", ("nproc_per_node", "checkpoint_every",
+                                                        "fail_at_step", "restarts",
+                                                        "steps_redone", "final_step"))
 
 
 def fault_table(runs: pd.DataFrame) -> pd.DataFrame:
