@@ -282,7 +282,7 @@ def launch(module: str, args: list[str], log_dir: Path, launcher: str = "torchru
     if launcher == "srun":
         from benchlib import slurm
 
-        slurm.require_allocation(nnodes, nproc if not srun_torchrun else 1)
+        slurm.require_allocation(nnodes)
     if port is None:
         port = free_port()
     else:

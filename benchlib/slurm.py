@@ -36,7 +36,7 @@ def in_allocation() -> bool:
     return "SLURM_JOB_ID" in os.environ
 
 
-def require_allocation(nnodes: int, tasks_per_node: int) -> None:
+def require_allocation(nnodes: int) -> None:
     """`launcher: srun` runs inside a job; the job must have the nodes the row asks for."""
     if not in_allocation():
         raise UsageError("launcher: srun needs a Slurm allocation (run the sweep with "
@@ -223,8 +223,9 @@ def _run(argv: list[str], timeout_s: float = 60) -> str:
         raise SlurmError(f"{argv[0]}: not found; is Slurm installed here (the client "
                          "commands sbatch, squeue, scontrol)?") from e
     if out.returncode != 0:
+        said = (out.stderr or out.stdout).strip().splitlines()
         raise SlurmError(f"{' '.join(argv[:2])} failed ({out.returncode}): "
-                         f"{(out.stderr or out.stdout).strip().splitlines()[-1:] or ''}")
+                         f"{said[-1] if said else 'no message'}")
     return out.stdout
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import time
 from dataclasses import asdict
@@ -26,9 +27,6 @@ from typing import Any
 from benchlib import atomic, envinfo, results, slurm
 from benchlib.params import Row
 from benchlib.sweep import Summary, pending, run_row
-
-DONE_STATES = ("COMPLETED",)
-
 
 def row_shape(row: Row) -> tuple[int, int]:
     """(nodes, tasks per node) the row's own srun steps need inside its allocation."""
@@ -94,17 +92,27 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
     script_path.write_text(array_script(todo, sweep_dir, outputs, partition, time_limit, requeue,
                                         exclusive))
     submitted = results.now()
-    job_id = slurm.submit(script_path)
+    try:
+        job_id = slurm.submit(script_path)
+    except BaseException:
+        shutil.rmtree(sweep_dir)  # nothing was queued: leave no plan behind either
+        raise
     (sweep_dir / "job_id").write_text(job_id + "\n")
     bar = tqdm(total=len(rows), initial=summary.skipped, unit="row", disable=not progress,
                desc=f"sweep (Slurm job {job_id})")
     left = len(todo)
-    while left:
-        time.sleep(poll_s)
-        now_left = len(slurm.queued(job_id))
-        bar.update(left - now_left)
-        left = now_left
-    bar.close()
+    try:
+        while left:
+            time.sleep(poll_s)
+            now_left = len(slurm.queued(job_id))
+            bar.update(left - now_left)
+            left = now_left
+    except KeyboardInterrupt:
+        print(f"\nSlurm job {job_id} goes on without this process (its rows still write their "
+              f"records); stop it with: scancel {job_id}", file=sys.stderr)
+        raise
+    finally:
+        bar.close()
     states = slurm.final_states(job_id)
     for index, row in enumerate(todo):
         record = results.find_record(outputs / "results", row.study, row.run_id)

@@ -150,3 +150,15 @@ def test_an_elastic_run_across_two_nodes_survives_a_killed_rank(slurm_cluster, t
     assert metrics["world_size"] == 2 and metrics["final_step"] == 12
     assert metrics["restarts"] == 1 and metrics["steps_redone"] == 2  # killed after 6, resumed at 4
     assert "on n2" in (logs / "rank1.log").read_text()  # the killed rank lived on the other node
+
+
+def test_a_refused_submission_leaves_no_plan_behind(slurm_cluster, tmp_path):
+    env = {**slurm_cluster, "BENCHLIB_OUTPUTS": str(tmp_path / "out")}
+    table = plan(tmp_path, "  - {trainer: ddp}\n")
+    swept = benchlib(env, "sweep", str(table), "--executor", "slurm", "--partition", "nosuch",
+                     "--no-progress")
+    assert swept.returncode == 1
+    assert swept.stderr.strip().splitlines()[-1] == (
+        "benchlib sweep: sbatch --parsable failed (1): sbatch: error: Batch job submission "
+        "failed: Invalid partition name specified")
+    assert list((tmp_path / "out" / "slurm").iterdir()) == []
