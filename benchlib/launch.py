@@ -186,6 +186,8 @@ def supervise(processes: list[Process], log_dir: Path, timeout_s: float) -> None
             codes = [p.popen.poll() for p in processes]
             failed = next((p for p, c in zip(processes, codes) if c not in (None, 0)), None)
             if failed is not None:
+                if failed.popen.returncode < 0:  # killed: the others may be just finishing
+                    _let_finish(processes, 2.0)
                 _stop(processes)
                 if (missing := _rendezvous_timed_out(failed)) is not None:
                     raise LaunchError(missing, None, socket.gethostname(),
@@ -206,6 +208,14 @@ def supervise(processes: list[Process], log_dir: Path, timeout_s: float) -> None
     except KeyboardInterrupt:
         _stop(processes)
         raise
+
+
+def _let_finish(processes: list[Process], grace_s: float) -> None:
+    """Wait up to `grace_s` for the processes to exit by themselves (a rank that crashed
+    in teardown must not cost rank 0 the result it is writing)."""
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(p.popen.poll() is None for p in processes):
+        time.sleep(0.05)
 
 
 def worker_argv(module: str, args: list[str]) -> list[str]:
@@ -290,6 +300,8 @@ def launch(module: str, args: list[str], log_dir: Path, launcher: str = "torchru
     log_dir = Path(log_dir)
     log_dir.mkdir(parents=True, exist_ok=True)
     _clear_logs(log_dir)
+    for notes in ("retries.log", "teardown.log"):  # an earlier launch's
+        (log_dir / notes).unlink(missing_ok=True)
     result_file = log_dir / "result.json"
     common = [*args, "--log-dir", str(log_dir), "--result", str(result_file)]
     env = thread_env(nproc if launcher == "srun" else nproc * nnodes, env)
@@ -297,12 +309,21 @@ def launch(module: str, args: list[str], log_dir: Path, launcher: str = "torchru
         env = local_env(env)
     how = _How(launcher, nproc, nnodes, max_restarts, join_timeout_s, srun_torchrun)
     start = time.perf_counter()
+    teardown = None
     for attempt in (1, 2):
         try:
             _run_once(module, common, log_dir, how, port, timeout_s, env)
             break
         except LaunchError as e:
             killed = e.exit_code is not None and e.exit_code < 0  # by a signal, e.g. SIGABRT
+            if killed and _crashed_after_the_result(log_dir, result_file):
+                # rank 0 writes its result after a barrier every rank reached with its work
+                # done: a rank that aborted after that died in teardown (seen here: gloo's
+                # "terminate called without an active exception"); the run is kept
+                teardown = str(e)
+                with open(log_dir / "teardown.log", "a") as f:
+                    f.write(f"{e}; after rank 0 wrote its result: run kept\n")
+                break
             if attempt == 2 or nproc * nnodes == 1 or not killed \
                     or not _crashed_while_joining(log_dir):
                 raise
@@ -317,6 +338,7 @@ def launch(module: str, args: list[str], log_dir: Path, launcher: str = "torchru
                           log_dir / "rank0.log")
     result = json.loads(result_file.read_text())
     result["metrics"]["launch_retries"] = attempt - 1
+    result["metrics"]["teardown_crash"] = teardown
     return LaunchResult(log_dir, result, time.perf_counter() - start)
 
 
@@ -335,6 +357,21 @@ def _clear_logs(log_dir: Path) -> None:
     for old in [*log_dir.glob("rank*.log"), *log_dir.glob("rank*.failed"),
                 *log_dir.glob("launcher*.log"), log_dir / "result.json"]:
         old.unlink(missing_ok=True)
+
+
+def _crashed_after_the_result(log_dir: Path, result_file: Path) -> bool:
+    """Every rank joined and none raised a Python error, and rank 0's result is complete."""
+    from benchlib.workers.common import JOINED
+
+    logs = list(log_dir.glob("rank*.log"))
+    if any(log_dir.glob("rank*.failed")) or not logs or not result_file.exists():
+        return False
+    if any(JOINED not in f.read_text(errors="replace") for f in logs):
+        return False
+    try:
+        return "metrics" in json.loads(result_file.read_text())
+    except json.JSONDecodeError:
+        return False
 
 
 def _crashed_while_joining(log_dir: Path) -> bool:

@@ -163,6 +163,15 @@ def test_a_rank_that_crashes_while_joining_is_retried_once(small_data, tmp_path,
     assert "attempt 1: rank 1 on" in retries and "exited with code -6" in retries
 
 
+def test_a_rank_that_crashes_in_teardown_after_the_result_keeps_the_run(small_data, tmp_path):
+    out = launch.launch("ddp", train_args(small_data, "--abort-at-exit"), tmp_path / "logs", "tcp",
+                        nproc=2, timeout_s=120)
+    m = out.result["metrics"]
+    assert m["world_size"] == 2 and m["samples_per_s"] > 0 and m["launch_retries"] == 0
+    assert m["teardown_crash"].startswith("rank 1 on ") and "exited with code -6" in m["teardown_crash"]
+    assert "after rank 0 wrote its result: run kept" in (tmp_path / "logs" / "teardown.log").read_text()
+
+
 def test_a_failure_after_joining_is_never_retried(small_data, tmp_path):
     with pytest.raises(launch.LaunchError, match="rank 1"):
         launch.launch("ddp", train_args(small_data, "--fail-at-step", "2", "--fail-rank", "1"),

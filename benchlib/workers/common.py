@@ -34,6 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--log-dir", help="each rank writes <log-dir>/rank<R>.log")
     g.add_argument("--result", help="rank 0 writes its result here (JSON)")
     g.add_argument("--abort-in-init-once", help=argparse.SUPPRESS)  # tests: a crash in init
+    g.add_argument("--abort-at-exit", action="store_true", help=argparse.SUPPRESS)  # in teardown
 
 
 def redirect_output(log_dir: str | None, rank: int) -> None:
@@ -85,6 +86,8 @@ def run_rank(main: Main, args: argparse.Namespace, env: dist.DistEnv) -> None:
     dist.barrier_and_destroy()
     if env.rank == 0 and args.result:
         atomic.write_json(Path(args.result), result)
+    if args.abort_at_exit and env.rank == 1:
+        os.abort()  # what gloo's teardown crash looks like (tests)
 
 
 def _spawned(local_rank: int, main: Main, args: argparse.Namespace) -> None:
