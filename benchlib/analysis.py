@@ -383,6 +383,17 @@ def multinode_runs(df: pd.DataFrame) -> pd.DataFrame:
     return with_speedup(runs, MULTINODE_WORK, runs["world_size"] == 1, "world_size")
 
 
+def multinode_epochs(epochs: pd.DataFrame) -> pd.DataFrame:
+    """Notebook 30's per-epoch rows (`results.load_details(..., "epochs")`) with the total
+    devices and a label "<trainer> via <launcher>", for one point per epoch in a plot."""
+    if epochs.empty or "notebook" not in epochs:
+        return pd.DataFrame()
+    rows = epochs[epochs["notebook"] == MULTINODE_NOTEBOOK].astype({"nnodes": int,
+                                                                     "nproc_per_node": int})
+    return rows.assign(devices=rows["nnodes"] * rows["nproc_per_node"],
+                       how=rows["trainer"] + " via " + rows["launcher"])
+
+
 def multinode_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Shaped like seed 000's tables: one row per trainer, launcher and layout."""
     cols = ["trainer", "launcher", "nnodes", "nproc_per_node", "world_size", "global_batch",

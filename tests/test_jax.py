@@ -7,12 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
-
-jax = pytest.importorskip("jax", reason="jax not installed (pip install jax jaxlib)")
-torch = pytest.importorskip("torch")
-torchvision = pytest.importorskip("torchvision")
+import torch
+import torchvision
 
 from benchlib import jaxresnet
 
