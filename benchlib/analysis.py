@@ -386,10 +386,12 @@ def multinode_runs(df: pd.DataFrame) -> pd.DataFrame:
 def multinode_epochs(epochs: pd.DataFrame) -> pd.DataFrame:
     """Notebook 30's per-epoch rows (`results.load_details(..., "epochs")`) with the total
     devices and a label "<trainer> via <launcher>", for one point per epoch in a plot."""
-    if epochs.empty or "notebook" not in epochs:
+    if epochs.empty or "nnodes" not in epochs:
         return pd.DataFrame()
-    rows = epochs[epochs["notebook"] == MULTINODE_NOTEBOOK].astype({"nnodes": int,
-                                                                     "nproc_per_node": int})
+    rows = epochs[epochs["notebook"] == MULTINODE_NOTEBOOK]
+    if rows.empty:
+        return rows
+    rows = rows.astype({"nnodes": int, "nproc_per_node": int})
     return rows.assign(devices=rows["nnodes"] * rows["nproc_per_node"],
                        how=rows["trainer"] + " via " + rows["launcher"])
 
