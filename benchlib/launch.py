@@ -225,10 +225,13 @@ def worker_argv(module: str, args: list[str]) -> list[str]:
 def torchrun_argv(module: str, args: list[str], nproc_per_node: int, port: int,
                   nnodes: int = 1, node_rank: int | None = None, rdzv_id: str = "benchlib",
                   rdzv_host: str = "127.0.0.1", max_restarts: int = 0,
-                  join_timeout_s: float | None = None) -> list[str]:
+                  join_timeout_s: float | None = None,
+                  agent_log_dir: Path | None = None) -> list[str]:
     """`torchrun` (as `python -m torch.distributed.run`, so this interpreter's torch runs).
     One node: --standalone. Several: a c10d rendezvous at HOST:PORT, one agent per node;
-    the agents wait `join_timeout_s` for every node (torchrun's default: 600 s)."""
+    the agents wait `join_timeout_s` for every node (torchrun's default: 600 s).
+    `agent_log_dir` keeps the agent's own files (its error.json per attempt) with the
+    run; without it torchrun leaves a torchelastic_* folder in /tmp per launch."""
     argv = [sys.executable, "-m", "torch.distributed.run"]
     if nnodes == 1:
         argv += ["--standalone", "--nnodes", "1"]
@@ -239,6 +242,8 @@ def torchrun_argv(module: str, args: list[str], nproc_per_node: int, port: int,
             argv += ["--node-rank", str(node_rank)]
         if join_timeout_s is not None:
             argv += ["--rdzv-conf", f"join_timeout={int(join_timeout_s)}"]
+    if agent_log_dir is not None:
+        argv += ["--log-dir", str(agent_log_dir)]
     argv += ["--nproc-per-node", str(nproc_per_node), "--max-restarts", str(max_restarts),
              "-m", f"benchlib.workers.{module}", *args]
     return argv
@@ -391,13 +396,15 @@ def _run_once(module: str, common: list[str], log_dir: Path, how: _How, port: in
     if how.launcher == "single":
         procs = [_start(worker_argv(module, common), launcher_log, "worker", 0, env)]
     elif how.launcher == "torchrun" and nnodes == 1:
-        argv = torchrun_argv(module, common, nproc, port, max_restarts=how.max_restarts)
+        argv = torchrun_argv(module, common, nproc, port, max_restarts=how.max_restarts,
+                             agent_log_dir=log_dir / "torchrun")
         procs = [_start(argv, launcher_log, "torchrun agent", None, env)]
     elif how.launcher == "torchrun":  # one agent per "node", as on a cluster
         rdzv_id = f"benchlib-{log_dir.name}-{port}"
         procs = [_start(torchrun_argv(module, common, nproc, port, nnodes, node, rdzv_id,
                                       max_restarts=how.max_restarts,
-                                      join_timeout_s=how.join_timeout_s),
+                                      join_timeout_s=how.join_timeout_s,
+                                      agent_log_dir=log_dir / "torchrun"),
                         log_dir / f"launcher-node{node}.log", f"torchrun agent of node {node}",
                         None, env) for node in range(nnodes)]
     elif how.launcher == "lightning":  # Lightning starts each node's other local ranks

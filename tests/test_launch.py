@@ -29,6 +29,8 @@ def test_two_rank_ddp_runs_with_each_launcher(small_data, tmp_path, launcher):
     for rank in (0, 1):
         log = (tmp_path / "logs" / f"rank{rank}.log").read_text()
         assert f"rank {rank}/2" in log
+    if launcher == "torchrun":  # the agent's own files stay with the run, not in /tmp
+        assert list((tmp_path / "logs" / "torchrun").glob("*/attempt_0"))
 
 
 def test_a_failing_rank_stops_the_run_and_is_named_with_its_log(small_data, tmp_path):
