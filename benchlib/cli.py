@@ -327,7 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="check the file, list rows, run nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--executor", choices=["local", "slurm"], default="local",
-                   help="local: one row after another here; slurm: one job array, a task per row")
+                   help="local: one row after another here; slurm: a job array per "
+                        "allocation shape, a task per row")
     p.add_argument("--partition", help="slurm: sbatch --partition")
     p.add_argument("--time", help="slurm: sbatch --time for each row (e.g. 00:30:00)")
     p.add_argument("--requeue", action="store_true", help="slurm: sbatch --requeue")

@@ -1,6 +1,7 @@
 """Slurm: the srun commands benchlib starts inside a job, the sbatch scripts it renders
 (replacing seed 000's srun_ddp.sh and srun_lightning.sh), layout checks made before
-anything is submitted, and sweeps submitted as one job array (one task per row).
+anything is submitted, and the sbatch/squeue/scancel calls of sweeps on Slurm
+(benchlib.slurm_sweep: a job array per allocation shape, one task per row).
 
 Everything a user passes ends up shell-quoted in a rendered script; the only shell the
 script expands itself is benchlib's own (`$SLURM_JOB_ID`, the allocation's first host).
@@ -87,24 +88,23 @@ def srun_argv(module: str, args: list[str], nnodes: int, nproc: int, port: int,
 # ---------------------------------------------------------------------------- layouts
 
 def node_capacity(partition: str | None = None) -> dict[str, int] | None:
-    """The smallest node of the partition: CPUs and GPUs (from sinfo), or None when
-    there is no Slurm here to ask."""
-    argv = ["sinfo", "-N", "-h", "-o", "%c %G"] + (["-p", partition] if partition else [])
+    """What the partition holds: its number of nodes, and the CPUs and GPUs of its
+    smallest node (from sinfo); None when there is no Slurm here to ask."""
+    argv = ["sinfo", "-N", "-h", "-o", "%N %c %G"] + (["-p", partition] if partition else [])
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     except (FileNotFoundError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0 or not out.stdout.strip():
         return None
-    cpus, gpus = [], []
-    for line in out.stdout.split("\n"):
-        if not line.strip():
-            continue
-        c, gres = line.split(maxsplit=1) if " " in line.strip() else (line.strip(), "(null)")
-        cpus.append(int(c.rstrip("+")))
-        m = re.search(r"gpu(?::[^:,(]+)?:(\d+)", gres)
-        gpus.append(int(m.group(1)) if m else 0)
-    return {"cpus": min(cpus), "gpus": min(gpus)}
+    nodes: dict[str, tuple[int, int]] = {}  # a node in several partitions is listed once each
+    for line in out.stdout.splitlines():
+        if line.strip():
+            name, cpus, gres = (line.split(maxsplit=2) + ["(null)"])[:3]
+            m = re.search(r"gpu(?::[^:,(]+)?:(\d+)", gres)
+            nodes[name] = (int(cpus.rstrip("+")), int(m.group(1)) if m else 0)
+    return {"nodes": len(nodes), "cpus": min(c for c, _ in nodes.values()),
+            "gpus": min(g for _, g in nodes.values())}
 
 
 def check_layout(trainer: str, nodes: int, devices: int, ntasks_per_node: int | None = None,
@@ -130,7 +130,10 @@ def check_layout(trainer: str, nodes: int, devices: int, ntasks_per_node: int | 
         raise ConfigError("world_size", f"{world_size} != nodes {nodes} x devices {devices} "
                           f"= {nodes * devices}; change nodes or devices")
     if capacity is not None:
-        kind, have = ("gpus", capacity["gpus"]) if gpu else ("cpus", capacity["cpus"])
+        if nodes > capacity.get("nodes", nodes):  # sbatch would queue it, pending forever
+            raise ConfigError("nodes", f"{nodes} asked for, but the partition has "
+                              f"{capacity['nodes']}; use nodes <= {capacity['nodes']}")
+        have = capacity["gpus"] if gpu else capacity["cpus"]
         if devices > have:
             what = "GPUs" if gpu else "CPUs (one process each)"
             raise ConfigError("devices", f"{devices} per node asked for, but the partition's "
@@ -232,6 +235,10 @@ def _run(argv: list[str], timeout_s: float = 60) -> str:
 def submit(script_path: Path) -> str:
     """sbatch --parsable; returns the job id."""
     return _run(["sbatch", "--parsable", str(script_path)]).strip().split(";")[0]
+
+
+def cancel(job_id: str) -> None:
+    _run(["scancel", job_id])
 
 
 def queued(job_id: str) -> dict[str, str]:

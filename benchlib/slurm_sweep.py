@@ -1,4 +1,5 @@
-"""A sweep on Slurm: the pending rows become one job array, one task per row.
+"""A sweep on Slurm: the pending rows become job arrays, one task per row and one array per
+shape of allocation.
 
 Each task runs `python -m benchlib slurm-task PLAN INDEX`, which executes its row with
 papermill exactly as a local sweep does (`sweep.run_row`) into the shared outputs/, so
@@ -7,14 +8,17 @@ process polls `squeue` (not `sbatch --wait`, which polls slowly), then reads wha
 task left; a task that died without writing its record (time limit, node failure,
 cancelled) gets a failed record naming its Slurm state and log.
 
-An array asks for one shape of allocation for all its tasks: the largest any row needs
-(a row with `launcher: srun` needs `nnodes` nodes and `nproc_per_node` tasks per node),
-and whole nodes (`--exclusive`) unless asked not to: two rows sharing a node's cores
-measure each other (seen here: 10x lower samples/s when two array tasks shared them).
+An array asks for one shape of allocation for all its tasks, so the rows are grouped by
+the shape they need (a row with `launcher: srun` needs `nnodes` nodes and `nproc_per_node`
+tasks per node; any other row one node): a 1-node row does not hold the 4 nodes of the
+sweep's largest row. Every array asks for whole nodes (`--exclusive`) unless told not to:
+two rows sharing a node's cores measure each other (seen here: 10x lower samples/s when
+two array tasks shared them).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -64,16 +68,55 @@ def _task_info(sweep_dir: Path, index: int) -> dict[str, Any]:
             "log": str(sweep_dir / f"row-{index}.log")}
 
 
-def array_script(rows: list[Row], sweep_dir: Path, outputs: Path, partition: str | None,
-                 time_limit: str | None, requeue: bool = False, exclusive: bool = True) -> str:
-    nodes = max(row_shape(r)[0] for r in rows)
-    tasks = max(row_shape(r)[1] for r in rows)
+def shape_groups(rows: list[Row]) -> dict[tuple[int, int], list[int]]:
+    """Plan indices by the (nodes, tasks per node) their rows need, in plan order."""
+    groups: dict[tuple[int, int], list[int]] = {}
+    for index, row in enumerate(rows):
+        groups.setdefault(row_shape(row), []).append(index)
+    return groups
+
+
+def index_ranges(indices: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> "0-2,5,7-8": an --array value, however long the sweep."""
+    spans: list[list[int]] = []
+    for i in sorted(indices):
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def array_script(rows: list[Row], indices: list[int], sweep_dir: Path, outputs: Path,
+                 partition: str | None, time_limit: str | None, requeue: bool = False,
+                 exclusive: bool = True) -> str:
+    """The array for plan rows `indices`, which all need one shape; task id = plan index."""
+    nodes, tasks = row_shape(rows[indices[0]])
     job = slurm.Job(f"benchlib-{rows[0].study}"[:60], nodes, tasks,
                     str(sweep_dir / "row-%a.log"), partition, time_limit,
-                    array=f"0-{len(rows) - 1}", requeue=requeue, exclusive=exclusive)
+                    array=index_ranges(indices), requeue=requeue, exclusive=exclusive)
     task = [sys.executable, "-m", "benchlib", "slurm-task", str(sweep_dir / "plan.json"),
             slurm.Shell('"$SLURM_ARRAY_TASK_ID"')]
     return slurm.script(job, [slurm.render(task)], {"BENCHLIB_OUTPUTS": str(outputs)})
+
+
+def submit_arrays(rows: list[Row], sweep_dir: Path, outputs: Path, partition: str | None,
+                  time_limit: str | None, requeue: bool, exclusive: bool) -> dict[str, list[int]]:
+    """Write and submit one array per shape (`array-<nodes>x<tasks>.sbatch`); job id -> plan
+    indices. If sbatch refuses one, the arrays already queued are cancelled: all or nothing."""
+    jobs: dict[str, list[int]] = {}
+    try:
+        for (nodes, tasks), indices in shape_groups(rows).items():
+            path = sweep_dir / f"array-{nodes}x{tasks}.sbatch"
+            path.write_text(array_script(rows, indices, sweep_dir, outputs, partition,
+                                         time_limit, requeue, exclusive))
+            jobs[slurm.submit(path)] = indices
+    except BaseException:
+        for job_id in jobs:
+            with contextlib.suppress(slurm.SlurmError):  # the refusal is what to report
+                slurm.cancel(job_id)
+        raise
+    return jobs
 
 
 def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
@@ -88,36 +131,37 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
     sweep_dir = outputs / "slurm" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     sweep_dir.mkdir(parents=True)
     write_plan(todo, sweep_dir / "plan.json")
-    script_path = sweep_dir / "array.sbatch"
-    script_path.write_text(array_script(todo, sweep_dir, outputs, partition, time_limit, requeue,
-                                        exclusive))
     submitted = results.now()
     try:
-        job_id = slurm.submit(script_path)
+        jobs = submit_arrays(todo, sweep_dir, outputs, partition, time_limit, requeue, exclusive)
     except BaseException:
-        shutil.rmtree(sweep_dir)  # nothing was queued: leave no plan behind either
+        shutil.rmtree(sweep_dir)  # nothing is queued: leave no plan behind either
         raise
-    (sweep_dir / "job_id").write_text(job_id + "\n")
+    ids = " ".join(jobs)
+    (sweep_dir / "job_ids").write_text("\n".join(jobs) + "\n")
     bar = tqdm(total=len(rows), initial=summary.skipped, unit="row", disable=not progress,
-               desc=f"sweep (Slurm job {job_id})")
+               desc=f"sweep (Slurm {'jobs' if len(jobs) > 1 else 'job'} {ids})")
     left = len(todo)
     try:
         while left:
             time.sleep(poll_s)
-            now_left = len(slurm.queued(job_id))
+            now_left = sum(len(slurm.queued(job_id)) for job_id in jobs)
             bar.update(left - now_left)
             left = now_left
     except KeyboardInterrupt:
-        print(f"\nSlurm job {job_id} goes on without this process (its rows still write their "
-              f"records); stop it with: scancel {job_id}", file=sys.stderr)
+        what = f"Slurm jobs {ids} go on" if len(jobs) > 1 else f"Slurm job {ids} goes on"
+        print(f"\n{what} without this process (each row still writes its record); stop "
+              f"{'them' if len(jobs) > 1 else 'it'} with: scancel {ids}", file=sys.stderr)
         raise
     finally:
         bar.close()
-    states = slurm.final_states(job_id)
+    job_of = {index: job_id for job_id, indices in jobs.items() for index in indices}
+    states = {job_id: slurm.final_states(job_id) for job_id in jobs}
     for index, row in enumerate(todo):
         record = results.find_record(outputs / "results", row.study, row.run_id)
+        job_id = job_of[index]
         info = {**_task_info(sweep_dir, index), "job_id": job_id,
-                "state": states.get(str(index), "UNKNOWN")}
+                "state": states[job_id].get(str(index), "UNKNOWN")}
         if record is None or record["finished_at"] < submitted:  # it died before recording
             record = _lost_row(row, outputs, info, submitted)
         summary.count(row, record, outputs, slurm_log=info["log"])

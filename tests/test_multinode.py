@@ -120,4 +120,7 @@ def test_layouts_that_would_hang_or_cannot_fit_are_refused_with_what_to_change()
     with pytest.raises(ConfigError, match="devices: 8 per node asked for, but the partition's "
                                           "smallest node has 4 GPUs; use devices <= 4"):
         slurm.check_layout("lightning", 2, 8, gpu=True, capacity={"cpus": 64, "gpus": 4})
+    with pytest.raises(ConfigError, match="nodes: 3 asked for, but the partition has 2; "
+                                          "use nodes <= 2"):
+        slurm.check_layout("ddp", 3, 1, capacity={"nodes": 2, "cpus": 2, "gpus": 0})
     assert slurm.check_layout("lightning", 2, 4, ntasks_per_node=4) == 4

@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 
 
-from benchlib import results
+from benchlib import results, slurm_sweep
+from benchlib.params import load_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,26 +52,49 @@ def plan(tmp_path, rows: str) -> Path:
     return path
 
 
-def test_a_sweep_runs_as_one_job_array_and_its_rows_use_srun_over_the_allocation(
+def test_rows_become_one_array_per_allocation_shape(tmp_path):
+    rows = load_plan(plan(tmp_path, "  - {trainer: ddp}\n  - {trainer: ddp, nnodes: 1}\n"
+                                    "  - {trainer: lightning}\n"
+                                    "  - {trainer: lightning, nproc_per_node: 2}\n"))
+    groups = slurm_sweep.shape_groups(rows)
+    assert groups == {(2, 1): [0, 2], (1, 1): [1], (2, 2): [3]}
+    script = slurm_sweep.array_script(rows, groups[(2, 1)], tmp_path, tmp_path, None, None)
+    assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n" in script
+    assert "#SBATCH --array=0,2\n" in script and "#SBATCH --exclusive\n" in script
+    assert slurm_sweep.index_ranges([8, 0, 1, 2, 5, 7]) == "0-2,5,7-8"
+
+
+def test_a_sweep_runs_as_job_arrays_and_its_rows_use_srun_over_the_allocation(
         slurm_cluster, tmp_path):
     env = {**slurm_cluster, "BENCHLIB_OUTPUTS": str(tmp_path / "out")}
-    table = plan(tmp_path, "  - {trainer: ddp}\n  - {trainer: lightning}\n")
+    table = plan(tmp_path, "  - {trainer: ddp}\n  - {trainer: lightning}\n"
+                           "  - {trainer: ddp, nnodes: 1}\n")
     swept = benchlib(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
     assert swept.returncode == 0, swept.stdout + swept.stderr
-    assert "2 ok, 0 failed, 0 skipped" in swept.stdout
+    assert "3 ok, 0 failed, 0 skipped" in swept.stdout
     records = results.load_results(tmp_path / "out" / "results")
-    assert len(records) == 2 and set(records["status"]) == {"ok"}
+    assert len(records) == 3 and set(records["status"]) == {"ok"}
+    jobs = {}
     for run_id in records["run_id"]:
         record = results.find_record(tmp_path / "out" / "results", "mn_slurm", run_id)
-        assert record["metrics"]["world_size"] == 2  # both nodes trained
-        assert record["executor"]["name"] == "slurm" and record["executor"]["node"] == "n1"
+        nnodes = record["params"]["nnodes"]
+        assert record["metrics"]["world_size"] == nnodes  # every node of the row trained
+        executor = record["executor"]
+        assert executor["name"] == "slurm" and executor["node"] in ("n1", "n2")
+        jobs.setdefault(nnodes, set()).add(executor["job_id"])
         assert (tmp_path / "out" / record["executed_notebook"]).stat().st_size > 0
         train_logs = Path(record["metrics"]["log_dir"]) / "train"
         hosts = {(train_logs / f"rank{r}.log").read_text().split(" on ")[1].split(",")[0]
-                 for r in (0, 1)}
-        assert hosts == {"n1", "n2"}
+                 for r in range(nnodes)}
+        assert hosts == ({"n1", "n2"} if nnodes == 2 else {executor["node"]})
+    # one array per shape: the 1-node row did not hold two nodes
+    assert len(jobs[2]) == 1 and len(jobs[1]) == 1 and jobs[1] != jobs[2]
+    [sweep_dir] = (tmp_path / "out" / "slurm").iterdir()
+    assert sorted(p.name for p in sweep_dir.glob("*.sbatch")) == ["array-1x1.sbatch",
+                                                                  "array-2x1.sbatch"]
+    assert "#SBATCH --nodes=1\n" in (sweep_dir / "array-1x1.sbatch").read_text()
     again = benchlib(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
-    assert "0 ok, 0 failed, 2 skipped" in again.stdout  # nothing submitted twice
+    assert "0 ok, 0 failed, 3 skipped" in again.stdout  # nothing submitted twice
 
 
 def test_a_failing_row_is_recorded_with_its_slurm_log(slurm_cluster, tmp_path):
@@ -127,6 +151,16 @@ def test_a_layout_the_nodes_cannot_hold_fails_before_anything_is_submitted(slurm
                           text=True).stdout == queued_before
     rendered = benchlib(env, "slurm-script", "lightning", "--nodes", "2", "--devices", "3")
     assert rendered.returncode == 2 and "devices: 3 per node asked for" in rendered.stderr
+    # more nodes than the partition has: sbatch would take it and leave it pending forever
+    table = plan(tmp_path, "  - {trainer: ddp}\n  - {trainer: ddp, nnodes: 3}\n")
+    swept = benchlib(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
+    assert swept.returncode == 2
+    assert "nodes: 3 asked for, but the partition has 2; use nodes <= 2" in swept.stderr
+    assert not (tmp_path / "out" / "slurm").exists()
+    rendered = benchlib(env, "slurm-script", "ddp", "--nodes", "3", "--devices", "1")
+    assert rendered.returncode == 2 and "nodes: 3 asked for" in rendered.stderr
+    assert subprocess.run(["squeue", "-h"], env=env, capture_output=True,
+                          text=True).stdout == queued_before
     rendered = benchlib(env, "slurm-script", "lightning", "--nodes", "2", "--devices", "2",
                         "--ntasks-per-node", "1", "--submit")
     assert rendered.returncode == 2 and rendered.stdout == ""
