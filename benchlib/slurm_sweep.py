@@ -46,13 +46,16 @@ def write_plan(rows: list[Row], path: Path) -> None:
     atomic.write_json(path, {"rows": plan})
 
 
+def read_plan(plan: Path) -> list[Row]:
+    return [Row(r["study"], Path(r["notebook"]), r["params"], r["overrides"], r["source"],
+                r["timeout_s"]) for r in json.loads(Path(plan).read_text())["rows"]]
+
+
 def read_row(plan: Path, index: int) -> Row:
-    rows = json.loads(Path(plan).read_text())["rows"]
+    rows = read_plan(plan)
     if not 0 <= index < len(rows):
         raise IndexError(f"index: {index} is outside the plan's {len(rows)} rows")
-    r = rows[index]
-    return Row(r["study"], Path(r["notebook"]), r["params"], r["overrides"], r["source"],
-               r["timeout_s"])
+    return rows[index]
 
 
 def run_task(plan: Path, index: int, outputs: Path) -> int:
@@ -126,6 +129,16 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
 
     todo = pending(rows, outputs, force)
     summary = Summary(skipped=len(rows) - len(todo))
+    # a row an earlier submission still has in the queue (its poller was stopped, say) is
+    # not submitted twice, even with force: two tasks would run it into the same files
+    live = queued_elsewhere(outputs)
+    if elsewhere := [r for r in todo if r.run_id in live]:
+        jobs = " ".join(sorted({live[r.run_id] for r in elsewhere}))
+        print(f"{len(elsewhere)} row(s) already queued or running in Slurm job(s) {jobs} of an "
+              f"earlier sweep: not submitted again; run the sweep again once they end",
+              file=sys.stderr)
+        summary.elsewhere = len(elsewhere)
+        todo = [r for r in todo if r.run_id not in live]
     if not todo:
         return summary
     sweep_dir = outputs / "slurm" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
@@ -166,6 +179,21 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
             record = _lost_row(row, outputs, info, submitted)
         summary.count(row, record, outputs, slurm_log=info["log"])
     return summary
+
+
+def queued_elsewhere(outputs: Path) -> dict[str, str]:
+    """run_id -> job id, for the rows earlier sweeps on these outputs have in the queue now
+    (pending or running). A job squeue no longer knows has ended."""
+    live: dict[str, str] = {}
+    for ids in (outputs / "slurm").glob("*/job_ids"):
+        for job_id in ids.read_text().split():
+            try:
+                tasks = slurm.queued(job_id)
+            except slurm.SlurmError:
+                continue
+            plan = read_plan(ids.parent / "plan.json") if tasks else []
+            live.update({plan[int(i)].run_id: job_id for i in tasks if i.isdigit()})
+    return live
 
 
 def _lost_row(row: Row, outputs: Path, info: dict[str, Any], started_at: str) -> dict:

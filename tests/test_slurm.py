@@ -196,3 +196,35 @@ def test_a_refused_submission_leaves_no_plan_behind(slurm_cluster, tmp_path):
         "benchlib sweep: sbatch --parsable failed (1): sbatch: error: Batch job submission "
         "failed: Invalid partition name specified")
     assert list((tmp_path / "out" / "slurm").iterdir()) == []
+
+
+def test_a_row_an_earlier_sweep_still_has_queued_is_not_submitted_again(slurm_cluster, tmp_path):
+    """The poller stopped (Ctrl-C, a lost login) while its array waits: running the sweep
+    again must not queue the row a second time (two tasks would run it into one set of files)."""
+    env = {**slurm_cluster, "BENCHLIB_OUTPUTS": str(tmp_path / "out")}
+    slurm_dir = tmp_path / "out" / "slurm"
+    blocker = subprocess.run(  # both nodes busy, so the sweep's array stays pending
+        ["sbatch", "--parsable", "--nodes", "2", "--exclusive", "--output", "/dev/null",
+         "--wrap", "sleep 120"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        check=True).stdout.strip().split(";")[0]
+    table = plan(tmp_path, "  - {trainer: ddp}\n")
+    first = subprocess.Popen([sys.executable, "-m", "benchlib", "sweep", str(table), "--executor",
+                              "slurm", "--no-progress"], cwd=ROOT, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    job_ids: list[str] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not list(slurm_dir.glob("*/job_ids")):
+            assert first.poll() is None and time.monotonic() < deadline, "nothing submitted"
+            time.sleep(0.2)
+        first.kill()  # its poller is gone; its array is still queued
+        first.wait()
+        job_ids = next(slurm_dir.glob("*/job_ids")).read_text().split()
+        again = benchlib(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert (f"1 row(s) already queued or running in Slurm job(s) {job_ids[0]} of an earlier "
+                "sweep: not submitted again") in again.stderr
+        assert "0 ok, 0 failed, 0 skipped, 1 done or running in another sweep" in again.stdout
+        assert len(list(slurm_dir.iterdir())) == 1  # no second submission
+    finally:
+        subprocess.run(["scancel", blocker, *job_ids], env=env)
