@@ -150,26 +150,30 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
     except BaseException:
         shutil.rmtree(sweep_dir)  # nothing is queued: leave no plan behind either
         raise
-    ids = " ".join(jobs)
     (sweep_dir / "job_ids").write_text("\n".join(jobs) + "\n")
-    bar = tqdm(total=len(rows), initial=summary.skipped, unit="row", disable=not progress,
-               desc=f"sweep (Slurm {'jobs' if len(jobs) > 1 else 'job'} {ids})")
-    left = len(todo)
+    ids, several = " ".join(jobs), len(jobs) > 1
+    bar = tqdm(total=len(rows), initial=len(rows) - len(todo), unit="row",
+               disable=not progress, desc=f"sweep (Slurm job{'s' if several else ''} {ids})")
+    left = {job_id: len(indices) for job_id, indices in jobs.items()}
+    states: dict[str, dict[str, str]] = {}
     try:
         while left:
             time.sleep(poll_s)
-            now_left = sum(len(slurm.queued(job_id)) for job_id in jobs)
-            bar.update(left - now_left)
-            left = now_left
+            for job_id in list(left):
+                now_left = len(slurm.queued(job_id))
+                bar.update(left[job_id] - now_left)
+                left[job_id] = now_left
+                if not now_left:  # done: its states now, before Slurm forgets the job
+                    states[job_id] = slurm.final_states(job_id)  # (MinJobAge, 300 s)
+                    del left[job_id]
     except KeyboardInterrupt:
-        what = f"Slurm jobs {ids} go on" if len(jobs) > 1 else f"Slurm job {ids} goes on"
+        what = f"Slurm jobs {ids} go on" if several else f"Slurm job {ids} goes on"
         print(f"\n{what} without this process (each row still writes its record); stop "
-              f"{'them' if len(jobs) > 1 else 'it'} with: scancel {ids}", file=sys.stderr)
+              f"{'them' if several else 'it'} with: scancel {ids}", file=sys.stderr)
         raise
     finally:
         bar.close()
     job_of = {index: job_id for job_id, indices in jobs.items() for index in indices}
-    states = {job_id: slurm.final_states(job_id) for job_id in jobs}
     for index, row in enumerate(todo):
         record = results.find_record(outputs / "results", row.study, row.run_id)
         job_id = job_of[index]
