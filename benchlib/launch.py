@@ -130,17 +130,27 @@ def _failed_rank(p: Process, log_dir: Path) -> tuple[int | None, str, int, Path]
     text = p.log.read_text(errors="replace") if p.log.exists() else ""
     marks = sorted((m["time"], int(f.stem[4:]), m["host"])
                    for f in log_dir.glob("rank*.failed") if (m := json.loads(f.read_text())))
-    if marks:  # the rank that failed first (the others may have failed because of it)
+    # what the launcher reports: torchrun lists every failed rank (its "Root Cause" is
+    # merely the first it observed), mp.spawn the first
+    reported = [(int(m["rank"]), m["host"], int(m["code"])) for m in _ROOT_CAUSE.finditer(text)]
+    if (root := text.find("Root Cause")) >= 0 and (m := _ROOT_CAUSE.search(text, root)):
+        reported.insert(0, (int(m["rank"]), m["host"], int(m["code"])))
+    if (m := _SPAWNED.search(text)) is not None:
+        reported.append((int(m["rank"]), host, int(m["code"]) if m["code"] else
+                         -signal.Signals[m["signal"]]
+                         if m["signal"] in signal.Signals.__members__ else code))
+    # A rank killed by a signal (OOM killer, a lost node) writes no mark, but the ranks it
+    # leaves behind then fail in a collective and do: it is the cause, not them.
+    killed = next((r for r in reported if r[2] < 0), None)
+    if rank is not None and code is not None and code < 0:
+        pass
+    elif killed is not None:
+        rank, host, code = killed
+    elif marks:  # the rank that failed first (the others may have failed because of it)
         _, rank, host = marks[0]
         code = 1
-    elif (m := _ROOT_CAUSE.search(text, text.find("Root Cause"))) is not None:
-        host, rank, code = m["host"], int(m["rank"]), int(m["code"])
-    elif (m := _SPAWNED.search(text)) is not None:
-        rank = int(m["rank"])
-        if m["code"]:
-            code = int(m["code"])
-        elif m["signal"] in signal.Signals.__members__:
-            code = -signal.Signals[m["signal"]]
+    elif reported:
+        rank, host, code = reported[0]
     if rank is not None and (log_dir / f"rank{rank}.log").exists():
         log = log_dir / f"rank{rank}.log"
         # the rank's own first line names its host (torchrun --standalone says "localhost")
@@ -184,7 +194,9 @@ def supervise(processes: list[Process], log_dir: Path, timeout_s: float) -> None
     try:
         while True:
             codes = [p.popen.poll() for p in processes]
-            failed = next((p for p, c in zip(processes, codes) if c not in (None, 0)), None)
+            # one killed by a signal first: the others may have failed because of it
+            failed = min((p for p, c in zip(processes, codes) if c not in (None, 0)),
+                         key=lambda p: p.popen.returncode >= 0, default=None)
             if failed is not None:
                 if failed.popen.returncode < 0:  # killed: the others may be just finishing
                     _let_finish(processes, 2.0)

@@ -16,6 +16,8 @@ processed over the slowest rank's step time.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import threading
 from pathlib import Path
 from typing import Any
@@ -193,6 +195,9 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         if global_step <= args.record_losses:
             losses.append(_mean_loss(loss, env))
         if args.fail_at_step and global_step == args.fail_at_step and env.rank == args.fail_rank:
+            if args.fail_how == "kill":  # as the OOM killer does: no exception, no cleanup
+                print(f"injected failure: rank {env.rank} kills itself", flush=True)
+                os.kill(os.getpid(), signal.SIGKILL)
             raise RuntimeError(f"injected failure at step {global_step} on rank {env.rank}")
         if args.log_interval and global_step % args.log_interval == 0 and env.rank == 0:
             print(f"step {global_step}: loss {loss.item():.4f}", flush=True)
@@ -281,6 +286,8 @@ def parser(strategy: str) -> argparse.ArgumentParser:
                    help="record the rank-averaged loss of the first N steps")
     p.add_argument("--fail-at-step", type=int, default=0, help="fault injection (tests)")
     p.add_argument("--fail-rank", type=int, default=0)
+    p.add_argument("--fail-how", choices=["raise", "kill"], default="raise",
+                   help="fault injection: an exception, or SIGKILL")
     p.set_defaults(strategy=strategy)
     return p
 

@@ -55,6 +55,19 @@ def test_a_failing_rank_stops_the_run_and_is_named_with_its_log(small_data, tmp_
     assert left() == []  # rank 0, waiting in a collective, was stopped too
 
 
+@pytest.mark.parametrize("launcher", ["torchrun", "tcp"])
+def test_a_killed_rank_is_named_not_the_rank_it_left_failing(small_data, tmp_path, launcher):
+    """SIGKILL (the OOM killer) leaves no mark; rank 0 then fails in gloo and leaves one."""
+    with pytest.raises(launch.LaunchError) as info:
+        launch.launch("ddp", train_args(small_data, "--fail-at-step", "3", "--fail-rank", "1",
+                                        "--fail-how", "kill"),
+                      tmp_path / "logs", launcher, nproc=2, timeout_s=120)
+    err = info.value
+    assert (err.rank, err.exit_code) == (1, -9), str(err)
+    assert str(err).startswith(f"rank 1 on {socket.gethostname()} exited with code -9; log: ")
+    assert "injected failure: rank 1 kills itself" in err.log_path.read_text()
+
+
 def test_a_failing_tcp_rank_is_named(small_data, tmp_path):
     with pytest.raises(launch.LaunchError, match=r"rank 0 on .* exited with code 1; log: .*rank0.log"):
         launch.launch("ddp", train_args(small_data, "--fail-at-step", "2", "--fail-rank", "0"),
