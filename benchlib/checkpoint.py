@@ -109,10 +109,18 @@ def save(folder: Path, state: dict[str, Any], meta: dict[str, Any], keep: int = 
                "saved_at": time.time()}
     atomic.write_json(path.with_suffix(".json"), sidecar)
     _fsync_dir(folder)
-    for old in listed(folder)[keep:]:
+    # A later step than this one belongs to an abandoned attempt (damaged, or this run would
+    # have resumed from it): it must not outrank this one, nor push it out of the newest `keep`.
+    on_file = listed(folder)
+    later = [p for p in on_file if _step_of(p) > step]
+    for old in later + [p for p in on_file if _step_of(p) <= step][keep:]:
         old.with_suffix(".json").unlink(missing_ok=True)  # sidecar first: never a dangling one
         old.unlink(missing_ok=True)
     return Checkpoint(path, sidecar)
+
+
+def _step_of(path: Path) -> int:
+    return int(path.stem.removeprefix("step-"))
 
 
 def listed(folder: str | Path) -> list[Path]:

@@ -185,6 +185,17 @@ def test_save_keeps_the_newest_checkpoints_and_leaves_no_temporary_file(tmp_path
     assert checkpoint.latest(tmp_path).step == 6
 
 
+def test_a_run_resumed_past_a_damaged_checkpoint_keeps_its_own_and_drops_the_damaged_one(tmp_path):
+    for step in (4, 8, 12):
+        _save(tmp_path, step)
+    (tmp_path / "step-00000012.pt").write_bytes(b"garbage")
+    assert checkpoint.latest(tmp_path, warn=lambda _: None).step == 8  # resumed from 8
+    _save(tmp_path, 10)  # the resumed run's next one: 12 must not push 8 out, nor outrank 10
+    assert sorted(p.name for p in tmp_path.glob("*.pt")) == ["step-00000008.pt",
+                                                            "step-00000010.pt"]
+    assert checkpoint.latest(tmp_path).step == 10
+
+
 @pytest.mark.parametrize("damage", ["truncate", "garbage"])
 def test_a_corrupted_latest_checkpoint_is_passed_over_for_the_previous(tmp_path, damage):
     _save(tmp_path, 4)
