@@ -98,12 +98,11 @@ def _stop(processes: list[Process], grace_s: float = 35.0) -> None:
     its workers (in sessions of their own) up to 30 s before it exits itself."""
     import os
 
-    for p in processes:
-        if p.popen.poll() is None:
-            try:
-                os.killpg(p.popen.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+    for p in processes:  # the group even when its leader is gone: mp.spawn's children
+        try:               # outlive a killed parent, and nothing else would stop them
+            os.killpg(p.popen.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
     deadline = time.monotonic() + grace_s
     for p in processes:
         try:
