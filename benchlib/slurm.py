@@ -88,21 +88,28 @@ def srun_argv(module: str, args: list[str], nnodes: int, nproc: int, port: int,
 # ---------------------------------------------------------------------------- layouts
 
 def node_capacity(partition: str | None = None) -> dict[str, int] | None:
-    """What the partition holds: its number of nodes, and the CPUs and GPUs of its
-    smallest node (from sinfo); None when there is no Slurm here to ask."""
-    argv = ["sinfo", "-N", "-h", "-o", "%N %c %G"] + (["-p", partition] if partition else [])
+    """What a partition holds: its number of nodes, and the CPUs and GPUs of its smallest
+    node (from sinfo). Without `partition`: the job's own partition inside a job, else the
+    cluster's default one (what sbatch would use). None when there is no Slurm here to
+    ask, or no such partition (sbatch then says so itself)."""
+    argv = ["sinfo", "-N", "-h", "-o", "%N %c %P %G"]
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     except (FileNotFoundError, subprocess.TimeoutExpired):
         return None
-    if out.returncode != 0 or not out.stdout.strip():
+    if out.returncode != 0:
         return None
-    nodes: dict[str, tuple[int, int]] = {}  # a node in several partitions is listed once each
+    partition = partition or os.environ.get("SLURM_JOB_PARTITION")
+    nodes: dict[str, tuple[int, int]] = {}  # a node is listed once per partition it is in
     for line in out.stdout.splitlines():
-        if line.strip():
-            name, cpus, gres = (line.split(maxsplit=2) + ["(null)"])[:3]
+        if not line.strip():
+            continue
+        name, cpus, part, gres = (line.split(maxsplit=3) + ["(null)"])[:4]
+        if part.rstrip("*") == partition if partition else part.endswith("*"):
             m = re.search(r"gpu(?::[^:,(]+)?:(\d+)", gres)
             nodes[name] = (int(cpus.rstrip("+")), int(m.group(1)) if m else 0)
+    if not nodes:
+        return None
     return {"nodes": len(nodes), "cpus": min(c for c, _ in nodes.values()),
             "gpus": min(g for _, g in nodes.values())}
 

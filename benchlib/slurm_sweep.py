@@ -29,16 +29,40 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import atomic, envinfo, results, slurm
+from benchlib.errors import ConfigError, UsageError
 from benchlib.params import Row
 from benchlib.sweep import Summary, pending, run_row
 
-def row_shape(row: Row) -> tuple[int, int]:
-    """(nodes, tasks per node) the row's own srun steps need inside its allocation."""
+SQUEUE_PATIENCE_S = 120.0  # how long the poller waits out a squeue that keeps failing
+
+
+def row_shape(row: Row, partition_gpus: int = 0) -> tuple[int, int, int]:
+    """(nodes, tasks per node, GPUs per node) the row needs inside its allocation: its own
+    srun steps spread it over nodes; any other launcher runs it on the task's node. A
+    `device: auto` row gets GPUs where the partition has them (else it would run on CPU)."""
     p = row.params
-    if p.get("launcher") != "srun":
-        return 1, 1
-    tasks = p.get("nproc_per_node", 1) if p.get("trainer") == "lightning" else 1
-    return int(p.get("nnodes", 1)), int(tasks)
+    srun = p.get("launcher") == "srun"
+    nodes = int(p.get("nnodes", 1)) if srun else 1
+    tasks = int(p.get("nproc_per_node", 1)) if srun and p.get("trainer") == "lightning" else 1
+    gpus = 0
+    if p.get("device") == "gpu" or (p.get("device") == "auto" and partition_gpus):
+        gpus = int(p.get("nproc_per_node", 1)) * (1 if srun else int(p.get("nnodes", 1)))
+    return nodes, tasks, gpus
+
+
+def check_partition(rows: list[Row], partition: str) -> None:
+    """The srun rows' layouts against the partition the sweep goes to (loading the plan
+    checked them against the default partition)."""
+    capacity = slurm.node_capacity(partition)
+    for row in rows:
+        p = row.params
+        if p.get("launcher") == "srun":
+            try:
+                slurm.check_layout(p.get("trainer", "ddp"), int(p.get("nnodes", 1)),
+                                   int(p.get("nproc_per_node", 1)), gpu=p.get("device") == "gpu",
+                                   capacity=capacity)
+            except ConfigError as e:
+                raise UsageError(f"{row.source}: {e} (partition {partition})") from e
 
 
 def write_plan(rows: list[Row], path: Path) -> None:
@@ -71,11 +95,11 @@ def _task_info(sweep_dir: Path, index: int) -> dict[str, Any]:
             "log": str(sweep_dir / f"row-{index}.log")}
 
 
-def shape_groups(rows: list[Row]) -> dict[tuple[int, int], list[int]]:
-    """Plan indices by the (nodes, tasks per node) their rows need, in plan order."""
-    groups: dict[tuple[int, int], list[int]] = {}
+def shape_groups(rows: list[Row], partition_gpus: int = 0) -> dict[tuple[int, int, int], list[int]]:
+    """Plan indices by the (nodes, tasks, GPUs per node) their rows need, in plan order."""
+    groups: dict[tuple[int, int, int], list[int]] = {}
     for index, row in enumerate(rows):
-        groups.setdefault(row_shape(row), []).append(index)
+        groups.setdefault(row_shape(row, partition_gpus), []).append(index)
     return groups
 
 
@@ -90,13 +114,13 @@ def index_ranges(indices: list[int]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
-def array_script(rows: list[Row], indices: list[int], sweep_dir: Path, outputs: Path,
-                 partition: str | None, time_limit: str | None, requeue: bool = False,
-                 exclusive: bool = True) -> str:
-    """The array for plan rows `indices`, which all need one shape; task id = plan index."""
-    nodes, tasks = row_shape(rows[indices[0]])
-    job = slurm.Job(f"benchlib-{rows[0].study}"[:60], nodes, tasks,
-                    str(sweep_dir / "row-%a.log"), partition, time_limit,
+def array_script(rows: list[Row], indices: list[int], shape: tuple[int, int, int],
+                 sweep_dir: Path, outputs: Path, partition: str | None, time_limit: str | None,
+                 requeue: bool = False, exclusive: bool = True) -> str:
+    """The array for plan rows `indices`, which all need `shape`; task id = plan index."""
+    nodes, tasks, gpus = shape
+    job = slurm.Job(f"benchlib-{rows[indices[0]].study}"[:60], nodes, tasks,
+                    str(sweep_dir / "row-%a.log"), partition, time_limit, gpus_per_node=gpus,
                     array=index_ranges(indices), requeue=requeue, exclusive=exclusive)
     task = [sys.executable, "-m", "benchlib", "slurm-task", str(sweep_dir / "plan.json"),
             slurm.Shell('"$SLURM_ARRAY_TASK_ID"')]
@@ -105,13 +129,15 @@ def array_script(rows: list[Row], indices: list[int], sweep_dir: Path, outputs: 
 
 def submit_arrays(rows: list[Row], sweep_dir: Path, outputs: Path, partition: str | None,
                   time_limit: str | None, requeue: bool, exclusive: bool) -> dict[str, list[int]]:
-    """Write and submit one array per shape (`array-<nodes>x<tasks>.sbatch`); job id -> plan
-    indices. If sbatch refuses one, the arrays already queued are cancelled: all or nothing."""
+    """Write and submit one array per shape (`array-<nodes>x<tasks>[-<g>gpu].sbatch`);
+    job id -> plan indices. If sbatch refuses one, those already queued are cancelled."""
+    capacity = slurm.node_capacity(partition)
     jobs: dict[str, list[int]] = {}
     try:
-        for (nodes, tasks), indices in shape_groups(rows).items():
-            path = sweep_dir / f"array-{nodes}x{tasks}.sbatch"
-            path.write_text(array_script(rows, indices, sweep_dir, outputs, partition,
+        for shape, indices in shape_groups(rows, capacity["gpus"] if capacity else 0).items():
+            nodes, tasks, gpus = shape
+            path = sweep_dir / f"array-{nodes}x{tasks}{f'-{gpus}gpu' if gpus else ''}.sbatch"
+            path.write_text(array_script(rows, indices, shape, sweep_dir, outputs, partition,
                                          time_limit, requeue, exclusive))
             jobs[slurm.submit(path)] = indices
     except BaseException:
@@ -127,6 +153,8 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
              poll_s: float = 0.5, requeue: bool = False, exclusive: bool = True) -> Summary:
     from tqdm.auto import tqdm
 
+    if partition is not None:
+        check_partition(rows, partition)
     todo = pending(rows, outputs, force)
     summary = Summary(skipped=len(rows) - len(todo))
     # a row an earlier submission still has in the queue (its poller was stopped, say) is
@@ -156,17 +184,24 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
                disable=not progress, desc=f"sweep (Slurm job{'s' if several else ''} {ids})")
     left = {job_id: len(indices) for job_id, indices in jobs.items()}
     states: dict[str, dict[str, str]] = {}
+    failing_since = None  # squeue failing: slurmctld restarting, say; give it a while
     try:
         while left:
             time.sleep(poll_s)
-            for job_id in list(left):
-                now_left = len(slurm.queued(job_id))
-                bar.update(left[job_id] - now_left)
-                left[job_id] = now_left
-                if not now_left:  # done: its states now, before Slurm forgets the job
-                    states[job_id] = slurm.final_states(job_id)  # (MinJobAge, 300 s)
-                    del left[job_id]
-    except KeyboardInterrupt:
+            try:
+                for job_id in list(left):
+                    now_left = len(slurm.queued(job_id))
+                    bar.update(left[job_id] - now_left)
+                    left[job_id] = now_left
+                    if not now_left:  # done: its states now, before Slurm forgets the job
+                        states[job_id] = slurm.final_states(job_id)  # (MinJobAge, 300 s)
+                        del left[job_id]
+                failing_since = None
+            except slurm.SlurmError:
+                failing_since = failing_since or time.monotonic()
+                if time.monotonic() - failing_since > SQUEUE_PATIENCE_S:
+                    raise
+    except (KeyboardInterrupt, slurm.SlurmError):
         what = f"Slurm jobs {ids} go on" if several else f"Slurm job {ids} goes on"
         print(f"\n{what} without this process (each row still writes its record); stop "
               f"{'them' if several else 'it'} with: scancel {ids}", file=sys.stderr)

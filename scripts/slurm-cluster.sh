@@ -257,6 +257,8 @@ EOF
              "Port=${SLURMD_PORTS[i]} CPUs=2 RealMemory=1024 State=UNKNOWN" >>"$CONF"
     done
     echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >>"$CONF"
+    # a one-node partition: what a sweep sent to a smaller partition is checked against
+    echo "PartitionName=solo Nodes=${NODES[0]} MaxTime=INFINITE State=UP" >>"$CONF"
 
     # The /etc/hosts each node sees (bind-mounted in its own mount namespace only).
     {

@@ -55,12 +55,20 @@ def plan(tmp_path, rows: str) -> Path:
 def test_rows_become_one_array_per_allocation_shape(tmp_path):
     rows = load_plan(plan(tmp_path, "  - {trainer: ddp}\n  - {trainer: ddp, nnodes: 1}\n"
                                     "  - {trainer: lightning}\n"
-                                    "  - {trainer: lightning, nproc_per_node: 2}\n"))
-    groups = slurm_sweep.shape_groups(rows)
-    assert groups == {(2, 1): [0, 2], (1, 1): [1], (2, 2): [3]}
-    script = slurm_sweep.array_script(rows, groups[(2, 1)], tmp_path, tmp_path, None, None)
+                                    "  - {trainer: lightning, nproc_per_node: 2}\n"
+                                    "  - {trainer: ddp, device: auto, nproc_per_node: 2}\n"))
+    groups = slurm_sweep.shape_groups(rows)  # a partition without GPUs: auto runs on CPU
+    assert groups == {(2, 1, 0): [0, 2, 4], (1, 1, 0): [1], (2, 2, 0): [3]}
+    shape = (2, 1, 0)
+    script = slurm_sweep.array_script(rows, groups[shape], shape, tmp_path, tmp_path, None, None)
     assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n" in script
-    assert "#SBATCH --array=0,2\n" in script and "#SBATCH --exclusive\n" in script
+    assert "#SBATCH --array=0,2,4\n" in script and "#SBATCH --exclusive\n" in script
+    assert "--gpus-per-node" not in script
+    # where the partition has GPUs, a device: auto row asks for one per rank on each node
+    groups = slurm_sweep.shape_groups(rows, partition_gpus=4)
+    assert groups[(2, 1, 2)] == [4]
+    script = slurm_sweep.array_script(rows, [4], (2, 1, 2), tmp_path, tmp_path, None, None)
+    assert "#SBATCH --gpus-per-node=2\n" in script
     assert slurm_sweep.index_ranges([8, 0, 1, 2, 5, 7]) == "0-2,5,7-8"
 
 
@@ -159,6 +167,13 @@ def test_a_layout_the_nodes_cannot_hold_fails_before_anything_is_submitted(slurm
     assert not (tmp_path / "out" / "slurm").exists()
     rendered = benchlib(env, "slurm-script", "ddp", "--nodes", "3", "--devices", "1")
     assert rendered.returncode == 2 and "nodes: 3 asked for" in rendered.stderr
+    # checked against the partition the sweep goes to, not the default one (one node here)
+    table = plan(tmp_path, "  - {trainer: ddp}\n")
+    swept = benchlib(env, "sweep", str(table), "--executor", "slurm", "--partition", "solo",
+                     "--no-progress")
+    assert swept.returncode == 2
+    assert "nodes: 2 asked for, but the partition has 1; use nodes <= 1" in swept.stderr
+    assert not (tmp_path / "out" / "slurm").exists()
     assert subprocess.run(["squeue", "-h"], env=env, capture_output=True,
                           text=True).stdout == queued_before
     rendered = benchlib(env, "slurm-script", "lightning", "--nodes", "2", "--devices", "2",
