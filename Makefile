@@ -7,7 +7,7 @@ SMOKE  ?= params/smoke_cpu.yaml
 # The sizes params/smoke_cpu.yaml's data_prep row asks for (so that row reuses the data).
 SMOKE_DATA ?= --offline --size 6000 --fashion-size 6000 --cifar-size 2048 --imagefolder-size 200
 
-.PHONY: setup run test lab report clean-outputs
+.PHONY: setup run test lab report clean-outputs gpu-check
 
 # Create or update .venv with the pinned versions in constraints.txt (torch 2.14.1,
 # torchvision 0.29.1, ...). Re-runs only when the pins or pyproject.toml change.
@@ -34,6 +34,12 @@ test: setup
 
 report: setup
 	$(PY) -m benchlib report
+
+# Every GPU path on a single-GPU machine, in at most 8 minutes (see scripts/gpu-check.sh);
+# the image's own python is enough: it installs nothing.
+GPU_CHECK_OUT ?= outputs/gpu-check
+gpu-check:
+	scripts/gpu-check.sh $(GPU_CHECK_OUT)
 
 lab: setup
 	$(VENV)/bin/jupyter lab notebooks/

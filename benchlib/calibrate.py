@@ -3,7 +3,10 @@
 1. Loop overhead: benchlib's train loop against a bare hand-written loop, same model,
    same batch, same process, interleaved in rounds (the order alternates, so drift in
    the machine's speed falls on both). The ratio of their throughputs should be >= 0.98.
-2. Fetch ceiling: `preload_batched` traverse against a plain copy of the same decoded
+2. Event clock against wall clock: the figure benchlib reports (per-step CUDA events,
+   read after one synchronize) against a synchronized wall clock around the same
+   steps. Should agree within 2%. On CPU both are the host clock.
+3. Fetch ceiling: `preload_batched` traverse against a plain copy of the same decoded
    array in the same run; the copy is the limit no loader can beat.
 """
 
@@ -15,6 +18,7 @@ from typing import Any
 import torch
 
 from benchlib import allocator, loops, storage
+from benchlib.errors import UsageError
 from benchlib.models import build_model
 from benchlib.timing import StepClock, summarize
 
@@ -35,15 +39,28 @@ def _benchlib_loop(stepper: loops.Stepper, x, y, steps: int, clock: StepClock) -
     return steps * len(y) / (clock.now() - start)
 
 
+# the input each calibration model takes, and its class count
+SHAPES = {"toynet": ((1, 28, 28), 10), "resnet18": ((3, 224, 224), 1000),
+          "resnet50": ((3, 224, 224), 1000)}
+
+
+def _batch(model_name: str, batch_size: int, device: torch.device):
+    if model_name not in SHAPES:
+        raise UsageError(f"model: {model_name!r} is not one of {', '.join(SHAPES)}")
+    shape, classes = SHAPES[model_name]
+    model = build_model(model_name, shape).to(device)
+    x = torch.rand(batch_size, *shape, device=device)
+    y = torch.randint(0, classes, (batch_size,), device=device)
+    return model, x, y
+
+
 def loop_overhead(device: torch.device, model_name: str = "toynet", batch_size: int = 64,
                   steps: int = 50, rounds: int = 80, seed: int = 0) -> dict[str, Any]:
     torch.manual_seed(seed)
-    model = build_model(model_name).to(device)
+    model, x, y = _batch(model_name, batch_size, device)
     stepper = loops.Stepper("train", device, model)
     bare_optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     loss_fn = torch.nn.CrossEntropyLoss()
-    x = torch.rand(batch_size, 1, 28, 28, device=device)
-    y = torch.randint(0, 10, (batch_size,), device=device)
     clock = StepClock(device)
     _bare_loop(model, bare_optimizer, loss_fn, x, y, steps, clock)  # warm-up, not counted
     _benchlib_loop(stepper, x, y, steps, clock)
@@ -56,8 +73,33 @@ def loop_overhead(device: torch.device, model_name: str = "toynet", batch_size: 
             else:
                 ours.append(_benchlib_loop(stepper, x, y, steps, clock))
     ratios = [o / b for o, b in zip(ours, bare)]
+    # what benchlib's loop adds to each step: the difference of the two step times
+    extra_us = [(batch_size / o - batch_size / b) * 1e6 for o, b in zip(ours, bare)]
     return {**summarize(ratios, "ratio"), **summarize(bare, "bare_samples_per_s"),
-            **summarize(ours, "benchlib_samples_per_s")}
+            **summarize(ours, "benchlib_samples_per_s"), **summarize(extra_us, "extra_us_per_step"),
+            "model": model_name, "batch_size": batch_size, "steps": steps}
+
+
+def event_vs_wall(device: torch.device, model_name: str = "toynet", batch_size: int = 64,
+                  steps: int = 50, rounds: int = 20, seed: int = 0) -> dict[str, Any]:
+    """Each round: one `loops.run_epoch` of `steps` steps; the samples/s its per-step
+    times give (CUDA events on CUDA) over the samples/s of a synchronized wall clock
+    around the same epoch. 1.0 means the reported figure is the wall-clock truth."""
+    torch.manual_seed(seed)
+    model, x, y = _batch(model_name, batch_size, device)
+    stepper = loops.Stepper("train", device, model)
+    loops.run_epoch([(x, y)] * steps, stepper, warmup_steps=0)  # warm-up, not counted
+    ratios, reported, wall = [], [], []
+    for _ in range(rounds):
+        times = loops.run_epoch([(x, y)] * steps, stepper, warmup_steps=0)
+        step_total = sum(times.data_s) + sum(times.compute_s)
+        reported.append(steps * batch_size / step_total)
+        wall.append(steps * batch_size / times.epoch_s)
+        ratios.append(reported[-1] / wall[-1])
+    return {**summarize(ratios, "event_over_wall"), **summarize(reported, "reported_samples_per_s"),
+            **summarize(wall, "wall_samples_per_s"), "model": model_name,
+            "batch_size": batch_size, "steps": steps,
+            "clock": "cuda events" if device.type == "cuda" else "host clock"}
 
 
 def fetch_ceiling(path: str, dataset: str = "fashion-mnist", batch_size: int = 64,
@@ -80,7 +122,8 @@ def fetch_ceiling(path: str, dataset: str = "fashion-mnist", batch_size: int = 6
             "bytes_per_sample": images[0].numel() * images.element_size()}
 
 
-def report_lines(loop: dict[str, Any], fetch: dict[str, Any] | None) -> list[str]:
+def report_lines(loop: dict[str, Any], fetch: dict[str, Any] | None,
+                 clock: dict[str, Any] | None = None) -> list[str]:
     alloc = allocator.current()
     lines = [
         f"allocator: {alloc['name']}" + (f" GLIBC_TUNABLES={alloc['glibc_tunables']}"
@@ -91,8 +134,18 @@ def report_lines(loop: dict[str, Any], fetch: dict[str, Any] | None) -> list[str
         f"{loop['ratio_ci95_high']:.3f}, {loop['ratio_n']} rounds); bare "
         f"{loop['bare_samples_per_s']:,.0f} samples/s, benchlib "
         f"{loop['benchlib_samples_per_s']:,.0f} samples/s; target >= 0.98: "
-        f"{'met' if loop['ratio'] >= 0.98 else 'MISSED'}",
+        f"{'met' if loop['ratio'] >= 0.98 else 'MISSED'} ({loop['model']}, batch "
+        f"{loop['batch_size']}; benchlib adds {loop['extra_us_per_step']:.1f} us per step, "
+        f"p10 {loop['extra_us_per_step_p10']:.1f}, p90 {loop['extra_us_per_step_p90']:.1f})",
     ]
+    if clock:
+        off = abs(clock["event_over_wall"] - 1)
+        lines.append(
+            f"reported ({clock['clock']}) / synchronized wall clock = {clock['event_over_wall']:.4f} "
+            f"(p10 {clock['event_over_wall_p10']:.4f}, p90 {clock['event_over_wall_p90']:.4f}, "
+            f"{clock['event_over_wall_n']} epochs of {clock['steps']} steps); reported "
+            f"{clock['reported_samples_per_s']:,.0f} samples/s, wall {clock['wall_samples_per_s']:,.0f}; "
+            f"target within 2%: {'met' if off <= 0.02 else 'MISSED'}")
     if fetch:
         lines.append(
             f"preload_batched traverse: {fetch['preload_batched_samples_per_s']:,.0f} samples/s "

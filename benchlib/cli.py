@@ -252,10 +252,21 @@ def cmd_calibrate(args) -> int:
     from benchlib import calibrate
     from benchlib.dist import device_for
 
+    for name in ("steps", "rounds", "batch_size"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"{name}: must be >= 1, got {getattr(args, name)}")
     device = device_for(args.device)
-    loop = calibrate.loop_overhead(device, steps=args.steps, rounds=args.rounds)
+    shape = dict(model_name=args.model, batch_size=args.batch_size, steps=args.steps)
+    loop = calibrate.loop_overhead(device, rounds=args.rounds, **shape)
+    clock = calibrate.event_vs_wall(device, rounds=max(args.rounds // 4, 5), **shape)
     fetch = calibrate.fetch_ceiling(args.path) if args.path else None
-    print("\n".join(calibrate.report_lines(loop, fetch)))
+    print("\n".join(calibrate.report_lines(loop, fetch, clock)))
+    if args.json:
+        from benchlib import atomic
+
+        atomic.write_json(Path(args.json), {"device": str(device), "loop": loop, "clock": clock,
+                                            "fetch": fetch})
+        print(f"figures: {args.json}")
     return 0
 
 
@@ -429,7 +440,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", choices=["cpu", "gpu", "auto"])
     p.add_argument("--steps", type=int, default=50, help="steps per block")
     p.add_argument("--rounds", type=int, default=80, help="interleaved rounds")
+    p.add_argument("--model", default="toynet", choices=["toynet", "resnet18", "resnet50"],
+                   help="toynet: launch-bound; resnet18/50: compute-bound (224 px)")
+    p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--path", help="data folder: also compare preload_batched with a plain copy")
+    p.add_argument("--json", help="also write every figure here (JSON)")
     p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("overhead", help="benchmark: the sweep's fixed cost per row")

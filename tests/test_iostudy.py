@@ -91,7 +91,32 @@ def test_calibrate_prints_the_loop_ratio_and_fetch_ceiling(small_data, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("allocator: glibc")
     assert "train loop: benchlib / bare = " in out[1] and "2 rounds" in out[1]
-    assert "% of a plain copy of the same array" in out[2] and "3136 B each" in out[2]
+    assert "benchlib adds" in out[1] and "us per step" in out[1]
+    assert out[2].startswith("reported (host clock) / synchronized wall clock = ")
+    assert "5 epochs of 3 steps" in out[2]
+    assert "% of a plain copy of the same array" in out[3] and "3136 B each" in out[3]
+
+
+def test_calibrate_event_clock_agrees_with_the_wall_clock_around_the_same_epoch():
+    import torch
+
+    from benchlib import calibrate
+
+    clock = calibrate.event_vs_wall(torch.device("cpu"), "toynet", batch_size=8, steps=5, rounds=5)
+    # the wall clock spans the steps and the epoch's own set-up, never less
+    assert 1.0 <= clock["event_over_wall"] < 1.10 and clock["event_over_wall_n"] == 5
+    assert clock["reported_samples_per_s"] >= clock["wall_samples_per_s"] > 0
+
+
+def test_calibrate_writes_its_figures_and_refuses_a_bad_model(tmp_path, capsys):
+    figures = tmp_path / "cal.json"
+    assert main(["calibrate", "--steps", "2", "--rounds", "2", "--batch-size", "4",
+                 "--json", str(figures)]) == 0
+    written = json.loads(figures.read_text())
+    assert written["device"] == "cpu" and written["loop"]["model"] == "toynet"
+    assert written["loop"]["ratio_n"] == 2 and written["clock"]["steps"] == 2
+    assert main(["calibrate", "--steps", "0"]) == 2
+    assert "calibrate: steps: must be >= 1, got 0" in capsys.readouterr().err
 
 
 def test_allocator_option_restarts_the_command_with_it():

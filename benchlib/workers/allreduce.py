@@ -31,8 +31,9 @@ def sizes(min_bytes: int, max_bytes: int) -> list[int]:
 
 
 def measure(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
-    if env.world_size < 2:
-        raise ValueError("world_size: all-reduce bandwidth needs at least 2 ranks")
+    if not dist.is_initialized():
+        raise ValueError("world_size: all-reduce bandwidth needs at least 2 ranks "
+                         "(or one with --group-of-one: busbw is then 0, algbw the local copy)")
     rows = []
     for size in sizes(args.min_bytes, args.max_bytes):
         tensor = torch.ones(size // 4, dtype=torch.float32, device=device)

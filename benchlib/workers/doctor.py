@@ -22,19 +22,20 @@ from benchlib.workers.common import entry
 
 def check(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
     n = env.world_size
+    joined = dist.is_initialized()  # alone too, with --group-of-one
     value = torch.full((4,), float(env.rank + 1), device=device)
-    if n > 1:
+    if joined:
         dist.all_reduce(value)
     expected = n * (n + 1) / 2
     ok = bool(torch.all(value == expected))
     hosts: list = [None] * n
-    if n > 1:
+    if joined:
         dist.all_gather_object(hosts, socket.gethostname())
     else:
         hosts = [socket.gethostname()]
     small = torch.zeros(1, device=device)
     latencies = []
-    for _ in range(args.iters if n > 1 else 0):
+    for _ in range(args.iters if joined else 0):
         start = time.perf_counter()
         dist.all_reduce(small)
         if device.type == "cuda":
@@ -44,7 +45,7 @@ def check(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     line = (f"doctor: {'OK' if ok else 'WRONG SUM'} world_size={n} backend={backend} "
             f"all_reduce sum={float(value[0])} expected={expected} hosts={','.join(hosts)} "
             f"latency_us={latency * 1e6:.1f}" if latency else
-            f"doctor: {'OK' if ok else 'WRONG SUM'} world_size=1 (nothing to reduce)")
+            f"doctor: {'OK' if ok else 'WRONG SUM'} world_size=1, no process group (nothing to reduce)")
     print(line, flush=True)
     if not ok:
         raise RuntimeError(f"all_reduce gave {float(value[0])}, expected {expected}")

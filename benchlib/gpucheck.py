@@ -1,0 +1,359 @@
+"""`scripts/gpu-check.sh OUT` (`python -m benchlib.gpucheck OUT`): every GPU path of the
+workbook, run once on a single-GPU machine, in a few minutes, with figures.
+
+GPU time comes rarely and briefly, so this is one prepared command: it generates its
+data offline, runs each step as a benchlib CLI or worker subprocess with a time box,
+reports a failing step and goes on, and writes into OUT:
+
+    summary.md, summary.json   one row per step: status, seconds, figures, log
+    logs/<step>.log            each step's merged stdout and stderr
+    results/gpu-check/*.json   a benchlib record per step (the same schema as a sweep's)
+    data/                      the generated FashionMNIST (IDX files)
+
+Steps are ordered by what a lease must not miss; `--budget-s` stops starting new ones
+when the time is spent, `--only` reruns some by name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from benchlib import atomic, reference, results
+from benchlib.errors import UsageError
+
+STUDY = "gpu-check"
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+            "--nproc-per-node", "1"]
+# ResNet-50 the DLPerf way (seed 003): batch 256, SGD momentum 0.9, lr = batch / 1000
+RESNET50 = ["--dataset", "synthetic", "--model", "resnet50", "--image-size", "224",
+            "--batch-size", "256", "--lr", "0.256", "--momentum", "0.9", "--device", "gpu",
+            "--log-interval", "0"]
+RESNET50_VARIANTS = {  # name -> (precision, extra flags, epochs, steps per epoch)
+    "fp32": ("fp32", [], 2, 25),
+    "tf32": ("tf32", [], 2, 30),
+    "amp_bf16": ("amp_bf16", [], 3, 40),
+    "amp_bf16_cl": ("amp_bf16", ["--channels-last"], 3, 40),
+    "amp_bf16_cl_compile": ("amp_bf16", ["--channels-last", "--compile"], 3, 40),
+}
+RESNET18 = ["--dataset", "synthetic", "--model", "resnet18", "--image-size", "224",
+            "--batch-size", "128", "--device", "gpu", "--log-interval", "0"]
+TARGET_RESNET50_H100 = 2800.0  # images/s: above Lambda's 2,616 and the vendor rows' 2,791
+
+
+@dataclass
+class Step:
+    name: str
+    argv: list[str]
+    timeout_s: float
+    params: dict[str, Any]
+    result: str | None = None  # the JSON file the step writes (worker result or figures)
+    figures: Callable[[dict[str, Any]], dict[str, Any]] = lambda r: r.get("metrics", {})
+    outcome: dict[str, Any] = field(default_factory=dict)
+
+
+def _worker(module: str, args: list[str], torchrun: bool = False,
+            max_restarts: int = 0) -> list[str]:
+    if torchrun:
+        return [*TORCHRUN, "--max-restarts", str(max_restarts), "-m", f"benchlib.workers.{module}",
+                *args]
+    return [sys.executable, "-m", f"benchlib.workers.{module}", *args]
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "benchlib", *args]
+
+
+def _resnet50_figures(precision: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    def figures(result: dict[str, Any]) -> dict[str, Any]:
+        m = dict(result["metrics"])
+        peak = reference.peak_flops(m["device_name"], precision)
+        m["mfu"] = (m["samples_per_s"] * m["flops_per_sample"] / peak[0]) if peak else None
+        m["mfu_peak_source"] = peak[1] if peak else f"no published peak for {m['device_name']}"
+        if "H100" in m["device_name"]:
+            m["target_samples_per_s"] = TARGET_RESNET50_H100
+            m["target_met"] = m["samples_per_s"] >= TARGET_RESNET50_H100
+        return m
+    return figures
+
+
+def _calibrate_figures(result: dict[str, Any]) -> dict[str, Any]:
+    loop, clock = result["loop"], result["clock"]
+    return {"benchlib_over_bare": loop["ratio"], "benchlib_over_bare_p10": loop["ratio_p10"],
+            "benchlib_over_bare_p90": loop["ratio_p90"],
+            "extra_us_per_step": loop["extra_us_per_step"],
+            "bare_samples_per_s": loop["bare_samples_per_s"],
+            "event_over_wall": clock["event_over_wall"],
+            "event_over_wall_p10": clock["event_over_wall_p10"],
+            "event_over_wall_p90": clock["event_over_wall_p90"],
+            "event_within_2pct": abs(clock["event_over_wall"] - 1) <= 0.02,
+            "reported_samples_per_s": clock["reported_samples_per_s"]}
+
+
+def _record_figures(result: dict[str, Any]) -> dict[str, Any]:
+    return result["metrics"]
+
+
+def plan(out: Path) -> list[Step]:
+    """The steps, in the order a short lease should run them."""
+    data, logs = out / "data", out / "logs"
+    res = lambda name: str(out / "work" / f"{name}.json")  # noqa: E731
+    steps = [
+        Step("env", _cli("env", "--json"), 60, {}),
+        Step("data", _cli("data", "--path", str(data), "--offline", "--dataset", "fashion-mnist",
+                          "--fashion-size", "20000"), 120, {"fashion_size": 20000}),
+        Step("doctor_nccl", _worker("doctor", ["--device", "gpu", "--backend", "nccl",
+                                               "--group-of-one", "--result", res("doctor_nccl")],
+                                    torchrun=True), 90, {"backend": "nccl", "world_size": 1},
+             res("doctor_nccl")),
+        Step("allreduce_nccl", _worker("allreduce", ["--device", "gpu", "--backend", "nccl",
+                                                     "--group-of-one", "--max-bytes", str(256 * 2**20),
+                                                     "--result", res("allreduce_nccl")],
+                                       torchrun=True), 90, {"backend": "nccl", "world_size": 1},
+             res("allreduce_nccl")),
+    ]
+    for model, batch, n, rounds in (("toynet", 64, 50, 40), ("resnet18", 64, 20, 12)):
+        name = f"calibrate_{model}"
+        steps.append(Step(name, _cli("calibrate", "--device", "gpu", "--model", model,
+                                     "--batch-size", str(batch), "--steps", str(n), "--rounds",
+                                     str(rounds), "--json", res(name)), 150,
+                          {"model": model, "batch_size": batch, "steps": n, "rounds": rounds},
+                          res(name), _calibrate_figures))
+    for name, (precision, flags, epochs, n) in RESNET50_VARIANTS.items():
+        step = f"resnet50_{name}"
+        steps.append(Step(step, _worker("single", [*RESNET50, "--precision", precision, *flags,
+                                                   "--epochs", str(epochs), "--max-steps", str(n),
+                                                   "--warmup-steps", "10", "--result", res(step)]),
+                          300 if "--compile" in flags else 150,
+                          {"model": "resnet50", "batch_size": 256, "precision": precision,
+                           "channels_last": "--channels-last" in flags,
+                           "compile": "--compile" in flags, "epochs": epochs, "max_steps": n,
+                           "warmup_steps": 10},
+                          res(step), _resnet50_figures(precision)))
+    short = ["--epochs", "2", "--max-steps", "30", "--warmup-steps", "5"]
+    steps += [
+        Step("ddp_nccl", _worker("ddp", [*RESNET18, *short, "--backend", "nccl", "--group-of-one",
+                                         "--result", res("ddp_nccl")], torchrun=True), 120,
+             {"model": "resnet18", "launcher": "torchrun", "backend": "nccl", "world_size": 1},
+             res("ddp_nccl")),
+        Step("dp", _worker("dp", [*RESNET18, *short, "--result", res("dp")]), 120,
+             {"model": "resnet18", "launcher": "dp"}, res("dp")),
+        Step("lightning", _worker("lightning", [
+            "2", "--dataset", "synthetic", "--model", "resnet18", "--image-size", "224",
+            "--batch-size", "128", "--devices", "1", "--device", "gpu", "--max-steps", "30",
+            "--warmup-steps", "5", "--log-dir", str(logs / "lightning"),
+            "--result", res("lightning")]), 150,
+             {"model": "resnet18", "launcher": "lightning", "devices": 1}, res("lightning")),
+        Step("elastic_restart", _worker("elastic", [
+            "--dummy", "--dummy-size", "2560", "--model", "resnet18", "--batch-size", "128",
+            "--epochs", "1", "--checkpoint-every", "5", "--fail-at-step", "12", "--fail-rank", "0",
+            "--device", "gpu", "--log-interval", "0",
+            "--checkpoints-path", str(out / "work" / "ckpt"), "--log-dir", str(logs / "elastic"),
+            "--result", res("elastic_restart")], torchrun=True, max_restarts=1), 180,
+             {"model": "resnet18", "fail_at_step": 12, "checkpoint_every": 5, "max_restarts": 1},
+             res("elastic_restart")),
+    ]
+    steps.append(Step("jax_resnet50", _worker("jax_resnet", [
+        "--arch", "resnet50", "--batch-size", "256", "--precision", "bf16", "--skip-steps", "5",
+        "--warmup-steps", "10", "--timed-steps", "30", "--repeats", "3",
+        "--result", res("jax_resnet50")]), 240,
+        {"model": "resnet50", "batch_size": 256, "precision": "amp_bf16", "framework": "jax"},
+        res("jax_resnet50")))
+    for variant in ("raw", "preload", "preload_batched"):
+        for mode in ("train", "traverse"):
+            for workers in (0, 4):
+                name = f"io_{variant}_{mode}_w{workers}"
+                steps.append(Step(name, _cli(
+                    "io", "1", "gpu", "--path", str(data), "--dataset", "fashion-mnist",
+                    "--variant", variant, "--mode", mode, "--num-workers", str(workers),
+                    "--repeats", "3", "--study", STUDY + "-io", "--outputs", str(out)), 90,
+                    {"dataset": "fashion-mnist", "variant": variant, "mode": mode,
+                     "num_workers": workers, "epochs": 1, "repeats": 3}))
+    return steps
+
+
+def _io_figures(out: Path, log: str) -> dict[str, Any]:
+    """The io CLI prints `record: PATH`; its metrics are the figures."""
+    for line in reversed(log.splitlines()):
+        if line.startswith("record: "):
+            record = json.loads(Path(line[len("record: "):]).read_text())
+            keep = ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "epoch_s",
+                    "data_s", "compute_s", "device_name")
+            return {k: record["metrics"].get(k) for k in keep}
+    return {}
+
+
+def run_step(step: Step, out: Path, env: dict[str, Any], time_left_s: float) -> dict[str, Any]:
+    log = out / "logs" / f"{step.name}.log"
+    timeout = min(step.timeout_s, time_left_s)
+    started_at, start = results.now(), time.monotonic()
+    with open(log, "w") as f:
+        proc = subprocess.Popen(step.argv, stdout=f, stderr=subprocess.STDOUT,
+                                start_new_session=True, cwd=out)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+            code = None
+    seconds = time.monotonic() - start
+    text = log.read_text(errors="replace")
+    outcome: dict[str, Any] = {"step": step.name, "seconds": round(seconds, 1), "log": str(log),
+                               "command": " ".join(step.argv)}
+    if code is None:
+        outcome.update(status="timeout", error=f"stopped after {timeout:.0f} s")
+    elif code != 0:
+        tail = [ln for ln in text.splitlines() if ln.strip()][-3:]
+        outcome.update(status="failed", error=f"exit {code}: " + " | ".join(tail)[-600:])
+    else:
+        outcome["status"] = "ok"
+    try:
+        if step.name.startswith("io_"):
+            outcome["figures"] = _io_figures(out, text)
+        elif step.name == "env":
+            env.update(json.loads(text[text.index("{"):]))
+            outcome["figures"] = {k: env.get(k) for k in ("nvidia_driver", "torch_cuda", "cudnn", "nccl")}
+            outcome["figures"]["gpus"] = [g["name"] for g in env.get("gpus", [])]
+            outcome["figures"]["torch"] = env.get("packages", {}).get("torch")
+        elif step.result and Path(step.result).exists():
+            outcome["figures"] = step.figures(json.loads(Path(step.result).read_text()))
+    except Exception as e:  # noqa: BLE001 - a figure we cannot read is reported, not fatal
+        outcome.update(status="failed" if outcome["status"] == "ok" else outcome["status"],
+                       error=f"figures unreadable: {type(e).__name__}: {e}")
+    if step.result is not None and outcome["status"] == "ok" and not outcome.get("figures"):
+        outcome.update(status="failed", error=f"exit 0 but no result in {step.result}")
+    params = {"step": step.name, **step.params}
+    record = results.make_record(run_id=results.run_id_for(STUDY, step.name, step.params),
+                                 study=STUDY, notebook=f"gpu-check {step.name}", params=params,
+                                 env=env, started_at=started_at,
+                                 status="ok" if outcome["status"] == "ok" else "failed",
+                                 metrics={k: v for k, v in (outcome.get("figures") or {}).items()
+                                          if k not in params},
+                                 details={"command": outcome["command"], "log": str(log),
+                                          "error": outcome.get("error")})
+    results.write_record(out / "results", record)
+    return outcome
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.4g}" if abs(value) < 100 else f"{value:,.1f}"
+    return str(value)
+
+
+HEADLINE = {  # the figures a summary row shows, per kind of step
+    "doctor": ("ok", "latency_s"), "allreduce": ("algbw_gbps", "busbw_gbps", "latency_s"),
+    "calibrate": ("event_over_wall", "event_over_wall_p10", "event_over_wall_p90",
+                  "benchlib_over_bare", "extra_us_per_step"),
+    "resnet50": ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "mfu", "target_met",
+                 "peak_mem_bytes"),
+    "jax": ("jax_samples_per_s", "samples_per_s", "samples_per_s_p10", "samples_per_s_p90",
+            "compile_s", "jax_backend"),
+    "elastic": ("samples_per_s", "restarts", "steps_redone", "recovery_s", "final_step"),
+    "io": ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "data_s", "compute_s"),
+    "env": ("gpus", "nvidia_driver", "torch", "torch_cuda", "cudnn", "nccl"),
+}
+
+
+def _headline(step: str, figures: dict[str, Any]) -> str:
+    keys = next((v for k, v in HEADLINE.items() if step.startswith(k)),
+                ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "backend_used",
+                 "strategy", "devices"))
+    return ", ".join(f"{k} {_fmt(figures[k])}" for k in keys if figures.get(k) is not None)
+
+
+def summary_markdown(outcomes: list[dict[str, Any]], env: dict[str, Any]) -> str:
+    gpus = ", ".join(g["name"] for g in env.get("gpus", [])) or "no GPU seen"
+    lines = [f"# GPU check: {gpus}", "",
+             f"driver {env.get('nvidia_driver')}, CUDA {env.get('torch_cuda')}, cuDNN "
+             f"{env.get('cudnn')}, NCCL {env.get('nccl')}, torch "
+             f"{env.get('packages', {}).get('torch')}, host {env.get('hostname')}, "
+             f"{env.get('cpu_model')}", "",
+             "| step | status | s | figures (median, p10, p90 over epochs or rounds) |",
+             "|---|---|---|---|"]
+    for o in outcomes:
+        text = _headline(o["step"], o.get("figures") or {}) if o["status"] == "ok" else o.get("error", "")
+        lines.append(f"| {o['step']} | {o['status']} | {o.get('seconds', '')} | "
+                     f"{text.replace('|', '/')} |")
+    ok = sum(o["status"] == "ok" for o in outcomes)
+    lines += ["", f"{ok} of {len(outcomes)} steps ok."]
+    return "\n".join(lines) + "\n"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpu-check", description=__doc__.split("\n\n")[0])
+    p.add_argument("out", help="folder for the records, logs and summary")
+    p.add_argument("--dry-run", action="store_true", help="print the plan; run nothing")
+    p.add_argument("--budget-s", type=float, default=470.0,
+                   help="start no step after this many seconds (default 470: the whole check "
+                   "ends within 8 minutes)")
+    p.add_argument("--only", help="comma-separated step names (or prefixes) to run")
+    return p
+
+
+def select(steps: list[Step], only: str | None) -> list[Step]:
+    if not only:
+        return steps
+    wanted = [w.strip() for w in only.split(",") if w.strip()]
+    names = [s.name for s in steps]
+    for w in wanted:
+        if not any(n.startswith(w) for n in names):
+            raise UsageError(f"only: {w!r} matches no step; steps are {', '.join(names)}")
+    chosen = [s for s in steps if any(s.name.startswith(w) for w in wanted)]
+    # env is always read (the records carry it), data when a step needs it
+    needs_data = any(s.name.startswith("io_") for s in chosen)
+    return [s for s in steps if s in chosen or s.name == "env" or (s.name == "data" and needs_data)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        out = Path(args.out).resolve()
+        steps = select(plan(out), args.only)
+        if args.budget_s <= 0:
+            raise UsageError(f"budget_s: must be > 0, got {args.budget_s}")
+        if args.dry_run:
+            for s in steps:
+                print(f"{s.name:24} {s.timeout_s:5.0f} s  {' '.join(s.argv)}")
+            print(f"{len(steps)} steps; no step starts after {args.budget_s:.0f} s")
+            return 0
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError("device: no CUDA device here; the GPU check needs one "
+                             "(--dry-run prints the plan anywhere)")
+    except UsageError as e:
+        print(f"gpu-check: {e}", file=sys.stderr)
+        return 2
+    for folder in ("logs", "work", "results"):
+        (out / folder).mkdir(parents=True, exist_ok=True)
+    start, env, outcomes = time.monotonic(), {}, []
+    for step in steps:
+        left = args.budget_s - (time.monotonic() - start)
+        if left <= 5:
+            outcomes.append({"step": step.name, "status": "skipped",
+                             "error": f"out of time ({args.budget_s:.0f} s budget)"})
+            continue
+        outcome = run_step(step, out, env, left)
+        outcomes.append(outcome)
+        print(f"{outcome['status']:8} {step.name:24} {outcome['seconds']:6.1f} s  "
+              f"{_headline(step.name, outcome.get('figures') or {}) if outcome['status'] == 'ok' else outcome.get('error')}",
+              flush=True)
+    atomic.write_json(out / "summary.json", {"env": env, "steps": outcomes,
+                                             "total_s": round(time.monotonic() - start, 1)})
+    markdown = summary_markdown(outcomes, env)
+    (out / "summary.md").write_text(markdown)
+    print(markdown)
+    return 0 if all(o["status"] == "ok" for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

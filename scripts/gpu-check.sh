@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Every GPU path of the workbook on a single-GPU machine, in at most 8 minutes:
+#   scripts/gpu-check.sh OUT [--dry-run] [--only STEP,...] [--budget-s S]
+# Uses the python that is there (PYTHON=... to choose), installs nothing, needs no network
+# and no notebooks: benchlib's CLIs and workers only. Writes OUT/summary.md and
+# OUT/summary.json, a record per step under OUT/results/ and a log per step under OUT/logs/.
+# Without CUDA it says so in one line and exits 2; --dry-run prints the plan anywhere.
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+if [ -z "${PYTHON:-}" ]; then
+  if [ -x "$repo/.venv/bin/python" ]; then PYTHON="$repo/.venv/bin/python"; else PYTHON=python3; fi
+fi
+export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+exec "$PYTHON" -m benchlib.gpucheck "$@"

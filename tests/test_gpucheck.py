@@ -1,0 +1,91 @@
+"""scripts/gpu-check.sh: the plan, the refusal without CUDA, and how a step's outcome,
+record and summary row are made (with real subprocesses; the GPU run itself is in
+docs/gpu-check/)."""
+
+import json
+import subprocess
+import sys
+
+from benchlib import gpucheck, results
+from tests.conftest import ROOT
+
+SCRIPT = ROOT / "scripts" / "gpu-check.sh"
+
+
+def script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable})
+
+
+def test_dry_run_lists_every_gpu_path_the_check_must_cover(tmp_path):
+    done = script(str(tmp_path / "out"), "--dry-run")
+    assert done.returncode == 0, done.stderr
+    names = [line.split()[0] for line in done.stdout.splitlines()[:-1]]
+    assert names[:4] == ["env", "data", "doctor_nccl", "allreduce_nccl"]
+    for name in ("calibrate_toynet", "calibrate_resnet18", "resnet50_fp32", "resnet50_tf32",
+                 "resnet50_amp_bf16", "resnet50_amp_bf16_cl", "resnet50_amp_bf16_cl_compile",
+                 "ddp_nccl", "dp", "lightning", "elastic_restart", "jax_resnet50"):
+        assert name in names
+    assert sum(n.startswith("io_") for n in names) == 12  # 3 variants x 2 modes x 2 worker counts
+    assert "--backend nccl --group-of-one" in done.stdout and "--max-restarts 1" in done.stdout
+    assert done.stdout.splitlines()[-1] == "28 steps; no step starts after 470 s"
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_cuda_it_says_so_in_one_line_exits_2_and_writes_nothing(tmp_path):
+    done = script(str(tmp_path / "out"))
+    assert done.returncode == 2
+    assert done.stderr == ("gpu-check: device: no CUDA device here; the GPU check needs one "
+                           "(--dry-run prints the plan anywhere)\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_only_names_an_unknown_step_and_keeps_env_and_data_when_needed(tmp_path):
+    done = script(str(tmp_path), "--only", "lightnin,bogus", "--dry-run")
+    assert done.returncode == 2
+    assert done.stderr.startswith("gpu-check: only: 'bogus' matches no step; steps are env, data,")
+    chosen = [s.name for s in gpucheck.select(gpucheck.plan(tmp_path), "io_raw_train,lightning")]
+    assert chosen == ["env", "data", "lightning", "io_raw_train_w0", "io_raw_train_w4"]
+
+
+def _folders(out):
+    for folder in ("logs", "work", "results"):
+        (out / folder).mkdir(parents=True, exist_ok=True)
+
+
+def test_a_step_that_fails_times_out_or_succeeds_is_reported_and_recorded(tmp_path):
+    _folders(tmp_path)
+    env: dict = {}
+    ok = gpucheck.run_step(gpucheck.plan(tmp_path)[0], tmp_path, env, 60)  # benchlib env --json
+    assert ok["status"] == "ok" and ok["figures"]["torch"] == env["packages"]["torch"]
+    failing = gpucheck.Step("broken", [sys.executable, "-c", "print('first'); raise SystemExit(3)"],
+                            30, {"x": 1})
+    failed = gpucheck.run_step(failing, tmp_path, env, 60)
+    assert failed["status"] == "failed" and failed["error"] == "exit 3: first"
+    slow = gpucheck.Step("slow", [sys.executable, "-c", "import time; time.sleep(30)"], 30, {})
+    timed_out = gpucheck.run_step(slow, tmp_path, env, 1.0)  # the budget's rest is the limit
+    assert timed_out["status"] == "timeout" and timed_out["seconds"] < 10
+    silent = gpucheck.Step("silent", [sys.executable, "-c", "pass"], 30, {},
+                           str(tmp_path / "work" / "silent.json"))
+    assert gpucheck.run_step(silent, tmp_path, env, 60)["error"].startswith("exit 0 but no result")
+    records = {r["params"]["step"]: r for r in map(results.read_record,
+                                                   results.record_files(tmp_path / "results"))}
+    assert {n: r["status"] for n, r in records.items()} == {
+        "env": "ok", "broken": "failed", "slow": "failed", "silent": "failed"}
+    assert records["broken"]["details"]["error"] == "exit 3: first"
+    assert records["env"]["env"]["packages"]["torch"] == env["packages"]["torch"]
+    table = gpucheck.summary_markdown([ok, failed, timed_out], env)
+    assert "| broken | failed |" in table and "exit 3: first" in table
+    assert table.rstrip().endswith("1 of 3 steps ok.")
+
+
+def test_resnet50_figures_hold_mfu_against_the_detected_devices_peak_and_the_target():
+    figures = gpucheck._resnet50_figures("amp_bf16")(
+        {"metrics": {"samples_per_s": 3000.0, "flops_per_sample": 24.6e9,
+                     "device_name": "NVIDIA H100 80GB HBM3"}})
+    assert abs(figures["mfu"] - 3000 * 24.6e9 / 989.4e12) < 1e-9
+    assert figures["target_met"] is True and figures["target_samples_per_s"] == 2800.0
+    unknown = gpucheck._resnet50_figures("amp_bf16")(
+        {"metrics": {"samples_per_s": 10.0, "flops_per_sample": 1e9, "device_name": "cpu"}})
+    assert unknown["mfu"] is None and "target_met" not in unknown
+    json.dumps(figures)  # a record can hold it
