@@ -222,11 +222,11 @@ class DistConfig(StudyConfig):
     distributed_data_parallel.py, launched as subprocesses."""
 
     strategy: str = "ddp"
-    """single (one device), dp (DataParallel over the visible GPUs) or ddp."""
+    """single (one device), dp (DataParallel over `nproc_per_node` GPUs) or ddp."""
     launcher: str = "torchrun"
     """How DDP ranks start: torchrun, mp_spawn or tcp (one process per rank, tcp:// init)."""
     nproc_per_node: int = 2
-    """DDP ranks on this host (single and dp run one process: 1)."""
+    """ddp: ranks on this host; dp: the GPUs its one process spans; single: 1."""
     dataset: str = "cifar10"
     """cifar10, fashion-mnist, mydataset or synthetic (no IO)."""
     path: str = "outputs/data"
@@ -269,20 +269,17 @@ class DistConfig(StudyConfig):
         require_choice("launcher", self.launcher, LAUNCHERS)
         require_choice("backend", self.backend, BACKENDS)
         require_min("nproc_per_node", self.nproc_per_node, 1)
-        if self.strategy != "ddp" and self.nproc_per_node != 1:
-            raise ConfigError("nproc_per_node", f"{self.strategy} runs one process: set 1 "
-                              "(dp spreads it over the visible GPUs itself)")
+        if self.strategy == "single" and self.nproc_per_node != 1:
+            raise ConfigError("nproc_per_node", "single runs one process on one device: set 1 "
+                              "(dp: the GPUs its one process spans; ddp: ranks per node)")
         _check_training(self)
         require_min("allreduce_max_bytes", self.allreduce_max_bytes, 1024)
 
     def check_runtime(self) -> None:
-        import torch
-
         cuda = _check_device_and_backend(self.device, self.backend)
         _check_ranks_fit("nproc_per_node", self.nproc_per_node, cuda)
-        per_step = self.batch_size * self.nproc_per_node
-        if self.strategy == "dp" and cuda:
-            per_step *= torch.cuda.device_count()
+        # ddp: a batch per rank; dp: a batch per device its one process spans (GPUs only)
+        per_step = self.batch_size * (self.nproc_per_node if self.strategy == "ddp" or cuda else 1)
         _check_steps(self, per_step)
 
 

@@ -116,14 +116,39 @@ def resolve(environ: Mapping[str, str] | None = None, nproc_per_node: int | None
     return DistEnv(0, 0, 1, 1, 0, "127.0.0.1", DEFAULT_PORT, "single")
 
 
-def from_tcp(init_method: str, rank: int, world_size: int) -> DistEnv:
-    """`tcp://HOST:PORT` with an explicit rank and world size (seed 004's mmmg_*.py)."""
+def from_tcp(init_method: str, rank: int, world_size: int, local_rank: int = 0) -> DistEnv:
+    """`tcp://HOST:PORT` with an explicit rank and world size (seed 004's mmmg_*.py).
+    One rank per machine has local rank 0; K ranks started on one host by benchlib's
+    tcp launcher pass their rank as the local rank, so each gets its own GPU."""
     parts = urlparse(init_method)
-    if parts.scheme != "tcp" or not parts.hostname or not parts.port:
-        raise UsageError(f"init_method: expected tcp://HOST:PORT, got {init_method!r}")
-    check_port(parts.port)
+    try:
+        port = parts.port
+    except ValueError:  # urlparse refuses a port past 65535 with a bare ValueError
+        port = None
+    if parts.scheme != "tcp" or not parts.hostname or port is None:
+        raise UsageError(f"init_method: expected tcp://HOST:PORT with PORT in 1024-65535, "
+                         f"got {init_method!r}")
+    check_port(port)
     check_rank(rank, world_size)
-    return DistEnv(rank, 0, world_size, 1, rank, parts.hostname, parts.port, "tcp")
+    return DistEnv(rank, local_rank, world_size, 1, rank, parts.hostname, port, "tcp")
+
+
+def gpu_index(local_rank: int, device_count: int) -> int:
+    """The GPU a rank uses: its local rank. More ranks on a node than GPUs is refused
+    here, not left to NCCL (which fails later on two ranks sharing a device)."""
+    if not 0 <= local_rank < device_count:
+        raise UsageError(f"local_rank: {local_rank} needs at least {local_rank + 1} GPUs on this "
+                         f"node, {device_count} visible; start at most {device_count} ranks per node")
+    return local_rank
+
+
+def dp_device_ids(requested: int, device_count: int) -> list[int]:
+    """DataParallel's devices: exactly `requested` of them (0 = every visible one)."""
+    if requested < 0:
+        raise UsageError(f"dp_devices: must be >= 0 (0 = every visible GPU), got {requested}")
+    if requested > device_count:
+        raise UsageError(f"dp_devices: {requested} asked for, {device_count} GPUs visible")
+    return list(range(requested or device_count))
 
 
 def device_for(name: str, local_rank: int = 0):
@@ -135,7 +160,7 @@ def device_for(name: str, local_rank: int = 0):
 
     check_device(name)
     if name == "gpu" or (name == "auto" and torch.cuda.is_available()):
-        index = local_rank % torch.cuda.device_count()
+        index = gpu_index(local_rank, torch.cuda.device_count())
         torch.cuda.set_device(index)
         return torch.device("cuda", index)
     return torch.device("cpu")

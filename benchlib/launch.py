@@ -435,7 +435,8 @@ def _run_once(module: str, common: list[str], log_dir: Path, how: _How, port: in
     else:  # tcp: one process per rank, as seeds 002 and 004 ran them by hand
         def rank(r: int) -> Process:
             return _start(worker_argv(module, [*common, "--init-method", f"tcp://127.0.0.1:{port}",
-                                               "--rank", str(r), "--world-size", str(nproc)]),
+                                               "--rank", str(r), "--world-size", str(nproc),
+                                               "--local-rank", str(r)]),
                           log_dir / f"launcher-rank{r}.log", f"rank {r}", r, env)
 
         # rank 0 hosts the store: the others start once it listens (a client that

@@ -27,7 +27,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from benchlib import atomic, loops, storage
-from benchlib.dist import DistEnv, gather_objects
+from benchlib.dist import DistEnv, dp_device_ids, gather_objects
 from benchlib.models import build_model
 from benchlib.timing import summarize
 
@@ -145,13 +145,16 @@ def training_flops_per_sample(model: nn.Module, shape: tuple[int, ...]) -> float
     return counter.get_total_flops() / 2
 
 
-def wrap(model: nn.Module, strategy: str, device: torch.device, env: DistEnv) -> tuple[nn.Module, int]:
+def wrap(model: nn.Module, strategy: str, device: torch.device,
+         dp_devices: int = 0) -> tuple[nn.Module, int]:
     """The model as the strategy runs it, and how many devices it spans."""
     model = model.to(device)
     if strategy == "dp":
-        gpus = torch.cuda.device_count() if device.type == "cuda" else 0
-        return nn.DataParallel(model), max(gpus, 1)
-    if strategy == "ddp" and env.world_size > 1:
+        if device.type != "cuda":
+            return nn.DataParallel(model), 1  # without GPUs it runs the model as it is
+        ids = dp_device_ids(dp_devices, torch.cuda.device_count())
+        return nn.DataParallel(model, device_ids=ids), len(ids)
+    if strategy == "ddp" and torch.distributed.is_initialized():  # a group of one too
         from torch.nn.parallel import DistributedDataParallel
 
         ids = [device.index] if device.type == "cuda" else None
@@ -167,7 +170,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
                                                 args.image_size)
     model = build_model(args.model, shape, args.depth, args.alpha)
     flops_per_sample = training_flops_per_sample(model, shape)
-    model, devices = wrap(model, args.strategy, device, env)
+    model, devices = wrap(model, args.strategy, device, args.dp_devices)
     batch = args.batch_size * devices  # DataParallel splits one batch over its devices
     sampler = None
     if args.dataset == "synthetic":
@@ -204,7 +207,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
 
     gpus = []  # rank 0 watches its own GPU; DataParallel's process watches all it uses
     if device.type == "cuda" and env.rank == 0:
-        gpus = list(range(torch.cuda.device_count())) if args.strategy == "dp" else [device.index]
+        gpus = model.device_ids if args.strategy == "dp" else [device.index]
     utilisation_thread = UtilisationSampler(gpus)
     utilisation_thread.start()
     if device.type == "cuda":
@@ -242,7 +245,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         "world_size": env.world_size,
         "devices": devices if args.strategy == "dp" else env.world_size,
         "global_batch": batch * env.world_size,
-        "backend_used": backend if env.world_size > 1 else None,
+        "backend_used": backend if torch.distributed.is_initialized() else None,
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "peak_mem_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
         "model_params": sum(p.numel() for p in model.parameters()),
@@ -271,6 +274,8 @@ def parser(strategy: str) -> argparse.ArgumentParser:
     p.add_argument("--alpha", type=int, default=48, help="PyramidNet widening")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--batch-size", type=int, default=64, help="per device")
+    p.add_argument("--dp-devices", type=int, default=0,
+                   help="dp: the GPUs DataParallel spans (0 = every visible one)")
     p.add_argument("--num-workers", type=int, default=0)
     p.add_argument("--warmup-steps", type=int, default=5)
     p.add_argument("--max-steps", type=int, default=0, help="per epoch; 0 = the whole epoch")

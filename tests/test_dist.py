@@ -119,3 +119,69 @@ def test_warmup_covering_a_whole_epoch_is_refused_before_launch(small_data):
 def test_more_ranks_than_cores_is_refused(small_data):
     with pytest.raises(ConfigError, match="nproc_per_node: 64 ranks asked for on this host, but only"):
         DistConfig(path=str(small_data), device="cpu", nproc_per_node=64).check_runtime()
+
+
+# ------------------------------------------------ rank -> GPU on a K-GPU host (no GPU here)
+
+K = 4  # ranks on one node of K GPUs
+
+
+def _gpus(envs: list[dist.DistEnv]) -> list[int]:
+    return [dist.gpu_index(e.local_rank, K) for e in envs]
+
+
+def test_every_launcher_gives_k_ranks_on_a_k_gpu_host_k_distinct_gpus():
+    torchrun = [dist.resolve({"RANK": str(r), "WORLD_SIZE": str(K), "LOCAL_RANK": str(r),
+                              "LOCAL_WORLD_SIZE": str(K), "TORCHELASTIC_RUN_ID": "j"})
+                for r in range(K)]
+    srun = [dist.resolve({"SLURM_PROCID": str(r), "SLURM_NTASKS": str(K), "SLURM_LOCALID": str(r),
+                          "SLURM_NTASKS_PER_NODE": str(K), "MASTER_ADDR": "n1",
+                          "MASTER_PORT": "29400"}) for r in range(K)]
+    platform = [dist.resolve({"MASTER_ADDR": "n1", "MASTER_PORT": "29400", "RANK": "0",
+                              "WORLD_SIZE": "1"}, nproc_per_node=K, local_rank=r) for r in range(K)]
+    tcp = [dist.from_tcp("tcp://127.0.0.1:29400", r, K, local_rank=r) for r in range(K)]
+    for name, envs in {"torchrun": torchrun, "srun": srun, "platform": platform, "tcp": tcp}.items():
+        assert _gpus(envs) == list(range(K)), name
+
+
+def test_lightning_layouts_give_each_rank_its_own_local_rank():
+    from benchlib.lightning_trainer import layout
+
+    torchrun = [layout({"RANK": str(r), "WORLD_SIZE": str(K), "LOCAL_RANK": str(r),
+                        "LOCAL_WORLD_SIZE": str(K), "TORCHELASTIC_RUN_ID": "j",
+                        "MASTER_ADDR": "n1", "MASTER_PORT": "29400"}, None, None) for r in range(K)]
+    assert [dist.gpu_index(w.local_rank, K) for w in torchrun] == list(range(K))
+    assert {w.devices for w in torchrun} == {K}  # Lightning is given K devices per node
+
+
+def test_more_ranks_than_gpus_on_a_node_is_refused_not_shared():
+    with pytest.raises(UsageError, match="local_rank: 4 needs at least 5 GPUs on this node, 4 "
+                                         "visible; start at most 4 ranks per node"):
+        dist.gpu_index(4, K)
+
+
+def test_data_parallel_spans_exactly_the_devices_asked_for():
+    assert dist.dp_device_ids(2, 8) == [0, 1]
+    assert dist.dp_device_ids(0, 3) == [0, 1, 2]  # 0: every visible one
+    with pytest.raises(UsageError, match="dp_devices: 4 asked for, 2 GPUs visible"):
+        dist.dp_device_ids(4, 2)
+    with pytest.raises(UsageError, match="dp_devices: must be >= 0"):
+        dist.dp_device_ids(-1, 2)
+
+
+def test_the_dp_study_passes_its_device_count_to_the_worker(tmp_path):
+    from benchlib import ddpstudy
+
+    cfg = DistConfig(strategy="dp", nproc_per_node=2, path=str(tmp_path), dataset="synthetic",
+                     model="simplecnn")
+    args = ddpstudy.trainer_args(cfg)
+    assert args[args.index("--dp-devices") + 1] == "2"
+    assert "--dp-devices" not in ddpstudy.trainer_args(
+        DistConfig(strategy="ddp", nproc_per_node=2, path=str(tmp_path), dataset="synthetic",
+                   model="simplecnn"))
+
+
+def test_a_port_past_65535_in_a_tcp_init_method_is_one_clear_line():
+    with pytest.raises(UsageError, match="init_method: expected tcp://HOST:PORT with PORT in "
+                                         "1024-65535, got 'tcp://127.0.0.1:70000'"):
+        dist.from_tcp("tcp://127.0.0.1:70000", 0, 2)

@@ -28,7 +28,7 @@ def test_two_rank_ddp_runs_with_each_launcher(small_data, tmp_path, launcher):
     assert m["samples_per_s"] > 0 and m["threads_per_rank"] == 1  # 2 cores / 2 ranks
     for rank in (0, 1):
         log = (tmp_path / "logs" / f"rank{rank}.log").read_text()
-        assert f"rank {rank}/2" in log
+        assert f"rank {rank}/2 (local {rank})" in log  # on a 2-GPU host: GPU 0 and GPU 1
     if launcher == "torchrun":  # the agent's own files stay with the run, not in /tmp
         assert list((tmp_path / "logs" / "torchrun").glob("*/attempt_0"))
 

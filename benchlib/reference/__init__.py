@@ -3,7 +3,8 @@
     dlperf_resnet50.csv  seed 003's DLPerf tables: ResNet-50 v1.5 samples/s for OneFlow,
                          TensorFlow, PyTorch, MXNet and Paddle, batch 32/64/128/160,
                          1-32 V100s (status: ok, todo, oom)
-    published.csv        ../shared/notes/reference-figures.md: other published RN50 rows
+    published.csv        other published RN50 rows (NVIDIA DLE, Lambda, timm), each
+                         with its source
     peak_flops.csv       dense peak FLOP/s per GPU and precision, from the data sheets,
                          for MFU (no row: MFU unknown, never invented)
 """
@@ -15,12 +16,12 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 
-# Seed 000 (../shared/seeds/000_*.txt, conclusion): GTX 1050, 5 epochs, seconds.
+# Seed 000 (the users' notes on singlegpu.py, their conclusion): GTX 1050, 5 epochs, seconds.
 SEED000_TRAVERSE_FASHION_S = {"raw": 32.976, "preload": 2.076, "tensorclass": 3.645,
                               "tensorclass_memmap": 4.233, "np_memmap": 4.408}
 SEED000_RAW_OVER_PRELOAD = SEED000_TRAVERSE_FASHION_S["raw"] / SEED000_TRAVERSE_FASHION_S["preload"]
 
-# Seed 002 (../shared/seeds/002_*.txt): PyramidNet on CIFAR-10, Tesla P100 16 GB,
+# Seed 002 (the users' notes on their DP/DDP scripts): PyramidNet on CIFAR-10, Tesla P100 16 GB,
 # batch 64 per script, 2 GPUs for DP and DDP.
 SEED002_P100 = [
     {"strategy": "single", "devices": 1, "batch_s": 0.255, "epoch_s": 200.0, "gpu_util_pct": 98},

@@ -28,11 +28,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--init-method", help="tcp://HOST:PORT, with --rank and --world-size")
     g.add_argument("--rank", type=int, default=0)
     g.add_argument("--world-size", type=int, default=1)
+    g.add_argument("--local-rank", type=int, default=0,
+                   help="with --init-method: this rank's GPU on its host (several ranks per host)")
     g.add_argument("--spawn", type=int, default=0, help="start this many ranks with mp.spawn")
     g.add_argument("--master-port", type=int, default=dist.DEFAULT_PORT, help="for --spawn")
     g.add_argument("--nproc-per-node", type=int, help="for platform variables set per node")
     g.add_argument("--log-dir", help="each rank writes <log-dir>/rank<R>.log")
     g.add_argument("--result", help="rank 0 writes its result here (JSON)")
+    g.add_argument("--group-of-one", action="store_true",
+                   help="join a process group even as the only rank, so that one GPU runs "
+                   "NCCL and DDP for real (the GPU check)")
     g.add_argument("--abort-in-init-once", help=argparse.SUPPRESS)  # tests: a crash in init
     g.add_argument("--abort-at-exit", action="store_true", help=argparse.SUPPRESS)  # in teardown
 
@@ -73,7 +78,7 @@ def run_rank(main: Main, args: argparse.Namespace, env: dist.DistEnv) -> None:
     if args.abort_in_init_once and env.rank == 1 and not Path(args.abort_in_init_once).exists():
         Path(args.abort_in_init_once).touch()
         os.abort()  # what an init crash inside gloo/TCPStore looks like (SIGABRT)
-    if env.world_size > 1:
+    if env.world_size > 1 or args.group_of_one:
         dist.init(env, backend, args.timeout)
         print(f"{JOINED} ({backend})", flush=True)
     try:
@@ -108,7 +113,7 @@ def entry(main: Main, parser: argparse.ArgumentParser, argv: list[str] | None = 
             mp.spawn(_spawned, args=(main, args), nprocs=args.spawn, join=True)
             return 0
         if args.init_method:
-            env = dist.from_tcp(args.init_method, args.rank, args.world_size)
+            env = dist.from_tcp(args.init_method, args.rank, args.world_size, args.local_rank)
         else:
             env = dist.resolve(nproc_per_node=args.nproc_per_node,
                                local_rank=int(os.environ.get("LOCAL_RANK", 0)))
