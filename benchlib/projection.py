@@ -1,0 +1,328 @@
+"""Scaling projection: throughput on N devices x M nodes from what one node measured.
+
+One step (docs/projection.md): compute_s of one device (notebook 40 or 20), plus the part
+of the gradient all-reduce backward does not hide: a ring costs 2(n-1)/n x grad_bytes /
+busbw at each level (a node's devices over intra_busbw_gbps, nodes over inter_busbw_gbps),
+of which `overlap` may hide, except the last bucket and never more than the backward pass.
+A node's data path (input_ceiling, samples/s: the IO study) and, for DataParallel, its one
+process (single_process_limit) cap it:
+    step_s = max(compute_s + comm_s, node samples / input_ceiling, node samples / single limit)
+Pure (numpy/pandas). A missing input raises UsageError saying how to measure or give it;
+nothing is filled in silently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from benchlib.errors import BenchlibError, UsageError
+
+MAX_NODES = 1024
+DEFAULT_MAX_DEVICES = 1024  # the default sizes go up to this many devices
+BACKWARD_SHARE = 2 / 3  # backward ~ 2x the forward FLOPs: at most this share of compute_s hides comm
+DEFAULT_BUCKET_MB = 25.0  # torch DistributedDataParallel's bucket_cap_mb default
+# Parameters of torchvision models (1000 classes): sum of p.numel(), counted with torchvision 0.29.1.
+MODEL_PARAMS = {"resnet18": 11_689_512, "resnet34": 21_797_672, "resnet50": 25_557_032,
+                "resnet101": 44_549_160, "vgg16": 138_357_544, "vit_b_16": 86_567_656,
+                "mobilenet_v2": 3_504_872}
+
+
+def ring_allreduce_s(nbytes: float, ranks: int, busbw_gbps: float | None) -> float:
+    """Seconds a ring all-reduce of `nbytes` over `ranks` takes: 2(n-1)/n x bytes / busbw."""
+    if ranks <= 1:
+        return 0.0
+    return 2 * (ranks - 1) / ranks * nbytes / (busbw_gbps * 1e9)
+
+
+@dataclasses.dataclass(frozen=True)
+class Inputs:
+    """Every term of the model; `sources` says where each value came from."""
+
+    compute_s: float  # one device's step time at batch_size
+    batch_size: int  # per device
+    grad_bytes: float
+    devices_per_node: int
+    input_ceiling: float | None  # samples/s per node; math.inf: declared unlimited
+    intra_busbw_gbps: float | None = None
+    inter_busbw_gbps: float | None = None
+    overlap: float = 0.0  # share of the all-reduce backward may hide (0: none)
+    bucket_bytes: float = DEFAULT_BUCKET_MB * 2**20
+    single_process_limit: float | None = None  # samples/s per node, DataParallel only
+    sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+def _positive(name: str, value, how: str) -> None:
+    if value is None:
+        raise UsageError(f"{name}: missing; {how}")
+    if not value > 0:
+        raise UsageError(f"{name}: must be > 0, got {value}; {how}")
+
+
+HOW = {
+    "compute_s": "give --samples-per-s of one device (notebook 40 or 20) or --step-s",
+    "batch_size": "give --batch-size, the per-device batch the compute figure was measured at",
+    "grad_bytes": "give --model with a known parameter count or --grad-bytes (parameters x 4 "
+                  "for fp32 gradients)",
+    "devices_per_node": "give --devices-per-node",
+    "input_ceiling": "measure the data path's samples/s on one node with the IO study "
+                     "(notebook 10) and give --input-ceiling, or --input-ceiling none for "
+                     "synthetic data",
+    "intra_busbw_gbps": "measure busbw_gbps with the all-reduce study on one node "
+                        "(benchlib allreduce) or give --intra-busbw from the data sheet",
+    "inter_busbw_gbps": "measure busbw_gbps with the all-reduce study across two nodes "
+                        "or give --inter-busbw (e.g. 10 for one 100 Gb/s link)",
+    "single_process_limit": "DataParallel needs --single-process-limit: the samples/s of "
+                            "the dp rows of notebook 20 on a full node",
+}
+
+
+def validate(inp: Inputs, sizes: Sequence[tuple[int, int]]) -> None:
+    """Raise UsageError for the first missing or out-of-range input these sizes need."""
+    for name in ("compute_s", "batch_size", "grad_bytes", "devices_per_node", "input_ceiling"):
+        _positive(name, getattr(inp, name), HOW[name])
+    if any(devices > nodes for devices, nodes in sizes):
+        _positive("intra_busbw_gbps", inp.intra_busbw_gbps, HOW["intra_busbw_gbps"])
+    if any(nodes > 1 for _, nodes in sizes):
+        _positive("inter_busbw_gbps", inp.inter_busbw_gbps, HOW["inter_busbw_gbps"])
+    if inp.single_process_limit is not None:
+        _positive("single_process_limit", inp.single_process_limit, HOW["single_process_limit"])
+    if not 0 <= inp.overlap <= 1:
+        raise UsageError(f"overlap: must be between 0 and 1, got {inp.overlap}")
+    _positive("bucket_bytes", inp.bucket_bytes, "give --bucket-mb (DDP's bucket_cap_mb)")
+    for devices, nodes in sizes:
+        if not 1 <= nodes <= MAX_NODES:
+            raise UsageError(f"nodes: must be between 1 and {MAX_NODES}, got {nodes}")
+        if devices % nodes or devices // nodes > inp.devices_per_node:
+            raise UsageError(f"devices: {devices} on {nodes} nodes of {inp.devices_per_node} "
+                             "devices each do not fit; give whole nodes")
+
+
+def exposed_comm_s(inp: Inputs, per_node: int, nodes: int) -> float:
+    """The all-reduce time backward does not hide: the last bucket always shows, the rest
+    hides by `overlap`, and never more than the backward pass lasts."""
+    total = (ring_allreduce_s(inp.grad_bytes, per_node, inp.intra_busbw_gbps)
+             + ring_allreduce_s(inp.grad_bytes, nodes, inp.inter_busbw_gbps))
+    last_bucket = min(1.0, inp.bucket_bytes / inp.grad_bytes)
+    hidden = min(inp.overlap * (1 - last_bucket) * total, BACKWARD_SHARE * inp.compute_s)
+    return total - hidden
+
+
+def step_terms(inp: Inputs, devices: int, nodes: int) -> dict:
+    """Every term of one step on `devices` over `nodes`, the step time and what sets it."""
+    per_node = devices // nodes
+    node_samples = per_node * inp.batch_size
+    comm = exposed_comm_s(inp, per_node, nodes)
+    input_s = node_samples / inp.input_ceiling
+    single_s = node_samples / inp.single_process_limit if inp.single_process_limit else 0.0
+    step = max(inp.compute_s + comm, input_s, single_s)
+    if step > inp.compute_s + comm:  # the node waits for its data path or its one process
+        dominant = "input" if input_s >= single_s else "single-process"
+    else:
+        dominant = "compute" if inp.compute_s >= comm else "communication"
+    return {"devices": devices, "nodes": nodes, "step_s": step, "compute_s": inp.compute_s,
+            "comm_s": comm, "input_s": input_s, "dominant": dominant,
+            "samples_per_s": devices * inp.batch_size / step}
+
+
+def default_sizes(devices_per_node: int, nodes: Sequence[int] | None = None,
+                  ) -> list[tuple[int, int]]:
+    """1, 2, 4 .. devices_per_node devices on one node, then whole nodes (default: powers
+    of two up to DEFAULT_MAX_DEVICES devices)."""
+    sizes = [(d, 1) for d in (2**i for i in range(12)) if d < devices_per_node]
+    if nodes is None:
+        nodes = [m for m in (2**i for i in range(11))
+                 if m * devices_per_node <= DEFAULT_MAX_DEVICES] or [1]
+    return sizes + [(devices_per_node * m, m) for m in nodes]
+
+
+def project(inp: Inputs, sizes: Sequence[tuple[int, int]]) -> pd.DataFrame:
+    """One row per (devices, nodes): samples/s, speedup and efficiency over one device, the
+    terms of the step and the dominating one."""
+    validate(inp, [(1, 1), *sizes])
+    one = step_terms(inp, 1, 1)["samples_per_s"]
+    rows = [step_terms(inp, d, m) for d, m in sizes]
+    df = pd.DataFrame(rows)
+    df["speedup"] = df["samples_per_s"] / one
+    df["efficiency"] = df["speedup"] / df["devices"]
+    return df[["devices", "nodes", "samples_per_s", "speedup", "efficiency", "step_s",
+               "compute_s", "comm_s", "input_s", "dominant"]]
+
+
+WHAT_IF = {"inter_bw": "inter_busbw_gbps", "intra_bw": "intra_busbw_gbps",
+           "input_ceiling": "input_ceiling", "batch_size": "batch_size", "compute": "compute_s",
+           "overlap": "overlap", "bucket_mb": "bucket_bytes"}
+
+
+def what_if(inp: Inputs, spec: str) -> Inputs:
+    """`inter_bw=2x`, `input_ceiling=3000`, `batch_size=256`, `compute=1.5x` (faster), ..."""
+    key, _, text = spec.partition("=")
+    field, times = WHAT_IF.get(key), text.endswith("x")
+    try:
+        number = float(text.removesuffix("x"))
+    except ValueError:
+        field = None
+    if field is None or (number <= 0 and key != "overlap"):
+        raise UsageError(f"what_if: {spec!r} is not NAME=VALUE or NAME=Nx (a positive number), "
+                         f"NAME one of {', '.join(WHAT_IF)}")
+    old = getattr(inp, field)
+    if times and old is None:
+        raise UsageError(f"what_if: {key} has no value to multiply; {HOW[field]}")
+    if key == "compute":  # compute=2x: twice one device's samples/s, half its step
+        value = old / number if times else inp.batch_size / number
+    else:
+        value = old * number if times else number * (2**20 if key == "bucket_mb" else 1)
+    changes = {field: value}
+    if key == "batch_size":  # the compute time per sample stays
+        changes = {field: int(value), "compute_s": inp.compute_s * int(value) / inp.batch_size}
+    return dataclasses.replace(inp, **changes, sources={**inp.sources, field: f"what-if {spec}"})
+
+
+def describe(inp: Inputs) -> pd.DataFrame:
+    """Every input with its value and source, as the projection's first table."""
+    def shown(value) -> str:
+        if value is None or value == math.inf:
+            return "-" if value is None else "unlimited"
+        return f"{value:,.0f}" if abs(value) >= 1e6 else f"{value:,.6g}"
+
+    values = {f.name: getattr(inp, f.name) for f in dataclasses.fields(inp) if f.name != "sources"}
+    rows = [(name, shown(value), inp.sources.get(name, "-" if value is None else "given"))
+            for name, value in values.items()]
+    return pd.DataFrame(rows, columns=["input", "value", "source"])
+
+
+def format_projection(df: pd.DataFrame) -> str:
+    return pd.DataFrame({
+        "devices": df["devices"], "nodes": df["nodes"], "samples_per_s": df["samples_per_s"].round(1),
+        "speedup": df["speedup"].round(2), "efficiency_%": (100 * df["efficiency"]).round(1),
+        "step_ms": (1e3 * df["step_s"]).round(1), "comm_ms": (1e3 * df["comm_s"]).round(1),
+        "dominant": df["dominant"]}).to_string(index=False)
+
+
+# ---------------------------------------------------------------- command line
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line through UsageError, like every other bad input
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="benchlib project", description="Project throughput, speedup and "
+                "efficiency to more devices and nodes; see docs/projection.md.")
+    p.add_argument("--check-dlperf", action="store_true",
+                   help="fit seed 003's 1-node rows, predict its 16/32-GPU rows, print the errors")
+    p.add_argument("--samples-per-s", type=float, help="one device's training samples/s")
+    p.add_argument("--step-s", type=float, help="or one device's step time (s)")
+    p.add_argument("--batch-size", type=int, help="per device")
+    p.add_argument("--model", help=f"gradient size from: {', '.join(MODEL_PARAMS)}")
+    p.add_argument("--grad-bytes", type=float, help="or the gradient size in bytes")
+    p.add_argument("--bucket-mb", type=float, help=f"all-reduce bucket (default {DEFAULT_BUCKET_MB:g})")
+    p.add_argument("--overlap", type=float, help="share of the all-reduce backward hides (default 0)")
+    p.add_argument("--intra-busbw", type=float, help="GB/s among a node's devices")
+    p.add_argument("--inter-busbw", type=float, help="GB/s between nodes")
+    p.add_argument("--input-ceiling", help="samples/s the data path of one node delivers, or none")
+    p.add_argument("--devices-per-node", type=int)
+    p.add_argument("--nodes", help="comma-separated node counts (default: up to 1024 devices)")
+    p.add_argument("--strategy", choices=["ddp", "dp"], default="ddp")
+    p.add_argument("--single-process-limit", type=float, help="dp: samples/s of one process per node")
+    p.add_argument("--what-if", action="append", default=[], metavar="NAME=VALUE|NAME=Nx",
+                   help=f"repeatable; NAME one of {', '.join(WHAT_IF)}")
+    p.add_argument("--source", action="append", default=[], metavar="INPUT=TEXT",
+                   help="where an input came from (a run id, a data sheet); repeatable")
+    return p
+
+
+def _ceiling(text: str | None) -> float | None:
+    try:
+        return math.inf if text == "none" else None if text is None else float(text)
+    except ValueError:
+        raise UsageError(f"input_ceiling: {text!r} is not a number; {HOW['input_ceiling']}") from None
+
+
+def _compute_s(args) -> float | None:
+    _positive("batch_size", args.batch_size, HOW["batch_size"])
+    if args.samples_per_s is not None and args.step_s is not None:
+        raise UsageError("compute_s: give --samples-per-s or --step-s, not both")
+    if args.samples_per_s is not None:
+        _positive("samples_per_s", args.samples_per_s, HOW["compute_s"])
+        return args.batch_size / args.samples_per_s
+    return args.step_s
+
+
+def _grad_bytes(args) -> tuple[float | None, str]:
+    if args.grad_bytes is not None or args.model is None:
+        return args.grad_bytes, "given"
+    if args.model not in MODEL_PARAMS:
+        raise UsageError(f"grad_bytes: unknown model {args.model!r} (known: "
+                         f"{', '.join(MODEL_PARAMS)}); give --grad-bytes (parameters x 4 for fp32)")
+    n = MODEL_PARAMS[args.model]
+    return 4.0 * n, f"{args.model}: {n:,} parameters x 4 bytes (fp32 gradients), torchvision"
+
+
+def _sources(args, grad_source: str) -> dict[str, str]:
+    """Where an input came from when not simply given: a default's reason, or --source."""
+    sources = {"grad_bytes": grad_source}
+    if args.bucket_mb is None:
+        sources["bucket_bytes"] = f"default: DDP's bucket_cap_mb, {DEFAULT_BUCKET_MB:g} MiB"
+    if args.overlap is None:
+        sources["overlap"] = "default: nothing hidden (the upper bound of comm)"
+    if args.samples_per_s is not None:
+        sources["compute_s"] = f"given: {args.samples_per_s:g} samples/s of one device"
+    if args.input_ceiling == "none":
+        sources["input_ceiling"] = "declared unlimited (--input-ceiling none)"
+    names = [f.name for f in dataclasses.fields(Inputs) if f.name != "sources"]
+    for item in args.source:
+        name, _, text = item.partition("=")
+        if name not in names:
+            raise UsageError(f"source: {name!r} is not an input ({', '.join(names)})")
+        sources[name] = text
+    return sources
+
+
+def inputs_from_args(args) -> tuple[Inputs, list[tuple[int, int]]]:
+    if args.strategy == "dp" and args.single_process_limit is None:
+        raise UsageError(f"single_process_limit: missing; {HOW['single_process_limit']}")
+    _positive("devices_per_node", args.devices_per_node, HOW["devices_per_node"])
+    try:
+        nodes = [int(n) for n in args.nodes.split(",")] if args.nodes else None
+    except ValueError:
+        raise UsageError(f"nodes: {args.nodes!r} is not a comma-separated list of counts") from None
+    grad, grad_source = _grad_bytes(args)
+    inp = Inputs(compute_s=_compute_s(args), batch_size=args.batch_size, grad_bytes=grad,
+                 devices_per_node=args.devices_per_node, input_ceiling=_ceiling(args.input_ceiling),
+                 intra_busbw_gbps=args.intra_busbw, inter_busbw_gbps=args.inter_busbw,
+                 overlap=0.0 if args.overlap is None else args.overlap,
+                 bucket_bytes=(DEFAULT_BUCKET_MB if args.bucket_mb is None else args.bucket_mb) * 2**20,
+                 single_process_limit=args.single_process_limit if args.strategy == "dp" else None,
+                 sources=_sources(args, grad_source))
+    return inp, default_sizes(args.devices_per_node, nodes)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`benchlib project`: a projection from given inputs, or --check-dlperf."""
+    try:
+        args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+        if args.check_dlperf:
+            from benchlib import projection_check
+
+            inter = projection_check.INTER_BUSBW_GBPS if args.inter_busbw is None else args.inter_busbw
+            _positive("inter_busbw_gbps", inter, HOW["inter_busbw_gbps"])
+            print(projection_check.report(inter))
+            return 0
+        inp, sizes = inputs_from_args(args)
+        table = project(inp, sizes)
+        print(describe(inp).to_string(index=False), format_projection(table), sep="\n\n")
+        for spec in args.what_if:
+            print(f"\nwhat if {spec}:", format_projection(project(what_if(inp, spec), sizes)), sep="\n")
+        return 0
+    except BenchlibError as e:
+        print(f"benchlib project: {e}", file=sys.stderr)
+        return e.exit_code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
