@@ -24,3 +24,8 @@ class ConfigError(UsageError, ValueError):
 # A process stopped by SIGTERM (Slurm's notice before it kills a job) after writing a
 # checkpoint: not a failure, run it again to resume (EX_TEMPFAIL, "try again").
 PREEMPTED_EXIT_CODE = 75
+
+
+class UnreadableRecord(BenchlibError):
+    """A file under results/ that is not valid JSON or not a record: skipped with a
+    warning by whatever reads many records, never fatal to them."""

@@ -74,6 +74,23 @@ def _study_table(study: str, records: list[dict[str, Any]], report_dir: Path,
             f"{len(records) - ok} failed.</p><table><tr>{head}</tr>{''.join(body)}</table>")
 
 
+def _analysis_link(executed: Path, error: dict[str, Any] | None, report_dir: Path) -> str:
+    """A failed analysis goes to analysis-failed.html: the last good analysis.html, if
+    any, is never replaced by a broken one."""
+    good = report_dir / "analysis.html"
+    if error is None:
+        to_html(executed, good)
+        return ('<h2>Analysis</h2><p><a href="analysis.html">Conclusions and figures across '
+                "all studies</a></p>")
+    failed = (f' (<a href="analysis-failed.html">the failed run</a>)'
+              if executed.exists() and to_html(executed, report_dir / "analysis-failed.html")
+              else "")
+    kept = (f' The last analysis that ran through is kept: <a href="{good.name}">{good.name}</a>.'
+            if good.exists() else "")
+    return (f'<h2>Analysis</h2><p><span class="failed">analysis failed: '
+            f'{html.escape(error["message"])}</span>{failed}.{kept}</p>')
+
+
 def build(outputs: Path, analysis: bool = True) -> Path:
     """Run the analysis (unless told not to), convert every run, write index.html."""
     report_dir = outputs / "report"
@@ -81,14 +98,9 @@ def build(outputs: Path, analysis: bool = True) -> Path:
     error = None
     if analysis:
         executed, error = run_analysis(outputs)
-        page = to_html(executed, report_dir / "analysis.html")
-        state = ("" if error is None else
-                 f' <span class="failed">analysis failed: {html.escape(error["message"])}</span>')
-        parts.append(f'<h2>Analysis</h2><p><a href="{page.name}">Conclusions and figures '
-                     f"across all studies</a>{state}</p>")
+        parts.append(_analysis_link(executed, error, report_dir))
     by_study: dict[str, list[dict[str, Any]]] = {}
-    for file in results.record_files(outputs / "results"):
-        rec = results.read_record(file)
+    for rec in results.read_records(outputs / "results"):
         by_study.setdefault(rec["study"], []).append(rec)
     if not by_study:
         parts.append("<p>No runs yet: run a sweep, e.g. <code>python -m benchlib sweep "

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import METHOD_VERSION, atomic
+from benchlib.errors import UnreadableRecord
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed")
@@ -101,12 +102,46 @@ def write_record(results_dir: Path, record: dict[str, Any]) -> Path:
 
 
 def read_record(path: Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())
+    """One record file, checked: UnreadableRecord names the file and what is wrong."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as e:
+        raise UnreadableRecord(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from e
+    except (OSError, UnicodeDecodeError) as e:
+        raise UnreadableRecord(f"{path}: cannot be read ({e})") from e
+    missing = [k for k in REQUIRED if k not in record] if isinstance(record, dict) else REQUIRED
+    if missing:
+        raise UnreadableRecord(f"{path}: not a benchlib record (no {', '.join(missing)})")
+    return record
+
+
+def _warn_skipped(error: UnreadableRecord) -> None:
+    print(f"benchlib: skipped {error}", file=sys.stderr)
 
 
 def find_record(results_dir: Path, study: str, run_id: str) -> dict[str, Any] | None:
+    """The row's record, or None; an unreadable one counts as none (the row runs again
+    and its new record replaces the broken file), with a warning."""
     path = record_path(results_dir, study, run_id)
-    return read_record(path) if path.exists() else None
+    if not path.exists():
+        return None
+    try:
+        return read_record(path)
+    except UnreadableRecord as e:
+        _warn_skipped(e)
+        return None
+
+
+def read_records(results_dir: Path) -> list[dict[str, Any]]:
+    """Every readable record under `results_dir`; an unreadable file is skipped with one
+    warning naming it and why, and the rest are read."""
+    records = []
+    for path in record_files(results_dir):
+        try:
+            records.append(read_record(path))
+        except UnreadableRecord as e:
+            _warn_skipped(e)
+    return records
 
 
 def record_files(results_dir: Path) -> list[Path]:
@@ -129,8 +164,7 @@ def load_results(results_dir: str | Path, study: str | None = None):
     from benchlib import paths
 
     rows = []
-    for path in record_files(paths.resolve(results_dir)):
-        rec = read_record(path)
+    for rec in read_records(paths.resolve(results_dir)):
         if study is not None and rec["study"] != study:
             continue
         env = rec.get("env", {})
@@ -162,8 +196,7 @@ def load_details(results_dir: str | Path, key: str, study: str | None = None):
     from benchlib import paths
 
     rows = []
-    for path in record_files(paths.resolve(results_dir)):
-        rec = read_record(path)
+    for rec in read_records(paths.resolve(results_dir)):
         if rec["status"] != "ok" or (study is not None and rec["study"] != study):
             continue
         labels = {k: v for k, v in rec["metrics"].items() if isinstance(v, str)}

@@ -103,3 +103,44 @@ def test_publish_without_a_sweep_returns_metrics_and_stores_nothing(monkeypatch,
     monkeypatch.delenv(results.METRICS_FILE_VAR, raising=False)
     assert results.publish({"x": 1}) == {"x": 1}
     assert "not run by a sweep" in capsys.readouterr().err
+
+
+def _bad_files(results_dir):
+    (results_dir / "s").mkdir(parents=True, exist_ok=True)
+    (results_dir / "s" / "truncated.json").write_text('{"run_id": "x", "stud')
+    (results_dir / "s" / "other.json").write_text('{"foo": 1}')
+
+
+def test_a_bad_record_file_is_skipped_with_one_warning_naming_it(tmp_path, capsys):
+    results.write_record(tmp_path, record())
+    _bad_files(tmp_path)
+    df = results.load_results(tmp_path)
+    assert list(df["run_id"]) == ["abc123"]
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"benchlib: skipped {tmp_path / 's' / 'other.json'}: not a benchlib record (no "
+        + ", ".join(results.REQUIRED) + ")",
+        f"benchlib: skipped {tmp_path / 's' / 'truncated.json'}: not valid JSON "
+        "(Unterminated string starting at, line 1)"]
+    assert results.load_details(tmp_path, "repeats").empty
+    with pytest.raises(results.UnreadableRecord, match="truncated.json: not valid JSON"):
+        results.read_record(tmp_path / "s" / "truncated.json")
+
+
+def test_a_rows_broken_record_counts_as_missing_so_the_row_runs_again(tmp_path, capsys):
+    _bad_files(tmp_path)
+    assert results.find_record(tmp_path, "s", "truncated") is None
+    assert "skipped" in capsys.readouterr().err
+
+
+def test_the_report_keeps_the_last_good_analysis_when_the_analysis_fails(tmp_path):
+    from benchlib import report
+    from tests.conftest import TRIVIAL
+
+    report_dir = tmp_path / "report"
+    assert "analysis.html" in report._analysis_link(TRIVIAL, None, report_dir)
+    good = (report_dir / "analysis.html").read_text()
+    line = report._analysis_link(TRIVIAL, {"message": "boom"}, report_dir)
+    assert (report_dir / "analysis.html").read_text() == good
+    assert (report_dir / "analysis-failed.html").exists()
+    assert "analysis failed: boom" in line and 'href="analysis.html"' in line
