@@ -164,7 +164,9 @@ def recoveries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     last_kind, since = None, None
     for e in events:
         kind = e["event"]
-        if kind == "start" and e["attempt"] > 0:
+        if kind == "start" and e["attempt"] > 0 and last_kind == "end":
+            pass  # a launch after the run had ended (a requeue, a second submission): no restart
+        elif kind == "start" and e["attempt"] > 0:
             if rows and "recovery_s" not in rows[-1]:  # that attempt never finished a step
                 rows[-1].update(recovery_s=None, steps_redone=0)
             done = last_step["step"] if last_step else 0
@@ -437,6 +439,9 @@ class ElasticTrainer:
 
     def run(self) -> dict | None:
         first_epoch, first_batch = self.pos.epoch, self.pos.batch
+        if first_epoch >= self.args.epochs:
+            print(f"the run is complete: its checkpoint is step {self.pos.step}, the last of "
+                  f"{self.args.epochs} epochs; nothing left to train", flush=True)
         for epoch in range(first_epoch, self.args.epochs):
             first = first_batch if epoch == first_epoch else 0
             batches = self._loader(epoch, first)

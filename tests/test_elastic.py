@@ -295,3 +295,17 @@ def test_recoveries_are_read_from_the_timeline_of_all_attempts():
     rows = elastic.recoveries(events)
     assert [(r["cause"], r["steps_redone"], r["recovery_s"]) for r in rows] == [
         ("failure", 0, None), ("failure", 1, 20.5), ("preempted", 0, 7.5)]
+
+
+def test_a_finished_run_launched_again_says_it_is_complete_and_keeps_its_result(tmp_path):
+    """A requeued job or a second submission after the last step: no KeyError, exit 0."""
+    first = worker(dummy_args(tmp_path, "--resume-or-start"))
+    assert first.returncode == 0, first.stderr[-2000:]
+    done = json.loads((tmp_path / "result.json").read_text())["metrics"]
+    again = worker(dummy_args(tmp_path, "--resume-or-start"))
+    assert again.returncode == 0, again.stderr[-2000:]
+    log = (tmp_path / "logs" / "rank0.log").read_text()
+    assert "the run is complete: its checkpoint is step 6, the last of 1 epochs" in log
+    m = json.loads((tmp_path / "result.json").read_text())["metrics"]
+    assert m["final_step"] == done["final_step"] == 6 and m["restarts"] == 0
+    assert m["attempts"] == 2 and m["loss_last"] == done["loss_last"]
