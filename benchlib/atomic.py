@@ -20,12 +20,33 @@ def replacing(path: Path, suffix: str = ".tmp") -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+    os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide records from the group
     os.close(fd)
     try:
         yield Path(tmp)
         os.replace(tmp, path)
+        _fsync_dir(path.parent)  # the rename itself survives a crash
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux says it."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)  # elsewhere reading it means setting it for a moment
+    os.umask(mask)
+    return mask
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_bytes(path: Path, data: bytes) -> Path:

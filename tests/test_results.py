@@ -144,3 +144,15 @@ def test_the_report_keeps_the_last_good_analysis_when_the_analysis_fails(tmp_pat
     assert (report_dir / "analysis.html").read_text() == good
     assert (report_dir / "analysis-failed.html").exists()
     assert "analysis failed: boom" in line and 'href="analysis.html"' in line
+
+
+def test_records_are_written_with_the_users_umask_so_a_shared_folder_is_readable(tmp_path):
+    old = os.umask(0o027)
+    try:
+        group = atomic.write_json(tmp_path / "g.json", {"a": 1})
+        os.umask(0o022)
+        everyone = atomic.write_text(tmp_path / "e.txt", "x")
+    finally:
+        os.umask(old)
+    assert group.stat().st_mode & 0o777 == 0o640
+    assert everyone.stat().st_mode & 0o777 == 0o644
