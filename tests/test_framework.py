@@ -38,6 +38,23 @@ def test_published_figures_and_peaks_carry_their_sources():
     assert reference.peak_flops("cpu", "fp32") is None
 
 
+@pytest.mark.parametrize("name, precision, peak", [
+    ("NVIDIA H100 80GB HBM3", "amp_bf16", 989.4e12),   # SXM, as torch names it
+    ("NVIDIA H100 PCIe", "amp_bf16", 756e12),
+    ("NVIDIA H100 NVL", "amp_bf16", 835.5e12),
+    ("NVIDIA H200", "amp_bf16", 989.4e12),
+    ("Tesla V100-SXM2-16GB", "fp32", 15.7e12),
+    ("Tesla V100-PCIE-32GB", "fp32", 14e12),
+    ("Tesla V100S-PCIE-32GB", "fp32", 16.4e12),
+    ("NVIDIA H200 NVL", "amp_bf16", None),               # not in the table: unknown
+    ("NVIDIA H100", "amp_bf16", None),                   # which H100? unknown, not SXM's
+    ("NVIDIA H100 PCIe H100 NVL", "amp_bf16", None),     # two models with different peaks
+])
+def test_mfu_peak_is_looked_up_by_exact_model_and_ambiguity_gives_unknown(name, precision, peak):
+    found = reference.peak_flops(name, precision)
+    assert (found[0] if found else None) == peak
+
+
 def test_mfu_is_unknown_without_a_published_peak_never_invented():
     value, why = frameworkstudy.mfu(1000.0, 1, 12.3e9, "cpu", "fp32")
     assert value is None and why == "no published peak for cpu at fp32"

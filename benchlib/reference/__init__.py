@@ -56,8 +56,13 @@ def published():
 
 
 def peak_flops(device_name: str, precision: str) -> tuple[float, str] | None:
-    """(peak FLOP/s, source) for a device name like 'NVIDIA H100 80GB HBM3', or None."""
-    for row in _rows("peak_flops.csv"):
-        if row["gpu"] in device_name and row["precision"] == precision:
-            return float(row["flops"]), row["source"]
-    return None
+    """(peak FLOP/s, source) for a device name as torch reports it ('NVIDIA H100 80GB
+    HBM3', 'NVIDIA H100 PCIe', 'Tesla V100-SXM2-16GB'), or None. The `gpu` column is a
+    pattern of the exact model: H100 SXM, PCIe and NVL differ, as do V100 SXM2, PCIe and
+    V100S. A name that matches no model, or models with different peaks, gives None:
+    MFU unknown, never taken against the wrong peak."""
+    import re
+
+    found = {(float(row["flops"]), row["source"]) for row in _rows("peak_flops.csv")
+             if row["precision"] == precision and re.search(row["gpu"], device_name)}
+    return found.pop() if len({f for f, _ in found}) == 1 and len(found) == 1 else None
