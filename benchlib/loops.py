@@ -47,9 +47,29 @@ class EpochTimes:
                 [self.samples[i] for i in keep])
 
 
+class IndexBatches(torch.utils.data.Sampler):
+    """Each batch's indices as one tensor, a slice of one permutation per epoch: for data
+    sets that fetch a whole batch by tensor indexing (`fetches_batches`), so that no list
+    of `batch_size` Python ints is built, passed and converted per batch."""
+
+    def __init__(self, n: int, batch_size: int, shuffle: bool, generator: torch.Generator):
+        self.n, self.batch_size, self.shuffle, self.generator = n, batch_size, shuffle, generator
+
+    def __len__(self) -> int:
+        return -(-self.n // self.batch_size)
+
+    def __iter__(self):
+        order = torch.randperm(self.n, generator=self.generator) if self.shuffle else torch.arange(self.n)
+        return iter(order.split(self.batch_size))
+
+
 def make_loader(dataset, collate_fn, batch_size: int, num_workers: int, device: torch.device,
                 seed: int, shuffle: bool = True) -> DataLoader:
     generator = torch.Generator().manual_seed(seed)
+    if getattr(dataset, "fetches_batches", False):  # dataset[index tensor] is a whole batch
+        return DataLoader(dataset, batch_size=None, num_workers=num_workers,
+                          sampler=IndexBatches(len(dataset), batch_size, shuffle, generator),
+                          collate_fn=collate_fn, pin_memory=device.type == "cuda")
     return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers,
                       collate_fn=collate_fn, pin_memory=device.type == "cuda",
                       generator=generator, drop_last=False)

@@ -47,8 +47,11 @@ class MyDataSet(Dataset):
 
 
 class BatchedTensors(Dataset):
-    """Decoded tensors fetched a batch at a time: DataLoader hands `__getitems__` the
-    batch's indices, and one indexing op replaces `batch_size` item calls plus a stack."""
+    """Decoded tensors fetched a batch at a time: `loops.make_loader` hands `__getitem__`
+    the batch's indices as one tensor (and a plain DataLoader hands `__getitems__` a
+    list), and one indexing op replaces `batch_size` item calls plus a stack."""
+
+    fetches_batches = True
 
     def __init__(self, images: torch.Tensor, labels: torch.Tensor):
         self.images, self.labels = images, labels
@@ -56,7 +59,7 @@ class BatchedTensors(Dataset):
     def __len__(self) -> int:
         return len(self.labels)
 
-    def __getitem__(self, i: int):
+    def __getitem__(self, i: int | torch.Tensor):
         return self.images[i], self.labels[i]
 
     def __getitems__(self, indices: list[int]):

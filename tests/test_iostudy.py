@@ -92,9 +92,12 @@ def test_calibrate_prints_the_loop_ratio_and_fetch_ceiling(small_data, capsys):
     assert out[0].startswith("allocator: glibc")
     assert "train loop: benchlib / bare = " in out[1] and "2 rounds" in out[1]
     assert "benchlib adds" in out[1] and "us per step" in out[1]
-    assert out[2].startswith("reported (host clock) / synchronized wall clock = ")
+    assert out[2].startswith("ground truth: reported (host clock) / synchronized wall clock = ")
     assert "5 epochs of 3 steps" in out[2]
-    assert "% of a plain copy of the same array" in out[3] and "3136 B each" in out[3]
+    assert out[3].startswith("contiguous copy (memory bandwidth) ceiling: ")
+    assert "samples/s of 3136 B each; preload_batched shuffled traverse (" in out[3]
+    assert "5 rounds); target >= 40%: " in out[3]
+    assert out[4].startswith("shuffled gather (rows by index into a preallocated batch) ceiling: ")
 
 
 def test_calibrate_event_clock_agrees_with_the_wall_clock_around_the_same_epoch():

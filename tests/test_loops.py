@@ -48,3 +48,20 @@ def test_profiler_reports_top_operators_and_writes_a_trace(small_data, tmp_path)
     assert any("addmm" in n or "linear" in n for n in names)
     assert rows == sorted(rows, key=lambda r: r["self_cpu_ms"], reverse=True)
     assert '"traceEvents"' in (tmp_path / "t.json").read_text()
+
+
+def test_batched_data_is_fetched_by_index_tensors_every_sample_once_per_epoch(small_data):
+    prepared = storage.prepare("fashion-mnist", "preload_batched", str(small_data))
+    loader = loops.make_loader(prepared.dataset, prepared.collate_fn, 64, 0, torch.device("cpu"), 3)
+    assert isinstance(loader.sampler, loops.IndexBatches) and len(loader) == math.ceil(600 / 64)
+    epochs = []
+    for _ in range(2):
+        batches = list(loader)
+        assert [len(y) for _, y in batches] == [64] * 9 + [24]
+        assert batches[0][0].shape == (64, 1, 28, 28)
+        epochs.append(torch.cat([y for _, y in batches]))
+        # the same samples as the data set, each once: labels sorted match
+        assert torch.equal(epochs[-1].sort().values, prepared.dataset.labels.sort().values)
+    assert not torch.equal(epochs[0], epochs[1])  # shuffled again each epoch
+    again = loops.make_loader(prepared.dataset, prepared.collate_fn, 64, 0, torch.device("cpu"), 3)
+    assert torch.equal(torch.cat([y for _, y in again]), epochs[0])  # seeded: reproducible
