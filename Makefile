@@ -41,8 +41,10 @@ GPU_CHECK_OUT ?= outputs/gpu-check
 gpu-check:
 	scripts/gpu-check.sh $(GPU_CHECK_OUT)
 
+# JupyterLab on notebooks/ with the project's kernel ("benchlib (.venv)", registered into
+# .venv, not your home); LAB_ARGS passes options on, e.g. LAB_ARGS="--port 8890"
 lab: setup
-	$(VENV)/bin/jupyter lab notebooks/
+	VENV=$(VENV) scripts/lab.sh $(LAB_ARGS)
 
 clean-outputs:
 	find outputs -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
