@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from benchlib import paths
+from benchlib.config import DEFAULT_PORT, DEVICES
 from benchlib.errors import BenchlibError, UsageError
 
 
@@ -354,7 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", action="store_true", help="ask for --gpus-per-node=DEVICES")
     p.add_argument("--partition")
     p.add_argument("--time")
-    p.add_argument("--port", type=int, default=29500, help="rendezvous port on the first node")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="rendezvous port on the first node")
     p.add_argument("--output", default="outputs/slurm/%j.log", help="sbatch --output")
     p.add_argument("--requeue", action="store_true", help="requeue after preemption")
     p.add_argument("--share-nodes", action="store_true", help="leave out --exclusive")
@@ -384,7 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("io", help="single-device IO: seed 000's singlegpu.py and test_funcs.py")
     p.add_argument("epochs", type=int, help="epochs per repeat (seed: total_epochs)")
-    p.add_argument("device", choices=["cpu", "gpu", "auto"], help="gpu without CUDA is an error")
+    p.add_argument("device", choices=DEVICES, help="gpu without CUDA is an error")
     p.add_argument("--path", required=True, help="data folder made by `benchlib data`")
     p.add_argument("--dataset", required=True, help="fashion-mnist or mydataset")
     p.add_argument("--variant", default="raw", help="raw, preload, preload_batched, tensorclass, "
@@ -405,7 +406,7 @@ def build_parser() -> argparse.ArgumentParser:
     def distributed(p, nproc_default: int = 2) -> None:
         p.add_argument("--nproc", type=int, default=nproc_default, help="ranks on this host")
         p.add_argument("--launcher", default="torchrun", choices=["torchrun", "mp_spawn", "tcp"])
-        p.add_argument("--device", default="auto", choices=["cpu", "gpu", "auto"])
+        p.add_argument("--device", default="auto", choices=DEVICES)
         p.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
         p.add_argument("--port", type=int, help="rendezvous port (default: a free one)")
         p.add_argument("--timeout", type=float, default=300.0, help="seconds for the whole run")
@@ -426,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("calibrate", help="benchmark: benchlib's loop vs a bare loop; fetch ceiling")
-    p.add_argument("--device", default="cpu", choices=["cpu", "gpu", "auto"])
+    p.add_argument("--device", default="cpu", choices=DEVICES)
     p.add_argument("--steps", type=int, default=50, help="steps per block")
     p.add_argument("--rounds", type=int, default=80, help="interleaved rounds")
     p.add_argument("--path", help="data folder: also compare preload_batched with a plain copy")

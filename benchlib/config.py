@@ -120,7 +120,9 @@ class DataPrepConfig(StudyConfig):
 
 
 # The allowed values, in one place: the modules that implement them import these.
-DEVICES = ("cpu", "gpu", "auto")
+DEVICES = ("cpu", "gpu", "auto")  # gpu: an error without CUDA; auto: a GPU if there is one
+DEFAULT_PORT = 29500  # the rendezvous port torchrun and Slurm scripts use unless told
+SYNTHETIC_STEPS = 100  # steps in an epoch of synthetic data (made on the device, no IO)
 IO_DATASETS = ("fashion-mnist", "mydataset")
 VARIANTS = ("raw", "preload", "preload_batched", "tensorclass", "tensorclass_memmap", "np_memmap")
 MODES = ("traverse", "train")
@@ -338,7 +340,7 @@ def _check_steps(cfg: Any, per_step: int) -> None:
 
     from benchlib import data
 
-    steps = cfg.max_steps or 100  # synthetic data: 100 steps an epoch
+    steps = cfg.max_steps or SYNTHETIC_STEPS
     if cfg.dataset != "synthetic":
         samples = data.describe(cfg.path, cfg.dataset)["samples"]["train"]
         steps = min(steps, math.ceil(samples / per_step)) if cfg.max_steps else \

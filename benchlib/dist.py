@@ -25,10 +25,10 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlparse
 
+from benchlib.config import DEFAULT_PORT
 from benchlib.errors import UsageError
 
 BACKENDS = ("auto", "gloo", "nccl")
-DEFAULT_PORT = 29500
 
 
 @dataclass(frozen=True)

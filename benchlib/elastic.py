@@ -40,17 +40,10 @@ from torch.utils.data.distributed import DistributedSampler
 
 from benchlib import checkpoint, loops, trainer
 from benchlib.dist import DistEnv, gather_objects
+from benchlib.errors import Preempted
 from benchlib.timing import summarize
 
 TIMELINE = "timeline.jsonl"
-
-
-class Preempted(Exception):
-    """All ranks stopped at a step boundary after SIGTERM; the checkpoint is written."""
-
-    def __init__(self, step: int, path: Path):
-        self.step, self.path = step, path
-        super().__init__(f"preempted at step {step}: checkpoint {path}")
 
 
 class PreemptionFlag:

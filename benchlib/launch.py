@@ -26,21 +26,13 @@ from typing import Any
 
 from benchlib import config
 from benchlib.dist import check_port
-from benchlib.errors import PREEMPTED_EXIT_CODE, BenchlibError, UsageError
+from benchlib.errors import PREEMPTED_EXIT_CODE, LaunchError, UsageError
 
 # how processes start: DDP's ways (config.LAUNCHERS), Lightning's own, Slurm's, or one
 # plain process
 LAUNCHERS = (*config.LAUNCHERS, "lightning", "srun", "single")
 MULTI_NODE = ("torchrun", "lightning", "srun")  # the launchers that take nnodes > 1
 
-
-class LaunchError(BenchlibError):
-    """A rank failed or the run timed out; the message names where to look."""
-
-    def __init__(self, message: str, rank: int | None = None, host: str | None = None,
-                 exit_code: int | None = None, log_path: Path | None = None):
-        self.rank, self.host, self.exit_code, self.log_path = rank, host, exit_code, log_path
-        super().__init__(message)
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -55,7 +55,7 @@ from torch import nn
 
 from benchlib import atomic, config, loops
 from benchlib.dist import gather_objects
-from benchlib.errors import BenchlibError, ConfigError, UsageError
+from benchlib.errors import BenchlibError, ConfigError, InjectedFailure, RankError, UsageError
 from benchlib.models import build_model
 from benchlib.timing import StepMarks, summarize
 from benchlib.trainer import (
@@ -217,7 +217,7 @@ class BenchModule(pl.LightningModule):
         x, y = batch
         self.steps += 1
         if self.steps == self.fail_at_step and self.global_rank == self.fail_rank:
-            raise RuntimeError(f"injected failure at step {self.steps} on rank {self.global_rank}")
+            raise InjectedFailure(f"injected failure at step {self.steps} on rank {self.global_rank}")
         return self.loss_fn(self.model(x), y)
 
     def configure_optimizers(self):
@@ -350,7 +350,7 @@ def make_loader_factory(args: argparse.Namespace, dataset, collate) -> Callable:
     def make(device: torch.device, rank: int):
         if args.dataset == "synthetic":  # made on the device: no IO, no copy
             shape = (3, args.image_size, args.image_size)
-            return SyntheticBatches(args.batch_size, shape, args.max_steps or 100, device,
+            return SyntheticBatches(args.batch_size, shape, args.max_steps or config.SYNTHETIC_STEPS, device,
                                     args.seed + rank)
         # shuffled; Lightning swaps in a DistributedSampler (seeded by seed_everything)
         return loops.make_loader(dataset, collate, args.batch_size, args.num_workers, device,
@@ -366,10 +366,7 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool) -> dict | None:
     if args.dataset != "synthetic":
         dataset, collate, shape = build_dataset(args.dataset, args.path, not args.no_augment,
                                                 args.image_size)
-    try:
-        model = build_model(args.model, shape, args.depth, args.alpha)
-    except ValueError as e:
-        raise UsageError(str(e)) from e
+    model = build_model(args.model, shape, args.depth, args.alpha)
     flops_per_sample = training_flops_per_sample(model, shape)
     module = BenchModule(model, make_loader_factory(args, dataset, collate), args.lr,
                          args.momentum, args.fail_at_step, args.fail_rank)
@@ -386,7 +383,7 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool) -> dict | None:
         trainer.fit(module)
         fit_s = time.time() - timer.startup["fit_called_at"]
         if trainer.global_rank != where.rank or trainer.world_size != where.world_size:
-            raise RuntimeError(f"Lightning placed this process at rank {trainer.global_rank}/"
+            raise RankError(f"Lightning placed this process at rank {trainer.global_rank}/"
                                f"{trainer.world_size}, benchlib expected {where.rank}/"
                                f"{where.world_size}")
         from benchlib.dist import barrier_and_destroy
@@ -394,7 +391,7 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool) -> dict | None:
         barrier_and_destroy()  # nobody leaves while another rank is still in a collective
         for child in _children(trainer):  # Lightning's launcher: this node's other ranks
             if (code := child.wait(args.timeout)) != 0:
-                raise RuntimeError(f"local rank process {child.pid} exited with code {code}")
+                raise RankError(f"local rank process {child.pid} exited with code {code}")
     except BaseException as e:  # noqa: BLE001 - errors inside fit already ended in FailFast
         die(e, args.log_dir, where.rank, trainer)
     if where.rank != 0:
@@ -452,7 +449,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--num-workers", "--num_workers", type=int, default=0, dest="num_workers")
     p.add_argument("--warmup-steps", type=int, default=5, help="left out at every epoch's start")
     p.add_argument("--max-steps", type=int, default=0, help="per epoch; 0 = the whole epoch "
-                   "(synthetic: 100)")
+                   f"(synthetic: {config.SYNTHETIC_STEPS})")
     p.add_argument("--lr", type=float, default=0.1, help="SGD, as benchlib.trainer")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--seed", type=int, default=0)

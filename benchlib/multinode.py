@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from benchlib import launch, paths, results
 from benchlib.config import MultinodeConfig
+from benchlib.errors import LaunchError
 from benchlib.ddpstudy import DistResult, trainer_args
 from benchlib.timing import summarize
 
@@ -48,7 +49,7 @@ def run(cfg: MultinodeConfig, run_id: str = "interactive") -> DistResult:
                "launch_retries": sum(m.get("launch_retries", 0) for m, _ in launches)}
     metrics = results.without_params(metrics, cfg)
     if metrics["world_size"] != cfg.world_size:
-        raise RuntimeError(f"world_size: the run had {metrics['world_size']} ranks, "
+        raise LaunchError(f"world_size: the run had {metrics['world_size']} ranks, "
                            f"{cfg.nnodes} x {cfg.nproc_per_node} = {cfg.world_size} were asked for")
     return DistResult(metrics, {"epochs": epochs})
 

@@ -17,7 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchlib.errors import BenchlibError, ConfigError, UsageError
+from benchlib.config import DEFAULT_PORT
+from benchlib.errors import ConfigError, SlurmError, UsageError
 
 # srun torchrun (one agent per node: ddp, elastic) or srun python, one task per device
 TRAINERS = ("ddp", "elastic", "lightning")
@@ -197,7 +198,7 @@ def script(job: Job, body: list[str], environment: dict[str, str] | None = None)
 
 def training_script(trainer: str, nodes: int, devices: int, worker_args: list[str],
                     output: str, partition: str | None = None, time: str | None = None,
-                    gpu: bool = False, port: int = 29500, requeue: bool = False,
+                    gpu: bool = False, port: int = DEFAULT_PORT, requeue: bool = False,
                     python: str = sys.executable, check_capacity: bool = True,
                     max_restarts: int = 0, exclusive: bool = True,
                     ntasks_per_node: int | None = None, world_size: int | None = None) -> str:
@@ -221,10 +222,6 @@ def training_script(trainer: str, nodes: int, devices: int, worker_args: list[st
 
 
 # ---------------------------------------------------------------------------- sbatch
-
-class SlurmError(BenchlibError):
-    """sbatch / squeue / scontrol said no."""
-
 
 def _run(argv: list[str], timeout_s: float = 60) -> str:
     try:

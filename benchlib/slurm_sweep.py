@@ -78,7 +78,7 @@ def read_plan(plan: Path) -> list[Row]:
 def read_row(plan: Path, index: int) -> Row:
     rows = read_plan(plan)
     if not 0 <= index < len(rows):
-        raise IndexError(f"index: {index} is outside the plan's {len(rows)} rows")
+        raise UsageError(f"index: {index} is outside the plan's {len(rows)} rows")
     return rows[index]
 
 

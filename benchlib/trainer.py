@@ -28,10 +28,11 @@ from torch.utils.data import DataLoader, Dataset
 
 from benchlib import atomic, loops, storage
 from benchlib.dist import DistEnv, gather_objects
+from benchlib.errors import ConfigError, InjectedFailure
 from benchlib.models import build_model
 from benchlib.timing import summarize
 
-from benchlib.config import TRAIN_DATASETS as DATASETS
+from benchlib.config import SYNTHETIC_STEPS, TRAIN_DATASETS as DATASETS
 CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 
 
@@ -171,7 +172,8 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     batch = args.batch_size * devices  # DataParallel splits one batch over its devices
     sampler = None
     if args.dataset == "synthetic":
-        loader = SyntheticBatches(batch, shape, args.max_steps or 100, device, args.seed + env.rank)
+        loader = SyntheticBatches(batch, shape, args.max_steps or SYNTHETIC_STEPS, device,
+                                  args.seed + env.rank)
     else:
         if args.strategy == "ddp":
             from torch.utils.data.distributed import DistributedSampler
@@ -198,7 +200,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
             if args.fail_how == "kill":  # as the OOM killer does: no exception, no cleanup
                 print(f"injected failure: rank {env.rank} kills itself", flush=True)
                 os.kill(os.getpid(), signal.SIGKILL)
-            raise RuntimeError(f"injected failure at step {global_step} on rank {env.rank}")
+            raise InjectedFailure(f"injected failure at step {global_step} on rank {env.rank}")
         if args.log_interval and global_step % args.log_interval == 0 and env.rank == 0:
             print(f"step {global_step}: loss {loss.item():.4f}", flush=True)
 
@@ -217,8 +219,8 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
                                 on_step=on_step)
         data_s, compute_s, samples = times.timed()
         if not samples:
-            raise ValueError(f"warmup_steps: {args.warmup_steps} leaves no timed step of the "
-                             f"{len(times.samples)} this epoch had")
+            raise ConfigError("warmup_steps", f"{args.warmup_steps} leaves no timed step of the "
+                              f"{len(times.samples)} this epoch had")
         mine = {"samples": sum(samples), "step_s": sum(data_s) + sum(compute_s),
                 "epoch_s": times.epoch_s}
         everyone = gather_objects(mine)

@@ -176,3 +176,35 @@ def test_a_cycle_is_found_even_inside_one_layer():
     edges = {"benchlib.core.a": {"benchlib.core.b"}, "benchlib.core.b": {"benchlib.core.a"},
              "benchlib.core.c": {"benchlib.core.a"}}
     assert cycles(edges) == [["benchlib.core.a", "benchlib.core.b"]]
+
+
+BUILTIN_RAISES = ("ValueError", "RuntimeError", "TypeError", "IndexError", "KeyError",
+                  "AssertionError", "Exception")
+
+
+def test_every_exception_class_lives_in_errors_py():
+    from benchlib import errors
+
+    ours = {name for name in dir(errors) if isinstance(getattr(errors, name), type)
+            and issubclass(getattr(errors, name), BaseException)}
+    elsewhere = []
+    for m, f in modules().items():
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ClassDef) and m != "benchlib.errors":
+                bases = {getattr(b, "id", getattr(b, "attr", "")) for b in node.bases}
+                if bases & (ours | set(BUILTIN_RAISES) | {"BaseException"}):
+                    elsewhere.append(f"{m}.{node.name}")
+    assert not elsewhere, "exception classes outside benchlib/errors.py: " + ", ".join(elsewhere)
+
+
+def test_no_plain_builtin_exception_is_raised():
+    """A user gets one of errors.py's classes (with its one-line message), never a bare
+    ValueError or RuntimeError."""
+    plain = []
+    for m, f in modules().items():
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Raise) and node.exc is not None:
+                exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+                if getattr(exc, "id", None) in BUILTIN_RAISES:
+                    plain.append(f"{m}:{node.lineno} raises {exc.id}")
+    assert not plain, "\n".join(plain)

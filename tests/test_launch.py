@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from benchlib import launch
-from benchlib.errors import UsageError
+from benchlib.errors import LaunchError, UsageError
 from benchlib.workers.allreduce import bus_factor
 
 
@@ -35,7 +35,7 @@ def test_two_rank_ddp_runs_with_each_launcher(small_data, tmp_path, launcher):
 
 def test_a_failing_rank_stops_the_run_and_is_named_with_its_log(small_data, tmp_path):
     start = time.monotonic()
-    with pytest.raises(launch.LaunchError) as info:
+    with pytest.raises(LaunchError) as info:
         launch.launch("ddp", train_args(small_data, "--fail-at-step", "3", "--fail-rank", "1"),
                       tmp_path / "logs", "torchrun", nproc=2, timeout_s=120)
     err = info.value
@@ -58,7 +58,7 @@ def test_a_failing_rank_stops_the_run_and_is_named_with_its_log(small_data, tmp_
 @pytest.mark.parametrize("launcher", ["torchrun", "tcp"])
 def test_a_killed_rank_is_named_not_the_rank_it_left_failing(small_data, tmp_path, launcher):
     """SIGKILL (the OOM killer) leaves no mark; rank 0 then fails in gloo and leaves one."""
-    with pytest.raises(launch.LaunchError) as info:
+    with pytest.raises(LaunchError) as info:
         launch.launch("ddp", train_args(small_data, "--fail-at-step", "3", "--fail-rank", "1",
                                         "--fail-how", "kill"),
                       tmp_path / "logs", launcher, nproc=2, timeout_s=120)
@@ -69,7 +69,7 @@ def test_a_killed_rank_is_named_not_the_rank_it_left_failing(small_data, tmp_pat
 
 
 def test_a_failing_tcp_rank_is_named(small_data, tmp_path):
-    with pytest.raises(launch.LaunchError, match=r"rank 0 on .* exited with code 1; log: .*rank0.log"):
+    with pytest.raises(LaunchError, match=r"rank 0 on .* exited with code 1; log: .*rank0.log"):
         launch.launch("ddp", train_args(small_data, "--fail-at-step", "2", "--fail-rank", "0"),
                       tmp_path / "logs", "tcp", nproc=2, timeout_s=120)
 
@@ -78,7 +78,7 @@ def test_a_run_past_its_timeout_is_stopped(tmp_path):
     log = tmp_path / "sleep.log"
     proc = launch._start([sys.executable, "-c", "import time; time.sleep(60)"], log, "sleeper", 0, None)
     start = time.monotonic()
-    with pytest.raises(launch.LaunchError, match="timed out after 1 s; stopped all ranks"):
+    with pytest.raises(LaunchError, match="timed out after 1 s; stopped all ranks"):
         launch.supervise([proc], tmp_path, timeout_s=1)
     assert time.monotonic() - start < 10 and proc.popen.poll() is not None
 
@@ -188,7 +188,7 @@ def test_a_rank_that_crashes_in_teardown_after_the_result_keeps_the_run(small_da
 
 
 def test_a_failure_after_joining_is_never_retried(small_data, tmp_path):
-    with pytest.raises(launch.LaunchError, match="rank 1"):
+    with pytest.raises(LaunchError, match="rank 1"):
         launch.launch("ddp", train_args(small_data, "--fail-at-step", "2", "--fail-rank", "1"),
                       tmp_path / "logs", "torchrun", nproc=2, timeout_s=120)
     assert not (tmp_path / "logs" / "retries.log").exists()

@@ -168,7 +168,7 @@ def test_a_failing_rank_stops_the_run_and_leaves_its_marker(small_data, tmp_path
     [code] = run([(WORKER + args, clean_env())], tmp_path, timeout_s=60)
     assert code != 0 and time.monotonic() - start < 60
     failed = json.loads((tmp_path / "rank1.failed").read_text())
-    assert failed["error"] == "RuntimeError: injected failure at step 3 on rank 1"
+    assert failed["error"] == "InjectedFailure: injected failure at step 3 on rank 1"
     log = (tmp_path / "rank1.log").read_text()
     assert log.startswith("rank 1/2 (local 1) on ") and "Traceback" in log
     assert "injected failure at step 3 on rank 1" in log

@@ -8,7 +8,7 @@ import pytest
 
 from benchlib import launch, slurm
 from benchlib.config import MultinodeConfig
-from benchlib.errors import ConfigError, UsageError
+from benchlib.errors import ConfigError, LaunchError, UsageError
 from benchlib.multinode import worker_args
 
 
@@ -33,7 +33,7 @@ def test_a_node_that_never_joins_fails_within_the_join_timeout(tmp_path):
     agent = launch._start(argv, tmp_path / "launcher-node0.log", "torchrun agent of node 0",
                           None, None)
     start = time.monotonic()
-    with pytest.raises(launch.LaunchError, match=r"torchrun agent of node 0: not all 2 nodes "
+    with pytest.raises(LaunchError, match=r"torchrun agent of node 0: not all 2 nodes "
                        r"joined the rendezvous at 127\.0\.0\.1:\d+ within its join timeout"):
         launch.supervise([agent], tmp_path, timeout_s=120)
     assert time.monotonic() - start < 60  # the 5 s join timeout, plus torchrun's start-up

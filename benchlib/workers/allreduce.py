@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 
 from benchlib.dist import DistEnv
+from benchlib.errors import ConfigError
 from benchlib.workers.common import entry
 
 
@@ -32,7 +33,7 @@ def sizes(min_bytes: int, max_bytes: int) -> list[int]:
 
 def measure(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
     if env.world_size < 2:
-        raise ValueError("world_size: all-reduce bandwidth needs at least 2 ranks")
+        raise ConfigError("world_size", "all-reduce bandwidth needs at least 2 ranks")
     rows = []
     for size in sizes(args.min_bytes, args.max_bytes):
         tensor = torch.ones(size // 4, dtype=torch.float32, device=device)

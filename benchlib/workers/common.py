@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import atomic, dist
+from benchlib.config import DEFAULT_PORT, DEVICES
 
 JOINED = "joined the process group"
 Main = Callable[[argparse.Namespace, dist.DistEnv, Any, str], dict[str, Any]]
@@ -21,7 +22,7 @@ Main = Callable[[argparse.Namespace, dist.DistEnv, Any, str], dict[str, Any]]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("distributed")
-    g.add_argument("--device", default="auto", choices=["cpu", "gpu", "auto"])
+    g.add_argument("--device", default="auto", choices=DEVICES)
     g.add_argument("--backend", default="auto", choices=list(dist.BACKENDS))
     g.add_argument("--timeout", type=float, default=120.0,
                    help="seconds for the rendezvous and every collective")
@@ -29,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--rank", type=int, default=0)
     g.add_argument("--world-size", type=int, default=1)
     g.add_argument("--spawn", type=int, default=0, help="start this many ranks with mp.spawn")
-    g.add_argument("--master-port", type=int, default=dist.DEFAULT_PORT, help="for --spawn")
+    g.add_argument("--master-port", type=int, default=DEFAULT_PORT, help="for --spawn")
     g.add_argument("--nproc-per-node", type=int, help="for platform variables set per node")
     g.add_argument("--log-dir", help="each rank writes <log-dir>/rank<R>.log")
     g.add_argument("--result", help="rank 0 writes its result here (JSON)")

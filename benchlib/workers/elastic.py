@@ -27,8 +27,8 @@ import traceback
 from pathlib import Path
 
 from benchlib import atomic, checkpoint, dist, elastic, paths
-from benchlib.config import MODELS, PRECISIONS, check_precision, require_min
-from benchlib.errors import PREEMPTED_EXIT_CODE, BenchlibError, ConfigError, UsageError
+from benchlib.config import DEVICES, MODELS, PRECISIONS, check_precision, require_min
+from benchlib.errors import PREEMPTED_EXIT_CODE, BenchlibError, ConfigError, Preempted, UsageError
 from benchlib.workers import common
 
 PROG = "benchlib.workers.elastic"
@@ -76,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
     d = p.add_argument_group("distributed")
     d.add_argument("--dist-init-method", default="torchrun", choices=["torchrun", "slurm"],
                    help="torchrun's variables (none: one process), or srun's SLURM_* (seed 001)")
-    d.add_argument("--device", default="auto", choices=["cpu", "gpu", "auto"])
+    d.add_argument("--device", default="auto", choices=DEVICES)
     d.add_argument("--backend", default="auto", choices=list(dist.BACKENDS))
     d.add_argument("--timeout", type=float, default=300.0, help="seconds, rendezvous and collectives")
     d.add_argument("--log-dir", help="each rank appends to <log-dir>/rank<R>.log")
@@ -185,10 +185,7 @@ def preflight(args: argparse.Namespace, env: dist.DistEnv) -> elastic.Plan:
             print(f"removed {stale}, left by a writer that was killed", flush=True)
     train_set, val_set, collate, shape = build_data(args)
     torch.manual_seed(args.seed)  # the same initial weights on every rank and every run
-    try:
-        model = build_model(args.model, shape)
-    except ValueError as e:
-        raise UsageError(str(e)) from e
+    model = build_model(args.model, shape)
     return elastic.Plan(args, env, folder, found if resuming else None, restarts, train_set,
                         val_set, collate, model)
 
@@ -251,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     except BenchlibError as e:
         _refuse(terminal, e)
         os._exit(e.exit_code)  # never wait in destroy_process_group for ranks that left
-    except elastic.Preempted as p:
+    except Preempted as p:
         print(f"{p}; exiting with code {PREEMPTED_EXIT_CODE}: run again with --resume",
               flush=True)
         dist.barrier_and_destroy()  # every rank stopped at the same step boundary
