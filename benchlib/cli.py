@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from benchlib import paths
-from benchlib.config import DEFAULT_PORT, DEVICES
+from benchlib.config.choices import DEFAULT_PORT, DEVICES
 from benchlib.errors import BenchlibError, UsageError
 
 
@@ -68,8 +68,10 @@ def _report_sweep(summary, title: str) -> int:
 def cmd_sweep(args) -> int:
     from benchlib import params, sweep
 
-    rows = params.load_plan(args.file)  # everything is checked before anything runs
+    rows = params.load_plan(args.file)  # every value is checked before anything runs
     outputs = _outputs(args)
+    if args.executor == "local":
+        params.preflight(rows)  # and what this machine must have (GPUs, data)
     if args.dry_run:
         todo = {r.run_id for r in sweep.pending(rows, outputs, args.force)}
         for r in rows:
@@ -131,6 +133,7 @@ def cmd_run(args) -> int:
     from benchlib import params, sweep
 
     row = params.single_row(args.notebook, dict(map(_parse_param, args.param or [])), args.study)
+    params.preflight([row])
     summary = sweep.run_plan([row], _outputs(args), force=args.force, progress=False)
     code = _report_sweep(summary, f"run {row.study}/{row.run_id}")
     print(f"record: {_outputs(args) / 'results' / row.study / (row.run_id + '.json')}")
@@ -167,7 +170,7 @@ def cmd_io(args) -> int:
                    epochs=args.epochs, batch_size=args.batch_size, num_workers=args.num_workers,
                    repeats=args.repeats, warmup_steps=args.warmup_steps, profile=args.profile,
                    export_trace=args.export_trace, seed=args.seed)
-    cfg.check_runtime()  # bad input ends here: exit 2, nothing written
+    iostudy.preflight(cfg)  # bad input ends here: exit 2, nothing written
     params = cfg.as_dict()
     run_id = results.run_id_for(args.study, "benchlib-io", params)
     started_at = results.now()
@@ -189,9 +192,7 @@ def _check_distributed(args) -> None:
     import torch
 
     from benchlib import dist
-    from benchlib.config import check_device
-
-    check_device(args.device)
+    dist.check_device(args.device)
     cuda = args.device == "gpu" or (args.device == "auto" and torch.cuda.is_available())
     dist.choose_backend("cuda" if cuda else "cpu", args.backend)
     dist.check_rank(0, args.nproc)

@@ -12,6 +12,7 @@ from typing import Any
 
 from benchlib import launch, paths
 from benchlib.config import DistConfig
+from benchlib.studies import checks
 
 
 @dataclass
@@ -30,8 +31,19 @@ def trainer_args(cfg: DistConfig) -> list[str]:
     return args
 
 
+def preflight(cfg: DistConfig) -> None:
+    """Where the row runs: device and backend, one rank per device, an epoch with a timed
+    step after the warm-up on the data prepared here."""
+    cuda = checks.device_and_backend(cfg.device, cfg.backend)
+    checks.ranks_fit("nproc_per_node", cfg.nproc_per_node, cuda)
+    per_step = cfg.batch_size * cfg.nproc_per_node
+    if cfg.strategy == "dp" and cuda:
+        per_step *= checks.visible_devices(cuda)
+    checks.steps_fit(cfg, per_step)
+
+
 def run(cfg: DistConfig, run_id: str = "interactive") -> DistResult:
-    cfg.check_runtime()
+    preflight(cfg)
     log_dir = paths.outputs_dir() / "logs" / run_id
     launcher = cfg.launcher if cfg.strategy == "ddp" else "single"
     nproc = cfg.nproc_per_node if cfg.strategy == "ddp" else 1

@@ -25,10 +25,9 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlparse
 
-from benchlib.config import DEFAULT_PORT
-from benchlib.errors import UsageError
+from benchlib.config.choices import BACKENDS, DEFAULT_PORT, PRECISIONS
+from benchlib.errors import ConfigError, UsageError
 
-BACKENDS = ("auto", "gloo", "nccl")
 
 
 @dataclass(frozen=True)
@@ -131,14 +130,45 @@ def device_for(name: str, local_rank: int = 0):
     `gpu` without CUDA raises; it never falls back to the CPU."""
     import torch
 
-    from benchlib.config import check_device
-
     check_device(name)
     if name == "gpu" or (name == "auto" and torch.cuda.is_available()):
         index = local_rank % torch.cuda.device_count()
         torch.cuda.set_device(index)
         return torch.device("cuda", index)
     return torch.device("cpu")
+
+
+def check_device(device: str) -> None:
+    """`gpu` without CUDA is an error, never a silent fall back to the CPU."""
+    if device == "gpu":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ConfigError("device", f"gpu asked for, but torch {torch.__version__} sees no "
+                              "CUDA device; use cpu (or auto to take a GPU when there is one)")
+
+
+def uses_cuda(device: str) -> bool:
+    """Whether `device` (cpu, gpu or auto) runs on CUDA here; gpu without CUDA raises."""
+    import torch
+
+    check_device(device)
+    return device == "gpu" or (device == "auto" and torch.cuda.is_available())
+
+
+def check_precision(precision: str, device_type: str) -> None:
+    """Refuse a precision the device cannot run, before anything launches."""
+    from benchlib.config.base import require_choice
+
+    require_choice("precision", precision, PRECISIONS)
+    if precision in ("tf32", "amp_fp16") and device_type != "cuda":
+        raise ConfigError("precision", f"{precision} needs a CUDA GPU; on CPU use fp32 or amp_bf16")
+    if precision in ("tf32", "amp_bf16") and device_type == "cuda":
+        import torch
+
+        if torch.cuda.get_device_capability()[0] < 8:
+            raise ConfigError("precision", f"{precision} needs an Ampere or newer GPU "
+                              f"(this one is sm_{''.join(map(str, torch.cuda.get_device_capability()))})")
 
 
 def choose_backend(device_type: str, requested: str = "auto") -> str:

@@ -13,6 +13,7 @@ from typing import Any
 
 from benchlib import launch, paths, results
 from benchlib.config import ElasticConfig
+from benchlib.studies import checks
 
 
 @dataclass
@@ -44,8 +45,16 @@ def _launch(cfg: ElasticConfig, run_dir, fail: bool) -> dict[str, Any]:
     return {**out.result, "wall_s": out.wall_s}
 
 
+def preflight(cfg: ElasticConfig) -> None:
+    """Where the row runs: the device, one rank per device, the data prepared."""
+    cuda = checks.device_and_backend(cfg.device, "auto")
+    checks.ranks_fit("nproc_per_node", cfg.nproc_per_node, cuda)
+    if cfg.dataset != "dummy":
+        checks.data_prepared(cfg.path, cfg.dataset)
+
+
 def run(cfg: ElasticConfig, run_id: str = "interactive") -> FaultResult:
-    cfg.check_runtime()
+    preflight(cfg)
     root = paths.outputs_dir() / "logs" / run_id
     faulty = _launch(cfg, root / "interrupted", fail=True)
     metrics = {**results.without_params(faulty["metrics"], cfg), "launch_s": faulty["wall_s"],

@@ -22,9 +22,10 @@ import torch
 
 from benchlib import loops, paths, storage
 from benchlib.config import IOConfig
-from benchlib.dist import device_for
+from benchlib.dist import check_device, device_for
 from benchlib.errors import ConfigError
 from benchlib.models import build_model
+from benchlib.studies import checks
 from benchlib.timing import summarize
 
 
@@ -49,8 +50,14 @@ def _stepper(cfg: IOConfig, device: torch.device, seed: int) -> loops.Stepper:
     return loops.Stepper(cfg.mode, device, model, cfg.lr)
 
 
+def preflight(cfg: IOConfig) -> None:
+    """Where the row runs: the device is there and the data set prepared."""
+    check_device(cfg.device)
+    checks.data_prepared(cfg.path, cfg.dataset)
+
+
 def run(cfg: IOConfig, run_id: str = "interactive") -> IOResult:
-    cfg.check_runtime()
+    preflight(cfg)
     device = device_for(cfg.device)
     prepared = storage.prepare(cfg.dataset, cfg.variant, cfg.path)
     steps_per_epoch = math.ceil(prepared.samples / cfg.batch_size)

@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchlib import config
+from benchlib.config import choices
 from benchlib.dist import check_port
 from benchlib.errors import PREEMPTED_EXIT_CODE, LaunchError, UsageError
 
-# how processes start: DDP's ways (config.LAUNCHERS), Lightning's own, Slurm's, or one
+# how processes start: DDP's ways (choices.LAUNCHERS), Lightning's own, Slurm's, or one
 # plain process
-LAUNCHERS = (*config.LAUNCHERS, "lightning", "srun", "single")
+LAUNCHERS = (*choices.LAUNCHERS, "lightning", "srun", "single")
 MULTI_NODE = ("torchrun", "lightning", "srun")  # the launchers that take nnodes > 1
 
 

@@ -53,8 +53,9 @@ import lightning.pytorch as pl
 import torch
 from torch import nn
 
-from benchlib import atomic, config, loops
-from benchlib.dist import gather_objects
+from benchlib import atomic, loops
+from benchlib.config import choices
+from benchlib.dist import check_device, gather_objects
 from benchlib.errors import BenchlibError, ConfigError, InjectedFailure, RankError, UsageError
 from benchlib.models import build_model
 from benchlib.timing import StepMarks, summarize
@@ -186,7 +187,7 @@ def layout(environ: Mapping[str, str], devices: int | None, nnodes: int | None) 
 
 def use_cuda(device: str, devices: int) -> bool:
     """cpu, gpu or auto; `gpu` without CUDA, or fewer GPUs than devices, is refused."""
-    config.check_device(device)
+    check_device(device)
     cuda = device == "gpu" or (device == "auto" and torch.cuda.is_available())
     if cuda and devices > torch.cuda.device_count():
         raise UsageError(f"devices: {devices} GPUs per node, but this process sees "
@@ -350,7 +351,7 @@ def make_loader_factory(args: argparse.Namespace, dataset, collate) -> Callable:
     def make(device: torch.device, rank: int):
         if args.dataset == "synthetic":  # made on the device: no IO, no copy
             shape = (3, args.image_size, args.image_size)
-            return SyntheticBatches(args.batch_size, shape, args.max_steps or config.SYNTHETIC_STEPS, device,
+            return SyntheticBatches(args.batch_size, shape, args.max_steps or choices.SYNTHETIC_STEPS, device,
                                     args.seed + rank)
         # shuffled; Lightning swaps in a DistributedSampler (seeded by seed_everything)
         return loops.make_loader(dataset, collate, args.batch_size, args.num_workers, device,
@@ -437,8 +438,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("total_epochs", nargs="?", type=int, help="epochs per repeat (or --epochs)")
     p.add_argument("--epochs", type=int, help="epochs per repeat (default 1)")
     p.add_argument("--path", default="outputs/data", help="data sets folder")
-    p.add_argument("--dataset", default="fashion-mnist", choices=config.TRAIN_DATASETS)
-    p.add_argument("--model", default="toynet", choices=config.MODELS)
+    p.add_argument("--dataset", default="fashion-mnist", choices=choices.TRAIN_DATASETS)
+    p.add_argument("--model", default="toynet", choices=choices.MODELS)
     p.add_argument("--devices", "--gpus", type=int, dest="devices",
                    help="processes (GPUs) per node; default: the launcher's, else 1")
     p.add_argument("--nnodes", type=int, help="nodes; default: the launcher's, else 1")
@@ -449,7 +450,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--num-workers", "--num_workers", type=int, default=0, dest="num_workers")
     p.add_argument("--warmup-steps", type=int, default=5, help="left out at every epoch's start")
     p.add_argument("--max-steps", type=int, default=0, help="per epoch; 0 = the whole epoch "
-                   f"(synthetic: {config.SYNTHETIC_STEPS})")
+                   f"(synthetic: {choices.SYNTHETIC_STEPS})")
     p.add_argument("--lr", type=float, default=0.1, help="SGD, as benchlib.trainer")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--seed", type=int, default=0)
@@ -457,7 +458,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--depth", type=int, default=20, help="PyramidNet depth (6n + 2)")
     p.add_argument("--alpha", type=int, default=48, help="PyramidNet widening")
     p.add_argument("--no-augment", action="store_true")
-    p.add_argument("--device", default="auto", choices=config.DEVICES)
+    p.add_argument("--device", default="auto", choices=choices.DEVICES)
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds for the rendezvous and every collective")
     p.add_argument("--log-dir", help="each rank writes <log-dir>/rank<R>.log")

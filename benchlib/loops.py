@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from benchlib.config import MODES
+from benchlib.config.choices import MODES
 from benchlib.errors import ConfigError
 from benchlib.timing import StepMarks
 

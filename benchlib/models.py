@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from benchlib.config import MODELS
+from benchlib.config.choices import MODELS
 from benchlib.errors import ConfigError
 
 

@@ -9,9 +9,10 @@ for raw DDP, `srun python` with one task per device for Lightning.
 
 from __future__ import annotations
 
-from benchlib import launch, paths, results
+from benchlib import launch, paths, results, slurm
 from benchlib.config import MultinodeConfig
 from benchlib.errors import LaunchError
+from benchlib.studies import checks
 from benchlib.ddpstudy import DistResult, trainer_args
 from benchlib.timing import summarize
 
@@ -28,9 +29,21 @@ def worker_args(cfg: MultinodeConfig) -> list[str]:
     return args
 
 
+def preflight(cfg: MultinodeConfig) -> None:
+    """Where the row runs. Locally: the ranks fit this host and an epoch has a timed step.
+    Under Slurm (`launcher: srun`) the layout Slurm must start; the partition's capacity
+    is the Slurm sweep's check, made once before it submits."""
+    if cfg.launcher == "srun":
+        slurm.check_layout(cfg.trainer, cfg.nnodes, cfg.nproc_per_node, gpu=cfg.device == "gpu")
+        return
+    cuda = checks.device_and_backend(cfg.device, cfg.backend)
+    checks.ranks_fit("nproc_per_node", cfg.world_size, cuda)
+    checks.steps_fit(cfg, cfg.batch_size * cfg.world_size)
+
+
 def run(cfg: MultinodeConfig, run_id: str = "interactive") -> DistResult:
     """`repeats` launches; their epochs pooled into one spread (seed 000's --repeats)."""
-    cfg.check_runtime()
+    preflight(cfg)
     log_dir = paths.outputs_dir() / "logs" / run_id
     module = "lightning" if cfg.trainer == "lightning" else "ddp"
     launches, epochs = [], []

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchlib.config import DEFAULT_PORT
+from benchlib.config.choices import DEFAULT_PORT
 from benchlib.errors import ConfigError, SlurmError, UsageError
 
 # srun torchrun (one agent per node: ddp, elastic) or srun python, one task per device
@@ -123,7 +123,7 @@ def check_layout(trainer: str, nodes: int, devices: int, ntasks_per_node: int | 
     Lightning under Slurm expects one task per device on every node: with fewer, the
     ranks it waits for never start and the job hangs until its time limit (Lightning
     issues 8707, 10098, 20391). torchrun under srun is one task (agent) per node."""
-    from benchlib.config import require_choice, require_min
+    from benchlib.config.base import require_choice, require_min
 
     require_choice("trainer", trainer, TRAINERS)
     require_min("nodes", nodes, 1)

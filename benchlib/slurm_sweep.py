@@ -50,9 +50,10 @@ def row_shape(row: Row, partition_gpus: int = 0) -> tuple[int, int, int]:
     return nodes, tasks, gpus
 
 
-def check_partition(rows: list[Row], partition: str) -> None:
-    """The srun rows' layouts against the partition the sweep goes to (loading the plan
-    checked them against the default partition)."""
+def check_partition(rows: list[Row], partition: str | None) -> None:
+    """The submit-side check, made once: the srun rows' layouts against the partition the
+    sweep goes to (None: the cluster's default one). The rest is each row's preflight,
+    run by its array task on the node it gets."""
     capacity = slurm.node_capacity(partition)
     for row in rows:
         p = row.params
@@ -62,7 +63,7 @@ def check_partition(rows: list[Row], partition: str) -> None:
                                    int(p.get("nproc_per_node", 1)), gpu=p.get("device") == "gpu",
                                    capacity=capacity)
             except ConfigError as e:
-                raise UsageError(f"{row.source}: {e} (partition {partition})") from e
+                raise UsageError(f"{row.source}: {e} (partition {partition or 'default'})") from e
 
 
 def write_plan(rows: list[Row], path: Path) -> None:
@@ -153,8 +154,7 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
              poll_s: float = 0.5, requeue: bool = False, exclusive: bool = True) -> Summary:
     from tqdm.auto import tqdm
 
-    if partition is not None:
-        check_partition(rows, partition)
+    check_partition(rows, partition)
     todo = pending(rows, outputs, force)
     summary = Summary(skipped=len(rows) - len(todo))
     # a row an earlier submission still has in the queue (its poller was stopped, say) is

@@ -27,7 +27,7 @@ import torch
 from torch.utils.data import Dataset, TensorDataset, default_collate
 
 from benchlib import data, paths
-from benchlib.config import IO_DATASETS, VARIANTS
+from benchlib.config.choices import IO_DATASETS, VARIANTS
 from benchlib.errors import UsageError
 
 BATCHED = {"preload_batched", "tensorclass", "tensorclass_memmap"}

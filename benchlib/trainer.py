@@ -32,7 +32,7 @@ from benchlib.errors import ConfigError, InjectedFailure
 from benchlib.models import build_model
 from benchlib.timing import summarize
 
-from benchlib.config import SYNTHETIC_STEPS, TRAIN_DATASETS as DATASETS
+from benchlib.config.choices import SYNTHETIC_STEPS, TRAIN_DATASETS as DATASETS
 CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 
 

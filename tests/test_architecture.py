@@ -153,7 +153,6 @@ def test_there_is_no_import_cycle():
     assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
-@FLAT
 def test_config_is_pure():
     bad = []
     for m, f in modules().items():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from benchlib import dist
+from benchlib import ddpstudy, dist
 from benchlib.config import DistConfig
 from benchlib.errors import ConfigError, UsageError
 
@@ -93,7 +93,7 @@ def test_dist_config_refuses_impossible_settings(kw, message):
 
 def test_nccl_on_a_cpu_only_machine_is_refused_before_launch(small_data):
     with pytest.raises(UsageError, match="backend: nccl needs CUDA"):
-        DistConfig(path=str(small_data), device="cpu", backend="nccl").check_runtime()
+        ddpstudy.preflight(DistConfig(path=str(small_data), device="cpu", backend="nccl"))
 
 
 @pytest.mark.parametrize("kw, message", [
@@ -110,12 +110,12 @@ def test_warmup_covering_a_whole_epoch_is_refused_before_launch(small_data):
                      batch_size=64, nproc_per_node=2, warmup_steps=3)
     with pytest.raises(ConfigError, match="warmup_steps: 3 leaves no timed step: an epoch here "
                                           "has 3 steps"):
-        cfg.check_runtime()  # 300 samples / (64 x 2) = 3 steps
+        ddpstudy.preflight(cfg)  # 300 samples / (64 x 2) = 3 steps
     with pytest.raises(ConfigError, match="warmup_steps: 100 leaves no timed step"):
-        DistConfig(device="cpu", dataset="synthetic", strategy="single", nproc_per_node=1,
-                   warmup_steps=100).check_runtime()
+        ddpstudy.preflight(DistConfig(device="cpu", dataset="synthetic", strategy="single",
+                                      nproc_per_node=1, warmup_steps=100))
 
 
 def test_more_ranks_than_cores_is_refused(small_data):
     with pytest.raises(ConfigError, match="nproc_per_node: 64 ranks asked for on this host, but only"):
-        DistConfig(path=str(small_data), device="cpu", nproc_per_node=64).check_runtime()
+        ddpstudy.preflight(DistConfig(path=str(small_data), device="cpu", nproc_per_node=64))

@@ -79,14 +79,14 @@ def test_framework_config_refuses_bad_values(kw, message):
 @NO_CUDA
 def test_what_this_machine_cannot_run_is_refused_before_launch(kw, message):
     with pytest.raises(UsageError, match=message):
-        FrameworkConfig(**{"device": "cpu", **kw}).check_runtime()
+        frameworkstudy.preflight(FrameworkConfig(**{"device": "cpu", **kw}))
 
 
 def test_an_image_folder_too_small_for_the_window_is_refused(small_data):
     cfg = FrameworkConfig(path=str(small_data), dataset="imagefolder", device="cpu", batch_size=8)
     with pytest.raises(ConfigError, match="the image folder has 40 training images: 5 steps of "
                                           "batch 8 x 1, fewer than the 125"):
-        cfg.check_runtime()
+        frameworkstudy.preflight(cfg)
 
 
 def test_amp_bf16_and_channels_last_train_on_cpu():

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from benchlib import launch, slurm
+from benchlib import launch, multinode, slurm
 from benchlib.config import MultinodeConfig
 from benchlib.errors import ConfigError, LaunchError, UsageError
 from benchlib.multinode import worker_args
@@ -69,7 +69,7 @@ def test_multinode_config_names_what_to_change():
     with pytest.raises(ConfigError, match="nnodes: must be >= 1, got 0"):
         MultinodeConfig(nnodes=0)
     with pytest.raises(ConfigError, match="nproc_per_node: 64 ranks asked for on this host"):
-        MultinodeConfig(device="cpu", nnodes=2, nproc_per_node=32).check_runtime()
+        multinode.preflight(MultinodeConfig(device="cpu", nnodes=2, nproc_per_node=32))
 
 
 def test_lightning_gets_its_layout_and_not_the_ddp_only_flags():

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from benchlib import storage
-from benchlib.config import IO_DATASETS, VARIANTS
+from benchlib.config.choices import IO_DATASETS, VARIANTS
 from benchlib.errors import UsageError
 
 

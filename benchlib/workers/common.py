@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import atomic, dist
-from benchlib.config import DEFAULT_PORT, DEVICES
+from benchlib.config.choices import BACKENDS, DEFAULT_PORT, DEVICES
 
 JOINED = "joined the process group"
 Main = Callable[[argparse.Namespace, dist.DistEnv, Any, str], dict[str, Any]]
@@ -23,7 +23,7 @@ Main = Callable[[argparse.Namespace, dist.DistEnv, Any, str], dict[str, Any]]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("distributed")
     g.add_argument("--device", default="auto", choices=DEVICES)
-    g.add_argument("--backend", default="auto", choices=list(dist.BACKENDS))
+    g.add_argument("--backend", default="auto", choices=list(BACKENDS))
     g.add_argument("--timeout", type=float, default=120.0,
                    help="seconds for the rendezvous and every collective")
     g.add_argument("--init-method", help="tcp://HOST:PORT, with --rank and --world-size")

@@ -27,7 +27,8 @@ import traceback
 from pathlib import Path
 
 from benchlib import atomic, checkpoint, dist, elastic, paths
-from benchlib.config import DEVICES, MODELS, PRECISIONS, check_precision, require_min
+from benchlib.config.base import require_min
+from benchlib.config.choices import BACKENDS, DEVICES, MODELS, PRECISIONS
 from benchlib.errors import PREEMPTED_EXIT_CODE, BenchlibError, ConfigError, Preempted, UsageError
 from benchlib.workers import common
 
@@ -77,7 +78,7 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--dist-init-method", default="torchrun", choices=["torchrun", "slurm"],
                    help="torchrun's variables (none: one process), or srun's SLURM_* (seed 001)")
     d.add_argument("--device", default="auto", choices=DEVICES)
-    d.add_argument("--backend", default="auto", choices=list(dist.BACKENDS))
+    d.add_argument("--backend", default="auto", choices=list(BACKENDS))
     d.add_argument("--timeout", type=float, default=300.0, help="seconds, rendezvous and collectives")
     d.add_argument("--log-dir", help="each rank appends to <log-dir>/rank<R>.log")
     d.add_argument("--result", help="rank 0 writes the run's result here (JSON)")
@@ -240,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         plan = preflight(args, env)
         device = dist.device_for(args.device, env.local_rank)
         backend = dist.choose_backend(device.type, args.backend)
-        check_precision(args.precision, device.type)
+        dist.check_precision(args.precision, device.type)
         if env.world_size > 1:
             join(env, backend, args.timeout, restarts)
             print(f"{common.JOINED} ({backend})", flush=True)
