@@ -43,7 +43,7 @@ def cmd_data(args) -> int:
 
 
 def cmd_env(args) -> int:
-    from benchlib import envinfo
+    from benchlib.core import envinfo
 
     env = envinfo.collect()
     if args.json:
@@ -151,7 +151,8 @@ def cmd_report(args) -> int:
 def _store(args, notebook: str, run_id: str, params: dict, started_at: str, metrics: dict,
            details: dict) -> Path:
     """A record for a measurement run from the shell: the same schema as a notebook run's."""
-    from benchlib import envinfo, results
+    from benchlib import results
+    from benchlib.core import envinfo
 
     record = results.make_record(
         run_id=run_id, study=args.study, notebook=notebook, params=params,
@@ -296,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="benchlib", description="Measure PyTorch training performance; run the workbook.")
     parser.add_argument("--allocator", choices=["default", "tuned", "jemalloc", "tcmalloc"],
-                        help="restart under this memory allocator (see benchlib/allocator.py); "
+                        help="restart under this memory allocator (see benchlib/core/allocator.py); "
                         "sweeps pass it on to every kernel")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -443,7 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _restart_with_allocator(name: str, argv: list[str]) -> None:
     """Allocator settings are read at process start: start this command again with them."""
-    from benchlib import allocator
+    from benchlib.core import allocator
 
     if os.environ.get("BENCHLIB_ALLOCATOR") == name:
         return  # already restarted

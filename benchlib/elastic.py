@@ -38,10 +38,11 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, Subset
 from torch.utils.data.distributed import DistributedSampler
 
-from benchlib import checkpoint, loops, trainer
+from benchlib import checkpoint, trainer
+from benchlib.core import loops
 from benchlib.dist import DistEnv, gather_objects
 from benchlib.errors import Preempted
-from benchlib.timing import summarize
+from benchlib.core.timing import summarize
 
 TIMELINE = "timeline.jsonl"
 

@@ -112,7 +112,7 @@ def jax_skipped(cfg: FrameworkConfig) -> str | None:
 
 def run_jax(cfg: FrameworkConfig, run_id: str) -> dict[str, Any]:
     """The same ResNet, batch, image size, learning rate and timing window in plain JAX
-    (benchlib.jaxresnet), as a subprocess; its metrics prefixed `jax_`, and the ratio."""
+    (benchlib.core.jaxresnet), as a subprocess; its metrics prefixed `jax_`, and the ratio."""
     args = ["--arch", cfg.arch, "--batch-size", str(cfg.batch_size), "--image-size",
             str(cfg.image_size), "--skip-steps", str(cfg.skip_steps), "--warmup-steps",
             str(cfg.warmup_steps), "--timed-steps", str(cfg.timed_steps), "--repeats",

@@ -20,13 +20,14 @@ from typing import Any
 
 import torch
 
-from benchlib import loops, paths, storage
+from benchlib import paths, storage
+from benchlib.core import loops
 from benchlib.config import IOConfig
 from benchlib.dist import check_device, device_for
 from benchlib.errors import ConfigError
-from benchlib.models import build_model
+from benchlib.core.models import build_model
 from benchlib.studies import checks
-from benchlib.timing import summarize
+from benchlib.core.timing import summarize
 
 
 def device_name(device: torch.device) -> str:

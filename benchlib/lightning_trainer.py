@@ -53,12 +53,13 @@ import lightning.pytorch as pl
 import torch
 from torch import nn
 
-from benchlib import atomic, loops
+from benchlib import atomic
+from benchlib.core import loops
 from benchlib.config import choices
 from benchlib.dist import check_device, gather_objects
 from benchlib.errors import BenchlibError, ConfigError, InjectedFailure, RankError, UsageError
-from benchlib.models import build_model
-from benchlib.timing import StepMarks, summarize
+from benchlib.core.models import build_model
+from benchlib.core.timing import StepMarks, summarize
 from benchlib.trainer import (
     SyntheticBatches,
     UtilisationSampler,
@@ -226,7 +227,7 @@ class BenchModule(pl.LightningModule):
 
 
 class ThroughputTimer(pl.Callback):
-    """Times every step on the device's timeline (benchlib.timing.StepMarks), leaves the
+    """Times every step on the device's timeline (benchlib.core.timing.StepMarks), leaves the
     first `warmup_steps` of each epoch out, and at each epoch's end gathers every rank's
     figures: rank 0 keeps one record per epoch in `epochs`."""
 

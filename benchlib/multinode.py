@@ -14,7 +14,7 @@ from benchlib.config import MultinodeConfig
 from benchlib.errors import LaunchError
 from benchlib.studies import checks
 from benchlib.ddpstudy import DistResult, trainer_args
-from benchlib.timing import summarize
+from benchlib.core.timing import summarize
 
 _DDP_ONLY = ("--backend", "--log-interval")  # the Lightning worker picks these itself
 

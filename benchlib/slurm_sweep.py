@@ -28,7 +28,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from benchlib import atomic, envinfo, results, slurm
+from benchlib import atomic, results, slurm
+from benchlib.core import envinfo
 from benchlib.errors import ConfigError, UsageError
 from benchlib.params import Row
 from benchlib.sweep import Summary, pending, run_row

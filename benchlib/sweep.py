@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchlib import atomic, envinfo, results
+from benchlib import atomic, results
+from benchlib.core import envinfo
 from benchlib.errors import RecordError
 from benchlib.params import Row
 

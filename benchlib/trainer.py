@@ -26,11 +26,12 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from benchlib import atomic, loops, storage
+from benchlib import atomic, storage
+from benchlib.core import loops
 from benchlib.dist import DistEnv, gather_objects
 from benchlib.errors import ConfigError, InjectedFailure
-from benchlib.models import build_model
-from benchlib.timing import summarize
+from benchlib.core.models import build_model
+from benchlib.core.timing import summarize
 
 from benchlib.config.choices import SYNTHETIC_STEPS, TRAIN_DATASETS as DATASETS
 CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)

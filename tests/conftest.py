@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import envinfo
+from benchlib.core import envinfo
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIVIAL = ROOT / "benchlib" / "resources" / "trivial.ipynb"

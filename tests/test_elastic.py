@@ -20,7 +20,7 @@ import pytest
 
 from benchlib import checkpoint, elastic, launch
 from benchlib.errors import PREEMPTED_EXIT_CODE
-from benchlib.models import ToyNet
+from benchlib.core.models import ToyNet
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 PROG = "benchlib.workers.elastic"

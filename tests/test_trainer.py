@@ -30,7 +30,7 @@ def test_dataparallel_on_a_cpu_machine_says_it_ran_as_one_device(small_data, tmp
 def test_save_model_writes_a_loadable_state_dict_to_train_dir(small_data, tmp_path):
     import torch
 
-    from benchlib.models import ToyNet
+    from benchlib.core.models import ToyNet
 
     launch.launch("single", ["--path", str(small_data), "--dataset", "mydataset", "--model",
                              "toynet", "--max-steps", "3", "--warmup-steps", "1", "--device", "cpu",

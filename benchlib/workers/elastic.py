@@ -159,7 +159,7 @@ def preflight(args: argparse.Namespace, env: dist.DistEnv) -> elastic.Plan:
     (exit code 2), before a process group exists or a step runs."""
     import torch
 
-    from benchlib.models import build_model
+    from benchlib.core.models import build_model
 
     for name in ("epochs", "batch_size", "keep_checkpoints", "dummy_size", "lr_step_epochs"):
         require_min(name, getattr(args, name), 1)

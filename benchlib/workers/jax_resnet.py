@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchlib import atomic
 from benchlib.errors import BenchlibError, ConfigError, UsageError
-from benchlib.timing import summarize
+from benchlib.core.timing import summarize
 
 PROG = "benchlib.workers.jax_resnet"
 ARCHS = ("resnet18", "resnet50")
@@ -77,7 +77,7 @@ def measure(args: argparse.Namespace) -> dict:
         import jax
     except ImportError:
         raise UsageError(NOT_INSTALLED) from None
-    from benchlib import jaxresnet
+    from benchlib.core import jaxresnet
 
     lr = args.lr if args.lr is not None else args.batch_size / 1000
     key_model, key_data = jax.random.split(jax.random.key(args.seed))

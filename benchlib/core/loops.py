@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader
 
 from benchlib.config.choices import MODES
 from benchlib.errors import ConfigError
-from benchlib.timing import StepMarks
+from benchlib.core.timing import StepMarks
 
 
 @dataclass
