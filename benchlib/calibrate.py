@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from benchlib import storage
+from benchlib.data import storage
 from benchlib.core import allocator, loops
 from benchlib.core.models import build_model
 from benchlib.core.timing import StepClock, summarize

@@ -27,18 +27,18 @@ def _outputs(args) -> Path:
 
 
 def cmd_data(args) -> int:
-    from benchlib import data
     from benchlib.config import DataPrepConfig
+    from benchlib.data import manifest, prepare
 
     cfg = DataPrepConfig(path=str(Path(args.path).resolve()), dataset=args.dataset,
                          size=args.size, fashion_size=args.fashion_size, cifar_size=args.cifar_size,
                          imagefolder_size=args.imagefolder_size,
                          offline=args.offline, seed=args.seed)
-    for name, entry in data.prepare(cfg).items():
+    for name, entry in prepare.prepare(cfg).items():
         samples = ", ".join(f"{n} {split}" for split, n in entry["samples"].items())
         print(f"{name}: {entry['source']}, {samples}, {entry['bytes'] / 1e6:.1f} MB, "
               f"sha256 {entry['sha256'][:16]}")
-    print(f"manifest: {Path(cfg.path) / data.MANIFEST}")
+    print(f"manifest: {Path(cfg.path) / manifest.MANIFEST}")
     return 0
 
 

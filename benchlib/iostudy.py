@@ -20,7 +20,8 @@ from typing import Any
 
 import torch
 
-from benchlib import paths, storage
+from benchlib import paths
+from benchlib.data import storage
 from benchlib.core import loops
 from benchlib.config import IOConfig
 from benchlib.dist import check_device, device_for

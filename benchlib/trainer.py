@@ -26,7 +26,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from benchlib import atomic, storage
+from benchlib import atomic
+from benchlib.data import storage
 from benchlib.core import loops
 from benchlib.dist import DistEnv, gather_objects
 from benchlib.errors import ConfigError, InjectedFailure
@@ -67,23 +68,23 @@ def build_dataset(name: str, path: str, augment: bool = True,
     if name == "imagefolder":
         from torchvision import transforms
 
-        from benchlib import data
+        from benchlib.data import datasets
 
         steps = [transforms.RandomResizedCrop(image_size), transforms.RandomHorizontalFlip()] \
             if augment else [transforms.Resize(image_size), transforms.CenterCrop(image_size)]
         transform = transforms.Compose([*steps, transforms.ToTensor(),
                                         transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
-        return data.imagefolder(path, "train", transform), default_collate, (3, image_size, image_size)
+        return datasets.imagefolder(path, "train", transform), default_collate, (3, image_size, image_size)
     if name == "cifar10":
         from torchvision import transforms
 
-        from benchlib import data
+        from benchlib.data import datasets
 
         steps = [transforms.RandomCrop(32, padding=4), transforms.RandomHorizontalFlip()] \
             if augment else []
         transform = transforms.Compose([*steps, transforms.ToTensor(),
                                         transforms.Normalize(CIFAR_MEAN, CIFAR_STD)])
-        return data.cifar10(path, train=True, transform=transform), default_collate, (3, 32, 32)
+        return datasets.cifar10(path, train=True, transform=transform), default_collate, (3, 32, 32)
     prepared = storage.prepare(name, "raw", path)
     return prepared.dataset, prepared.collate_fn, (1, 28, 28)
 

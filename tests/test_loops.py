@@ -2,7 +2,7 @@ import math
 
 import torch
 
-from benchlib import storage
+from benchlib.data import storage
 from benchlib.core import loops
 from benchlib.core.models import ToyNet, build_model
 

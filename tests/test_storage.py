@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from benchlib import storage
+from benchlib.data import storage
 from benchlib.config.choices import IO_DATASETS, VARIANTS
 from benchlib.errors import UsageError
 

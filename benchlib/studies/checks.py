@@ -8,7 +8,7 @@ import math
 import os
 from typing import Any
 
-from benchlib import data
+from benchlib.data.manifest import describe
 from benchlib.config.choices import SYNTHETIC_STEPS
 from benchlib.dist import choose_backend, uses_cuda
 from benchlib.errors import ConfigError
@@ -37,7 +37,7 @@ def ranks_fit(field: str, ranks: int, cuda: bool) -> None:
 
 def data_prepared(path: str, dataset: str) -> dict[str, Any]:
     """The manifest entry of a prepared data set; UsageError naming `benchlib data` if not."""
-    return data.describe(path, dataset)
+    return describe(path, dataset)
 
 
 def steps_fit(cfg: Any, per_step: int) -> None:

@@ -118,7 +118,8 @@ def build_data(args: argparse.Namespace):
     from torchvision import transforms
     from torchvision.datasets import FashionMNIST, ImageFolder
 
-    from benchlib import data, storage, trainer
+    from benchlib import trainer
+    from benchlib.data import datasets, manifest, storage
 
     path = args.data or args.path
     if args.dummy:
@@ -146,10 +147,10 @@ def build_data(args: argparse.Namespace):
                          "fashion-mnist, cifar10 or imagefolder")
     root = paths.resolve(args.val_path)
     if args.dataset == "cifar10":
-        val = data.cifar10(root, train=False, transform=transforms.Compose(
+        val = datasets.cifar10(root, train=False, transform=transforms.Compose(
             [transforms.ToTensor(), transforms.Normalize(trainer.CIFAR_MEAN, trainer.CIFAR_STD)]))
     else:
-        data.describe(root, "fashion-mnist")
+        manifest.describe(root, "fashion-mnist")
         val = FashionMNIST(str(root), train=False, download=False, transform=transforms.ToTensor())
     return train, val, collate, shape
 
