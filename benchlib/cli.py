@@ -192,11 +192,12 @@ def _check_distributed(args) -> None:
     """Device, backend and rank count, before anything starts."""
     import torch
 
-    from benchlib import dist
-    dist.check_device(args.device)
+    from benchlib.distributed.device import check_device, choose_backend
+    from benchlib.distributed.env import check_rank
+    check_device(args.device)
     cuda = args.device == "gpu" or (args.device == "auto" and torch.cuda.is_available())
-    dist.choose_backend("cuda" if cuda else "cpu", args.backend)
-    dist.check_rank(0, args.nproc)
+    choose_backend("cuda" if cuda else "cpu", args.backend)
+    check_rank(0, args.nproc)
 
 
 def cmd_allreduce(args) -> int:
@@ -253,7 +254,7 @@ def cmd_doctor(args) -> int:
 
 def cmd_calibrate(args) -> int:
     from benchlib import calibrate
-    from benchlib.dist import device_for
+    from benchlib.distributed.device import device_for
 
     device = device_for(args.device)
     loop = calibrate.loop_overhead(device, steps=args.steps, rounds=args.rounds)

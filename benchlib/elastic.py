@@ -40,9 +40,10 @@ from torch.utils.data.distributed import DistributedSampler
 
 from benchlib import checkpoint, trainer
 from benchlib.core import loops
-from benchlib.dist import DistEnv, gather_objects
-from benchlib.errors import Preempted
 from benchlib.core.timing import summarize
+from benchlib.distributed.env import DistEnv
+from benchlib.distributed.group import gather_objects
+from benchlib.errors import Preempted
 
 TIMELINE = "timeline.jsonl"
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from benchlib import launch, paths, reference
 from benchlib.config import FrameworkConfig
-from benchlib.dist import check_precision
+from benchlib.distributed.device import check_precision
 from benchlib.errors import ConfigError
 from benchlib.studies import checks
 

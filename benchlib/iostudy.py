@@ -21,14 +21,14 @@ from typing import Any
 import torch
 
 from benchlib import paths
-from benchlib.data import storage
-from benchlib.core import loops
 from benchlib.config import IOConfig
-from benchlib.dist import check_device, device_for
-from benchlib.errors import ConfigError
+from benchlib.core import loops
 from benchlib.core.models import build_model
-from benchlib.studies import checks
 from benchlib.core.timing import summarize
+from benchlib.data import storage
+from benchlib.distributed.device import check_device, device_for
+from benchlib.errors import ConfigError
+from benchlib.studies import checks
 
 
 def device_name(device: torch.device) -> str:

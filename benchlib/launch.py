@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.config import choices
-from benchlib.dist import check_port
+from benchlib.distributed.env import check_port
 from benchlib.errors import PREEMPTED_EXIT_CODE, LaunchError, UsageError
 
 # how processes start: DDP's ways (choices.LAUNCHERS), Lightning's own, Slurm's, or one
@@ -264,7 +264,7 @@ def thread_env(nproc: int, env: dict[str, str] | None = None) -> dict[str, str]:
 
 
 # What a process started inside a Slurm job or by torchrun inherits and must not see when
-# it is launched locally: Lightning and dist.resolve() would take it for their own layout.
+# it is launched locally: Lightning and distributed.env.resolve() would take it for their own layout.
 _FOREIGN_LAYOUT = ("SLURM*", "TORCHELASTIC_*", "RANK", "LOCAL_RANK", "WORLD_SIZE",
                    "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")
 

@@ -54,12 +54,13 @@ import torch
 from torch import nn
 
 from benchlib import atomic
-from benchlib.core import loops
 from benchlib.config import choices
-from benchlib.dist import check_device, gather_objects
-from benchlib.errors import BenchlibError, ConfigError, InjectedFailure, RankError, UsageError
+from benchlib.core import loops
 from benchlib.core.models import build_model
 from benchlib.core.timing import StepMarks, summarize
+from benchlib.distributed.device import check_device
+from benchlib.distributed.group import gather_objects
+from benchlib.errors import BenchlibError, ConfigError, InjectedFailure, RankError, UsageError
 from benchlib.trainer import (
     SyntheticBatches,
     UtilisationSampler,
@@ -388,7 +389,7 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool) -> dict | None:
             raise RankError(f"Lightning placed this process at rank {trainer.global_rank}/"
                                f"{trainer.world_size}, benchlib expected {where.rank}/"
                                f"{where.world_size}")
-        from benchlib.dist import barrier_and_destroy
+        from benchlib.distributed.group import barrier_and_destroy
 
         barrier_and_destroy()  # nobody leaves while another rank is still in a collective
         for child in _children(trainer):  # Lightning's launcher: this node's other ranks

@@ -51,7 +51,7 @@ def require_allocation(nnodes: int) -> None:
 
 
 def first_host() -> str:
-    from benchlib.dist import scontrol_hostnames
+    from benchlib.distributed.env import scontrol_hostnames
 
     return scontrol_hostnames(os.environ["SLURM_JOB_NODELIST"])[0]
 
@@ -62,7 +62,7 @@ def srun_argv(module: str, args: list[str], nnodes: int, nproc: int, port: int,
               python: str = sys.executable) -> list[str]:
     """`srun torchrun ...` (one agent per node, c10d rendezvous at the allocation's first
     host, id = the job id) or `srun python -m benchlib.workers.<module>` with one task per
-    rank (dist.resolve and Lightning map SLURM_* to ranks). `--kill-on-bad-exit=1`: one
+    rank (distributed.env.resolve and Lightning map SLURM_* to ranks). `--kill-on-bad-exit=1`: one
     failed task stops the step instead of leaving the others waiting in a collective."""
     per_node = 1 if torchrun else nproc  # tasks: an agent per node, or a rank per device
     # --ntasks too: inside a bigger allocation srun would otherwise take the job's count

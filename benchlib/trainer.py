@@ -27,14 +27,14 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from benchlib import atomic
-from benchlib.data import storage
+from benchlib.config.choices import SYNTHETIC_STEPS, TRAIN_DATASETS as DATASETS
 from benchlib.core import loops
-from benchlib.dist import DistEnv, gather_objects
-from benchlib.errors import ConfigError, InjectedFailure
 from benchlib.core.models import build_model
 from benchlib.core.timing import summarize
-
-from benchlib.config.choices import SYNTHETIC_STEPS, TRAIN_DATASETS as DATASETS
+from benchlib.data import storage
+from benchlib.distributed.env import DistEnv
+from benchlib.distributed.group import gather_objects
+from benchlib.errors import ConfigError, InjectedFailure
 CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 
 

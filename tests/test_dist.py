@@ -1,17 +1,19 @@
-"""dist.resolve maps an environment to (rank, local rank, world size, master): plain dicts in."""
+"""resolve maps an environment to (rank, local rank, world size, master): plain dicts in."""
 
 import pytest
 
-from benchlib import ddpstudy, dist
+from benchlib import ddpstudy
 from benchlib.config import DistConfig
+from benchlib.distributed.device import choose_backend
+from benchlib.distributed.env import DistEnv, from_tcp, resolve
 from benchlib.errors import ConfigError, UsageError
 
 
 def test_torchrun_variables():
-    env = dist.resolve({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+    env = resolve({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
                         "GROUP_RANK": "1", "MASTER_ADDR": "n1", "MASTER_PORT": "29400",
                         "TORCHELASTIC_RUN_ID": "job"})
-    assert env == dist.DistEnv(3, 1, 4, 2, 1, "n1", 29400, "torchrun")
+    assert env == DistEnv(3, 1, 4, 2, 1, "n1", 29400, "torchrun")
     assert env.init_method == "env://"
 
 
@@ -22,7 +24,7 @@ def test_slurm_tasks_take_the_first_host_of_the_allocation():
         seen.append(nodelist)
         return ["n7", "n8"]
 
-    env = dist.resolve({"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1",
+    env = resolve({"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1",
                         "SLURM_NODEID": "1", "SLURM_NTASKS_PER_NODE": "2(x2)",
                         "SLURM_NODELIST": "n[7-8]", "SLURM_JOB_ID": "1234"}, hostnames=hostnames)
     assert seen == ["n[7-8]"]
@@ -32,7 +34,7 @@ def test_slurm_tasks_take_the_first_host_of_the_allocation():
 
 
 def test_slurm_master_port_can_be_given():
-    env = dist.resolve({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_NODELIST": "n1",
+    env = resolve({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_NODELIST": "n1",
                         "MASTER_PORT": "23456"}, hostnames=lambda _: ["n1"])
     assert env.master_port == 23456
 
@@ -40,40 +42,40 @@ def test_slurm_master_port_can_be_given():
 def test_platform_variables_are_per_node_and_give_global_ranks():
     # seed 001's SenseCore: RANK is the node's rank, WORLD_SIZE the number of nodes
     environ = {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "23000", "RANK": "1", "WORLD_SIZE": "3"}
-    env = dist.resolve(environ, nproc_per_node=4, local_rank=2)
+    env = resolve(environ, nproc_per_node=4, local_rank=2)
     assert (env.rank, env.local_rank, env.world_size, env.node_rank) == (6, 2, 12, 1)
     assert env.source == "platform" and env.master_addr == "10.0.0.1"
 
 
 def test_nothing_set_is_one_process():
-    assert dist.resolve({}) == dist.DistEnv(0, 0, 1, 1, 0, "127.0.0.1", 29500, "single")
+    assert resolve({}) == DistEnv(0, 0, 1, 1, 0, "127.0.0.1", 29500, "single")
 
 
 def test_tcp_init_needs_host_port_and_a_rank_inside_the_world():
-    env = dist.from_tcp("tcp://192.168.31.150:22000", 1, 2)
+    env = from_tcp("tcp://192.168.31.150:22000", 1, 2)
     assert env.init_method == "tcp://192.168.31.150:22000" and env.rank == 1
     with pytest.raises(UsageError, match=r"rank: must be in \[0, 2\), got 2"):
-        dist.from_tcp("tcp://h:22000", 2, 2)
+        from_tcp("tcp://h:22000", 2, 2)
     with pytest.raises(UsageError, match="world_size: must be >= 1, got 0"):
-        dist.from_tcp("tcp://h:22000", 0, 0)
+        from_tcp("tcp://h:22000", 0, 0)
     with pytest.raises(UsageError, match="init_method: expected tcp://HOST:PORT"):
-        dist.from_tcp("h:22000", 0, 1)
+        from_tcp("h:22000", 0, 1)
     with pytest.raises(UsageError, match="port: must be in 1024-65535, got 80"):
-        dist.from_tcp("tcp://h:80", 0, 1)
+        from_tcp("tcp://h:80", 0, 1)
 
 
 def test_bad_rank_in_the_environment_is_named():
     with pytest.raises(UsageError, match=r"rank: must be in \[0, 2\), got 5"):
-        dist.resolve({"RANK": "5", "WORLD_SIZE": "2", "LOCAL_RANK": "0"})
+        resolve({"RANK": "5", "WORLD_SIZE": "2", "LOCAL_RANK": "0"})
     with pytest.raises(UsageError, match="SLURM_PROCID: must be an integer, got 'x'"):
-        dist.resolve({"SLURM_PROCID": "x", "SLURM_NTASKS": "2"}, hostnames=lambda _: ["n"])
+        resolve({"SLURM_PROCID": "x", "SLURM_NTASKS": "2"}, hostnames=lambda _: ["n"])
 
 
 def test_backend_choice():
-    assert dist.choose_backend("cpu") == "gloo" and dist.choose_backend("cuda") == "nccl"
-    assert dist.choose_backend("cuda", "gloo") == "gloo"
+    assert choose_backend("cpu") == "gloo" and choose_backend("cuda") == "nccl"
+    assert choose_backend("cuda", "gloo") == "gloo"
     with pytest.raises(UsageError, match="backend: nccl needs CUDA devices; use gloo on CPU"):
-        dist.choose_backend("cpu", "nccl")
+        choose_backend("cpu", "nccl")
 
 
 @pytest.mark.parametrize("kw, message", [

@@ -8,9 +8,9 @@ import math
 import os
 from typing import Any
 
-from benchlib.data.manifest import describe
 from benchlib.config.choices import SYNTHETIC_STEPS
-from benchlib.dist import choose_backend, uses_cuda
+from benchlib.data.manifest import describe
+from benchlib.distributed.device import choose_backend, uses_cuda
 from benchlib.errors import ConfigError
 
 

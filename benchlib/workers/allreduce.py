@@ -14,7 +14,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from benchlib.dist import DistEnv
+from benchlib.distributed.env import DistEnv
 from benchlib.errors import ConfigError
 from benchlib.workers.common import entry
 

@@ -13,11 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchlib import atomic, dist
+from benchlib import atomic
 from benchlib.config.choices import BACKENDS, DEFAULT_PORT, DEVICES
+from benchlib.distributed.device import choose_backend, device_for
+from benchlib.distributed.env import DistEnv, from_tcp, resolve
+from benchlib.distributed.group import barrier_and_destroy, init
 
 JOINED = "joined the process group"
-Main = Callable[[argparse.Namespace, dist.DistEnv, Any, str], dict[str, Any]]
+Main = Callable[[argparse.Namespace, DistEnv, Any, str], dict[str, Any]]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,17 +68,17 @@ def mark_failed(log_dir: str | None, rank: int, error: BaseException) -> None:
                            "error": f"{type(error).__name__}: {error}"[:500]})
 
 
-def run_rank(main: Main, args: argparse.Namespace, env: dist.DistEnv) -> None:
+def run_rank(main: Main, args: argparse.Namespace, env: DistEnv) -> None:
     redirect_output(args.log_dir, env.rank)
     print(f"rank {env.rank}/{env.world_size} (local {env.local_rank}) on {socket.gethostname()}, "
           f"from {env.source}, master {env.master_addr}:{env.master_port}", flush=True)
-    device = dist.device_for(args.device, env.local_rank)
-    backend = dist.choose_backend(device.type, args.backend)
+    device = device_for(args.device, env.local_rank)
+    backend = choose_backend(device.type, args.backend)
     if args.abort_in_init_once and env.rank == 1 and not Path(args.abort_in_init_once).exists():
         Path(args.abort_in_init_once).touch()
         os.abort()  # what an init crash inside gloo/TCPStore looks like (SIGABRT)
     if env.world_size > 1:
-        dist.init(env, backend, args.timeout)
+        init(env, backend, args.timeout)
         print(f"{JOINED} ({backend})", flush=True)
     try:
         result = main(args, env, device, backend)
@@ -84,7 +87,7 @@ def run_rank(main: Main, args: argparse.Namespace, env: dist.DistEnv) -> None:
         sys.stdout.flush()
         mark_failed(args.log_dir, env.rank, e)
         os._exit(1)  # do not wait in destroy_process_group for ranks that will never come
-    dist.barrier_and_destroy()
+    barrier_and_destroy()
     if env.rank == 0 and args.result:
         atomic.write_json(Path(args.result), result)
     if args.abort_at_exit and env.rank == 1:
@@ -92,7 +95,7 @@ def run_rank(main: Main, args: argparse.Namespace, env: dist.DistEnv) -> None:
 
 
 def _spawned(local_rank: int, main: Main, args: argparse.Namespace) -> None:
-    env = dist.DistEnv(local_rank, local_rank, args.spawn, args.spawn, 0, "127.0.0.1",
+    env = DistEnv(local_rank, local_rank, args.spawn, args.spawn, 0, "127.0.0.1",
                        args.master_port, "mp_spawn")
     run_rank(main, args, env)
 
@@ -109,9 +112,9 @@ def entry(main: Main, parser: argparse.ArgumentParser, argv: list[str] | None = 
             mp.spawn(_spawned, args=(main, args), nprocs=args.spawn, join=True)
             return 0
         if args.init_method:
-            env = dist.from_tcp(args.init_method, args.rank, args.world_size)
+            env = from_tcp(args.init_method, args.rank, args.world_size)
         else:
-            env = dist.resolve(nproc_per_node=args.nproc_per_node,
+            env = resolve(nproc_per_node=args.nproc_per_node,
                                local_rank=int(os.environ.get("LOCAL_RANK", 0)))
         run_rank(main, args, env)
     except BenchlibError as e:

@@ -26,9 +26,12 @@ import sys
 import traceback
 from pathlib import Path
 
-from benchlib import atomic, checkpoint, dist, elastic, paths
+from benchlib import atomic, checkpoint, elastic, paths
 from benchlib.config.base import require_min
 from benchlib.config.choices import BACKENDS, DEVICES, MODELS, PRECISIONS
+from benchlib.distributed.device import check_precision, choose_backend, device_for
+from benchlib.distributed.env import DistEnv, resolve
+from benchlib.distributed.group import barrier_and_destroy, init
 from benchlib.errors import PREEMPTED_EXIT_CODE, BenchlibError, ConfigError, Preempted, UsageError
 from benchlib.workers import common
 
@@ -85,14 +88,14 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def resolve_env(method: str) -> dist.DistEnv:
+def resolve_env(method: str) -> DistEnv:
     if method == "slurm":
         if not {"SLURM_PROCID", "SLURM_NTASKS"} <= os.environ.keys():
             raise UsageError("dist_init_method: slurm needs SLURM_PROCID and SLURM_NTASKS; start "
                              "the ranks with srun, or use torchrun")
-        return dist.resolve({k: v for k, v in os.environ.items()
+        return resolve({k: v for k, v in os.environ.items()
                              if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")})
-    return dist.resolve(local_rank=int(os.environ.get("LOCAL_RANK", "0")))
+    return resolve(local_rank=int(os.environ.get("LOCAL_RANK", "0")))
 
 
 def restart_count() -> int:
@@ -155,7 +158,7 @@ def build_data(args: argparse.Namespace):
     return train, val, collate, shape
 
 
-def preflight(args: argparse.Namespace, env: dist.DistEnv) -> elastic.Plan:
+def preflight(args: argparse.Namespace, env: DistEnv) -> elastic.Plan:
     """Everything a rank checks alone, before it joins the others: bad input ends here
     (exit code 2), before a process group exists or a step runs."""
     import torch
@@ -192,15 +195,15 @@ def preflight(args: argparse.Namespace, env: dist.DistEnv) -> elastic.Plan:
                         val_set, collate, model)
 
 
-def join(env: dist.DistEnv, backend: str, timeout_s: float, restarts: int) -> None:
-    """dist.init, except under a torchrun agent that shares its store with the workers
+def join(env: DistEnv, backend: str, timeout_s: float, restarts: int) -> None:
+    """group.init, except under a torchrun agent that shares its store with the workers
     (TORCHELASTIC_USE_AGENT_STORE): that store outlives a restart, and a restarted rank
     can read the address a dead rank published there in the attempt before and fail
     with "connection refused" (pytorch/pytorch#135712; seen here with torch 2.14 on a
     one-node restart).
     Each attempt's keys get a prefix of their own."""
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
-        dist.init(env, backend, timeout_s)
+        init(env, backend, timeout_s)
         return
     from datetime import timedelta
 
@@ -240,9 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     preemption.install()
     try:
         plan = preflight(args, env)
-        device = dist.device_for(args.device, env.local_rank)
-        backend = dist.choose_backend(device.type, args.backend)
-        dist.check_precision(args.precision, device.type)
+        device = device_for(args.device, env.local_rank)
+        backend = choose_backend(device.type, args.backend)
+        check_precision(args.precision, device.type)
         if env.world_size > 1:
             join(env, backend, args.timeout, restarts)
             print(f"{common.JOINED} ({backend})", flush=True)
@@ -253,14 +256,14 @@ def main(argv: list[str] | None = None) -> int:
     except Preempted as p:
         print(f"{p}; exiting with code {PREEMPTED_EXIT_CODE}: run again with --resume",
               flush=True)
-        dist.barrier_and_destroy()  # every rank stopped at the same step boundary
+        barrier_and_destroy()  # every rank stopped at the same step boundary
         return PREEMPTED_EXIT_CODE
     except BaseException as e:  # noqa: BLE001 (anything else: traceback, marker, exit 1)
         traceback.print_exc()
         sys.stdout.flush()
         common.mark_failed(args.log_dir, env.rank, e)
         os._exit(1)
-    dist.barrier_and_destroy()
+    barrier_and_destroy()
     if env.rank == 0 and args.result:
         atomic.write_json(Path(args.result), result)
     return 0

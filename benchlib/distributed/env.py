@@ -21,13 +21,10 @@ import os
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
 from urllib.parse import urlparse
 
-from benchlib.config.choices import BACKENDS, DEFAULT_PORT, PRECISIONS
-from benchlib.errors import ConfigError, UsageError
-
+from benchlib.config.choices import DEFAULT_PORT
+from benchlib.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -123,89 +120,3 @@ def from_tcp(init_method: str, rank: int, world_size: int) -> DistEnv:
     check_port(parts.port)
     check_rank(rank, world_size)
     return DistEnv(rank, 0, world_size, 1, rank, parts.hostname, parts.port, "tcp")
-
-
-def device_for(name: str, local_rank: int = 0):
-    """cpu, gpu or auto -> this rank's torch.device (GPU local_rank, made current).
-    `gpu` without CUDA raises; it never falls back to the CPU."""
-    import torch
-
-    check_device(name)
-    if name == "gpu" or (name == "auto" and torch.cuda.is_available()):
-        index = local_rank % torch.cuda.device_count()
-        torch.cuda.set_device(index)
-        return torch.device("cuda", index)
-    return torch.device("cpu")
-
-
-def check_device(device: str) -> None:
-    """`gpu` without CUDA is an error, never a silent fall back to the CPU."""
-    if device == "gpu":
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ConfigError("device", f"gpu asked for, but torch {torch.__version__} sees no "
-                              "CUDA device; use cpu (or auto to take a GPU when there is one)")
-
-
-def uses_cuda(device: str) -> bool:
-    """Whether `device` (cpu, gpu or auto) runs on CUDA here; gpu without CUDA raises."""
-    import torch
-
-    check_device(device)
-    return device == "gpu" or (device == "auto" and torch.cuda.is_available())
-
-
-def check_precision(precision: str, device_type: str) -> None:
-    """Refuse a precision the device cannot run, before anything launches."""
-    from benchlib.config.base import require_choice
-
-    require_choice("precision", precision, PRECISIONS)
-    if precision in ("tf32", "amp_fp16") and device_type != "cuda":
-        raise ConfigError("precision", f"{precision} needs a CUDA GPU; on CPU use fp32 or amp_bf16")
-    if precision in ("tf32", "amp_bf16") and device_type == "cuda":
-        import torch
-
-        if torch.cuda.get_device_capability()[0] < 8:
-            raise ConfigError("precision", f"{precision} needs an Ampere or newer GPU "
-                              f"(this one is sm_{''.join(map(str, torch.cuda.get_device_capability()))})")
-
-
-def choose_backend(device_type: str, requested: str = "auto") -> str:
-    """nccl on CUDA, gloo on CPU; nccl without CUDA is refused before anything starts."""
-    if requested not in BACKENDS:
-        raise UsageError(f"backend: {requested!r} is not one of {', '.join(BACKENDS)}")
-    if requested == "auto":
-        return "nccl" if device_type == "cuda" else "gloo"
-    if requested == "nccl" and device_type != "cuda":
-        raise UsageError("backend: nccl needs CUDA devices; use gloo on CPU")
-    return requested
-
-
-def init(env: DistEnv, backend: str, timeout_s: float) -> None:
-    """Join the process group; rendezvous and every collective time out after `timeout_s`."""
-    import torch.distributed as dist
-
-    if env.source != "tcp":
-        os.environ.update(env.as_environ())
-    dist.init_process_group(backend, init_method=env.init_method, rank=env.rank,
-                            world_size=env.world_size, timeout=timedelta(seconds=timeout_s))
-
-
-def gather_objects(value: Any) -> list[Any]:
-    """`value` from every rank, in rank order (all_gather_object); alone: [value]."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return [value]
-    out: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(out, value)
-    return out
-
-
-def barrier_and_destroy() -> None:
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
