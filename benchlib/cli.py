@@ -202,7 +202,8 @@ def _check_distributed(args) -> None:
 
 def cmd_allreduce(args) -> int:
     """All-reduce bus bandwidth over message sizes, launched like the trainers."""
-    from benchlib import launch, results
+    from benchlib import results
+    from benchlib.launch.launcher import launch
 
     _check_distributed(args)
     if args.nproc < 2:
@@ -215,7 +216,7 @@ def cmd_allreduce(args) -> int:
               "device": args.device, "allreduce_max_bytes": args.max_bytes}
     run_id = results.run_id_for(args.study, "benchlib-allreduce", params)
     started_at = results.now()
-    out = launch.launch("allreduce", ["--max-bytes", str(args.max_bytes), "--device", args.device,
+    out = launch("allreduce", ["--max-bytes", str(args.max_bytes), "--device", args.device,
                                       "--backend", args.backend, "--iters", str(args.iters)],
                         _outputs(args) / "logs" / run_id, args.launcher, args.nproc,
                         port=args.port, timeout_s=args.timeout)
@@ -244,7 +245,7 @@ def cmd_doctor(args) -> int:
             "--init-method", args.init_method, "--rank", str(args.rank),
             "--world-size", str(args.world_size), "--device", args.device,
             "--backend", args.backend, "--timeout", str(args.timeout)])
-    out = launch.launch("doctor", ["--device", args.device, "--backend", args.backend,
+    out = launch("doctor", ["--device", args.device, "--backend", args.backend,
                                    "--timeout", str(args.timeout)],
                         _outputs(args) / "logs" / "doctor", args.launcher, args.nproc,
                         port=args.port, timeout_s=args.timeout)

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib import launch, paths
+from benchlib import paths
 from benchlib.config import DistConfig
+from benchlib.launch.launcher import launch
 from benchlib.studies import checks
 
 
@@ -47,12 +48,12 @@ def run(cfg: DistConfig, run_id: str = "interactive") -> DistResult:
     log_dir = paths.outputs_dir() / "logs" / run_id
     launcher = cfg.launcher if cfg.strategy == "ddp" else "single"
     nproc = cfg.nproc_per_node if cfg.strategy == "ddp" else 1
-    trained = launch.launch(cfg.strategy, trainer_args(cfg), log_dir / "train", launcher, nproc,
+    trained = launch(cfg.strategy, trainer_args(cfg), log_dir / "train", launcher, nproc,
                             timeout_s=cfg.timeout_s)
     metrics = {**trained.result["metrics"], "launch_s": trained.wall_s, "log_dir": str(log_dir)}
     details = {**trained.result["details"], "allreduce": []}
     if cfg.allreduce and nproc > 1:
-        reduced = launch.launch("allreduce", ["--max-bytes", str(cfg.allreduce_max_bytes),
+        reduced = launch("allreduce", ["--max-bytes", str(cfg.allreduce_max_bytes),
                                               "--device", cfg.device, "--backend", cfg.backend,
                                               "--timeout", str(cfg.timeout_s)],
                                 log_dir / "allreduce", launcher, nproc, timeout_s=cfg.timeout_s)

@@ -11,8 +11,9 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib import launch, paths, results
+from benchlib import paths, results
 from benchlib.config import ElasticConfig
+from benchlib.launch.launcher import launch
 from benchlib.studies import checks
 
 
@@ -39,7 +40,7 @@ def worker_args(cfg: ElasticConfig, checkpoints: str, fail: bool) -> list[str]:
 def _launch(cfg: ElasticConfig, run_dir, fail: bool) -> dict[str, Any]:
     checkpoints = run_dir / "checkpoints"
     shutil.rmtree(checkpoints, ignore_errors=True)  # a fresh run, not a resume of the last one
-    out = launch.launch("elastic", worker_args(cfg, str(checkpoints), fail), run_dir / "logs",
+    out = launch("elastic", worker_args(cfg, str(checkpoints), fail), run_dir / "logs",
                         "torchrun", cfg.nproc_per_node, timeout_s=cfg.timeout_s,
                         max_restarts=cfg.max_restarts)
     return {**out.result, "wall_s": out.wall_s}

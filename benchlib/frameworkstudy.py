@@ -14,10 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib import launch, paths, reference
+from benchlib import paths, reference
 from benchlib.config import FrameworkConfig
 from benchlib.distributed.device import check_precision
 from benchlib.errors import ConfigError
+from benchlib.launch.launcher import launch
 from benchlib.studies import checks
 
 
@@ -74,7 +75,7 @@ def preflight(cfg: FrameworkConfig) -> None:
 def run(cfg: FrameworkConfig, run_id: str = "interactive") -> FrameworkResult:
     preflight(cfg)
     strategy, launcher = ("ddp", cfg.launcher) if cfg.nproc_per_node > 1 else ("single", "single")
-    out = launch.launch(strategy, trainer_args(cfg), paths.outputs_dir() / "logs" / run_id,
+    out = launch(strategy, trainer_args(cfg), paths.outputs_dir() / "logs" / run_id,
                         launcher, cfg.nproc_per_node, timeout_s=cfg.timeout_s)
     m = dict(out.result["metrics"])
     m["mfu"], m["mfu_peak_source"] = mfu(m["samples_per_s"], m["world_size"],
@@ -118,7 +119,7 @@ def run_jax(cfg: FrameworkConfig, run_id: str) -> dict[str, Any]:
             str(cfg.warmup_steps), "--timed-steps", str(cfg.timed_steps), "--repeats",
             str(cfg.repeats), "--lr", str(learning_rate(cfg)), "--seed", str(cfg.seed),
             "--precision", cfg.precision]
-    out = launch.launch("jax_resnet", args, paths.outputs_dir() / "logs" / run_id / "jax",
+    out = launch("jax_resnet", args, paths.outputs_dir() / "logs" / run_id / "jax",
                         "single", timeout_s=cfg.timeout_s)
     m = out.result["metrics"]
     keep = ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "step_s", "compile_s",

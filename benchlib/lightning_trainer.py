@@ -45,7 +45,6 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import lightning
@@ -53,7 +52,6 @@ import lightning.pytorch as pl
 import torch
 from torch import nn
 
-from benchlib import atomic
 from benchlib.config import choices
 from benchlib.core import loops
 from benchlib.core.models import build_model
@@ -67,7 +65,7 @@ from benchlib.trainer import (
     build_dataset,
     training_flops_per_sample,
 )
-from benchlib.workers import common
+from benchlib.launch import protocol
 
 PROG = "benchlib.workers.lightning"
 _IMPORTED_AT = time.time()  # torch and Lightning are imported by now
@@ -244,7 +242,7 @@ class ThroughputTimer(pl.Callback):
         self.marks = StepMarks(pl_module.device)
         if dist.is_available() and dist.is_initialized():
             self.startup["joined_at"] = time.time()
-            print(f"{common.JOINED} ({dist.get_backend()})", flush=True)
+            print(f"{protocol.JOINED} ({dist.get_backend()})", flush=True)
 
     def on_train_start(self, trainer, pl_module):
         import psutil
@@ -317,7 +315,7 @@ def die(error: BaseException, log_dir: str | None, rank: int, trainer: pl.Traine
         traceback.print_exception(error)
     sys.stdout.flush()
     sys.stderr.flush()
-    common.mark_failed(log_dir, rank, error)
+    protocol.mark_failed(log_dir, rank, error)
     for child in _children(trainer):
         child.send_signal(signal.SIGKILL)
     os._exit(error.exit_code if isinstance(error, BenchlibError) else 1)
@@ -499,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: {e}", file=sys.stderr)
         return e.exit_code
     launched_stderr = os.fdopen(os.dup(2), "w")  # where a layout error is also said
-    common.redirect_output(args.log_dir, rank)
+    protocol.redirect_output(args.log_dir, rank)
     try:
         where = layout(os.environ, args.devices, args.nnodes)
         cuda = use_cuda(args.device, where.devices)
@@ -509,13 +507,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.log_dir and local == 0:  # once per node
             print(f"{PROG}: {e}", file=launched_stderr, flush=True)
         return e.exit_code
-    print(f"rank {where.rank}/{where.world_size} (local {where.local_rank}) on "
-          f"{socket.gethostname()}, from {where.environment}, "
-          f"node {where.node_rank}/{where.nnodes}", flush=True)
+    print(protocol.banner(where.rank, where.world_size, where.local_rank,
+                          f"from {where.environment}, node {where.node_rank}/{where.nnodes}"),
+          flush=True)
     try:
         result = fit(args, where, cuda)
-        if result is not None and args.result:
-            atomic.write_json(Path(args.result), result)
+        if result is not None:
+            protocol.write_result(args.result, result)
     except BaseException as e:  # noqa: BLE001 - every failure ends the same way, at once
         die(e, args.log_dir, where.rank)
     return 0

@@ -9,12 +9,13 @@ for raw DDP, `srun python` with one task per device for Lightning.
 
 from __future__ import annotations
 
-from benchlib import launch, paths, results, slurm
+from benchlib import paths, results, slurm
 from benchlib.config import MultinodeConfig
-from benchlib.errors import LaunchError
-from benchlib.studies import checks
-from benchlib.ddpstudy import DistResult, trainer_args
 from benchlib.core.timing import summarize
+from benchlib.ddpstudy import DistResult, trainer_args
+from benchlib.errors import LaunchError
+from benchlib.launch.launcher import launch
+from benchlib.studies import checks
 
 _DDP_ONLY = ("--backend", "--log-interval")  # the Lightning worker picks these itself
 
@@ -49,7 +50,7 @@ def run(cfg: MultinodeConfig, run_id: str = "interactive") -> DistResult:
     launches, epochs = [], []
     for repeat in range(cfg.repeats):
         where = log_dir / ("train" if cfg.repeats == 1 else f"train-{repeat}")
-        trained = launch.launch(module, worker_args(cfg), where, cfg.launcher,
+        trained = launch(module, worker_args(cfg), where, cfg.launcher,
                                 cfg.nproc_per_node, timeout_s=cfg.timeout_s, nnodes=cfg.nnodes,
                                 join_timeout_s=cfg.join_timeout_s,
                                 srun_torchrun=cfg.trainer == "ddp")

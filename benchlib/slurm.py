@@ -18,72 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchlib.config.choices import DEFAULT_PORT
-from benchlib.errors import ConfigError, SlurmError, UsageError
+from benchlib.errors import ConfigError, SlurmError
+from benchlib.launch.argv import Shell, render, srun_argv
 
 # srun torchrun (one agent per node: ddp, elastic) or srun python, one task per device
 TRAINERS = ("ddp", "elastic", "lightning")
 _DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_.:,%@=/+\-\[\]]+$")  # what an #SBATCH line may hold
-
-
-class Shell(str):
-    """Shell text the rendered script expands itself ("$SLURM_JOB_ID"): never user input."""
-
-
-def render(argv: list[str]) -> str:
-    """One command line; every argument quoted except benchlib's own Shell pieces."""
-    return " ".join(a if isinstance(a, Shell) else shlex.quote(str(a)) for a in argv)
-
-
-def in_allocation() -> bool:
-    return "SLURM_JOB_ID" in os.environ
-
-
-def require_allocation(nnodes: int) -> None:
-    """`launcher: srun` runs inside a job; the job must have the nodes the row asks for."""
-    if not in_allocation():
-        raise UsageError("launcher: srun needs a Slurm allocation (run the sweep with "
-                         "--executor slurm, or inside sbatch/salloc); locally use torchrun "
-                         "or lightning")
-    have = int(os.environ.get("SLURM_JOB_NUM_NODES", os.environ.get("SLURM_NNODES", "1")))
-    if nnodes > have:
-        raise UsageError(f"nnodes: {nnodes} asked for, but this job has {have} node(s); "
-                         f"submit with --nodes={nnodes}")
-
-
-def first_host() -> str:
-    from benchlib.distributed.env import scontrol_hostnames
-
-    return scontrol_hostnames(os.environ["SLURM_JOB_NODELIST"])[0]
-
-
-def srun_argv(module: str, args: list[str], nnodes: int, nproc: int, port: int,
-              torchrun: bool = True, max_restarts: int = 0, join_timeout_s: float | None = None,
-              rdzv_id: str | None = None, head: str | None = None,
-              python: str = sys.executable) -> list[str]:
-    """`srun torchrun ...` (one agent per node, c10d rendezvous at the allocation's first
-    host, id = the job id) or `srun python -m benchlib.workers.<module>` with one task per
-    rank (distributed.env.resolve and Lightning map SLURM_* to ranks). `--kill-on-bad-exit=1`: one
-    failed task stops the step instead of leaving the others waiting in a collective."""
-    per_node = 1 if torchrun else nproc  # tasks: an agent per node, or a rank per device
-    # --ntasks too: inside a bigger allocation srun would otherwise take the job's count
-    srun = ["srun", "--nodes", str(nnodes), "--ntasks", str(nnodes * per_node),
-            "--ntasks-per-node", str(per_node), "--kill-on-bad-exit=1",
-            f"--export=ALL,MASTER_PORT={port}"]
-    if not torchrun:
-        return [*srun, python, "-m", f"benchlib.workers.{module}", *args]
-    from benchlib.launch import torchrun_argv
-
-    head = head or first_host()
-    rdzv_id = rdzv_id or os.environ.get("SLURM_JOB_ID", "benchlib")
-    endpoint = f"{head}:{port}"
-    agent = torchrun_argv(module, args, nproc, port, max(nnodes, 2), None, rdzv_id, head,
-                          max_restarts=max_restarts, join_timeout_s=join_timeout_s)
-    # one node too goes through the c10d rendezvous at the first host (--standalone would
-    # pick a port of its own); the script's own shell expands $SLURM_JOB_ID and the host
-    agent[agent.index("--nnodes") + 1] = str(nnodes)
-    shell = {endpoint: isinstance(head, Shell), rdzv_id: isinstance(rdzv_id, Shell)}
-    agent = [Shell(f'"{a}"') if shell.get(a) else a for a in [python, *agent[1:]]]
-    return [*srun, *agent]
 
 
 # ---------------------------------------------------------------------------- layouts

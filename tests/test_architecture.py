@@ -141,13 +141,11 @@ def test_every_module_sits_in_a_layer():
                           f"{', '.join(RANK)}):\n" + "\n".join(homeless))
 
 
-@FLAT
 def test_imports_point_down_the_layers_only():
     bad = upward_edges(import_graph())
     assert not bad, f"{len(bad)} import(s) against the layers:\n" + "\n".join(bad)
 
 
-@FLAT
 def test_there_is_no_import_cycle():
     found = cycles(import_graph())
     assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)

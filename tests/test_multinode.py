@@ -6,9 +6,12 @@ import time
 
 import pytest
 
-from benchlib import launch, multinode, slurm
+from benchlib import multinode, slurm
 from benchlib.config import MultinodeConfig
 from benchlib.errors import ConfigError, LaunchError, UsageError
+from benchlib.launch.argv import local_env, torchrun_argv
+from benchlib.launch.launcher import free_port, launch
+from benchlib.launch.supervise import start as start_process, supervise
 from benchlib.multinode import worker_args
 
 
@@ -19,7 +22,7 @@ def ddp_args(*extra):
 
 
 def test_two_torchrun_agents_form_one_job_of_two_nodes(tmp_path):
-    out = launch.launch("ddp", ddp_args(), tmp_path, "torchrun", nproc=1, nnodes=2,
+    out = launch("ddp", ddp_args(), tmp_path, "torchrun", nproc=1, nnodes=2,
                         timeout_s=120, join_timeout_s=60)
     assert out.result["metrics"]["world_size"] == 2 and out.result["metrics"]["global_batch"] == 16
     for node in (0, 1):  # one agent per node, each with its own log
@@ -28,14 +31,14 @@ def test_two_torchrun_agents_form_one_job_of_two_nodes(tmp_path):
 
 
 def test_a_node_that_never_joins_fails_within_the_join_timeout(tmp_path):
-    argv = launch.torchrun_argv("ddp", ddp_args(), 1, launch.free_port(), nnodes=2, node_rank=0,
+    argv = torchrun_argv("ddp", ddp_args(), 1, free_port(), nnodes=2, node_rank=0,
                                 rdzv_id="lonely", join_timeout_s=5)
-    agent = launch._start(argv, tmp_path / "launcher-node0.log", "torchrun agent of node 0",
+    agent = start_process(argv, tmp_path / "launcher-node0.log", "torchrun agent of node 0",
                           None, None)
     start = time.monotonic()
     with pytest.raises(LaunchError, match=r"torchrun agent of node 0: not all 2 nodes "
                        r"joined the rendezvous at 127\.0\.0\.1:\d+ within its join timeout"):
-        launch.supervise([agent], tmp_path, timeout_s=120)
+        supervise([agent], tmp_path, timeout_s=120)
     assert time.monotonic() - start < 60  # the 5 s join timeout, plus torchrun's start-up
 
 
@@ -43,21 +46,21 @@ def test_a_node_that_never_joins_fails_within_the_join_timeout(tmp_path):
 def test_launchers_of_one_node_refuse_several(tmp_path, launcher):
     with pytest.raises(UsageError, match=f"nnodes: {launcher} starts one node; for 2 use one of "
                                          "torchrun, lightning, srun"):
-        launch.launch("ddp", ddp_args(), tmp_path, launcher, nproc=1, nnodes=2)
+        launch("ddp", ddp_args(), tmp_path, launcher, nproc=1, nnodes=2)
     assert not (tmp_path / "rank0.log").exists()
 
 
 def test_srun_outside_a_slurm_job_is_refused(tmp_path, monkeypatch):
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     with pytest.raises(UsageError, match="launcher: srun needs a Slurm allocation"):
-        launch.launch("ddp", ddp_args(), tmp_path, "srun", nproc=1, nnodes=2)
+        launch("ddp", ddp_args(), tmp_path, "srun", nproc=1, nnodes=2)
 
 
 def test_local_launches_do_not_inherit_a_slurm_or_torchrun_layout():
     env = {"SLURM_PROCID": "3", "SLURM_NTASKS": "8", "RANK": "3", "LOCAL_RANK": "1",
            "TORCHELASTIC_RUN_ID": "x", "MASTER_ADDR": "n1", "PATH": "/bin", "OMP_NUM_THREADS": "2",
            "SLURMD_NODENAME": "n1"}
-    assert launch.local_env(env) == {"PATH": "/bin", "OMP_NUM_THREADS": "2"}
+    assert local_env(env) == {"PATH": "/bin", "OMP_NUM_THREADS": "2"}
 
 
 def test_multinode_config_names_what_to_change():

@@ -120,3 +120,24 @@ def from_tcp(init_method: str, rank: int, world_size: int) -> DistEnv:
     check_port(parts.port)
     check_rank(rank, world_size)
     return DistEnv(rank, 0, world_size, 1, rank, parts.hostname, parts.port, "tcp")
+
+
+def in_allocation() -> bool:
+    return "SLURM_JOB_ID" in os.environ
+
+
+def require_allocation(nnodes: int) -> None:
+    """`launcher: srun` runs inside a job; the job must have the nodes the row asks for."""
+    if not in_allocation():
+        raise UsageError("launcher: srun needs a Slurm allocation (run the sweep with "
+                         "--executor slurm, or inside sbatch/salloc); locally use torchrun "
+                         "or lightning")
+    have = int(os.environ.get("SLURM_JOB_NUM_NODES", os.environ.get("SLURM_NNODES", "1")))
+    if nnodes > have:
+        raise UsageError(f"nnodes: {nnodes} asked for, but this job has {have} node(s); "
+                         f"submit with --nodes={nnodes}")
+
+
+def first_host() -> str:
+    """The first host of this Slurm job's allocation."""
+    return scontrol_hostnames(os.environ["SLURM_JOB_NODELIST"])[0]

@@ -21,19 +21,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
 import traceback
 from pathlib import Path
 
-from benchlib import atomic, checkpoint, elastic, paths
+from benchlib import checkpoint, elastic, paths
 from benchlib.config.base import require_min
 from benchlib.config.choices import BACKENDS, DEVICES, MODELS, PRECISIONS
 from benchlib.distributed.device import check_precision, choose_backend, device_for
 from benchlib.distributed.env import DistEnv, resolve
 from benchlib.distributed.group import barrier_and_destroy, init
 from benchlib.errors import PREEMPTED_EXIT_CODE, BenchlibError, ConfigError, Preempted, UsageError
-from benchlib.workers import common
+from benchlib.launch import protocol
 
 PROG = "benchlib.workers.elastic"
 DATASETS = ("imagefolder", "cifar10", "fashion-mnist", "mydataset")
@@ -231,12 +230,11 @@ def main(argv: list[str] | None = None) -> int:
         _refuse(None, e)
         return e.exit_code
     terminal = os.fdopen(os.dup(2), "w", buffering=1) if args.log_dir else None
-    common.redirect_output(args.log_dir, env.rank)  # append: a restarted rank adds to its log
+    protocol.redirect_output(args.log_dir, env.rank)  # append: a restarted rank adds to its log
     restarts = restart_count()
-    print(f"rank {env.rank}/{env.world_size} (local {env.local_rank}) on {socket.gethostname()}, "
-          f"from {env.source}, master {env.master_addr}:{env.master_port}, restart {restarts}, "
-          f"pid {os.getpid()}",
-          flush=True)
+    print(protocol.banner(env.rank, env.world_size, env.local_rank,
+                          f"from {env.source}, master {env.master_addr}:{env.master_port}, "
+                          f"restart {restarts}, pid {os.getpid()}"), flush=True)
     if restarts and args.log_dir:  # the failure before was recovered from: blame none of it
         Path(args.log_dir, f"rank{env.rank}.failed").unlink(missing_ok=True)
     preemption = elastic.PreemptionFlag()
@@ -248,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         check_precision(args.precision, device.type)
         if env.world_size > 1:
             join(env, backend, args.timeout, restarts)
-            print(f"{common.JOINED} ({backend})", flush=True)
+            print(f"{protocol.JOINED} ({backend})", flush=True)
         result = elastic.train(plan, device, backend, preemption)
     except BenchlibError as e:
         _refuse(terminal, e)
@@ -261,11 +259,11 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as e:  # noqa: BLE001 (anything else: traceback, marker, exit 1)
         traceback.print_exc()
         sys.stdout.flush()
-        common.mark_failed(args.log_dir, env.rank, e)
+        protocol.mark_failed(args.log_dir, env.rank, e)
         os._exit(1)
     barrier_and_destroy()
-    if env.rank == 0 and args.result:
-        atomic.write_json(Path(args.result), result)
+    if env.rank == 0:
+        protocol.write_result(args.result, result)
     return 0
 
 

@@ -144,7 +144,7 @@ def _jaxlib_version() -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from benchlib.workers.common import redirect_output
+    from benchlib.launch.protocol import redirect_output
 
     redirect_output(args.log_dir, 0)
     try:
