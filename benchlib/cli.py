@@ -79,7 +79,7 @@ def cmd_sweep(args) -> int:
             print(f"{state} {r.study}/{r.run_id} {r.notebook.name} {json.dumps(r.overrides)}")
         return 0
     if args.executor == "slurm":
-        from benchlib import slurm_sweep
+        from benchlib.workbook import slurm_sweep
 
         summary = slurm_sweep.run_plan(rows, outputs, args.partition, args.time, args.force,
                                        progress=not args.no_progress, requeue=args.requeue,
@@ -94,30 +94,31 @@ def cmd_sweep(args) -> int:
 
 def cmd_slurm_task(args) -> int:
     """One array task of a Slurm sweep (what the array's script runs)."""
-    from benchlib import slurm_sweep
+    from benchlib.workbook import slurm_sweep
 
     return slurm_sweep.run_task(Path(args.plan).resolve(), args.index, _outputs(args))
 
 
 def cmd_slurm_script(args) -> int:
     """Print (or submit) an sbatch script for a multi-node training run."""
-    from benchlib import slurm
+    from benchlib.slurm.commands import submit
+    from benchlib.slurm.sbatch import training_script
 
     import shlex
 
     worker_args = shlex.split(args.worker_args)
-    text = slurm.training_script(args.trainer, args.nodes, args.devices, worker_args,
-                                 args.output, args.partition, args.time, args.gpu, args.port,
-                                 args.requeue, check_capacity=not args.no_capacity_check,
-                                 max_restarts=args.max_restarts, exclusive=not args.share_nodes,
-                                 ntasks_per_node=args.ntasks_per_node, world_size=args.world_size)
+    text = training_script(args.trainer, args.nodes, args.devices, worker_args,
+                           args.output, args.partition, args.time, args.gpu, args.port,
+                           args.requeue, check_capacity=not args.no_capacity_check,
+                           max_restarts=args.max_restarts, exclusive=not args.share_nodes,
+                           ntasks_per_node=args.ntasks_per_node, world_size=args.world_size)
     if not args.submit:
         print(text, end="")
         return 0
     script = Path(args.output.replace("%j", "job")).with_suffix(".sbatch")
     script.parent.mkdir(parents=True, exist_ok=True)
     script.write_text(text)
-    print(slurm.submit(script))
+    print(submit(script))
     return 0
 
 
@@ -217,9 +218,9 @@ def cmd_allreduce(args) -> int:
     run_id = results.run_id_for(args.study, "benchlib-allreduce", params)
     started_at = results.now()
     out = launch("allreduce", ["--max-bytes", str(args.max_bytes), "--device", args.device,
-                                      "--backend", args.backend, "--iters", str(args.iters)],
-                        _outputs(args) / "logs" / run_id, args.launcher, args.nproc,
-                        port=args.port, timeout_s=args.timeout)
+                               "--backend", args.backend, "--iters", str(args.iters)],
+                 _outputs(args) / "logs" / run_id, args.launcher, args.nproc,
+                 port=args.port, timeout_s=args.timeout)
     m = out.result["metrics"]
     print(f"{'bytes':>12}  {'time':>10}  {'algbw GB/s':>10}  {'busbw GB/s':>10}")
     for row in out.result["details"]["sizes"]:
@@ -246,9 +247,9 @@ def cmd_doctor(args) -> int:
             "--world-size", str(args.world_size), "--device", args.device,
             "--backend", args.backend, "--timeout", str(args.timeout)])
     out = launch("doctor", ["--device", args.device, "--backend", args.backend,
-                                   "--timeout", str(args.timeout)],
-                        _outputs(args) / "logs" / "doctor", args.launcher, args.nproc,
-                        port=args.port, timeout_s=args.timeout)
+                            "--timeout", str(args.timeout)],
+                 _outputs(args) / "logs" / "doctor", args.launcher, args.nproc,
+                 port=args.port, timeout_s=args.timeout)
     print(out.result["details"]["line"])
     return 0
 

@@ -49,14 +49,14 @@ def run(cfg: DistConfig, run_id: str = "interactive") -> DistResult:
     launcher = cfg.launcher if cfg.strategy == "ddp" else "single"
     nproc = cfg.nproc_per_node if cfg.strategy == "ddp" else 1
     trained = launch(cfg.strategy, trainer_args(cfg), log_dir / "train", launcher, nproc,
-                            timeout_s=cfg.timeout_s)
+                     timeout_s=cfg.timeout_s)
     metrics = {**trained.result["metrics"], "launch_s": trained.wall_s, "log_dir": str(log_dir)}
     details = {**trained.result["details"], "allreduce": []}
     if cfg.allreduce and nproc > 1:
         reduced = launch("allreduce", ["--max-bytes", str(cfg.allreduce_max_bytes),
-                                              "--device", cfg.device, "--backend", cfg.backend,
-                                              "--timeout", str(cfg.timeout_s)],
-                                log_dir / "allreduce", launcher, nproc, timeout_s=cfg.timeout_s)
+                                       "--device", cfg.device, "--backend", cfg.backend,
+                                       "--timeout", str(cfg.timeout_s)],
+                         log_dir / "allreduce", launcher, nproc, timeout_s=cfg.timeout_s)
         ar = reduced.result["metrics"]
         metrics.update(busbw_gbps=ar["busbw_gbps"], algbw_gbps=ar["algbw_gbps"],
                        allreduce_latency_s=ar["latency_s"])

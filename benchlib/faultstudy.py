@@ -41,8 +41,8 @@ def _launch(cfg: ElasticConfig, run_dir, fail: bool) -> dict[str, Any]:
     checkpoints = run_dir / "checkpoints"
     shutil.rmtree(checkpoints, ignore_errors=True)  # a fresh run, not a resume of the last one
     out = launch("elastic", worker_args(cfg, str(checkpoints), fail), run_dir / "logs",
-                        "torchrun", cfg.nproc_per_node, timeout_s=cfg.timeout_s,
-                        max_restarts=cfg.max_restarts)
+                 "torchrun", cfg.nproc_per_node, timeout_s=cfg.timeout_s,
+                 max_restarts=cfg.max_restarts)
     return {**out.result, "wall_s": out.wall_s}
 
 

@@ -76,7 +76,7 @@ def run(cfg: FrameworkConfig, run_id: str = "interactive") -> FrameworkResult:
     preflight(cfg)
     strategy, launcher = ("ddp", cfg.launcher) if cfg.nproc_per_node > 1 else ("single", "single")
     out = launch(strategy, trainer_args(cfg), paths.outputs_dir() / "logs" / run_id,
-                        launcher, cfg.nproc_per_node, timeout_s=cfg.timeout_s)
+                 launcher, cfg.nproc_per_node, timeout_s=cfg.timeout_s)
     m = dict(out.result["metrics"])
     m["mfu"], m["mfu_peak_source"] = mfu(m["samples_per_s"], m["world_size"],
                                           m["flops_per_sample"], m["device_name"], cfg.precision)
@@ -120,7 +120,7 @@ def run_jax(cfg: FrameworkConfig, run_id: str) -> dict[str, Any]:
             str(cfg.repeats), "--lr", str(learning_rate(cfg)), "--seed", str(cfg.seed),
             "--precision", cfg.precision]
     out = launch("jax_resnet", args, paths.outputs_dir() / "logs" / run_id / "jax",
-                        "single", timeout_s=cfg.timeout_s)
+                 "single", timeout_s=cfg.timeout_s)
     m = out.result["metrics"]
     keep = ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "step_s", "compile_s",
             "jax_version", "jax_backend", "device_name")

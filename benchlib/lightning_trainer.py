@@ -385,8 +385,8 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool) -> dict | None:
         fit_s = time.time() - timer.startup["fit_called_at"]
         if trainer.global_rank != where.rank or trainer.world_size != where.world_size:
             raise RankError(f"Lightning placed this process at rank {trainer.global_rank}/"
-                               f"{trainer.world_size}, benchlib expected {where.rank}/"
-                               f"{where.world_size}")
+                            f"{trainer.world_size}, benchlib expected {where.rank}/"
+                            f"{where.world_size}")
         from benchlib.distributed.group import barrier_and_destroy
 
         barrier_and_destroy()  # nobody leaves while another rank is still in a collective

@@ -9,12 +9,13 @@ for raw DDP, `srun python` with one task per device for Lightning.
 
 from __future__ import annotations
 
-from benchlib import paths, results, slurm
+from benchlib import paths, results
 from benchlib.config import MultinodeConfig
 from benchlib.core.timing import summarize
 from benchlib.ddpstudy import DistResult, trainer_args
 from benchlib.errors import LaunchError
 from benchlib.launch.launcher import launch
+from benchlib.slurm.capacity import check_layout
 from benchlib.studies import checks
 
 _DDP_ONLY = ("--backend", "--log-interval")  # the Lightning worker picks these itself
@@ -35,7 +36,7 @@ def preflight(cfg: MultinodeConfig) -> None:
     Under Slurm (`launcher: srun`) the layout Slurm must start; the partition's capacity
     is the Slurm sweep's check, made once before it submits."""
     if cfg.launcher == "srun":
-        slurm.check_layout(cfg.trainer, cfg.nnodes, cfg.nproc_per_node, gpu=cfg.device == "gpu")
+        check_layout(cfg.trainer, cfg.nnodes, cfg.nproc_per_node, gpu=cfg.device == "gpu")
         return
     cuda = checks.device_and_backend(cfg.device, cfg.backend)
     checks.ranks_fit("nproc_per_node", cfg.world_size, cuda)
@@ -51,9 +52,9 @@ def run(cfg: MultinodeConfig, run_id: str = "interactive") -> DistResult:
     for repeat in range(cfg.repeats):
         where = log_dir / ("train" if cfg.repeats == 1 else f"train-{repeat}")
         trained = launch(module, worker_args(cfg), where, cfg.launcher,
-                                cfg.nproc_per_node, timeout_s=cfg.timeout_s, nnodes=cfg.nnodes,
-                                join_timeout_s=cfg.join_timeout_s,
-                                srun_torchrun=cfg.trainer == "ddp")
+                         cfg.nproc_per_node, timeout_s=cfg.timeout_s, nnodes=cfg.nnodes,
+                         join_timeout_s=cfg.join_timeout_s,
+                         srun_torchrun=cfg.trainer == "ddp")
         launches.append((trained.result["metrics"], trained.wall_s))
         epochs += [{**e, "repeat": repeat} for e in trained.result["details"]["epochs"]]
     metrics = {**launches[0][0], "log_dir": str(log_dir),
@@ -64,7 +65,7 @@ def run(cfg: MultinodeConfig, run_id: str = "interactive") -> DistResult:
     metrics = results.without_params(metrics, cfg)
     if metrics["world_size"] != cfg.world_size:
         raise LaunchError(f"world_size: the run had {metrics['world_size']} ranks, "
-                           f"{cfg.nnodes} x {cfg.nproc_per_node} = {cfg.world_size} were asked for")
+                          f"{cfg.nnodes} x {cfg.nproc_per_node} = {cfg.world_size} were asked for")
     return DistResult(metrics, {"epochs": epochs})
 
 

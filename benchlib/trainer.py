@@ -221,8 +221,8 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
                                 on_step=on_step)
         data_s, compute_s, samples = times.timed()
         if not samples:
-            raise ConfigError("warmup_steps", f"{args.warmup_steps} leaves no timed step of the "
-                              f"{len(times.samples)} this epoch had")
+            raise ConfigError("warmup_steps", f"{args.warmup_steps} leaves no timed step of "
+                                              f"the {len(times.samples)} this epoch had")
         mine = {"samples": sum(samples), "step_s": sum(data_s) + sum(compute_s),
                 "epoch_s": times.epoch_s}
         everyone = gather_objects(mine)

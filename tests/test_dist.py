@@ -11,8 +11,8 @@ from benchlib.errors import ConfigError, UsageError
 
 def test_torchrun_variables():
     env = resolve({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
-                        "GROUP_RANK": "1", "MASTER_ADDR": "n1", "MASTER_PORT": "29400",
-                        "TORCHELASTIC_RUN_ID": "job"})
+                   "GROUP_RANK": "1", "MASTER_ADDR": "n1", "MASTER_PORT": "29400",
+                   "TORCHELASTIC_RUN_ID": "job"})
     assert env == DistEnv(3, 1, 4, 2, 1, "n1", 29400, "torchrun")
     assert env.init_method == "env://"
 
@@ -25,8 +25,8 @@ def test_slurm_tasks_take_the_first_host_of_the_allocation():
         return ["n7", "n8"]
 
     env = resolve({"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1",
-                        "SLURM_NODEID": "1", "SLURM_NTASKS_PER_NODE": "2(x2)",
-                        "SLURM_NODELIST": "n[7-8]", "SLURM_JOB_ID": "1234"}, hostnames=hostnames)
+                   "SLURM_NODEID": "1", "SLURM_NTASKS_PER_NODE": "2(x2)",
+                   "SLURM_NODELIST": "n[7-8]", "SLURM_JOB_ID": "1234"}, hostnames=hostnames)
     assert seen == ["n[7-8]"]
     assert (env.rank, env.local_rank, env.world_size, env.local_world_size, env.node_rank) == (3, 1, 4, 2, 1)
     assert env.master_addr == "n7" and env.master_port == 20000 + 1234 and env.source == "slurm"
@@ -35,7 +35,7 @@ def test_slurm_tasks_take_the_first_host_of_the_allocation():
 
 def test_slurm_master_port_can_be_given():
     env = resolve({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_NODELIST": "n1",
-                        "MASTER_PORT": "23456"}, hostnames=lambda _: ["n1"])
+                   "MASTER_PORT": "23456"}, hostnames=lambda _: ["n1"])
     assert env.master_port == 23456
 
 

@@ -23,7 +23,7 @@ def train_args(small_data, *extra):
 @pytest.mark.parametrize("launcher", ["torchrun", "mp_spawn", "tcp"])
 def test_two_rank_ddp_runs_with_each_launcher(small_data, tmp_path, launcher):
     out = launch("ddp", train_args(small_data), tmp_path / "logs", launcher, nproc=2,
-                        timeout_s=120)
+                 timeout_s=120)
     m = out.result["metrics"]
     assert m["world_size"] == 2 and m["backend_used"] == "gloo" and m["global_batch"] == 32
     assert m["samples_per_s"] > 0 and m["threads_per_rank"] == 1  # 2 cores / 2 ranks
@@ -38,7 +38,7 @@ def test_a_failing_rank_stops_the_run_and_is_named_with_its_log(small_data, tmp_
     start = time.monotonic()
     with pytest.raises(LaunchError) as info:
         launch("ddp", train_args(small_data, "--fail-at-step", "3", "--fail-rank", "1"),
-                      tmp_path / "logs", "torchrun", nproc=2, timeout_s=120)
+               tmp_path / "logs", "torchrun", nproc=2, timeout_s=120)
     err = info.value
     assert time.monotonic() - start < 60
     assert err.rank == 1 and err.exit_code == 1 and err.host == socket.gethostname()
@@ -61,8 +61,8 @@ def test_a_killed_rank_is_named_not_the_rank_it_left_failing(small_data, tmp_pat
     """SIGKILL (the OOM killer) leaves no mark; rank 0 then fails in gloo and leaves one."""
     with pytest.raises(LaunchError) as info:
         launch("ddp", train_args(small_data, "--fail-at-step", "3", "--fail-rank", "1",
-                                        "--fail-how", "kill"),
-                      tmp_path / "logs", launcher, nproc=2, timeout_s=120)
+                                 "--fail-how", "kill"),
+               tmp_path / "logs", launcher, nproc=2, timeout_s=120)
     err = info.value
     assert (err.rank, err.exit_code) == (1, -9), str(err)
     assert str(err).startswith(f"rank 1 on {socket.gethostname()} exited with code -9; log: ")
@@ -72,7 +72,7 @@ def test_a_killed_rank_is_named_not_the_rank_it_left_failing(small_data, tmp_pat
 def test_a_failing_tcp_rank_is_named(small_data, tmp_path):
     with pytest.raises(LaunchError, match=r"rank 0 on .* exited with code 1; log: .*rank0.log"):
         launch("ddp", train_args(small_data, "--fail-at-step", "2", "--fail-rank", "0"),
-                      tmp_path / "logs", "tcp", nproc=2, timeout_s=120)
+               tmp_path / "logs", "tcp", nproc=2, timeout_s=120)
 
 
 def test_a_run_past_its_timeout_is_stopped(tmp_path):
@@ -100,7 +100,7 @@ def test_a_port_in_use_or_out_of_range_is_refused_before_launch(tmp_path):
 
 def test_doctor_checks_the_sum_through_torchrun_and_tcp(tmp_path):
     out = launch("doctor", ["--device", "cpu"], tmp_path / "a", "torchrun", nproc=2,
-                        timeout_s=60)
+                 timeout_s=60)
     assert out.result["metrics"]["ok"] is True and out.result["metrics"]["latency_s"] > 0
     assert "all_reduce sum=3.0 expected=3.0" in out.result["details"]["line"]
     port = free_port()
@@ -115,7 +115,7 @@ def test_doctor_checks_the_sum_through_torchrun_and_tcp(tmp_path):
 
 def test_allreduce_reports_busbw_as_nccl_tests_define_it(tmp_path):
     out = launch("allreduce", ["--device", "cpu", "--max-bytes", str(2**18), "--iters", "3"],
-                        tmp_path, "torchrun", nproc=2, timeout_s=60)
+                 tmp_path, "torchrun", nproc=2, timeout_s=60)
     sizes = out.result["details"]["sizes"]
     assert [r["bytes"] for r in sizes] == [1024, 4096, 16384, 65536, 262144]
     for r in sizes:
@@ -173,7 +173,7 @@ time.sleep(120)
 def test_a_rank_that_crashes_while_joining_is_retried_once(small_data, tmp_path, launcher):
     once = tmp_path / "aborted-once"
     out = launch("ddp", train_args(small_data, "--abort-in-init-once", str(once)),
-                        tmp_path / "logs", launcher, nproc=2, timeout_s=120)
+                 tmp_path / "logs", launcher, nproc=2, timeout_s=120)
     assert once.exists() and out.result["metrics"]["launch_retries"] == 1
     retries = (tmp_path / "logs" / "retries.log").read_text()
     assert "attempt 1: rank 1 on" in retries and "exited with code -6" in retries
@@ -181,7 +181,7 @@ def test_a_rank_that_crashes_while_joining_is_retried_once(small_data, tmp_path,
 
 def test_a_rank_that_crashes_in_teardown_after_the_result_keeps_the_run(small_data, tmp_path):
     out = launch("ddp", train_args(small_data, "--abort-at-exit"), tmp_path / "logs", "tcp",
-                        nproc=2, timeout_s=120)
+                 nproc=2, timeout_s=120)
     m = out.result["metrics"]
     assert m["world_size"] == 2 and m["samples_per_s"] > 0 and m["launch_retries"] == 0
     assert m["teardown_crash"].startswith("rank 1 on ") and "exited with code -6" in m["teardown_crash"]
@@ -191,5 +191,5 @@ def test_a_rank_that_crashes_in_teardown_after_the_result_keeps_the_run(small_da
 def test_a_failure_after_joining_is_never_retried(small_data, tmp_path):
     with pytest.raises(LaunchError, match="rank 1"):
         launch("ddp", train_args(small_data, "--fail-at-step", "2", "--fail-rank", "1"),
-                      tmp_path / "logs", "torchrun", nproc=2, timeout_s=120)
+               tmp_path / "logs", "torchrun", nproc=2, timeout_s=120)
     assert not (tmp_path / "logs" / "retries.log").exists()

@@ -116,7 +116,7 @@ def test_torchrun_with_two_agents_runs_two_nodes(small_data, tmp_path):
     port = free_port()
     args = train_args(small_data, tmp_path, "--devices", "1", "--nnodes", "2")
     agents = [(torchrun_argv("lightning", args, 1, port, nnodes=2, node_rank=n,
-                                    rdzv_id=f"test-{port}"), clean_env()) for n in range(2)]
+                             rdzv_id=f"test-{port}"), clean_env()) for n in range(2)]
     m = result(tmp_path, run(agents, tmp_path))["metrics"]
     assert m["world_size"] == 2 and m["nnodes"] == 2 and m["backend_used"] == "gloo"
     assert m["cluster_environment"] == "TorchElasticEnvironment" and m["samples_per_s"] > 100

@@ -6,13 +6,15 @@ import time
 
 import pytest
 
-from benchlib import multinode, slurm
+from benchlib import multinode
 from benchlib.config import MultinodeConfig
 from benchlib.errors import ConfigError, LaunchError, UsageError
 from benchlib.launch.argv import local_env, torchrun_argv
 from benchlib.launch.launcher import free_port, launch
 from benchlib.launch.supervise import start as start_process, supervise
 from benchlib.multinode import worker_args
+from benchlib.slurm.capacity import check_layout
+from benchlib.slurm.sbatch import training_script
 
 
 def ddp_args(*extra):
@@ -23,7 +25,7 @@ def ddp_args(*extra):
 
 def test_two_torchrun_agents_form_one_job_of_two_nodes(tmp_path):
     out = launch("ddp", ddp_args(), tmp_path, "torchrun", nproc=1, nnodes=2,
-                        timeout_s=120, join_timeout_s=60)
+                 timeout_s=120, join_timeout_s=60)
     assert out.result["metrics"]["world_size"] == 2 and out.result["metrics"]["global_batch"] == 16
     for node in (0, 1):  # one agent per node, each with its own log
         assert (tmp_path / f"launcher-node{node}.log").exists()
@@ -32,7 +34,7 @@ def test_two_torchrun_agents_form_one_job_of_two_nodes(tmp_path):
 
 def test_a_node_that_never_joins_fails_within_the_join_timeout(tmp_path):
     argv = torchrun_argv("ddp", ddp_args(), 1, free_port(), nnodes=2, node_rank=0,
-                                rdzv_id="lonely", join_timeout_s=5)
+                         rdzv_id="lonely", join_timeout_s=5)
     agent = start_process(argv, tmp_path / "launcher-node0.log", "torchrun agent of node 0",
                           None, None)
     start = time.monotonic()
@@ -86,44 +88,44 @@ def test_lightning_gets_its_layout_and_not_the_ddp_only_flags():
 
 def test_every_value_in_a_rendered_script_stays_a_string():
     hostile = "data; rm -rf ~ $(reboot) `id`"
-    text = slurm.training_script("ddp", 2, 4, ["--path", hostile], "logs/%j.log",
-                                 check_capacity=False)
+    text = training_script("ddp", 2, 4, ["--path", hostile], "logs/%j.log",
+                           check_capacity=False)
     srun_line = text.splitlines()[-1]
     assert shlex.split(srun_line)[-1] == hostile  # one argument, nothing for the shell
     assert '--rdzv-id "$SLURM_JOB_ID"' in srun_line  # benchlib's own shell, expanded by it
     assert '--rdzv-endpoint "$head_node:29500"' in srun_line
     with pytest.raises(ConfigError, match=r"partition: 'gpu; rm -rf ~' may only hold letters"):
-        slurm.training_script("ddp", 2, 4, [], "x.log", partition="gpu; rm -rf ~",
-                              check_capacity=False)
+        training_script("ddp", 2, 4, [], "x.log", partition="gpu; rm -rf ~",
+                        check_capacity=False)
 
 
 def test_rendered_scripts_start_one_agent_per_node_or_one_task_per_device():
-    ddp = slurm.training_script("ddp", 2, 4, [], "x.log", gpu=True, check_capacity=False)
+    ddp = training_script("ddp", 2, 4, [], "x.log", gpu=True, check_capacity=False)
     assert "#SBATCH --ntasks-per-node=1" in ddp and "#SBATCH --gpus-per-node=4" in ddp
     assert "torch.distributed.run --nnodes 2 --rdzv-backend c10d" in ddp
     assert "--kill-on-bad-exit=1" in ddp and "--nproc-per-node 4" in ddp
-    light = slurm.training_script("lightning", 2, 4, [], "x.log", requeue=True,
-                                  check_capacity=False)
+    light = training_script("lightning", 2, 4, [], "x.log", requeue=True,
+                            check_capacity=False)
     assert "#SBATCH --ntasks-per-node=4" in light and "#SBATCH --requeue" in light
     assert light.splitlines()[-1].endswith("-m benchlib.workers.lightning --devices 4 --nnodes 2")
-    elastic = slurm.training_script("elastic", 2, 4, [], "x.log", requeue=True, max_restarts=3,
-                                    check_capacity=False)
+    elastic = training_script("elastic", 2, 4, [], "x.log", requeue=True, max_restarts=3,
+                              check_capacity=False)
     assert "--max-restarts 3 -m benchlib.workers.elastic" in elastic and "#SBATCH --requeue" in elastic
 
 
 def test_layouts_that_would_hang_or_cannot_fit_are_refused_with_what_to_change():
     with pytest.raises(ConfigError, match="ntasks_per_node: 1 with devices 4: Lightning under "
                                           "Slurm starts one task per device; set ntasks-per-node = 4"):
-        slurm.check_layout("lightning", 2, 4, ntasks_per_node=1)
+        check_layout("lightning", 2, 4, ntasks_per_node=1)
     with pytest.raises(ConfigError, match="ntasks_per_node: 4 with devices 4: srun torchrun "
                                           "starts one agent per node"):
-        slurm.check_layout("ddp", 2, 4, ntasks_per_node=4)
+        check_layout("ddp", 2, 4, ntasks_per_node=4)
     with pytest.raises(ConfigError, match=r"world_size: 6 != nodes 2 x devices 4 = 8"):
-        slurm.check_layout("ddp", 2, 4, world_size=6)
+        check_layout("ddp", 2, 4, world_size=6)
     with pytest.raises(ConfigError, match="devices: 8 per node asked for, but the partition's "
                                           "smallest node has 4 GPUs; use devices <= 4"):
-        slurm.check_layout("lightning", 2, 8, gpu=True, capacity={"cpus": 64, "gpus": 4})
+        check_layout("lightning", 2, 8, gpu=True, capacity={"cpus": 64, "gpus": 4})
     with pytest.raises(ConfigError, match="nodes: 3 asked for, but the partition has 2; "
                                           "use nodes <= 2"):
-        slurm.check_layout("ddp", 3, 1, capacity={"nodes": 2, "cpus": 2, "gpus": 0})
-    assert slurm.check_layout("lightning", 2, 4, ntasks_per_node=4) == 4
+        check_layout("ddp", 3, 1, capacity={"nodes": 2, "cpus": 2, "gpus": 0})
+    assert check_layout("lightning", 2, 4, ntasks_per_node=4) == 4

@@ -21,8 +21,8 @@ def test_ddp_matches_one_process_with_the_global_batch(small_data, tmp_path):
 
 def test_dataparallel_on_a_cpu_machine_says_it_ran_as_one_device(small_data, tmp_path):
     out = launch("dp", ["--path", str(small_data), "--dataset", "mydataset", "--model",
-                               "toynet", "--max-steps", "4", "--warmup-steps", "1",
-                               "--device", "cpu"], tmp_path, "single")
+                        "toynet", "--max-steps", "4", "--warmup-steps", "1",
+                        "--device", "cpu"], tmp_path, "single")
     m = out.result["metrics"]
     assert m["devices"] == 1 and m["note"] == "DataParallel without GPUs: ran as one CPU device"
 
@@ -33,9 +33,9 @@ def test_save_model_writes_a_loadable_state_dict_to_train_dir(small_data, tmp_pa
     from benchlib.core.models import ToyNet
 
     launch("single", ["--path", str(small_data), "--dataset", "mydataset", "--model",
-                             "toynet", "--max-steps", "3", "--warmup-steps", "1", "--device", "cpu",
-                             "--save-model", "--train-dir", str(tmp_path / "ckpt")],
-                  tmp_path / "logs", "single")
+                      "toynet", "--max-steps", "3", "--warmup-steps", "1", "--device", "cpu",
+                      "--save-model", "--train-dir", str(tmp_path / "ckpt")],
+           tmp_path / "logs", "single")
     state = torch.load(tmp_path / "ckpt" / "model.pt")
     ToyNet().load_state_dict(state)  # every key and shape matches
     assert [p.name for p in (tmp_path / "ckpt").iterdir()] == ["model.pt"]  # no temp file left

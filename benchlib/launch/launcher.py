@@ -160,19 +160,19 @@ def _run_once(module: str, common: list[str], log_dir: Path, how: _How, port: in
     elif how.launcher == "torchrun":  # one agent per "node", as on a cluster
         rdzv_id = f"benchlib-{log_dir.name}-{port}"
         procs = [start(torchrun_argv(module, common, nproc, port, nnodes, node, rdzv_id,
-                                      max_restarts=how.max_restarts,
-                                      join_timeout_s=how.join_timeout_s,
-                                      agent_log_dir=log_dir / "torchrun"),
-                        log_dir / f"launcher-node{node}.log", f"torchrun agent of node {node}",
-                        None, env) for node in range(nnodes)]
+                                     max_restarts=how.max_restarts,
+                                     join_timeout_s=how.join_timeout_s,
+                                     agent_log_dir=log_dir / "torchrun"),
+                       log_dir / f"launcher-node{node}.log", f"torchrun agent of node {node}",
+                       None, env) for node in range(nnodes)]
     elif how.launcher == "lightning":  # Lightning starts each node's other local ranks
         procs = [start(worker_argv(module, common), log_dir / f"launcher-node{node}.log",
-                        f"Lightning node {node}", None,
-                        {**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                         "NODE_RANK": str(node)}) for node in range(nnodes)]
+                       f"Lightning node {node}", None,
+                       {**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                        "NODE_RANK": str(node)}) for node in range(nnodes)]
     elif how.launcher == "srun":
         argv = srun_argv(module, common, nnodes, nproc, port, how.srun_torchrun,
-                               max_restarts=how.max_restarts, join_timeout_s=how.join_timeout_s)
+                         max_restarts=how.max_restarts, join_timeout_s=how.join_timeout_s)
         procs = [start(argv, launcher_log, "srun", None, env)]
     elif how.launcher == "mp_spawn":
         argv = worker_argv(module, [*common, "--spawn", str(nproc), "--master-port", str(port)])
@@ -180,8 +180,8 @@ def _run_once(module: str, common: list[str], log_dir: Path, how: _How, port: in
     else:  # tcp: one process per rank, as seeds 002 and 004 ran them by hand
         def rank(r: int) -> Process:
             return start(worker_argv(module, [*common, "--init-method", f"tcp://127.0.0.1:{port}",
-                                               "--rank", str(r), "--world-size", str(nproc)]),
-                          log_dir / f"launcher-rank{r}.log", f"rank {r}", r, env)
+                                              "--rank", str(r), "--world-size", str(nproc)]),
+                         log_dir / f"launcher-rank{r}.log", f"rank {r}", r, env)
 
         # rank 0 hosts the store: the others start once it listens (a client that
         # finds the port closed has been seen to abort instead of retrying)

@@ -68,7 +68,7 @@ def run_rank(main: Main, args: argparse.Namespace, env: DistEnv) -> None:
 
 def _spawned(local_rank: int, main: Main, args: argparse.Namespace) -> None:
     env = DistEnv(local_rank, local_rank, args.spawn, args.spawn, 0, "127.0.0.1",
-                       args.master_port, "mp_spawn")
+                  args.master_port, "mp_spawn")
     run_rank(main, args, env)
 
 
@@ -87,7 +87,7 @@ def entry(main: Main, parser: argparse.ArgumentParser, argv: list[str] | None = 
             env = from_tcp(args.init_method, args.rank, args.world_size)
         else:
             env = resolve(nproc_per_node=args.nproc_per_node,
-                               local_rank=int(os.environ.get("LOCAL_RANK", 0)))
+                          local_rank=int(os.environ.get("LOCAL_RANK", 0)))
         run_rank(main, args, env)
     except BenchlibError as e:
         print(f"{parser.prog}: {e}", file=sys.stderr)

@@ -93,7 +93,7 @@ def resolve_env(method: str) -> DistEnv:
             raise UsageError("dist_init_method: slurm needs SLURM_PROCID and SLURM_NTASKS; start "
                              "the ranks with srun, or use torchrun")
         return resolve({k: v for k, v in os.environ.items()
-                             if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")})
+                        if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")})
     return resolve(local_rank=int(os.environ.get("LOCAL_RANK", "0")))
 
 
