@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import checkpoint, elastic
 from benchlib.core.models import ToyNet
 from benchlib.errors import PREEMPTED_EXIT_CODE
 from benchlib.launch.argv import torchrun_argv
 from benchlib.launch.launcher import free_port
+from benchlib.trainers import checkpoint, elastic
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 PROG = "benchlib.workers.elastic"

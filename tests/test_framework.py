@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from benchlib import frameworkstudy, reference
-from benchlib.core import loops
 from benchlib.config import FrameworkConfig
-from benchlib.errors import ConfigError, UsageError
+from benchlib.core import loops
 from benchlib.core.models import build_model
-from benchlib.trainer import training_flops_per_sample
+from benchlib.errors import ConfigError, UsageError
+from benchlib.trainers.ddp import training_flops_per_sample
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 

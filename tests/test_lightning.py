@@ -13,11 +13,11 @@ from pathlib import Path
 import psutil
 import pytest
 
+from benchlib.distributed.lightning_env import global_rank, layout
 from benchlib.errors import UsageError
 from benchlib.launch.argv import torchrun_argv
 from benchlib.launch.launcher import free_port
 from benchlib.launch.protocol import JOINED
-from benchlib.lightning_trainer import global_rank, layout
 
 WORKER = [sys.executable, "-m", "benchlib.workers.lightning"]
 LAYOUT_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",

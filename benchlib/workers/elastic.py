@@ -25,7 +25,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from benchlib import checkpoint, elastic, paths
+from benchlib import paths
 from benchlib.config.base import require_min
 from benchlib.config.choices import BACKENDS, DEVICES, MODELS, PRECISIONS
 from benchlib.distributed.device import check_precision, choose_backend, device_for
@@ -33,6 +33,7 @@ from benchlib.distributed.env import DistEnv, resolve
 from benchlib.distributed.group import barrier_and_destroy, init
 from benchlib.errors import PREEMPTED_EXIT_CODE, BenchlibError, ConfigError, Preempted, UsageError
 from benchlib.launch import protocol
+from benchlib.trainers import checkpoint, elastic
 
 PROG = "benchlib.workers.elastic"
 DATASETS = ("imagefolder", "cifar10", "fashion-mnist", "mydataset")
@@ -120,8 +121,8 @@ def build_data(args: argparse.Namespace):
     from torchvision import transforms
     from torchvision.datasets import FashionMNIST, ImageFolder
 
-    from benchlib import trainer
     from benchlib.data import datasets, manifest, storage
+    from benchlib.trainers import ddp
 
     path = args.data or args.path
     if args.dummy:
@@ -133,7 +134,7 @@ def build_data(args: argparse.Namespace):
                 storage.passthrough, shape)
     if args.dataset == "imagefolder":
         shape = (3, args.image_size, args.image_size)
-        norm = [transforms.ToTensor(), transforms.Normalize(trainer.IMAGENET_MEAN, trainer.IMAGENET_STD)]
+        norm = [transforms.ToTensor(), transforms.Normalize(ddp.IMAGENET_MEAN, ddp.IMAGENET_STD)]
         crop = [transforms.RandomResizedCrop(args.image_size), transforms.RandomHorizontalFlip()]
         center = [transforms.Resize(args.image_size * 256 // 224), transforms.CenterCrop(args.image_size)]
         train = ImageFolder(_class_folders(path, "train"),
@@ -141,7 +142,7 @@ def build_data(args: argparse.Namespace):
         val = ImageFolder(_class_folders(args.val_path, "val"), transforms.Compose(center + norm)) \
             if args.val_path else None
         return train, val, default_collate, shape
-    train, collate, shape = trainer.build_dataset(args.dataset, path, not args.no_augment)
+    train, collate, shape = ddp.build_dataset(args.dataset, path, not args.no_augment)
     if not args.val_path:
         return train, None, collate, shape
     if args.dataset == "mydataset":
@@ -150,7 +151,7 @@ def build_data(args: argparse.Namespace):
     root = paths.resolve(args.val_path)
     if args.dataset == "cifar10":
         val = datasets.cifar10(root, train=False, transform=transforms.Compose(
-            [transforms.ToTensor(), transforms.Normalize(trainer.CIFAR_MEAN, trainer.CIFAR_STD)]))
+            [transforms.ToTensor(), transforms.Normalize(ddp.CIFAR_MEAN, ddp.CIFAR_STD)]))
     else:
         manifest.describe(root, "fashion-mnist")
         val = FashionMNIST(str(root), train=False, download=False, transform=transforms.ToTensor())

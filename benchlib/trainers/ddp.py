@@ -295,8 +295,3 @@ def parser(strategy: str) -> argparse.ArgumentParser:
     p.set_defaults(strategy=strategy)
     return p
 
-
-def main(strategy: str) -> int:
-    from benchlib.workers.common import entry
-
-    return entry(train, parser(strategy))

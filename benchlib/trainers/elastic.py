@@ -38,12 +38,12 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, Subset
 from torch.utils.data.distributed import DistributedSampler
 
-from benchlib import checkpoint, trainer
 from benchlib.core import loops
 from benchlib.core.timing import summarize
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
 from benchlib.errors import Preempted
+from benchlib.trainers import checkpoint, ddp
 
 TIMELINE = "timeline.jsonl"
 
@@ -319,7 +319,7 @@ class ElasticTrainer:
         state = checkpoint.load(plan.resume) if plan.resume is not None else None
         if state is not None:  # before DDP, which broadcasts rank 0's weights
             plan.model.load_state_dict(state["model"])
-        self.model, _ = trainer.wrap(plan.model, "ddp", device, env)
+        self.model, _ = ddp.wrap(plan.model, "ddp", device, env)
         self.plain = plan.model  # without DDP: what a checkpoint stores, what validates
         self.stepper = loops.Stepper("train", device, self.model, lr=args.lr,
                                      momentum=args.momentum, precision=args.precision,

@@ -24,12 +24,12 @@ fresh fit would time the process-group start-up again; warm-up steps are left ou
 start of every epoch, so each epoch is a steady-state measurement on its own. The
 details say which repeat and epoch each sample is.
 
-Timing is benchlib.trainer's: `data_s` runs from the end of one step to Lightning's
+Timing is benchlib.trainers.ddp's: `data_s` runs from the end of one step to Lightning's
 on_train_batch_start (fetching the batch, moving it to the device, Lightning's per-step
 bookkeeping), `compute_s` from there to on_train_batch_end (forward, backward, DDP's
 all-reduce, optimizer step); global samples/s = the samples all ranks processed over the
 slowest rank's summed step time. One rank (world size 1) runs without DDP, as in
-benchlib.trainer, so that it is the baseline of a speedup.
+benchlib.trainers.ddp, so that it is the baseline of a speedup.
 """
 
 from __future__ import annotations
@@ -42,8 +42,7 @@ import sys
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -58,8 +57,9 @@ from benchlib.core.models import build_model
 from benchlib.core.timing import StepMarks, summarize
 from benchlib.distributed.device import check_device
 from benchlib.distributed.group import gather_objects
+from benchlib.distributed.lightning_env import Layout, global_rank, layout, read_int
 from benchlib.errors import BenchlibError, ConfigError, InjectedFailure, RankError, UsageError
-from benchlib.trainer import (
+from benchlib.trainers.ddp import (
     SyntheticBatches,
     UtilisationSampler,
     build_dataset,
@@ -69,120 +69,6 @@ from benchlib.launch import protocol
 
 PROG = "benchlib.workers.lightning"
 _IMPORTED_AT = time.time()  # torch and Lightning are imported by now
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where this process sits, as the cluster environment Lightning picks will see it."""
-
-    environment: str  # TorchElasticEnvironment, SLURMEnvironment or LightningEnvironment
-    rank: int
-    local_rank: int
-    node_rank: int
-    devices: int  # processes per node
-    nnodes: int
-
-    @property
-    def world_size(self) -> int:
-        return self.devices * self.nnodes
-
-
-def _int(environ: Mapping[str, str], name: str, default: int | None = None) -> int:
-    if name not in environ:
-        if default is None:
-            raise UsageError(f"{name}: not set by the launcher")
-        return default
-    try:
-        return int(environ[name].split("(")[0])  # SLURM_TASKS_PER_NODE looks like 2(x3)
-    except ValueError as e:
-        raise UsageError(f"{name}: expected an integer, got {environ[name]!r}") from e
-
-
-def environment_name(environ: Mapping[str, str]) -> str:
-    """The cluster environment Lightning will choose, in its own order of preference
-    (torchrun first, as it can run inside Slurm; Slurm unless the job is named bash or
-    interactive, Lightning's way to opt out)."""
-    if "TORCHELASTIC_RUN_ID" in environ:
-        return "TorchElasticEnvironment"
-    if "SLURM_NTASKS" in environ and environ.get("SLURM_JOB_NAME") not in ("bash", "interactive"):
-        return "SLURMEnvironment"
-    return "LightningEnvironment"
-
-
-def global_rank(environ: Mapping[str, str], devices: int | None) -> int:
-    """This process's global rank, before any check (to know which log to write)."""
-    name = environment_name(environ)
-    if name == "TorchElasticEnvironment":
-        return _int(environ, "RANK", 0)
-    if name == "SLURMEnvironment":
-        return _int(environ, "SLURM_PROCID", 0)
-    node = _int(environ, "NODE_RANK", _int(environ, "GROUP_RANK", 0))
-    return node * (devices or 1) + _int(environ, "LOCAL_RANK", 0)
-
-
-def layout(environ: Mapping[str, str], devices: int | None, nnodes: int | None) -> Layout:
-    """Check the launcher's layout against --devices and --nnodes (None: take the
-    launcher's) and say where this process sits. Raises UsageError on a mismatch."""
-    name = environment_name(environ)
-    if name == "TorchElasticEnvironment":
-        world, per_node = _int(environ, "WORLD_SIZE"), _int(environ, "LOCAL_WORLD_SIZE")
-        devices, nnodes = devices or per_node, nnodes or world // per_node
-        if devices != per_node:
-            raise UsageError(f"devices: {devices} per node, but torchrun started {per_node} "
-                             f"(--nproc-per-node {per_node}); pass --devices {per_node} or "
-                             f"run torchrun --nproc-per-node {devices}")
-        if devices * nnodes != world:
-            raise UsageError(f"nnodes: {nnodes} nodes x {devices} devices is {devices * nnodes} "
-                             f"ranks, but torchrun's world size is {world}; pass --nnodes "
-                             f"{world // per_node} or run torchrun --nnodes {nnodes}")
-        return Layout(name, _int(environ, "RANK"), _int(environ, "LOCAL_RANK"),
-                      _int(environ, "GROUP_RANK", 0), devices, nnodes)
-    if name == "SLURMEnvironment":
-        if "SLURM_PROCID" not in environ:
-            raise UsageError("SLURM_PROCID: not set: inside a Slurm job, start the ranks with "
-                             "srun --ntasks-per-node=<devices> python -m " + PROG + " ...")
-        ntasks = _int(environ, "SLURM_NTASKS")
-        if ntasks > 1 and "SLURM_NTASKS_PER_NODE" not in environ:
-            raise UsageError(f"ntasks-per-node: Slurm runs {ntasks} tasks without "
-                             "--ntasks-per-node, which Lightning needs (one task per device): "
-                             f"srun --ntasks-per-node={devices or '<devices>'}")
-        per_node = _int(environ, "SLURM_NTASKS_PER_NODE", 1)
-        nodes = _int(environ, "SLURM_NNODES",
-                     _int(environ, "SLURM_JOB_NUM_NODES", ntasks // per_node))
-        devices, nnodes = devices or per_node, nnodes or nodes
-        if devices != per_node:
-            raise UsageError(f"devices: {devices} per node, but Slurm runs {per_node} task(s) per "
-                             f"node (--ntasks-per-node={per_node}); Lightning needs one task per "
-                             f"device: pass --devices {per_node} or srun "
-                             f"--ntasks-per-node={devices}")
-        if nnodes != nodes:
-            raise UsageError(f"nnodes: {nnodes}, but the Slurm job step has {nodes} node(s) "
-                             f"(--nodes={nodes}); pass --nnodes {nodes} or srun --nodes={nnodes}")
-        if ntasks != devices * nnodes:
-            raise UsageError(f"ntasks: Slurm runs {ntasks} tasks, but {nnodes} node(s) x {devices} "
-                             f"devices need {devices * nnodes}; srun --nodes={nnodes} "
-                             f"--ntasks-per-node={devices}")
-        return Layout(name, _int(environ, "SLURM_PROCID"), _int(environ, "SLURM_LOCALID", 0),
-                      _int(environ, "SLURM_NODEID", 0), devices, nnodes)
-    devices, nnodes = devices or 1, nnodes or 1
-    if nnodes > 1:
-        for var in ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK"):
-            if var not in environ and not (var == "NODE_RANK" and "GROUP_RANK" in environ):
-                raise UsageError(f"{var}: not set; for {nnodes} nodes without torchrun or srun, "
-                                 "start one process per node with MASTER_ADDR (node 0's address), "
-                                 f"MASTER_PORT and NODE_RANK (0..{nnodes - 1}) set")
-    node = _int(environ, "NODE_RANK", _int(environ, "GROUP_RANK", 0))
-    local = _int(environ, "LOCAL_RANK", 0)
-    if not 0 <= node < nnodes:
-        raise UsageError(f"NODE_RANK: {node} is not in 0..{nnodes - 1} (--nnodes {nnodes})")
-    if not 0 <= local < devices:
-        raise UsageError(f"LOCAL_RANK: {local} is not in 0..{devices - 1} (--devices {devices})")
-    if "LOCAL_RANK" in environ and "WORLD_SIZE" in environ \
-            and _int(environ, "WORLD_SIZE") != devices * nnodes:
-        raise UsageError(f"WORLD_SIZE: {environ['WORLD_SIZE']}, but {nnodes} node(s) x {devices} "
-                         f"devices is {devices * nnodes}; pass the --devices and --nnodes the "
-                         "processes were started for")
-    return Layout(name, node * devices + local, local, node, devices, nnodes)
 
 
 def use_cuda(device: str, devices: int) -> bool:
@@ -332,7 +218,7 @@ def build_trainer(args: argparse.Namespace, where: Layout, cuda: bool,
     from lightning.pytorch.plugins.environments import SLURMEnvironment
     from lightning.pytorch.strategies import DDPStrategy
 
-    strategy: Any = "auto"  # one rank: no DDP, as benchlib.trainer's baseline
+    strategy: Any = "auto"  # one rank: no DDP, as benchlib.trainers.ddp's baseline
     if where.world_size > 1:
         strategy = DDPStrategy(process_group_backend="nccl" if cuda else "gloo",
                                timeout=timedelta(seconds=args.timeout))
@@ -451,7 +337,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup-steps", type=int, default=5, help="left out at every epoch's start")
     p.add_argument("--max-steps", type=int, default=0, help="per epoch; 0 = the whole epoch "
                    f"(synthetic: {choices.SYNTHETIC_STEPS})")
-    p.add_argument("--lr", type=float, default=0.1, help="SGD, as benchlib.trainer")
+    p.add_argument("--lr", type=float, default=0.1, help="SGD, as benchlib.trainers.ddp")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--image-size", type=int, default=224, help="imagefolder and synthetic")
@@ -503,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         cuda = use_cuda(args.device, where.devices)
     except BenchlibError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
-        local = _int(os.environ, "SLURM_LOCALID", _int(os.environ, "LOCAL_RANK", 0))
+        local = read_int(os.environ, "SLURM_LOCALID", read_int(os.environ, "LOCAL_RANK", 0))
         if args.log_dir and local == 0:  # once per node
             print(f"{PROG}: {e}", file=launched_stderr, flush=True)
         return e.exit_code
