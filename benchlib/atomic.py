@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from benchlib.errors import RecordError
+
 
 @contextlib.contextmanager
 def replacing(path: Path, suffix: str = ".tmp") -> Iterator[Path]:
@@ -77,7 +79,7 @@ def to_jsonable(value: Any) -> Any:
         return None
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    raise TypeError(f"cannot store {type(value).__name__} in a JSON record: {value!r}")
+    raise RecordError(f"cannot store {type(value).__name__} in a JSON record: {value!r}")
 
 
 def write_json(path: Path, obj: Any) -> Path:

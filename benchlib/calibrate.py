@@ -18,10 +18,11 @@ from typing import Any
 
 import torch
 
-from benchlib import allocator, loops, storage
+from benchlib.data import storage
+from benchlib.core import allocator, loops
+from benchlib.core.models import build_model
+from benchlib.core.timing import StepClock, summarize
 from benchlib.errors import UsageError
-from benchlib.models import build_model
-from benchlib.timing import StepClock, summarize
 
 
 def _bare_loop(model, optimizer, loss_fn, x, y, steps: int, clock: StepClock) -> float:

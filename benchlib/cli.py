@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from benchlib import paths
+from benchlib.config.choices import DEFAULT_PORT, DEVICES
 from benchlib.errors import BenchlibError, UsageError
 
 
@@ -26,23 +27,23 @@ def _outputs(args) -> Path:
 
 
 def cmd_data(args) -> int:
-    from benchlib import data
     from benchlib.config import DataPrepConfig
+    from benchlib.data import manifest, prepare
 
     cfg = DataPrepConfig(path=str(Path(args.path).resolve()), dataset=args.dataset,
                          size=args.size, fashion_size=args.fashion_size, cifar_size=args.cifar_size,
                          imagefolder_size=args.imagefolder_size,
                          offline=args.offline, seed=args.seed)
-    for name, entry in data.prepare(cfg).items():
+    for name, entry in prepare.prepare(cfg).items():
         samples = ", ".join(f"{n} {split}" for split, n in entry["samples"].items())
         print(f"{name}: {entry['source']}, {samples}, {entry['bytes'] / 1e6:.1f} MB, "
               f"sha256 {entry['sha256'][:16]}")
-    print(f"manifest: {Path(cfg.path) / data.MANIFEST}")
+    print(f"manifest: {Path(cfg.path) / manifest.MANIFEST}")
     return 0
 
 
 def cmd_env(args) -> int:
-    from benchlib import envinfo
+    from benchlib.core import envinfo
 
     env = envinfo.collect()
     if args.json:
@@ -67,8 +68,10 @@ def _report_sweep(summary, title: str) -> int:
 def cmd_sweep(args) -> int:
     from benchlib import params, sweep
 
-    rows = params.load_plan(args.file)  # everything is checked before anything runs
+    rows = params.load_plan(args.file)  # every value is checked before anything runs
     outputs = _outputs(args)
+    if args.executor == "local":
+        params.preflight(rows)  # and what this machine must have (GPUs, data)
     if args.dry_run:
         todo = {r.run_id for r in sweep.pending(rows, outputs, args.force)}
         for r in rows:
@@ -76,7 +79,7 @@ def cmd_sweep(args) -> int:
             print(f"{state} {r.study}/{r.run_id} {r.notebook.name} {json.dumps(r.overrides)}")
         return 0
     if args.executor == "slurm":
-        from benchlib import slurm_sweep
+        from benchlib.workbook import slurm_sweep
 
         summary = slurm_sweep.run_plan(rows, outputs, args.partition, args.time, args.force,
                                        progress=not args.no_progress, requeue=args.requeue,
@@ -91,30 +94,31 @@ def cmd_sweep(args) -> int:
 
 def cmd_slurm_task(args) -> int:
     """One array task of a Slurm sweep (what the array's script runs)."""
-    from benchlib import slurm_sweep
+    from benchlib.workbook import slurm_sweep
 
     return slurm_sweep.run_task(Path(args.plan).resolve(), args.index, _outputs(args))
 
 
 def cmd_slurm_script(args) -> int:
     """Print (or submit) an sbatch script for a multi-node training run."""
-    from benchlib import slurm
+    from benchlib.slurm.commands import submit
+    from benchlib.slurm.sbatch import training_script
 
     import shlex
 
     worker_args = shlex.split(args.worker_args)
-    text = slurm.training_script(args.trainer, args.nodes, args.devices, worker_args,
-                                 args.output, args.partition, args.time, args.gpu, args.port,
-                                 args.requeue, check_capacity=not args.no_capacity_check,
-                                 max_restarts=args.max_restarts, exclusive=not args.share_nodes,
-                                 ntasks_per_node=args.ntasks_per_node, world_size=args.world_size)
+    text = training_script(args.trainer, args.nodes, args.devices, worker_args,
+                           args.output, args.partition, args.time, args.gpu, args.port,
+                           args.requeue, check_capacity=not args.no_capacity_check,
+                           max_restarts=args.max_restarts, exclusive=not args.share_nodes,
+                           ntasks_per_node=args.ntasks_per_node, world_size=args.world_size)
     if not args.submit:
         print(text, end="")
         return 0
     script = Path(args.output.replace("%j", "job")).with_suffix(".sbatch")
     script.parent.mkdir(parents=True, exist_ok=True)
     script.write_text(text)
-    print(slurm.submit(script))
+    print(submit(script))
     return 0
 
 
@@ -130,6 +134,7 @@ def cmd_run(args) -> int:
     from benchlib import params, sweep
 
     row = params.single_row(args.notebook, dict(map(_parse_param, args.param or [])), args.study)
+    params.preflight([row])
     summary = sweep.run_plan([row], _outputs(args), force=args.force, progress=False)
     code = _report_sweep(summary, f"run {row.study}/{row.run_id}")
     print(f"record: {_outputs(args) / 'results' / row.study / (row.run_id + '.json')}")
@@ -147,7 +152,8 @@ def cmd_report(args) -> int:
 def _store(args, notebook: str, run_id: str, params: dict, started_at: str, metrics: dict,
            details: dict) -> Path:
     """A record for a measurement run from the shell: the same schema as a notebook run's."""
-    from benchlib import envinfo, results
+    from benchlib import results
+    from benchlib.core import envinfo
 
     record = results.make_record(
         run_id=run_id, study=args.study, notebook=notebook, params=params,
@@ -166,7 +172,7 @@ def cmd_io(args) -> int:
                    epochs=args.epochs, batch_size=args.batch_size, num_workers=args.num_workers,
                    repeats=args.repeats, warmup_steps=args.warmup_steps, profile=args.profile,
                    export_trace=args.export_trace, seed=args.seed)
-    cfg.check_runtime()  # bad input ends here: exit 2, nothing written
+    iostudy.preflight(cfg)  # bad input ends here: exit 2, nothing written
     params = cfg.as_dict()
     run_id = results.run_id_for(args.study, "benchlib-io", params)
     started_at = results.now()
@@ -187,18 +193,18 @@ def _check_distributed(args) -> None:
     """Device, backend and rank count, before anything starts."""
     import torch
 
-    from benchlib import dist
-    from benchlib.config import check_device
-
+    from benchlib.distributed.device import check_device, choose_backend
+    from benchlib.distributed.env import check_rank
     check_device(args.device)
     cuda = args.device == "gpu" or (args.device == "auto" and torch.cuda.is_available())
-    dist.choose_backend("cuda" if cuda else "cpu", args.backend)
-    dist.check_rank(0, args.nproc)
+    choose_backend("cuda" if cuda else "cpu", args.backend)
+    check_rank(0, args.nproc)
 
 
 def cmd_allreduce(args) -> int:
     """All-reduce bus bandwidth over message sizes, launched like the trainers."""
-    from benchlib import launch, results
+    from benchlib import results
+    from benchlib.launch.launcher import launch
 
     _check_distributed(args)
     if args.nproc < 2:
@@ -211,10 +217,10 @@ def cmd_allreduce(args) -> int:
               "device": args.device, "allreduce_max_bytes": args.max_bytes}
     run_id = results.run_id_for(args.study, "benchlib-allreduce", params)
     started_at = results.now()
-    out = launch.launch("allreduce", ["--max-bytes", str(args.max_bytes), "--device", args.device,
-                                      "--backend", args.backend, "--iters", str(args.iters)],
-                        _outputs(args) / "logs" / run_id, args.launcher, args.nproc,
-                        port=args.port, timeout_s=args.timeout)
+    out = launch("allreduce", ["--max-bytes", str(args.max_bytes), "--device", args.device,
+                               "--backend", args.backend, "--iters", str(args.iters)],
+                 _outputs(args) / "logs" / run_id, args.launcher, args.nproc,
+                 port=args.port, timeout_s=args.timeout)
     m = out.result["metrics"]
     print(f"{'bytes':>12}  {'time':>10}  {'algbw GB/s':>10}  {'busbw GB/s':>10}")
     for row in out.result["details"]["sizes"]:
@@ -240,17 +246,17 @@ def cmd_doctor(args) -> int:
             "--init-method", args.init_method, "--rank", str(args.rank),
             "--world-size", str(args.world_size), "--device", args.device,
             "--backend", args.backend, "--timeout", str(args.timeout)])
-    out = launch.launch("doctor", ["--device", args.device, "--backend", args.backend,
-                                   "--timeout", str(args.timeout)],
-                        _outputs(args) / "logs" / "doctor", args.launcher, args.nproc,
-                        port=args.port, timeout_s=args.timeout)
+    out = launch("doctor", ["--device", args.device, "--backend", args.backend,
+                            "--timeout", str(args.timeout)],
+                 _outputs(args) / "logs" / "doctor", args.launcher, args.nproc,
+                 port=args.port, timeout_s=args.timeout)
     print(out.result["details"]["line"])
     return 0
 
 
 def cmd_calibrate(args) -> int:
     from benchlib import calibrate
-    from benchlib.dist import device_for
+    from benchlib.distributed.device import device_for
 
     for name in ("steps", "rounds", "batch_size"):
         if getattr(args, name) < 1:
@@ -305,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="benchlib", description="Measure PyTorch training performance; run the workbook.")
     parser.add_argument("--allocator", choices=["default", "tuned", "jemalloc", "tcmalloc"],
-                        help="restart under this memory allocator (see benchlib/allocator.py); "
+                        help="restart under this memory allocator (see benchlib/core/allocator.py); "
                         "sweeps pass it on to every kernel")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -365,7 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", action="store_true", help="ask for --gpus-per-node=DEVICES")
     p.add_argument("--partition")
     p.add_argument("--time")
-    p.add_argument("--port", type=int, default=29500, help="rendezvous port on the first node")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="rendezvous port on the first node")
     p.add_argument("--output", default="outputs/slurm/%j.log", help="sbatch --output")
     p.add_argument("--requeue", action="store_true", help="requeue after preemption")
     p.add_argument("--share-nodes", action="store_true", help="leave out --exclusive")
@@ -395,7 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("io", help="single-device IO: seed 000's singlegpu.py and test_funcs.py")
     p.add_argument("epochs", type=int, help="epochs per repeat (seed: total_epochs)")
-    p.add_argument("device", choices=["cpu", "gpu", "auto"], help="gpu without CUDA is an error")
+    p.add_argument("device", choices=DEVICES, help="gpu without CUDA is an error")
     p.add_argument("--path", required=True, help="data folder made by `benchlib data`")
     p.add_argument("--dataset", required=True, help="fashion-mnist or mydataset")
     p.add_argument("--variant", default="raw", help="raw, preload, preload_batched, tensorclass, "
@@ -416,7 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     def distributed(p, nproc_default: int = 2) -> None:
         p.add_argument("--nproc", type=int, default=nproc_default, help="ranks on this host")
         p.add_argument("--launcher", default="torchrun", choices=["torchrun", "mp_spawn", "tcp"])
-        p.add_argument("--device", default="auto", choices=["cpu", "gpu", "auto"])
+        p.add_argument("--device", default="auto", choices=DEVICES)
         p.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
         p.add_argument("--port", type=int, help="rendezvous port (default: a free one)")
         p.add_argument("--timeout", type=float, default=300.0, help="seconds for the whole run")
@@ -437,7 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("calibrate", help="benchmark: benchlib's loop vs a bare loop; fetch ceiling")
-    p.add_argument("--device", default="cpu", choices=["cpu", "gpu", "auto"])
+    p.add_argument("--device", default="cpu", choices=DEVICES)
     p.add_argument("--steps", type=int, default=50, help="steps per block")
     p.add_argument("--rounds", type=int, default=80, help="interleaved rounds")
     p.add_argument("--model", default="toynet", choices=["toynet", "resnet18", "resnet50"],
@@ -451,12 +457,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rows", type=int, default=10)
     p.add_argument("--compare-cli", action="store_true", help="also time the papermill CLI")
     p.set_defaults(func=cmd_overhead)
+
+    # listed here for --help; main() hands its arguments to benchlib.projection_cli
+    sub.add_parser("project", help="scaling projection to more devices and nodes, and its "
+                   "check against seed 003 (project --help)")
     return parser
 
 
 def _restart_with_allocator(name: str, argv: list[str]) -> None:
     """Allocator settings are read at process start: start this command again with them."""
-    from benchlib import allocator
+    from benchlib.core import allocator
 
     if os.environ.get("BENCHLIB_ALLOCATOR") == name:
         return  # already restarted
@@ -466,6 +476,10 @@ def _restart_with_allocator(name: str, argv: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["project"]:  # its own parser takes every option
+        from benchlib import projection_cli
+
+        return projection_cli.main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         if args.allocator:

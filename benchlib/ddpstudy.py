@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib import launch, paths
+from benchlib import paths
 from benchlib.config import DistConfig
+from benchlib.launch.launcher import launch
+from benchlib.studies import checks
 
 
 @dataclass
@@ -32,20 +34,30 @@ def trainer_args(cfg: DistConfig) -> list[str]:
     return args
 
 
+def preflight(cfg: DistConfig) -> None:
+    """Where the row runs: device and backend, one rank per device, an epoch with a timed
+    step after the warm-up on the data prepared here."""
+    cuda = checks.device_and_backend(cfg.device, cfg.backend)
+    checks.ranks_fit("nproc_per_node", cfg.nproc_per_node, cuda)
+    # ddp: a batch per rank; dp: a batch per device its one process spans (GPUs only)
+    per_step = cfg.batch_size * (cfg.nproc_per_node if cfg.strategy == "ddp" or cuda else 1)
+    checks.steps_fit(cfg, per_step)
+
+
 def run(cfg: DistConfig, run_id: str = "interactive") -> DistResult:
-    cfg.check_runtime()
+    preflight(cfg)
     log_dir = paths.outputs_dir() / "logs" / run_id
     launcher = cfg.launcher if cfg.strategy == "ddp" else "single"
     nproc = cfg.nproc_per_node if cfg.strategy == "ddp" else 1
-    trained = launch.launch(cfg.strategy, trainer_args(cfg), log_dir / "train", launcher, nproc,
-                            timeout_s=cfg.timeout_s)
+    trained = launch(cfg.strategy, trainer_args(cfg), log_dir / "train", launcher, nproc,
+                     timeout_s=cfg.timeout_s)
     metrics = {**trained.result["metrics"], "launch_s": trained.wall_s, "log_dir": str(log_dir)}
     details = {**trained.result["details"], "allreduce": []}
     if cfg.allreduce and nproc > 1:
-        reduced = launch.launch("allreduce", ["--max-bytes", str(cfg.allreduce_max_bytes),
-                                              "--device", cfg.device, "--backend", cfg.backend,
-                                              "--timeout", str(cfg.timeout_s)],
-                                log_dir / "allreduce", launcher, nproc, timeout_s=cfg.timeout_s)
+        reduced = launch("allreduce", ["--max-bytes", str(cfg.allreduce_max_bytes),
+                                       "--device", cfg.device, "--backend", cfg.backend,
+                                       "--timeout", str(cfg.timeout_s)],
+                         log_dir / "allreduce", launcher, nproc, timeout_s=cfg.timeout_s)
         ar = reduced.result["metrics"]
         metrics.update(busbw_gbps=ar["busbw_gbps"], algbw_gbps=ar["algbw_gbps"],
                        allreduce_latency_s=ar["latency_s"])

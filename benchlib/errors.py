@@ -1,4 +1,14 @@
-"""One base exception; the CLI prints its message as one line and exits with its code."""
+"""Every exception benchlib raises, in one place. One base class; the CLI prints its
+message as one line and exits with its code. A message names the parameter (or file,
+row, rank) first, then what is allowed or where to look."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# A process stopped by SIGTERM (Slurm's notice before it kills a job) after writing a
+# checkpoint: not a failure, run it again to resume (EX_TEMPFAIL, "try again").
+PREEMPTED_EXIT_CODE = 75
 
 
 class BenchlibError(Exception):
@@ -21,9 +31,42 @@ class ConfigError(UsageError, ValueError):
         super().__init__(f"{field}: {message}")
 
 
-# A process stopped by SIGTERM (Slurm's notice before it kills a job) after writing a
-# checkpoint: not a failure, run it again to resume (EX_TEMPFAIL, "try again").
-PREEMPTED_EXIT_CODE = 75
+class RecordError(BenchlibError, ValueError):
+    """A result record (or what a notebook published for one) that cannot be stored as
+    given: a bad status, a metric that clashes with a parameter, a value JSON cannot hold."""
+
+
+class LaunchError(BenchlibError):
+    """A rank failed or the run timed out; the message names where to look."""
+
+    def __init__(self, message: str, rank: int | None = None, host: str | None = None,
+                 exit_code: int | None = None, log_path: Path | None = None):
+        self.rank, self.host, self.exit_code, self.log_path = rank, host, exit_code, log_path
+        super().__init__(message)
+
+
+class RankError(BenchlibError):
+    """A rank found its run in a state it cannot go on from (placed at another rank than
+    the launcher said, a local rank it started failed, a collective gave a wrong sum)."""
+
+
+class InjectedFailure(Exception):
+    """A failure asked for on purpose (`--fail-at-step`): notebook 35 and the tests. Not a
+    BenchlibError on purpose: it must fail the way an unexpected error does (traceback in
+    the rank's log, exit code 1), since that is what it stands in for."""
+
+
+class SlurmError(BenchlibError):
+    """sbatch / squeue / scontrol said no."""
+
+
+class Preempted(Exception):
+    """All ranks stopped at a step boundary after SIGTERM; the checkpoint is written.
+    Not a failure: the worker exits with PREEMPTED_EXIT_CODE, run it again to resume."""
+
+    def __init__(self, step: int, path: Path):
+        self.step, self.path = step, path
+        super().__init__(f"preempted at step {step}: checkpoint {path}")
 
 
 class UnreadableRecord(BenchlibError):

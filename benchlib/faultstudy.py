@@ -11,8 +11,10 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib import launch, paths, results
+from benchlib import paths, results
 from benchlib.config import ElasticConfig
+from benchlib.launch.launcher import launch
+from benchlib.studies import checks
 
 
 @dataclass
@@ -38,14 +40,22 @@ def worker_args(cfg: ElasticConfig, checkpoints: str, fail: bool) -> list[str]:
 def _launch(cfg: ElasticConfig, run_dir, fail: bool) -> dict[str, Any]:
     checkpoints = run_dir / "checkpoints"
     shutil.rmtree(checkpoints, ignore_errors=True)  # a fresh run, not a resume of the last one
-    out = launch.launch("elastic", worker_args(cfg, str(checkpoints), fail), run_dir / "logs",
-                        "torchrun", cfg.nproc_per_node, timeout_s=cfg.timeout_s,
-                        max_restarts=cfg.max_restarts)
+    out = launch("elastic", worker_args(cfg, str(checkpoints), fail), run_dir / "logs",
+                 "torchrun", cfg.nproc_per_node, timeout_s=cfg.timeout_s,
+                 max_restarts=cfg.max_restarts)
     return {**out.result, "wall_s": out.wall_s}
 
 
+def preflight(cfg: ElasticConfig) -> None:
+    """Where the row runs: the device, one rank per device, the data prepared."""
+    cuda = checks.device_and_backend(cfg.device, "auto")
+    checks.ranks_fit("nproc_per_node", cfg.nproc_per_node, cuda)
+    if cfg.dataset != "dummy":
+        checks.data_prepared(cfg.path, cfg.dataset)
+
+
 def run(cfg: ElasticConfig, run_id: str = "interactive") -> FaultResult:
-    cfg.check_runtime()
+    preflight(cfg)
     root = paths.outputs_dir() / "logs" / run_id
     faulty = _launch(cfg, root / "interrupted", fail=True)
     metrics = {**results.without_params(faulty["metrics"], cfg), "launch_s": faulty["wall_s"],

@@ -14,8 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib import launch, paths, reference
+from benchlib import paths, reference
 from benchlib.config import FrameworkConfig
+from benchlib.distributed.device import check_precision
+from benchlib.errors import ConfigError
+from benchlib.launch.launcher import launch
+from benchlib.studies import checks
 
 
 @dataclass
@@ -48,11 +52,31 @@ def mfu(samples_per_s: float, devices: int, flops_per_sample: float, device_name
     return samples_per_s / devices * flops_per_sample / peak[0], peak[1]
 
 
+def preflight(cfg: FrameworkConfig) -> None:
+    """Where the row runs: device, precision and backend, one rank per device, and an
+    image folder big enough for the skipped, warm-up and timed steps."""
+    cuda = checks.device_and_backend(cfg.device, cfg.backend)
+    check_precision(cfg.precision, "cuda" if cuda else "cpu")
+    visible = checks.visible_devices(cuda)
+    if cfg.nproc_per_node > visible:
+        what = "GPUs are visible" if cuda else "CPU cores are there (one rank each)"
+        raise ConfigError("nproc_per_node", f"{cfg.nproc_per_node} asked for, but only "
+                          f"{visible} {what}")
+    if cfg.dataset == "imagefolder":
+        have = checks.data_prepared(cfg.path, "imagefolder")["samples"]["train"]
+        steps = have // (cfg.batch_size * cfg.nproc_per_node)
+        if steps < cfg.steps:
+            raise ConfigError("timed_steps", f"the image folder has {have} training images: "
+                              f"{steps} steps of batch {cfg.batch_size} x {cfg.nproc_per_node}, "
+                              f"fewer than the {cfg.steps} skipped, warm-up and timed steps; "
+                              "use more images or fewer steps")
+
+
 def run(cfg: FrameworkConfig, run_id: str = "interactive") -> FrameworkResult:
-    cfg.check_runtime()
+    preflight(cfg)
     strategy, launcher = ("ddp", cfg.launcher) if cfg.nproc_per_node > 1 else ("single", "single")
-    out = launch.launch(strategy, trainer_args(cfg), paths.outputs_dir() / "logs" / run_id,
-                        launcher, cfg.nproc_per_node, timeout_s=cfg.timeout_s)
+    out = launch(strategy, trainer_args(cfg), paths.outputs_dir() / "logs" / run_id,
+                 launcher, cfg.nproc_per_node, timeout_s=cfg.timeout_s)
     m = dict(out.result["metrics"])
     m["mfu"], m["mfu_peak_source"] = mfu(m["samples_per_s"], m["world_size"],
                                           m["flops_per_sample"], m["device_name"], cfg.precision)
@@ -89,14 +113,14 @@ def jax_skipped(cfg: FrameworkConfig) -> str | None:
 
 def run_jax(cfg: FrameworkConfig, run_id: str) -> dict[str, Any]:
     """The same ResNet, batch, image size, learning rate and timing window in plain JAX
-    (benchlib.jaxresnet), as a subprocess; its metrics prefixed `jax_`, and the ratio."""
+    (benchlib.core.jaxresnet), as a subprocess; its metrics prefixed `jax_`, and the ratio."""
     args = ["--arch", cfg.arch, "--batch-size", str(cfg.batch_size), "--image-size",
             str(cfg.image_size), "--skip-steps", str(cfg.skip_steps), "--warmup-steps",
             str(cfg.warmup_steps), "--timed-steps", str(cfg.timed_steps), "--repeats",
             str(cfg.repeats), "--lr", str(learning_rate(cfg)), "--seed", str(cfg.seed),
             "--precision", cfg.precision]
-    out = launch.launch("jax_resnet", args, paths.outputs_dir() / "logs" / run_id / "jax",
-                        "single", timeout_s=cfg.timeout_s)
+    out = launch("jax_resnet", args, paths.outputs_dir() / "logs" / run_id / "jax",
+                 "single", timeout_s=cfg.timeout_s)
     m = out.result["metrics"]
     keep = ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "step_s", "compile_s",
             "jax_version", "jax_backend", "device_name")

@@ -20,12 +20,15 @@ from typing import Any
 
 import torch
 
-from benchlib import loops, paths, storage
+from benchlib import paths
 from benchlib.config import IOConfig
-from benchlib.dist import device_for
+from benchlib.core import loops
+from benchlib.core.models import build_model
+from benchlib.core.timing import summarize
+from benchlib.data import storage
+from benchlib.distributed.device import check_device, device_for
 from benchlib.errors import ConfigError
-from benchlib.models import build_model
-from benchlib.timing import summarize
+from benchlib.studies import checks
 
 
 def device_name(device: torch.device) -> str:
@@ -49,8 +52,14 @@ def _stepper(cfg: IOConfig, device: torch.device, seed: int) -> loops.Stepper:
     return loops.Stepper(cfg.mode, device, model, cfg.lr)
 
 
+def preflight(cfg: IOConfig) -> None:
+    """Where the row runs: the device is there and the data set prepared."""
+    check_device(cfg.device)
+    checks.data_prepared(cfg.path, cfg.dataset)
+
+
 def run(cfg: IOConfig, run_id: str = "interactive") -> IOResult:
-    cfg.check_runtime()
+    preflight(cfg)
     device = device_for(cfg.device)
     prepared = storage.prepare(cfg.dataset, cfg.variant, cfg.path)
     steps_per_epoch = math.ceil(prepared.samples / cfg.batch_size)

@@ -9,10 +9,14 @@ for raw DDP, `srun python` with one task per device for Lightning.
 
 from __future__ import annotations
 
-from benchlib import launch, paths, results
+from benchlib import paths, results
 from benchlib.config import MultinodeConfig
+from benchlib.core.timing import summarize
 from benchlib.ddpstudy import DistResult, trainer_args
-from benchlib.timing import summarize
+from benchlib.errors import LaunchError
+from benchlib.launch.launcher import launch
+from benchlib.slurm.capacity import check_layout
+from benchlib.studies import checks
 
 _DDP_ONLY = ("--backend", "--log-interval")  # the Lightning worker picks these itself
 
@@ -27,18 +31,30 @@ def worker_args(cfg: MultinodeConfig) -> list[str]:
     return args
 
 
+def preflight(cfg: MultinodeConfig) -> None:
+    """Where the row runs. Locally: the ranks fit this host and an epoch has a timed step.
+    Under Slurm (`launcher: srun`) the layout Slurm must start; the partition's capacity
+    is the Slurm sweep's check, made once before it submits."""
+    if cfg.launcher == "srun":
+        check_layout(cfg.trainer, cfg.nnodes, cfg.nproc_per_node, gpu=cfg.device == "gpu")
+        return
+    cuda = checks.device_and_backend(cfg.device, cfg.backend)
+    checks.ranks_fit("nproc_per_node", cfg.world_size, cuda)
+    checks.steps_fit(cfg, cfg.batch_size * cfg.world_size)
+
+
 def run(cfg: MultinodeConfig, run_id: str = "interactive") -> DistResult:
     """`repeats` launches; their epochs pooled into one spread (seed 000's --repeats)."""
-    cfg.check_runtime()
+    preflight(cfg)
     log_dir = paths.outputs_dir() / "logs" / run_id
     module = "lightning" if cfg.trainer == "lightning" else "ddp"
     launches, epochs = [], []
     for repeat in range(cfg.repeats):
         where = log_dir / ("train" if cfg.repeats == 1 else f"train-{repeat}")
-        trained = launch.launch(module, worker_args(cfg), where, cfg.launcher,
-                                cfg.nproc_per_node, timeout_s=cfg.timeout_s, nnodes=cfg.nnodes,
-                                join_timeout_s=cfg.join_timeout_s,
-                                srun_torchrun=cfg.trainer == "ddp")
+        trained = launch(module, worker_args(cfg), where, cfg.launcher,
+                         cfg.nproc_per_node, timeout_s=cfg.timeout_s, nnodes=cfg.nnodes,
+                         join_timeout_s=cfg.join_timeout_s,
+                         srun_torchrun=cfg.trainer == "ddp")
         launches.append((trained.result["metrics"], trained.wall_s))
         epochs += [{**e, "repeat": repeat} for e in trained.result["details"]["epochs"]]
     metrics = {**launches[0][0], "log_dir": str(log_dir),
@@ -48,8 +64,8 @@ def run(cfg: MultinodeConfig, run_id: str = "interactive") -> DistResult:
                "launch_retries": sum(m.get("launch_retries", 0) for m, _ in launches)}
     metrics = results.without_params(metrics, cfg)
     if metrics["world_size"] != cfg.world_size:
-        raise RuntimeError(f"world_size: the run had {metrics['world_size']} ranks, "
-                           f"{cfg.nnodes} x {cfg.nproc_per_node} = {cfg.world_size} were asked for")
+        raise LaunchError(f"world_size: the run had {metrics['world_size']} ranks, "
+                          f"{cfg.nnodes} x {cfg.nproc_per_node} = {cfg.world_size} were asked for")
     return DistResult(metrics, {"epochs": epochs})
 
 

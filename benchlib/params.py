@@ -26,7 +26,8 @@ from typing import Any
 import yaml
 
 from benchlib import paths
-from benchlib.config import CONFIGS, check_type
+from benchlib.config import CONFIGS
+from benchlib.config.base import check_type
 from benchlib.errors import ConfigError, UsageError
 from benchlib.results import run_id_for
 
@@ -93,10 +94,9 @@ def find_notebook(name: str, where: str) -> Path:
     raise UsageError(f"{where}: notebook: {name!r} not found; known: {', '.join(known)}")
 
 
-def check_row(spec: NotebookSpec, overrides: dict[str, Any], where: str,
-              runtime: bool = True) -> dict[str, Any]:
-    """The row's full parameters, or a UsageError naming the row, parameter and what is allowed.
-    `runtime` adds the checks that need this machine (data there, device there)."""
+def check_row(spec: NotebookSpec, overrides: dict[str, Any], where: str) -> dict[str, Any]:
+    """The row's full parameters, or a UsageError naming the row, parameter and what is
+    allowed. Values only: what needs the machine is `preflight`, where the row runs."""
     for name, value in overrides.items():
         if name not in spec.parameters:
             raise UsageError(f"{where}: {name}: not a parameter of {spec.path.name}; "
@@ -111,9 +111,7 @@ def check_row(spec: NotebookSpec, overrides: dict[str, Any], where: str,
             raise UsageError(f"{spec.path.name}: metadata names config {spec.config!r}; "
                              f"known: {', '.join(CONFIGS)}")
         try:
-            config = CONFIGS[spec.config].from_params(params)
-            if runtime:
-                config.check_runtime()
+            CONFIGS[spec.config].from_params(params)
         except UsageError as e:
             raise UsageError(f"{where}: {e}") from e
     return params
@@ -193,6 +191,25 @@ def load_plan(file: str | Path) -> list[Row]:
             raise UsageError(f"{r.source}: same study and parameters as {seen[r.run_id]}")
         seen[r.run_id] = r.source
     return rows
+
+
+def preflight(rows: list[Row]) -> None:
+    """Each row's study preflight, run on this machine before any row runs here (a local
+    sweep or `benchlib run`): a GPU that is not there, data not prepared, more ranks than
+    devices end here with the row named. A Slurm sweep leaves them to its array tasks."""
+    from benchlib import studies
+
+    configs: dict[Path, str | None] = {}
+    for row in rows:
+        if row.notebook not in configs:
+            configs[row.notebook] = NotebookSpec.read(row.notebook).config
+        name = configs[row.notebook]
+        if name is None:
+            continue
+        try:
+            studies.preflight(CONFIGS[name].from_params(row.params))
+        except UsageError as e:
+            raise UsageError(f"{row.source}: {e}") from e
 
 
 def single_row(notebook: str, overrides: dict[str, Any], study: str | None = None) -> Row:

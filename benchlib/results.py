@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import METHOD_VERSION, atomic
-from benchlib.errors import UnreadableRecord
+from benchlib.errors import RecordError, UnreadableRecord
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed")
@@ -60,7 +60,7 @@ def without_params(metrics: dict[str, Any], params: Any) -> dict[str, Any]:
         if name not in fields:
             out[name] = value
         elif value != getattr(params, name, fields[name]):
-            raise ValueError(f"{name}: the run reported {value!r}, "
+            raise RecordError(f"{name}: the run reported {value!r}, "
                              f"{getattr(params, name, fields[name])!r} was asked for")
     return out
 
@@ -71,10 +71,10 @@ def make_record(*, run_id: str, study: str, notebook: str, params: dict, env: di
                 executed_notebook: str | None = None,
                 executor: dict | None = None) -> dict[str, Any]:
     if status not in STATUSES:
-        raise ValueError(f"status: {status!r} is not one of {', '.join(STATUSES)}")
+        raise RecordError(f"status: {status!r} is not one of {', '.join(STATUSES)}")
     clash = sorted(set(metrics or {}) & set(params))
     if clash:
-        raise ValueError(f"metrics: {', '.join(clash)} already name parameters; rename the metric")
+        raise RecordError(f"metrics: {', '.join(clash)} already name parameters; rename the metric")
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
@@ -97,7 +97,7 @@ def make_record(*, run_id: str, study: str, notebook: str, params: dict, env: di
 def write_record(results_dir: Path, record: dict[str, Any]) -> Path:
     missing = [k for k in REQUIRED if k not in record]
     if missing:
-        raise ValueError(f"record: missing {', '.join(missing)}")
+        raise RecordError(f"record: missing {', '.join(missing)}")
     return atomic.write_json(record_path(results_dir, record["study"], record["run_id"]), record)
 
 
@@ -215,7 +215,7 @@ def publish(metrics: dict[str, Any], details: dict[str, Any] | None = None) -> d
     payload = atomic.to_jsonable({"metrics": metrics, "details": details or {}})
     for name, value in payload["metrics"].items():
         if not (value is None or isinstance(value, (int, float, str, bool))):
-            raise TypeError(f"metrics: {name} must be a number or a string, got {value!r}")
+            raise RecordError(f"metrics: {name} must be a number or a string, got {value!r}")
     target = os.environ.get(METRICS_FILE_VAR)
     if target:
         atomic.write_json(Path(target), payload)

@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchlib import atomic, envinfo, results
+from benchlib import atomic, results
+from benchlib.core import envinfo
+from benchlib.errors import RecordError
 from benchlib.params import Row
 
 KERNEL = "python3"  # jupyter_client runs it with this interpreter, so .venv's packages
@@ -140,9 +142,9 @@ def run_row(row: Row, outputs: Path, executor: dict[str, Any] | None = None) -> 
         record = results.make_record(
             **fields, status="failed" if error else "ok", error=error,
             metrics=published.get("metrics"), details=published.get("details"))
-    except ValueError as e:  # what the notebook published cannot be stored as given
+    except RecordError as e:  # what the notebook published cannot be stored as given
         record = results.make_record(
-            **fields, status="failed", error={"type": "ValueError", "message": str(e)})
+            **fields, status="failed", error={"type": "RecordError", "message": str(e)})
     results.write_record(outputs / "results", record)
     return record
 

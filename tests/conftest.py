@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import envinfo
+from benchlib.core import envinfo
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIVIAL = ROOT / "benchlib" / "resources" / "trivial.ipynb"
@@ -36,11 +36,11 @@ def write_params(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
 def small_data(tmp_path_factory) -> Path:
     """All data sets, generated once for the session: 600 FashionMNIST, 300 MyDataSet,
     256 CIFAR-10."""
-    from benchlib import data
+    from benchlib.data import prepare
     from benchlib.config import DataPrepConfig
 
     path = tmp_path_factory.mktemp("data")
-    data.prepare(DataPrepConfig(path=str(path), size=300, fashion_size=600, cifar_size=256,
+    prepare.prepare(DataPrepConfig(path=str(path), size=300, fashion_size=600, cifar_size=256,
                                 imagefolder_size=40,
                                 offline=True))
     return path

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from torchvision.datasets import FashionMNIST
 
-from benchlib import data
+from benchlib.data import datasets, prepare
+from benchlib.data import manifest as data_manifest
 from benchlib.cli import main
 from benchlib.config import DataPrepConfig
 from benchlib.errors import ConfigError, UsageError
@@ -14,7 +15,7 @@ from benchlib.errors import ConfigError, UsageError
 def prep(path, **kw):
     cfg = DataPrepConfig(path=str(path), **{"size": 500, "fashion_size": 1200, "cifar_size": 50,
                                             "imagefolder_size": 20, "offline": True, **kw})
-    return data.prepare(cfg)
+    return prepare.prepare(cfg)
 
 
 def test_offline_fashion_mnist_loads_through_torchvision_with_real_shapes(tmp_path):
@@ -50,7 +51,7 @@ def test_idx_header_is_big_endian_magic_and_dims(tmp_path):
 
 def test_mydataset_is_float32_28x28_with_labels_0_to_9(tmp_path):
     prep(tmp_path, dataset="mydataset", size=321)
-    x, y = data.load_mydataset(tmp_path)
+    x, y = datasets.load_mydataset(tmp_path)
     assert x.shape == (321, 28, 28) and x.dtype == np.float32
     assert 0.0 <= x.min() and x.max() < 1.0
     assert y.dtype == np.int64 and set(np.unique(y)) <= set(range(10))
@@ -63,7 +64,7 @@ def test_manifest_records_source_samples_bytes_and_checksum(tmp_path):
     fm = manifest["fashion-mnist"]
     assert fm["source"] == "generated" and fm["samples"] == {"train": 1200, "test": 200}
     assert fm["bytes"] == sum((tmp_path / f).stat().st_size for f in fm["files"])
-    assert fm["sha256"] == data._sha256(tmp_path, fm["files"])
+    assert fm["sha256"] == data_manifest._sha256(tmp_path, fm["files"])
     assert manifest["mydataset"]["samples"] == {"train": 500}
 
 
@@ -79,7 +80,7 @@ def test_same_seed_gives_identical_files_and_a_second_prepare_reuses_them(tmp_pa
 def test_changed_size_regenerates(tmp_path):
     prep(tmp_path, dataset="mydataset", size=100)
     prep(tmp_path, dataset="mydataset", size=200)
-    assert data.load_mydataset(tmp_path)[0].shape[0] == 200
+    assert datasets.load_mydataset(tmp_path)[0].shape[0] == 200
 
 
 def test_no_network_falls_back_to_offline_generation_with_a_message(tmp_path, monkeypatch, capsys):
@@ -93,7 +94,7 @@ def test_no_network_falls_back_to_offline_generation_with_a_message(tmp_path, mo
 
 def test_describe_a_missing_data_set_suggests_benchlib_data(tmp_path):
     with pytest.raises(UsageError, match=r"has no mydataset data; run `python -m benchlib data --path"):
-        data.describe(tmp_path, "mydataset")
+        data_manifest.describe(tmp_path, "mydataset")
 
 
 @pytest.mark.parametrize("field, value, message", [

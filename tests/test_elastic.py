@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import checkpoint, elastic, launch
+from benchlib.core.models import ToyNet
 from benchlib.errors import PREEMPTED_EXIT_CODE
-from benchlib.models import ToyNet
+from benchlib.launch.argv import torchrun_argv
+from benchlib.launch.launcher import free_port
+from benchlib.trainers import checkpoint, elastic
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 PROG = "benchlib.workers.elastic"
@@ -46,7 +48,7 @@ def dummy_args(out: Path, *extra: str) -> list[str]:
 
 
 def torchrun(args: list[str], max_restarts: int) -> subprocess.CompletedProcess:
-    argv = launch.torchrun_argv("elastic", args, 2, launch.free_port(), max_restarts=max_restarts)
+    argv = torchrun_argv("elastic", args, 2, free_port(), max_restarts=max_restarts)
     return subprocess.run(argv, check=False, env=ENV, capture_output=True, text=True, timeout=240)
 
 
@@ -123,7 +125,7 @@ def test_sigterm_to_one_rank_stops_both_at_one_step_and_the_restart_redoes_nothi
         small_data, tmp_path):
     args = fashion_args(small_data, tmp_path, "--epochs", "6", "--max-steps", "0",
                         "--checkpoint-every", "0")
-    argv = launch.torchrun_argv("elastic", args, 2, launch.free_port(), max_restarts=1)
+    argv = torchrun_argv("elastic", args, 2, free_port(), max_restarts=1)
     proc = subprocess.Popen(argv, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_steps(tmp_path / "ckpt", 3, proc)

@@ -3,7 +3,7 @@ import os
 import platform
 import socket
 
-from benchlib import envinfo
+from benchlib.core import envinfo
 from benchlib.cli import main
 
 

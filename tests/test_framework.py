@@ -5,11 +5,12 @@ import math
 import pytest
 import torch
 
-from benchlib import frameworkstudy, loops, reference
+from benchlib import frameworkstudy, reference
 from benchlib.config import FrameworkConfig
+from benchlib.core import loops
+from benchlib.core.models import build_model
 from benchlib.errors import ConfigError, UsageError
-from benchlib.models import build_model
-from benchlib.trainer import training_flops_per_sample
+from benchlib.trainers.ddp import training_flops_per_sample
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 
@@ -96,14 +97,14 @@ def test_framework_config_refuses_bad_values(kw, message):
 @NO_CUDA
 def test_what_this_machine_cannot_run_is_refused_before_launch(kw, message):
     with pytest.raises(UsageError, match=message):
-        FrameworkConfig(**{"device": "cpu", **kw}).check_runtime()
+        frameworkstudy.preflight(FrameworkConfig(**{"device": "cpu", **kw}))
 
 
 def test_an_image_folder_too_small_for_the_window_is_refused(small_data):
     cfg = FrameworkConfig(path=str(small_data), dataset="imagefolder", device="cpu", batch_size=8)
     with pytest.raises(ConfigError, match="the image folder has 40 training images: 5 steps of "
                                           "batch 8 x 1, fewer than the 125"):
-        cfg.check_runtime()
+        frameworkstudy.preflight(cfg)
 
 
 def test_amp_bf16_and_channels_last_train_on_cpu():

@@ -5,7 +5,8 @@ import sys
 import pytest
 import torch
 
-from benchlib import allocator, iostudy
+from benchlib import iostudy
+from benchlib.core import allocator
 from benchlib.cli import main
 from benchlib.config import IOConfig
 from benchlib.errors import ConfigError, UsageError

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torchvision
 
-from benchlib import jaxresnet
+from benchlib.core import jaxresnet
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER = [sys.executable, "-m", "benchlib.workers.jax_resnet"]

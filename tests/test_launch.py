@@ -8,8 +8,9 @@ import time
 import psutil
 import pytest
 
-from benchlib import launch
-from benchlib.errors import UsageError
+from benchlib.errors import LaunchError, UsageError
+from benchlib.launch.launcher import free_port, launch
+from benchlib.launch.supervise import start as start_process, supervise
 from benchlib.workers.allreduce import bus_factor
 
 
@@ -21,8 +22,8 @@ def train_args(small_data, *extra):
 
 @pytest.mark.parametrize("launcher", ["torchrun", "mp_spawn", "tcp"])
 def test_two_rank_ddp_runs_with_each_launcher(small_data, tmp_path, launcher):
-    out = launch.launch("ddp", train_args(small_data), tmp_path / "logs", launcher, nproc=2,
-                        timeout_s=120)
+    out = launch("ddp", train_args(small_data), tmp_path / "logs", launcher, nproc=2,
+                 timeout_s=120)
     m = out.result["metrics"]
     assert m["world_size"] == 2 and m["backend_used"] == "gloo" and m["global_batch"] == 32
     assert m["samples_per_s"] > 0 and m["threads_per_rank"] == 1  # 2 cores / 2 ranks
@@ -35,9 +36,9 @@ def test_two_rank_ddp_runs_with_each_launcher(small_data, tmp_path, launcher):
 
 def test_a_failing_rank_stops_the_run_and_is_named_with_its_log(small_data, tmp_path):
     start = time.monotonic()
-    with pytest.raises(launch.LaunchError) as info:
-        launch.launch("ddp", train_args(small_data, "--fail-at-step", "3", "--fail-rank", "1"),
-                      tmp_path / "logs", "torchrun", nproc=2, timeout_s=120)
+    with pytest.raises(LaunchError) as info:
+        launch("ddp", train_args(small_data, "--fail-at-step", "3", "--fail-rank", "1"),
+               tmp_path / "logs", "torchrun", nproc=2, timeout_s=120)
     err = info.value
     assert time.monotonic() - start < 60
     assert err.rank == 1 and err.exit_code == 1 and err.host == socket.gethostname()
@@ -58,10 +59,10 @@ def test_a_failing_rank_stops_the_run_and_is_named_with_its_log(small_data, tmp_
 @pytest.mark.parametrize("launcher", ["torchrun", "tcp"])
 def test_a_killed_rank_is_named_not_the_rank_it_left_failing(small_data, tmp_path, launcher):
     """SIGKILL (the OOM killer) leaves no mark; rank 0 then fails in gloo and leaves one."""
-    with pytest.raises(launch.LaunchError) as info:
-        launch.launch("ddp", train_args(small_data, "--fail-at-step", "3", "--fail-rank", "1",
-                                        "--fail-how", "kill"),
-                      tmp_path / "logs", launcher, nproc=2, timeout_s=120)
+    with pytest.raises(LaunchError) as info:
+        launch("ddp", train_args(small_data, "--fail-at-step", "3", "--fail-rank", "1",
+                                 "--fail-how", "kill"),
+               tmp_path / "logs", launcher, nproc=2, timeout_s=120)
     err = info.value
     assert (err.rank, err.exit_code) == (1, -9), str(err)
     assert str(err).startswith(f"rank 1 on {socket.gethostname()} exited with code -9; log: ")
@@ -69,17 +70,17 @@ def test_a_killed_rank_is_named_not_the_rank_it_left_failing(small_data, tmp_pat
 
 
 def test_a_failing_tcp_rank_is_named(small_data, tmp_path):
-    with pytest.raises(launch.LaunchError, match=r"rank 0 on .* exited with code 1; log: .*rank0.log"):
-        launch.launch("ddp", train_args(small_data, "--fail-at-step", "2", "--fail-rank", "0"),
-                      tmp_path / "logs", "tcp", nproc=2, timeout_s=120)
+    with pytest.raises(LaunchError, match=r"rank 0 on .* exited with code 1; log: .*rank0.log"):
+        launch("ddp", train_args(small_data, "--fail-at-step", "2", "--fail-rank", "0"),
+               tmp_path / "logs", "tcp", nproc=2, timeout_s=120)
 
 
 def test_a_run_past_its_timeout_is_stopped(tmp_path):
     log = tmp_path / "sleep.log"
-    proc = launch._start([sys.executable, "-c", "import time; time.sleep(60)"], log, "sleeper", 0, None)
+    proc = start_process([sys.executable, "-c", "import time; time.sleep(60)"], log, "sleeper", 0, None)
     start = time.monotonic()
-    with pytest.raises(launch.LaunchError, match="timed out after 1 s; stopped all ranks"):
-        launch.supervise([proc], tmp_path, timeout_s=1)
+    with pytest.raises(LaunchError, match="timed out after 1 s; stopped all ranks"):
+        supervise([proc], tmp_path, timeout_s=1)
     assert time.monotonic() - start < 10 and proc.popen.poll() is not None
 
 
@@ -89,20 +90,20 @@ def test_a_port_in_use_or_out_of_range_is_refused_before_launch(tmp_path):
         s.listen()
         busy = s.getsockname()[1]
         with pytest.raises(UsageError, match=f"port: {busy} is in use on 127.0.0.1"):
-            launch.launch("doctor", [], tmp_path, "torchrun", nproc=2, port=busy)
+            launch("doctor", [], tmp_path, "torchrun", nproc=2, port=busy)
     with pytest.raises(UsageError, match="port: must be in 1024-65535, got 99999"):
-        launch.launch("doctor", [], tmp_path, "torchrun", nproc=2, port=99999)
+        launch("doctor", [], tmp_path, "torchrun", nproc=2, port=99999)
     with pytest.raises(UsageError, match="nproc: must be >= 1, got 0"):
-        launch.launch("doctor", [], tmp_path, "torchrun", nproc=0)
+        launch("doctor", [], tmp_path, "torchrun", nproc=0)
     assert not (tmp_path / "launcher.log").exists()
 
 
 def test_doctor_checks_the_sum_through_torchrun_and_tcp(tmp_path):
-    out = launch.launch("doctor", ["--device", "cpu"], tmp_path / "a", "torchrun", nproc=2,
-                        timeout_s=60)
+    out = launch("doctor", ["--device", "cpu"], tmp_path / "a", "torchrun", nproc=2,
+                 timeout_s=60)
     assert out.result["metrics"]["ok"] is True and out.result["metrics"]["latency_s"] > 0
     assert "all_reduce sum=3.0 expected=3.0" in out.result["details"]["line"]
-    port = launch.free_port()
+    port = free_port()
     ranks = [subprocess.Popen([sys.executable, "-m", "benchlib", "doctor", "--init-method",
                                f"tcp://127.0.0.1:{port}", "--rank", str(r), "--world-size", "2",
                                "--device", "cpu", "--timeout", "60"],
@@ -113,8 +114,8 @@ def test_doctor_checks_the_sum_through_torchrun_and_tcp(tmp_path):
 
 
 def test_allreduce_reports_busbw_as_nccl_tests_define_it(tmp_path):
-    out = launch.launch("allreduce", ["--device", "cpu", "--max-bytes", str(2**18), "--iters", "3"],
-                        tmp_path, "torchrun", nproc=2, timeout_s=60)
+    out = launch("allreduce", ["--device", "cpu", "--max-bytes", str(2**18), "--iters", "3"],
+                 tmp_path, "torchrun", nproc=2, timeout_s=60)
     sizes = out.result["details"]["sizes"]
     assert [r["bytes"] for r in sizes] == [1024, 4096, 16384, 65536, 262144]
     for r in sizes:
@@ -140,7 +141,7 @@ def test_cli_allreduce_bad_input_exits_2_before_launch(tmp_path, capsys, extra, 
 def test_a_rerun_does_not_read_the_last_runs_logs(tmp_path):
     (tmp_path / "launcher.log").write_text("host : old\n rank : 7 (local_rank: 7)\n exitcode : 3\n")
     (tmp_path / "rank7.log").write_text("old failure")
-    launch.launch("doctor", ["--device", "cpu"], tmp_path, "torchrun", nproc=2, timeout_s=60)
+    launch("doctor", ["--device", "cpu"], tmp_path, "torchrun", nproc=2, timeout_s=60)
     assert not (tmp_path / "rank7.log").exists()
     assert "exitcode : 3" not in (tmp_path / "launcher.log").read_text()
 
@@ -149,9 +150,9 @@ def test_ranks_die_with_the_process_that_launched_them(tmp_path):
     parent = subprocess.Popen([sys.executable, "-c", f"""
 import sys, time
 from pathlib import Path
-from benchlib import launch
-p = launch._start([sys.executable, "-c", "import time; time.sleep(120)"],
-                  Path({str(tmp_path / 'child.log')!r}), "child", 0, None)
+from benchlib.launch.supervise import start
+p = start([sys.executable, "-c", "import time; time.sleep(120)"],
+          Path({str(tmp_path / 'child.log')!r}), "child", 0, None)
 print(p.popen.pid, flush=True)
 time.sleep(120)
 """], stdout=subprocess.PIPE, text=True)
@@ -171,16 +172,16 @@ time.sleep(120)
 @pytest.mark.parametrize("launcher", ["torchrun", "tcp"])
 def test_a_rank_that_crashes_while_joining_is_retried_once(small_data, tmp_path, launcher):
     once = tmp_path / "aborted-once"
-    out = launch.launch("ddp", train_args(small_data, "--abort-in-init-once", str(once)),
-                        tmp_path / "logs", launcher, nproc=2, timeout_s=120)
+    out = launch("ddp", train_args(small_data, "--abort-in-init-once", str(once)),
+                 tmp_path / "logs", launcher, nproc=2, timeout_s=120)
     assert once.exists() and out.result["metrics"]["launch_retries"] == 1
     retries = (tmp_path / "logs" / "retries.log").read_text()
     assert "attempt 1: rank 1 on" in retries and "exited with code -6" in retries
 
 
 def test_a_rank_that_crashes_in_teardown_after_the_result_keeps_the_run(small_data, tmp_path):
-    out = launch.launch("ddp", train_args(small_data, "--abort-at-exit"), tmp_path / "logs", "tcp",
-                        nproc=2, timeout_s=120)
+    out = launch("ddp", train_args(small_data, "--abort-at-exit"), tmp_path / "logs", "tcp",
+                 nproc=2, timeout_s=120)
     m = out.result["metrics"]
     assert m["world_size"] == 2 and m["samples_per_s"] > 0 and m["launch_retries"] == 0
     assert m["teardown_crash"].startswith("rank 1 on ") and "exited with code -6" in m["teardown_crash"]
@@ -188,7 +189,7 @@ def test_a_rank_that_crashes_in_teardown_after_the_result_keeps_the_run(small_da
 
 
 def test_a_failure_after_joining_is_never_retried(small_data, tmp_path):
-    with pytest.raises(launch.LaunchError, match="rank 1"):
-        launch.launch("ddp", train_args(small_data, "--fail-at-step", "2", "--fail-rank", "1"),
-                      tmp_path / "logs", "torchrun", nproc=2, timeout_s=120)
+    with pytest.raises(LaunchError, match="rank 1"):
+        launch("ddp", train_args(small_data, "--fail-at-step", "2", "--fail-rank", "1"),
+               tmp_path / "logs", "torchrun", nproc=2, timeout_s=120)
     assert not (tmp_path / "logs" / "retries.log").exists()

@@ -13,10 +13,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from benchlib import launch
+from benchlib.distributed.lightning_env import global_rank, layout
 from benchlib.errors import UsageError
-from benchlib.lightning_trainer import global_rank, layout
-from benchlib.workers.common import JOINED
+from benchlib.launch.argv import torchrun_argv
+from benchlib.launch.launcher import free_port
+from benchlib.launch.protocol import JOINED
 
 WORKER = [sys.executable, "-m", "benchlib.workers.lightning"]
 LAYOUT_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK",
@@ -100,7 +101,7 @@ def test_one_process_measures_every_epoch_of_every_repeat(small_data, tmp_path):
 
 
 def test_lightnings_own_launcher_runs_two_nodes_of_one_process(small_data, tmp_path):
-    port = str(launch.free_port())
+    port = str(free_port())
     args = train_args(small_data, tmp_path, "--devices", "1", "--nnodes", "2")
     nodes = [(WORKER + args, clean_env(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, NODE_RANK=str(n)))
              for n in range(2)]
@@ -112,10 +113,10 @@ def test_lightnings_own_launcher_runs_two_nodes_of_one_process(small_data, tmp_p
 
 
 def test_torchrun_with_two_agents_runs_two_nodes(small_data, tmp_path):
-    port = launch.free_port()
+    port = free_port()
     args = train_args(small_data, tmp_path, "--devices", "1", "--nnodes", "2")
-    agents = [(launch.torchrun_argv("lightning", args, 1, port, nnodes=2, node_rank=n,
-                                    rdzv_id=f"test-{port}"), clean_env()) for n in range(2)]
+    agents = [(torchrun_argv("lightning", args, 1, port, nnodes=2, node_rank=n,
+                             rdzv_id=f"test-{port}"), clean_env()) for n in range(2)]
     m = result(tmp_path, run(agents, tmp_path))["metrics"]
     assert m["world_size"] == 2 and m["nnodes"] == 2 and m["backend_used"] == "gloo"
     assert m["cluster_environment"] == "TorchElasticEnvironment" and m["samples_per_s"] > 100
@@ -132,7 +133,7 @@ def slurm_env(procid: int, ntasks: int, per_node: int, nnodes: int, **extra: str
 
 
 def test_two_slurm_tasks_run_as_slurm_would_start_them(small_data, tmp_path):
-    port = str(launch.free_port())  # else Lightning derives it from the job id
+    port = str(free_port())  # else Lightning derives it from the job id
     args = train_args(small_data, tmp_path, "--devices", "2")
     tasks = [(WORKER + args, slurm_env(r, 2, 2, 1, MASTER_PORT=port)) for r in range(2)]
     m = result(tmp_path, run(tasks, tmp_path))["metrics"]
@@ -168,7 +169,7 @@ def test_a_failing_rank_stops_the_run_and_leaves_its_marker(small_data, tmp_path
     [code] = run([(WORKER + args, clean_env())], tmp_path, timeout_s=60)
     assert code != 0 and time.monotonic() - start < 60
     failed = json.loads((tmp_path / "rank1.failed").read_text())
-    assert failed["error"] == "RuntimeError: injected failure at step 3 on rank 1"
+    assert failed["error"] == "InjectedFailure: injected failure at step 3 on rank 1"
     log = (tmp_path / "rank1.log").read_text()
     assert log.startswith("rank 1/2 (local 1) on ") and "Traceback" in log
     assert "injected failure at step 3 on rank 1" in log

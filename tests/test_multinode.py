@@ -6,10 +6,15 @@ import time
 
 import pytest
 
-from benchlib import launch, slurm
+from benchlib import multinode
 from benchlib.config import MultinodeConfig
-from benchlib.errors import ConfigError, UsageError
+from benchlib.errors import ConfigError, LaunchError, UsageError
+from benchlib.launch.argv import local_env, torchrun_argv
+from benchlib.launch.launcher import free_port, launch
+from benchlib.launch.supervise import start as start_process, supervise
 from benchlib.multinode import worker_args
+from benchlib.slurm.capacity import check_layout
+from benchlib.slurm.sbatch import training_script
 
 
 def ddp_args(*extra):
@@ -19,8 +24,8 @@ def ddp_args(*extra):
 
 
 def test_two_torchrun_agents_form_one_job_of_two_nodes(tmp_path):
-    out = launch.launch("ddp", ddp_args(), tmp_path, "torchrun", nproc=1, nnodes=2,
-                        timeout_s=120, join_timeout_s=60)
+    out = launch("ddp", ddp_args(), tmp_path, "torchrun", nproc=1, nnodes=2,
+                 timeout_s=120, join_timeout_s=60)
     assert out.result["metrics"]["world_size"] == 2 and out.result["metrics"]["global_batch"] == 16
     for node in (0, 1):  # one agent per node, each with its own log
         assert (tmp_path / f"launcher-node{node}.log").exists()
@@ -28,14 +33,14 @@ def test_two_torchrun_agents_form_one_job_of_two_nodes(tmp_path):
 
 
 def test_a_node_that_never_joins_fails_within_the_join_timeout(tmp_path):
-    argv = launch.torchrun_argv("ddp", ddp_args(), 1, launch.free_port(), nnodes=2, node_rank=0,
-                                rdzv_id="lonely", join_timeout_s=5)
-    agent = launch._start(argv, tmp_path / "launcher-node0.log", "torchrun agent of node 0",
+    argv = torchrun_argv("ddp", ddp_args(), 1, free_port(), nnodes=2, node_rank=0,
+                         rdzv_id="lonely", join_timeout_s=5)
+    agent = start_process(argv, tmp_path / "launcher-node0.log", "torchrun agent of node 0",
                           None, None)
     start = time.monotonic()
-    with pytest.raises(launch.LaunchError, match=r"torchrun agent of node 0: not all 2 nodes "
+    with pytest.raises(LaunchError, match=r"torchrun agent of node 0: not all 2 nodes "
                        r"joined the rendezvous at 127\.0\.0\.1:\d+ within its join timeout"):
-        launch.supervise([agent], tmp_path, timeout_s=120)
+        supervise([agent], tmp_path, timeout_s=120)
     assert time.monotonic() - start < 60  # the 5 s join timeout, plus torchrun's start-up
 
 
@@ -43,21 +48,21 @@ def test_a_node_that_never_joins_fails_within_the_join_timeout(tmp_path):
 def test_launchers_of_one_node_refuse_several(tmp_path, launcher):
     with pytest.raises(UsageError, match=f"nnodes: {launcher} starts one node; for 2 use one of "
                                          "torchrun, lightning, srun"):
-        launch.launch("ddp", ddp_args(), tmp_path, launcher, nproc=1, nnodes=2)
+        launch("ddp", ddp_args(), tmp_path, launcher, nproc=1, nnodes=2)
     assert not (tmp_path / "rank0.log").exists()
 
 
 def test_srun_outside_a_slurm_job_is_refused(tmp_path, monkeypatch):
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     with pytest.raises(UsageError, match="launcher: srun needs a Slurm allocation"):
-        launch.launch("ddp", ddp_args(), tmp_path, "srun", nproc=1, nnodes=2)
+        launch("ddp", ddp_args(), tmp_path, "srun", nproc=1, nnodes=2)
 
 
 def test_local_launches_do_not_inherit_a_slurm_or_torchrun_layout():
     env = {"SLURM_PROCID": "3", "SLURM_NTASKS": "8", "RANK": "3", "LOCAL_RANK": "1",
            "TORCHELASTIC_RUN_ID": "x", "MASTER_ADDR": "n1", "PATH": "/bin", "OMP_NUM_THREADS": "2",
            "SLURMD_NODENAME": "n1"}
-    assert launch.local_env(env) == {"PATH": "/bin", "OMP_NUM_THREADS": "2"}
+    assert local_env(env) == {"PATH": "/bin", "OMP_NUM_THREADS": "2"}
 
 
 def test_multinode_config_names_what_to_change():
@@ -69,7 +74,7 @@ def test_multinode_config_names_what_to_change():
     with pytest.raises(ConfigError, match="nnodes: must be >= 1, got 0"):
         MultinodeConfig(nnodes=0)
     with pytest.raises(ConfigError, match="nproc_per_node: 64 ranks asked for on this host"):
-        MultinodeConfig(device="cpu", nnodes=2, nproc_per_node=32).check_runtime()
+        multinode.preflight(MultinodeConfig(device="cpu", nnodes=2, nproc_per_node=32))
 
 
 def test_lightning_gets_its_layout_and_not_the_ddp_only_flags():
@@ -83,44 +88,44 @@ def test_lightning_gets_its_layout_and_not_the_ddp_only_flags():
 
 def test_every_value_in_a_rendered_script_stays_a_string():
     hostile = "data; rm -rf ~ $(reboot) `id`"
-    text = slurm.training_script("ddp", 2, 4, ["--path", hostile], "logs/%j.log",
-                                 check_capacity=False)
+    text = training_script("ddp", 2, 4, ["--path", hostile], "logs/%j.log",
+                           check_capacity=False)
     srun_line = text.splitlines()[-1]
     assert shlex.split(srun_line)[-1] == hostile  # one argument, nothing for the shell
     assert '--rdzv-id "$SLURM_JOB_ID"' in srun_line  # benchlib's own shell, expanded by it
     assert '--rdzv-endpoint "$head_node:29500"' in srun_line
     with pytest.raises(ConfigError, match=r"partition: 'gpu; rm -rf ~' may only hold letters"):
-        slurm.training_script("ddp", 2, 4, [], "x.log", partition="gpu; rm -rf ~",
-                              check_capacity=False)
+        training_script("ddp", 2, 4, [], "x.log", partition="gpu; rm -rf ~",
+                        check_capacity=False)
 
 
 def test_rendered_scripts_start_one_agent_per_node_or_one_task_per_device():
-    ddp = slurm.training_script("ddp", 2, 4, [], "x.log", gpu=True, check_capacity=False)
+    ddp = training_script("ddp", 2, 4, [], "x.log", gpu=True, check_capacity=False)
     assert "#SBATCH --ntasks-per-node=1" in ddp and "#SBATCH --gpus-per-node=4" in ddp
     assert "torch.distributed.run --nnodes 2 --rdzv-backend c10d" in ddp
     assert "--kill-on-bad-exit=1" in ddp and "--nproc-per-node 4" in ddp
-    light = slurm.training_script("lightning", 2, 4, [], "x.log", requeue=True,
-                                  check_capacity=False)
+    light = training_script("lightning", 2, 4, [], "x.log", requeue=True,
+                            check_capacity=False)
     assert "#SBATCH --ntasks-per-node=4" in light and "#SBATCH --requeue" in light
     assert light.splitlines()[-1].endswith("-m benchlib.workers.lightning --devices 4 --nnodes 2")
-    elastic = slurm.training_script("elastic", 2, 4, [], "x.log", requeue=True, max_restarts=3,
-                                    check_capacity=False)
+    elastic = training_script("elastic", 2, 4, [], "x.log", requeue=True, max_restarts=3,
+                              check_capacity=False)
     assert "--max-restarts 3 -m benchlib.workers.elastic" in elastic and "#SBATCH --requeue" in elastic
 
 
 def test_layouts_that_would_hang_or_cannot_fit_are_refused_with_what_to_change():
     with pytest.raises(ConfigError, match="ntasks_per_node: 1 with devices 4: Lightning under "
                                           "Slurm starts one task per device; set ntasks-per-node = 4"):
-        slurm.check_layout("lightning", 2, 4, ntasks_per_node=1)
+        check_layout("lightning", 2, 4, ntasks_per_node=1)
     with pytest.raises(ConfigError, match="ntasks_per_node: 4 with devices 4: srun torchrun "
                                           "starts one agent per node"):
-        slurm.check_layout("ddp", 2, 4, ntasks_per_node=4)
+        check_layout("ddp", 2, 4, ntasks_per_node=4)
     with pytest.raises(ConfigError, match=r"world_size: 6 != nodes 2 x devices 4 = 8"):
-        slurm.check_layout("ddp", 2, 4, world_size=6)
+        check_layout("ddp", 2, 4, world_size=6)
     with pytest.raises(ConfigError, match="devices: 8 per node asked for, but the partition's "
                                           "smallest node has 4 GPUs; use devices <= 4"):
-        slurm.check_layout("lightning", 2, 8, gpu=True, capacity={"cpus": 64, "gpus": 4})
+        check_layout("lightning", 2, 8, gpu=True, capacity={"cpus": 64, "gpus": 4})
     with pytest.raises(ConfigError, match="nodes: 3 asked for, but the partition has 2; "
                                           "use nodes <= 2"):
-        slurm.check_layout("ddp", 3, 1, capacity={"nodes": 2, "cpus": 2, "gpus": 0})
-    assert slurm.check_layout("lightning", 2, 4, ntasks_per_node=4) == 4
+        check_layout("ddp", 3, 1, capacity={"nodes": 2, "cpus": 2, "gpus": 0})
+    assert check_layout("lightning", 2, 4, ntasks_per_node=4) == 4

@@ -97,3 +97,26 @@ def test_dry_run_lists_rows_and_runs_nothing(tmp_path, outputs, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and all(line.startswith("run  t/") for line in lines)
     assert not outputs.exists()
+
+
+def test_loading_a_plan_checks_values_only_and_preflight_asks_the_machine(tmp_path):
+    """A Slurm sweep loads its plan on a login node: nothing there may ask for the data
+    or a GPU; the row's preflight does, where the row runs."""
+    from benchlib.params import preflight
+
+    file = write_params(tmp_path, f"study: t\nnotebook: 10_single_device_io\n"
+                                  f"table: [{{path: {tmp_path / 'none'}, device: cpu}}]\n")
+    rows = load_plan(file)  # the data is not there: not this step's business
+    with pytest.raises(UsageError, match=r"row 1: path: .* has no fashion-mnist data"):
+        preflight(rows)
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a machine without CUDA")
+def test_sweep_executor_slurm_does_not_probe_this_machine(tmp_path, outputs, capsys, monkeypatch):
+    file = write_params(tmp_path, f"study: t\nnotebook: 10_single_device_io\n"
+                                  f"table: [{{path: {tmp_path / 'none'}, device: gpu}}]\n")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, no sinfo here
+    assert main(["sweep", str(file), "--executor", "slurm", "--dry-run"]) == 0
+    assert capsys.readouterr().out.startswith("run  t/")
+    assert main(["sweep", str(file), "--dry-run"]) == 2  # locally the row would run here
+    assert "row 1: device: gpu asked for, but torch" in capsys.readouterr().err

@@ -8,8 +8,9 @@ import pytest
 
 from benchlib import projection_check, reference
 from benchlib.errors import UsageError
-from benchlib.projection import (Inputs, default_sizes, exposed_comm_s, main, project,
+from benchlib.projection import (Inputs, default_sizes, exposed_comm_s, project,
                                  ring_allreduce_s, what_if)
+from benchlib.projection_cli import main
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "projection.md"
 RESNET50_BYTES = 4 * 25_557_032
@@ -190,3 +191,12 @@ def test_cli_projection_prints_inputs_with_sources_rows_and_what_ifs(capsys):
     assert re.search(r"overlap\s+0\s+default: nothing hidden", out)
     assert re.search(r"^\s*1024\s+128\s+153600\.0\s+442\.65\s+.*\binput$", out, re.M)
     assert "what if inter_bw=2x:" in out
+
+
+def test_benchlib_project_is_the_projection_command(capsys):
+    from benchlib.cli import main as benchlib
+
+    assert benchlib(["project", "--check-dlperf"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("median absolute error: ")
+    assert benchlib(["project", "--devices-per-node", "0"]) == 2
+    assert capsys.readouterr().err.startswith("benchlib project: ")

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from benchlib import atomic, results
+from benchlib.errors import RecordError
 
 
 def record(**kw):
@@ -26,12 +27,12 @@ def test_record_has_every_required_field_and_round_trips(tmp_path):
 
 
 def test_status_must_be_ok_or_failed():
-    with pytest.raises(ValueError, match="status: 'done' is not one of ok, failed"):
+    with pytest.raises(RecordError, match="status: 'done' is not one of ok, failed"):
         record(status="done")
 
 
 def test_a_metric_may_not_reuse_a_parameter_name():
-    with pytest.raises(ValueError, match="metrics: num_workers already name parameters"):
+    with pytest.raises(RecordError, match="metrics: num_workers already name parameters"):
         record(metrics={"num_workers": 3})
 
 
@@ -64,7 +65,7 @@ def test_an_interrupted_write_leaves_the_old_record_and_no_partial_file(tmp_path
 
 
 def test_an_unstorable_value_writes_nothing(tmp_path):
-    with pytest.raises(TypeError, match="cannot store object in a JSON record"):
+    with pytest.raises(RecordError, match="cannot store object in a JSON record"):
         results.write_record(tmp_path, record(metrics={"x": object()}))
     assert not (tmp_path / "s").exists() or not any((tmp_path / "s").iterdir())
 
@@ -94,7 +95,7 @@ def test_publish_writes_the_metrics_file_the_sweep_names(tmp_path, monkeypatch):
 
 def test_publish_refuses_a_non_scalar_metric(monkeypatch, tmp_path):
     monkeypatch.setenv(results.METRICS_FILE_VAR, str(tmp_path / "m.json"))
-    with pytest.raises(TypeError, match="metrics: per_step must be a number or a string"):
+    with pytest.raises(RecordError, match="metrics: per_step must be a number or a string"):
         results.publish({"per_step": [1, 2, 3]})
     assert not (tmp_path / "m.json").exists()
 

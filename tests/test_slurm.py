@@ -8,8 +8,9 @@ import time
 from pathlib import Path
 
 
-from benchlib import results, slurm_sweep
+from benchlib import results
 from benchlib.params import load_plan
+from benchlib.slurm import arrays
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -57,19 +58,19 @@ def test_rows_become_one_array_per_allocation_shape(tmp_path):
                                     "  - {trainer: lightning}\n"
                                     "  - {trainer: lightning, nproc_per_node: 2}\n"
                                     "  - {trainer: ddp, device: auto, nproc_per_node: 2}\n"))
-    groups = slurm_sweep.shape_groups(rows)  # a partition without GPUs: auto runs on CPU
+    groups = arrays.shape_groups([r.params for r in rows])  # a partition without GPUs: auto runs on CPU
     assert groups == {(2, 1, 0): [0, 2, 4], (1, 1, 0): [1], (2, 2, 0): [3]}
     shape = (2, 1, 0)
-    script = slurm_sweep.array_script(rows, groups[shape], shape, tmp_path, tmp_path, None, None)
+    script = arrays.array_script("mn_slurm", groups[shape], shape, tmp_path, tmp_path, None, None)
     assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n" in script
     assert "#SBATCH --array=0,2,4\n" in script and "#SBATCH --exclusive\n" in script
     assert "--gpus-per-node" not in script
     # where the partition has GPUs, a device: auto row asks for one per rank on each node
-    groups = slurm_sweep.shape_groups(rows, partition_gpus=4)
+    groups = arrays.shape_groups([r.params for r in rows], partition_gpus=4)
     assert groups[(2, 1, 2)] == [4]
-    script = slurm_sweep.array_script(rows, [4], (2, 1, 2), tmp_path, tmp_path, None, None)
+    script = arrays.array_script("mn_slurm", [4], (2, 1, 2), tmp_path, tmp_path, None, None)
     assert "#SBATCH --gpus-per-node=2\n" in script
-    assert slurm_sweep.index_ranges([8, 0, 1, 2, 5, 7]) == "0-2,5,7-8"
+    assert arrays.index_ranges([8, 0, 1, 2, 5, 7]) == "0-2,5,7-8"
 
 
 def test_a_sweep_runs_as_job_arrays_and_its_rows_use_srun_over_the_allocation(

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from benchlib import storage
-from benchlib.config import IO_DATASETS, VARIANTS
+from benchlib.data import storage
+from benchlib.config.choices import IO_DATASETS, VARIANTS
 from benchlib.errors import UsageError
 
 
@@ -21,7 +21,7 @@ def test_every_variant_yields_the_same_sample_and_label_for_the_same_index(small
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_a_loader_batch_has_the_same_shape_for_every_variant(small_data, variant):
-    from benchlib.loops import make_loader
+    from benchlib.core.loops import make_loader
 
     prepared = storage.prepare("fashion-mnist", variant, small_data)
     loader = make_loader(prepared.dataset, prepared.collate_fn, 32, 0, torch.device("cpu"), 0)

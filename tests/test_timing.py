@@ -4,7 +4,7 @@ import time
 import numpy as np
 import pytest
 
-from benchlib.timing import StepClock, median_ci95, quantile, summarize
+from benchlib.core.timing import StepClock, median_ci95, quantile, summarize
 
 
 @pytest.mark.parametrize("q", [0.0, 0.1, 0.5, 0.9, 1.0])

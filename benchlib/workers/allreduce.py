@@ -14,7 +14,8 @@ import time
 import torch
 import torch.distributed as dist
 
-from benchlib.dist import DistEnv
+from benchlib.distributed.env import DistEnv
+from benchlib.errors import ConfigError
 from benchlib.workers.common import entry
 
 
@@ -32,8 +33,8 @@ def sizes(min_bytes: int, max_bytes: int) -> list[int]:
 
 def measure(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
     if not dist.is_initialized():
-        raise ValueError("world_size: all-reduce bandwidth needs at least 2 ranks "
-                         "(or one with --group-of-one: busbw is then 0, algbw the local copy)")
+        raise ConfigError("world_size", "all-reduce bandwidth needs at least 2 ranks (or one "
+                          "with --group-of-one: busbw is then 0, algbw the local copy)")
     rows = []
     for size in sizes(args.min_bytes, args.max_bytes):
         tensor = torch.ones(size // 4, dtype=torch.float32, device=device)

@@ -6,23 +6,25 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchlib import atomic, dist
+from benchlib.config.choices import BACKENDS, DEFAULT_PORT, DEVICES
+from benchlib.distributed.device import choose_backend, device_for
+from benchlib.distributed.env import DistEnv, from_tcp, resolve
+from benchlib.distributed.group import barrier_and_destroy, init
+from benchlib.launch import protocol
 
-JOINED = "joined the process group"
-Main = Callable[[argparse.Namespace, dist.DistEnv, Any, str], dict[str, Any]]
+Main = Callable[[argparse.Namespace, DistEnv, Any, str], dict[str, Any]]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("distributed")
-    g.add_argument("--device", default="auto", choices=["cpu", "gpu", "auto"])
-    g.add_argument("--backend", default="auto", choices=list(dist.BACKENDS))
+    g.add_argument("--device", default="auto", choices=DEVICES)
+    g.add_argument("--backend", default="auto", choices=list(BACKENDS))
     g.add_argument("--timeout", type=float, default=120.0,
                    help="seconds for the rendezvous and every collective")
     g.add_argument("--init-method", help="tcp://HOST:PORT, with --rank and --world-size")
@@ -31,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--local-rank", type=int, default=0,
                    help="with --init-method: this rank's GPU on its host (several ranks per host)")
     g.add_argument("--spawn", type=int, default=0, help="start this many ranks with mp.spawn")
-    g.add_argument("--master-port", type=int, default=dist.DEFAULT_PORT, help="for --spawn")
+    g.add_argument("--master-port", type=int, default=DEFAULT_PORT, help="for --spawn")
     g.add_argument("--nproc-per-node", type=int, help="for platform variables set per node")
     g.add_argument("--log-dir", help="each rank writes <log-dir>/rank<R>.log")
     g.add_argument("--result", help="rank 0 writes its result here (JSON)")
@@ -42,62 +44,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--abort-at-exit", action="store_true", help=argparse.SUPPRESS)  # in teardown
 
 
-def redirect_output(log_dir: str | None, rank: int) -> None:
-    """This rank's stdout and stderr, merged, into <log_dir>/rank<R>.log."""
-    if not log_dir:
-        return
-    path = Path(log_dir) / f"rank{rank}.log"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
-    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
-
-
-def mark_failed(log_dir: str | None, rank: int, error: BaseException) -> None:
-    """Leave <log_dir>/rank<R>.failed with the time of the failure: when one rank's
-    failure makes the others fail too, the launcher blames the earliest."""
-    if log_dir:
-        import time
-
-        atomic.write_json(Path(log_dir) / f"rank{rank}.failed",
-                          {"time": time.time(), "host": socket.gethostname(),
-                           "error": f"{type(error).__name__}: {error}"[:500]})
-
-
-def run_rank(main: Main, args: argparse.Namespace, env: dist.DistEnv) -> None:
-    redirect_output(args.log_dir, env.rank)
-    print(f"rank {env.rank}/{env.world_size} (local {env.local_rank}) on {socket.gethostname()}, "
-          f"from {env.source}, master {env.master_addr}:{env.master_port}", flush=True)
-    device = dist.device_for(args.device, env.local_rank)
-    backend = dist.choose_backend(device.type, args.backend)
+def run_rank(main: Main, args: argparse.Namespace, env: DistEnv) -> None:
+    protocol.redirect_output(args.log_dir, env.rank)
+    print(protocol.banner(env.rank, env.world_size, env.local_rank,
+                          f"from {env.source}, master {env.master_addr}:{env.master_port}"),
+          flush=True)
+    device = device_for(args.device, env.local_rank)
+    backend = choose_backend(device.type, args.backend)
     if args.abort_in_init_once and env.rank == 1 and not Path(args.abort_in_init_once).exists():
         Path(args.abort_in_init_once).touch()
         os.abort()  # what an init crash inside gloo/TCPStore looks like (SIGABRT)
     if env.world_size > 1 or args.group_of_one:
-        dist.init(env, backend, args.timeout)
-        print(f"{JOINED} ({backend})", flush=True)
+        init(env, backend, args.timeout)
+        print(f"{protocol.JOINED} ({backend})", flush=True)
     try:
         result = main(args, env, device, backend)
     except BaseException as e:
         traceback.print_exc()
         sys.stdout.flush()
-        mark_failed(args.log_dir, env.rank, e)
+        protocol.mark_failed(args.log_dir, env.rank, e)
         os._exit(1)  # do not wait in destroy_process_group for ranks that will never come
-    dist.barrier_and_destroy()
-    if env.rank == 0 and args.result:
-        atomic.write_json(Path(args.result), result)
+    barrier_and_destroy()
+    if env.rank == 0:
+        protocol.write_result(args.result, result)
     if args.abort_at_exit and env.rank == 1:
         os.abort()  # what gloo's teardown crash looks like (tests)
 
 
 def _spawned(local_rank: int, main: Main, args: argparse.Namespace) -> None:
-    env = dist.DistEnv(local_rank, local_rank, args.spawn, args.spawn, 0, "127.0.0.1",
-                       args.master_port, "mp_spawn")
+    env = DistEnv(local_rank, local_rank, args.spawn, args.spawn, 0, "127.0.0.1",
+                  args.master_port, "mp_spawn")
     run_rank(main, args, env)
 
 
@@ -113,10 +89,10 @@ def entry(main: Main, parser: argparse.ArgumentParser, argv: list[str] | None = 
             mp.spawn(_spawned, args=(main, args), nprocs=args.spawn, join=True)
             return 0
         if args.init_method:
-            env = dist.from_tcp(args.init_method, args.rank, args.world_size, args.local_rank)
+            env = from_tcp(args.init_method, args.rank, args.world_size, args.local_rank)
         else:
-            env = dist.resolve(nproc_per_node=args.nproc_per_node,
-                               local_rank=int(os.environ.get("LOCAL_RANK", 0)))
+            env = resolve(nproc_per_node=args.nproc_per_node,
+                          local_rank=int(os.environ.get("LOCAL_RANK", 0)))
         run_rank(main, args, env)
     except BenchlibError as e:
         print(f"{parser.prog}: {e}", file=sys.stderr)

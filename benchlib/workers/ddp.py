@@ -1,6 +1,7 @@
-"""`python -m benchlib.workers.ddp`: ddp training (see benchlib.trainer)."""
+"""`python -m benchlib.workers.ddp`: ddp training (see benchlib.trainers.ddp)."""
 
-from benchlib.trainer import main
+from benchlib.trainers.ddp import parser, train
+from benchlib.workers.common import entry
 
 if __name__ == "__main__":
-    raise SystemExit(main("ddp"))
+    raise SystemExit(entry(train, parser("ddp")))

@@ -16,7 +16,8 @@ import time
 import torch
 import torch.distributed as dist
 
-from benchlib.dist import DistEnv
+from benchlib.distributed.env import DistEnv
+from benchlib.errors import RankError
 from benchlib.workers.common import entry
 
 
@@ -48,7 +49,7 @@ def check(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
             f"doctor: {'OK' if ok else 'WRONG SUM'} world_size=1, no process group (nothing to reduce)")
     print(line, flush=True)
     if not ok:
-        raise RuntimeError(f"all_reduce gave {float(value[0])}, expected {expected}")
+        raise RankError(f"all_reduce gave {float(value[0])}, expected {expected}")
     return {"metrics": {"ok": ok, "world_size": n, "backend_used": backend, "latency_s": latency},
             "details": {"hosts": hosts, "line": line}}
 

@@ -21,15 +21,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
 import traceback
 from pathlib import Path
 
-from benchlib import atomic, checkpoint, dist, elastic, paths
-from benchlib.config import MODELS, PRECISIONS, check_precision, require_min
-from benchlib.errors import PREEMPTED_EXIT_CODE, BenchlibError, ConfigError, UsageError
-from benchlib.workers import common
+from benchlib import paths
+from benchlib.config.base import require_min
+from benchlib.config.choices import BACKENDS, DEVICES, MODELS, PRECISIONS
+from benchlib.distributed.device import check_precision, choose_backend, device_for
+from benchlib.distributed.env import DistEnv, resolve
+from benchlib.distributed.group import barrier_and_destroy, init
+from benchlib.errors import PREEMPTED_EXIT_CODE, BenchlibError, ConfigError, Preempted, UsageError
+from benchlib.launch import protocol
+from benchlib.trainers import checkpoint, elastic
 
 PROG = "benchlib.workers.elastic"
 DATASETS = ("imagefolder", "cifar10", "fashion-mnist", "mydataset")
@@ -76,22 +80,22 @@ def parser() -> argparse.ArgumentParser:
     d = p.add_argument_group("distributed")
     d.add_argument("--dist-init-method", default="torchrun", choices=["torchrun", "slurm"],
                    help="torchrun's variables (none: one process), or srun's SLURM_* (seed 001)")
-    d.add_argument("--device", default="auto", choices=["cpu", "gpu", "auto"])
-    d.add_argument("--backend", default="auto", choices=list(dist.BACKENDS))
+    d.add_argument("--device", default="auto", choices=DEVICES)
+    d.add_argument("--backend", default="auto", choices=list(BACKENDS))
     d.add_argument("--timeout", type=float, default=300.0, help="seconds, rendezvous and collectives")
     d.add_argument("--log-dir", help="each rank appends to <log-dir>/rank<R>.log")
     d.add_argument("--result", help="rank 0 writes the run's result here (JSON)")
     return p
 
 
-def resolve_env(method: str) -> dist.DistEnv:
+def resolve_env(method: str) -> DistEnv:
     if method == "slurm":
         if not {"SLURM_PROCID", "SLURM_NTASKS"} <= os.environ.keys():
             raise UsageError("dist_init_method: slurm needs SLURM_PROCID and SLURM_NTASKS; start "
                              "the ranks with srun, or use torchrun")
-        return dist.resolve({k: v for k, v in os.environ.items()
-                             if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")})
-    return dist.resolve(local_rank=int(os.environ.get("LOCAL_RANK", "0")))
+        return resolve({k: v for k, v in os.environ.items()
+                        if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")})
+    return resolve(local_rank=int(os.environ.get("LOCAL_RANK", "0")))
 
 
 def restart_count() -> int:
@@ -117,7 +121,8 @@ def build_data(args: argparse.Namespace):
     from torchvision import transforms
     from torchvision.datasets import FashionMNIST, ImageFolder
 
-    from benchlib import data, storage, trainer
+    from benchlib.data import datasets, manifest, storage
+    from benchlib.trainers import ddp
 
     path = args.data or args.path
     if args.dummy:
@@ -129,7 +134,7 @@ def build_data(args: argparse.Namespace):
                 storage.passthrough, shape)
     if args.dataset == "imagefolder":
         shape = (3, args.image_size, args.image_size)
-        norm = [transforms.ToTensor(), transforms.Normalize(trainer.IMAGENET_MEAN, trainer.IMAGENET_STD)]
+        norm = [transforms.ToTensor(), transforms.Normalize(ddp.IMAGENET_MEAN, ddp.IMAGENET_STD)]
         crop = [transforms.RandomResizedCrop(args.image_size), transforms.RandomHorizontalFlip()]
         center = [transforms.Resize(args.image_size * 256 // 224), transforms.CenterCrop(args.image_size)]
         train = ImageFolder(_class_folders(path, "train"),
@@ -137,7 +142,7 @@ def build_data(args: argparse.Namespace):
         val = ImageFolder(_class_folders(args.val_path, "val"), transforms.Compose(center + norm)) \
             if args.val_path else None
         return train, val, default_collate, shape
-    train, collate, shape = trainer.build_dataset(args.dataset, path, not args.no_augment)
+    train, collate, shape = ddp.build_dataset(args.dataset, path, not args.no_augment)
     if not args.val_path:
         return train, None, collate, shape
     if args.dataset == "mydataset":
@@ -145,20 +150,20 @@ def build_data(args: argparse.Namespace):
                          "fashion-mnist, cifar10 or imagefolder")
     root = paths.resolve(args.val_path)
     if args.dataset == "cifar10":
-        val = data.cifar10(root, train=False, transform=transforms.Compose(
-            [transforms.ToTensor(), transforms.Normalize(trainer.CIFAR_MEAN, trainer.CIFAR_STD)]))
+        val = datasets.cifar10(root, train=False, transform=transforms.Compose(
+            [transforms.ToTensor(), transforms.Normalize(ddp.CIFAR_MEAN, ddp.CIFAR_STD)]))
     else:
-        data.describe(root, "fashion-mnist")
+        manifest.describe(root, "fashion-mnist")
         val = FashionMNIST(str(root), train=False, download=False, transform=transforms.ToTensor())
     return train, val, collate, shape
 
 
-def preflight(args: argparse.Namespace, env: dist.DistEnv) -> elastic.Plan:
+def preflight(args: argparse.Namespace, env: DistEnv) -> elastic.Plan:
     """Everything a rank checks alone, before it joins the others: bad input ends here
     (exit code 2), before a process group exists or a step runs."""
     import torch
 
-    from benchlib.models import build_model
+    from benchlib.core.models import build_model
 
     for name in ("epochs", "batch_size", "keep_checkpoints", "dummy_size", "lr_step_epochs"):
         require_min(name, getattr(args, name), 1)
@@ -185,23 +190,20 @@ def preflight(args: argparse.Namespace, env: dist.DistEnv) -> elastic.Plan:
             print(f"removed {stale}, left by a writer that was killed", flush=True)
     train_set, val_set, collate, shape = build_data(args)
     torch.manual_seed(args.seed)  # the same initial weights on every rank and every run
-    try:
-        model = build_model(args.model, shape)
-    except ValueError as e:
-        raise UsageError(str(e)) from e
+    model = build_model(args.model, shape)
     return elastic.Plan(args, env, folder, found if resuming else None, restarts, train_set,
                         val_set, collate, model)
 
 
-def join(env: dist.DistEnv, backend: str, timeout_s: float, restarts: int) -> None:
-    """dist.init, except under a torchrun agent that shares its store with the workers
+def join(env: DistEnv, backend: str, timeout_s: float, restarts: int) -> None:
+    """group.init, except under a torchrun agent that shares its store with the workers
     (TORCHELASTIC_USE_AGENT_STORE): that store outlives a restart, and a restarted rank
     can read the address a dead rank published there in the attempt before and fail
     with "connection refused" (pytorch/pytorch#135712; seen here with torch 2.14 on a
     one-node restart).
     Each attempt's keys get a prefix of their own."""
     if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
-        dist.init(env, backend, timeout_s)
+        init(env, backend, timeout_s)
         return
     from datetime import timedelta
 
@@ -229,41 +231,40 @@ def main(argv: list[str] | None = None) -> int:
         _refuse(None, e)
         return e.exit_code
     terminal = os.fdopen(os.dup(2), "w", buffering=1) if args.log_dir else None
-    common.redirect_output(args.log_dir, env.rank)  # append: a restarted rank adds to its log
+    protocol.redirect_output(args.log_dir, env.rank)  # append: a restarted rank adds to its log
     restarts = restart_count()
-    print(f"rank {env.rank}/{env.world_size} (local {env.local_rank}) on {socket.gethostname()}, "
-          f"from {env.source}, master {env.master_addr}:{env.master_port}, restart {restarts}, "
-          f"pid {os.getpid()}",
-          flush=True)
+    print(protocol.banner(env.rank, env.world_size, env.local_rank,
+                          f"from {env.source}, master {env.master_addr}:{env.master_port}, "
+                          f"restart {restarts}, pid {os.getpid()}"), flush=True)
     if restarts and args.log_dir:  # the failure before was recovered from: blame none of it
         Path(args.log_dir, f"rank{env.rank}.failed").unlink(missing_ok=True)
     preemption = elastic.PreemptionFlag()
     preemption.install()
     try:
         plan = preflight(args, env)
-        device = dist.device_for(args.device, env.local_rank)
-        backend = dist.choose_backend(device.type, args.backend)
+        device = device_for(args.device, env.local_rank)
+        backend = choose_backend(device.type, args.backend)
         check_precision(args.precision, device.type)
         if env.world_size > 1:
             join(env, backend, args.timeout, restarts)
-            print(f"{common.JOINED} ({backend})", flush=True)
+            print(f"{protocol.JOINED} ({backend})", flush=True)
         result = elastic.train(plan, device, backend, preemption)
     except BenchlibError as e:
         _refuse(terminal, e)
         os._exit(e.exit_code)  # never wait in destroy_process_group for ranks that left
-    except elastic.Preempted as p:
+    except Preempted as p:
         print(f"{p}; exiting with code {PREEMPTED_EXIT_CODE}: run again with --resume",
               flush=True)
-        dist.barrier_and_destroy()  # every rank stopped at the same step boundary
+        barrier_and_destroy()  # every rank stopped at the same step boundary
         return PREEMPTED_EXIT_CODE
     except BaseException as e:  # noqa: BLE001 (anything else: traceback, marker, exit 1)
         traceback.print_exc()
         sys.stdout.flush()
-        common.mark_failed(args.log_dir, env.rank, e)
+        protocol.mark_failed(args.log_dir, env.rank, e)
         os._exit(1)
-    dist.barrier_and_destroy()
-    if env.rank == 0 and args.result:
-        atomic.write_json(Path(args.result), result)
+    barrier_and_destroy()
+    if env.rank == 0:
+        protocol.write_result(args.result, result)
     return 0
 
 

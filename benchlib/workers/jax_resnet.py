@@ -20,7 +20,7 @@ from pathlib import Path
 
 from benchlib import atomic
 from benchlib.errors import BenchlibError, ConfigError, UsageError
-from benchlib.timing import summarize
+from benchlib.core.timing import summarize
 
 PROG = "benchlib.workers.jax_resnet"
 ARCHS = ("resnet18", "resnet50")
@@ -77,7 +77,7 @@ def measure(args: argparse.Namespace) -> dict:
         import jax
     except ImportError:
         raise UsageError(NOT_INSTALLED) from None
-    from benchlib import jaxresnet
+    from benchlib.core import jaxresnet
 
     lr = args.lr if args.lr is not None else args.batch_size / 1000
     key_model, key_data = jax.random.split(jax.random.key(args.seed))
@@ -144,7 +144,7 @@ def _jaxlib_version() -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from benchlib.workers.common import redirect_output
+    from benchlib.launch.protocol import redirect_output
 
     redirect_output(args.log_dir, 0)
     try:

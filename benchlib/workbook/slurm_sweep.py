@@ -28,41 +28,31 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from benchlib import atomic, envinfo, results, slurm
-from benchlib.errors import ConfigError, UsageError
+from benchlib import atomic, results
+from benchlib.core import envinfo
+from benchlib.errors import ConfigError, SlurmError, UsageError
 from benchlib.params import Row
+from benchlib.slurm import arrays, commands
+from benchlib.slurm.capacity import check_layout, node_capacity
 from benchlib.sweep import Summary, pending, run_row
 
 SQUEUE_PATIENCE_S = 120.0  # how long the poller waits out a squeue that keeps failing
 
 
-def row_shape(row: Row, partition_gpus: int = 0) -> tuple[int, int, int]:
-    """(nodes, tasks per node, GPUs per node) the row needs inside its allocation: its own
-    srun steps spread it over nodes; any other launcher runs it on the task's node. A
-    `device: auto` row gets GPUs where the partition has them (else it would run on CPU)."""
-    p = row.params
-    srun = p.get("launcher") == "srun"
-    nodes = int(p.get("nnodes", 1)) if srun else 1
-    tasks = int(p.get("nproc_per_node", 1)) if srun and p.get("trainer") == "lightning" else 1
-    gpus = 0
-    if p.get("device") == "gpu" or (p.get("device") == "auto" and partition_gpus):
-        gpus = int(p.get("nproc_per_node", 1)) * (1 if srun else int(p.get("nnodes", 1)))
-    return nodes, tasks, gpus
-
-
-def check_partition(rows: list[Row], partition: str) -> None:
-    """The srun rows' layouts against the partition the sweep goes to (loading the plan
-    checked them against the default partition)."""
-    capacity = slurm.node_capacity(partition)
+def check_partition(rows: list[Row], partition: str | None) -> None:
+    """The submit-side check, made once: the srun rows' layouts against the partition the
+    sweep goes to (None: the cluster's default one). The rest is each row's preflight,
+    run by its array task on the node it gets."""
+    capacity = node_capacity(partition)
     for row in rows:
         p = row.params
         if p.get("launcher") == "srun":
             try:
-                slurm.check_layout(p.get("trainer", "ddp"), int(p.get("nnodes", 1)),
-                                   int(p.get("nproc_per_node", 1)), gpu=p.get("device") == "gpu",
-                                   capacity=capacity)
+                check_layout(p.get("trainer", "ddp"), int(p.get("nnodes", 1)),
+                             int(p.get("nproc_per_node", 1)), gpu=p.get("device") == "gpu",
+                             capacity=capacity)
             except ConfigError as e:
-                raise UsageError(f"{row.source}: {e} (partition {partition})") from e
+                raise UsageError(f"{row.source}: {e} (partition {partition or 'default'})") from e
 
 
 def write_plan(rows: list[Row], path: Path) -> None:
@@ -78,7 +68,7 @@ def read_plan(plan: Path) -> list[Row]:
 def read_row(plan: Path, index: int) -> Row:
     rows = read_plan(plan)
     if not 0 <= index < len(rows):
-        raise IndexError(f"index: {index} is outside the plan's {len(rows)} rows")
+        raise UsageError(f"index: {index} is outside the plan's {len(rows)} rows")
     return rows[index]
 
 
@@ -95,55 +85,25 @@ def _task_info(sweep_dir: Path, index: int) -> dict[str, Any]:
             "log": str(sweep_dir / f"row-{index}.log")}
 
 
-def shape_groups(rows: list[Row], partition_gpus: int = 0) -> dict[tuple[int, int, int], list[int]]:
-    """Plan indices by the (nodes, tasks, GPUs per node) their rows need, in plan order."""
-    groups: dict[tuple[int, int, int], list[int]] = {}
-    for index, row in enumerate(rows):
-        groups.setdefault(row_shape(row, partition_gpus), []).append(index)
-    return groups
-
-
-def index_ranges(indices: list[int]) -> str:
-    """[0, 1, 2, 5, 7, 8] -> "0-2,5,7-8": an --array value, however long the sweep."""
-    spans: list[list[int]] = []
-    for i in sorted(indices):
-        if spans and i == spans[-1][1] + 1:
-            spans[-1][1] = i
-        else:
-            spans.append([i, i])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
-
-
-def array_script(rows: list[Row], indices: list[int], shape: tuple[int, int, int],
-                 sweep_dir: Path, outputs: Path, partition: str | None, time_limit: str | None,
-                 requeue: bool = False, exclusive: bool = True) -> str:
-    """The array for plan rows `indices`, which all need `shape`; task id = plan index."""
-    nodes, tasks, gpus = shape
-    job = slurm.Job(f"benchlib-{rows[indices[0]].study}"[:60], nodes, tasks,
-                    str(sweep_dir / "row-%a.log"), partition, time_limit, gpus_per_node=gpus,
-                    array=index_ranges(indices), requeue=requeue, exclusive=exclusive)
-    task = [sys.executable, "-m", "benchlib", "slurm-task", str(sweep_dir / "plan.json"),
-            slurm.Shell('"$SLURM_ARRAY_TASK_ID"')]
-    return slurm.script(job, [slurm.render(task)], {"BENCHLIB_OUTPUTS": str(outputs)})
-
-
 def submit_arrays(rows: list[Row], sweep_dir: Path, outputs: Path, partition: str | None,
                   time_limit: str | None, requeue: bool, exclusive: bool) -> dict[str, list[int]]:
     """Write and submit one array per shape (`array-<nodes>x<tasks>[-<g>gpu].sbatch`);
     job id -> plan indices. If sbatch refuses one, those already queued are cancelled."""
-    capacity = slurm.node_capacity(partition)
+    capacity = node_capacity(partition)
     jobs: dict[str, list[int]] = {}
     try:
-        for shape, indices in shape_groups(rows, capacity["gpus"] if capacity else 0).items():
+        groups = arrays.shape_groups([r.params for r in rows], capacity["gpus"] if capacity else 0)
+        for shape, indices in groups.items():
             nodes, tasks, gpus = shape
             path = sweep_dir / f"array-{nodes}x{tasks}{f'-{gpus}gpu' if gpus else ''}.sbatch"
-            path.write_text(array_script(rows, indices, shape, sweep_dir, outputs, partition,
-                                         time_limit, requeue, exclusive))
-            jobs[slurm.submit(path)] = indices
+            path.write_text(arrays.array_script(rows[indices[0]].study, indices, shape, sweep_dir,
+                                                outputs, partition, time_limit, requeue,
+                                                exclusive))
+            jobs[commands.submit(path)] = indices
     except BaseException:
         for job_id in jobs:
-            with contextlib.suppress(slurm.SlurmError):  # the refusal is what to report
-                slurm.cancel(job_id)
+            with contextlib.suppress(SlurmError):  # the refusal is what to report
+                commands.cancel(job_id)
         raise
     return jobs
 
@@ -153,8 +113,7 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
              poll_s: float = 0.5, requeue: bool = False, exclusive: bool = True) -> Summary:
     from tqdm.auto import tqdm
 
-    if partition is not None:
-        check_partition(rows, partition)
+    check_partition(rows, partition)
     todo = pending(rows, outputs, force)
     summary = Summary(skipped=len(rows) - len(todo))
     # a row an earlier submission still has in the queue (its poller was stopped, say) is
@@ -190,18 +149,18 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
             time.sleep(poll_s)
             try:
                 for job_id in list(left):
-                    now_left = len(slurm.queued(job_id))
+                    now_left = len(commands.queued(job_id))
                     bar.update(left[job_id] - now_left)
                     left[job_id] = now_left
                     if not now_left:  # done: its states now, before Slurm forgets the job
-                        states[job_id] = slurm.final_states(job_id)  # (MinJobAge, 300 s)
+                        states[job_id] = commands.final_states(job_id)  # (MinJobAge, 300 s)
                         del left[job_id]
                 failing_since = None
-            except slurm.SlurmError:
+            except SlurmError:
                 failing_since = failing_since or time.monotonic()
                 if time.monotonic() - failing_since > SQUEUE_PATIENCE_S:
                     raise
-    except (KeyboardInterrupt, slurm.SlurmError):
+    except (KeyboardInterrupt, SlurmError):
         what = f"Slurm jobs {ids} go on" if several else f"Slurm job {ids} goes on"
         print(f"\n{what} without this process (each row still writes its record); stop "
               f"{'them' if several else 'it'} with: scancel {ids}", file=sys.stderr)
@@ -227,8 +186,8 @@ def queued_elsewhere(outputs: Path) -> dict[str, str]:
     for ids in (outputs / "slurm").glob("*/job_ids"):
         for job_id in ids.read_text().split():
             try:
-                tasks = slurm.queued(job_id)
-            except slurm.SlurmError:
+                tasks = commands.queued(job_id)
+            except SlurmError:
                 continue
             plan = read_plan(ids.parent / "plan.json") if tasks else []
             live.update({plan[int(i)].run_id: job_id for i in tasks if i.isdigit()})

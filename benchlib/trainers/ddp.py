@@ -26,12 +26,16 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from benchlib import atomic, loops, storage
-from benchlib.dist import DistEnv, dp_device_ids, gather_objects
-from benchlib.models import build_model
-from benchlib.timing import summarize
-
-from benchlib.config import TRAIN_DATASETS as DATASETS
+from benchlib import atomic
+from benchlib.config.choices import SYNTHETIC_STEPS, TRAIN_DATASETS as DATASETS
+from benchlib.core import loops
+from benchlib.core.models import build_model
+from benchlib.core.timing import summarize
+from benchlib.data import storage
+from benchlib.distributed.device import dp_device_ids
+from benchlib.distributed.env import DistEnv
+from benchlib.distributed.group import gather_objects
+from benchlib.errors import ConfigError, InjectedFailure
 CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
 
 
@@ -65,23 +69,23 @@ def build_dataset(name: str, path: str, augment: bool = True,
     if name == "imagefolder":
         from torchvision import transforms
 
-        from benchlib import data
+        from benchlib.data import datasets
 
         steps = [transforms.RandomResizedCrop(image_size), transforms.RandomHorizontalFlip()] \
             if augment else [transforms.Resize(image_size), transforms.CenterCrop(image_size)]
         transform = transforms.Compose([*steps, transforms.ToTensor(),
                                         transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
-        return data.imagefolder(path, "train", transform), default_collate, (3, image_size, image_size)
+        return datasets.imagefolder(path, "train", transform), default_collate, (3, image_size, image_size)
     if name == "cifar10":
         from torchvision import transforms
 
-        from benchlib import data
+        from benchlib.data import datasets
 
         steps = [transforms.RandomCrop(32, padding=4), transforms.RandomHorizontalFlip()] \
             if augment else []
         transform = transforms.Compose([*steps, transforms.ToTensor(),
                                         transforms.Normalize(CIFAR_MEAN, CIFAR_STD)])
-        return data.cifar10(path, train=True, transform=transform), default_collate, (3, 32, 32)
+        return datasets.cifar10(path, train=True, transform=transform), default_collate, (3, 32, 32)
     prepared = storage.prepare(name, "raw", path)
     return prepared.dataset, prepared.collate_fn, (1, 28, 28)
 
@@ -174,7 +178,8 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     batch = args.batch_size * devices  # DataParallel splits one batch over its devices
     sampler = None
     if args.dataset == "synthetic":
-        loader = SyntheticBatches(batch, shape, args.max_steps or 100, device, args.seed + env.rank)
+        loader = SyntheticBatches(batch, shape, args.max_steps or SYNTHETIC_STEPS, device,
+                                  args.seed + env.rank)
     else:
         if args.strategy == "ddp":
             from torch.utils.data.distributed import DistributedSampler
@@ -201,7 +206,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
             if args.fail_how == "kill":  # as the OOM killer does: no exception, no cleanup
                 print(f"injected failure: rank {env.rank} kills itself", flush=True)
                 os.kill(os.getpid(), signal.SIGKILL)
-            raise RuntimeError(f"injected failure at step {global_step} on rank {env.rank}")
+            raise InjectedFailure(f"injected failure at step {global_step} on rank {env.rank}")
         if args.log_interval and global_step % args.log_interval == 0 and env.rank == 0:
             print(f"step {global_step}: loss {loss.item():.4f}", flush=True)
 
@@ -220,8 +225,8 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
                                 on_step=on_step)
         data_s, compute_s, samples = times.timed()
         if not samples:
-            raise ValueError(f"warmup_steps: {args.warmup_steps} leaves no timed step of the "
-                             f"{len(times.samples)} this epoch had")
+            raise ConfigError("warmup_steps", f"{args.warmup_steps} leaves no timed step of "
+                                              f"the {len(times.samples)} this epoch had")
         mine = {"samples": sum(samples), "step_s": sum(data_s) + sum(compute_s),
                 "epoch_s": times.epoch_s}
         everyone = gather_objects(mine)
@@ -296,8 +301,3 @@ def parser(strategy: str) -> argparse.ArgumentParser:
     p.set_defaults(strategy=strategy)
     return p
 
-
-def main(strategy: str) -> int:
-    from benchlib.workers.common import entry
-
-    return entry(train, parser(strategy))

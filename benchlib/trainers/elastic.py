@@ -38,19 +38,14 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, Subset
 from torch.utils.data.distributed import DistributedSampler
 
-from benchlib import checkpoint, loops, trainer
-from benchlib.dist import DistEnv, gather_objects
-from benchlib.timing import summarize
+from benchlib.core import loops
+from benchlib.core.timing import summarize
+from benchlib.distributed.env import DistEnv
+from benchlib.distributed.group import gather_objects
+from benchlib.errors import Preempted
+from benchlib.trainers import checkpoint, ddp
 
 TIMELINE = "timeline.jsonl"
-
-
-class Preempted(Exception):
-    """All ranks stopped at a step boundary after SIGTERM; the checkpoint is written."""
-
-    def __init__(self, step: int, path: Path):
-        self.step, self.path = step, path
-        super().__init__(f"preempted at step {step}: checkpoint {path}")
 
 
 class PreemptionFlag:
@@ -326,7 +321,7 @@ class ElasticTrainer:
         state = checkpoint.load(plan.resume) if plan.resume is not None else None
         if state is not None:  # before DDP, which broadcasts rank 0's weights
             plan.model.load_state_dict(state["model"])
-        self.model, _ = trainer.wrap(plan.model, "ddp", device, env)
+        self.model, _ = ddp.wrap(plan.model, "ddp", device, env)
         self.plain = plan.model  # without DDP: what a checkpoint stores, what validates
         self.stepper = loops.Stepper("train", device, self.model, lr=args.lr,
                                      momentum=args.momentum, precision=args.precision,

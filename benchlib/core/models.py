@@ -6,7 +6,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from benchlib.config import MODELS
+from benchlib.config.choices import MODELS
+from benchlib.errors import ConfigError
 
 
 class ToyNet(nn.Module):
@@ -74,7 +75,7 @@ class PyramidNet(nn.Module):
                  in_channels: int = 3):
         super().__init__()
         if (depth - 2) % 6:
-            raise ValueError(f"depth: must be 6n + 2 (20, 32, 56, 110, ...), got {depth}")
+            raise ConfigError("depth", f"must be 6n + 2 (20, 32, 56, 110, ...), got {depth}")
         n = (depth - 2) // 6
         step = alpha / (3 * n)
         width, blocks = 16.0, []
@@ -101,7 +102,7 @@ def build_model(name: str, in_shape: tuple[int, int, int] = (1, 28, 28), depth: 
                 alpha: int = 48) -> nn.Module:
     if name == "toynet":
         if in_shape != (1, 28, 28):
-            raise ValueError(f"model: toynet takes 1x28x28 inputs, not {'x'.join(map(str, in_shape))}; "
+            raise ConfigError("model", f"toynet takes 1x28x28 inputs, not {'x'.join(map(str, in_shape))}; "
                              "use simplecnn or pyramidnet")
         return ToyNet()
     if name == "simplecnn":
@@ -112,4 +113,4 @@ def build_model(name: str, in_shape: tuple[int, int, int] = (1, 28, 28), depth: 
         import torchvision
 
         return getattr(torchvision.models, name)(weights=None)  # 1000 classes, as on ImageNet
-    raise ValueError(f"model: {name!r} is not one of {', '.join(MODELS)}")
+    raise ConfigError("model", f"{name!r} is not one of {', '.join(MODELS)}")

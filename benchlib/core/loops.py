@@ -24,8 +24,9 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from benchlib.config import MODES
-from benchlib.timing import StepMarks
+from benchlib.config.choices import MODES
+from benchlib.errors import ConfigError
+from benchlib.core.timing import StepMarks
 
 
 @dataclass
@@ -95,7 +96,7 @@ class Stepper:
                  lr: float = 1e-3, momentum: float = 0.0, precision: str = "fp32",
                  channels_last: bool = False, compile: bool = False):
         if mode not in MODES:
-            raise ValueError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
+            raise ConfigError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
         self.mode, self.device = mode, device
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         self.model = model.to(device, memory_format=self.memory_format) if model is not None else None
@@ -103,7 +104,7 @@ class Stepper:
         self.scaler = torch.amp.GradScaler(device.type) if precision == "amp_fp16" else None
         if mode == "train":
             if model is None:
-                raise ValueError("mode: train needs a model")
+                raise ConfigError("mode", "train needs a model")
             set_matmul_precision(precision)
             self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=momentum)
             self.loss_fn = nn.CrossEntropyLoss()

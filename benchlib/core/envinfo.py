@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from benchlib import allocator
+from benchlib.core import allocator
 
 # Variables that change what a benchmark measures; recorded when set.
 ENV_PREFIXES = ("SLURM_", "NCCL_", "CUDA_", "OMP_", "MKL_", "KMP_", "TORCH_", "PYTORCH_",

@@ -26,8 +26,10 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, TensorDataset, default_collate
 
-from benchlib import data, paths
-from benchlib.config import IO_DATASETS, VARIANTS
+from benchlib import paths
+from benchlib.data.datasets import load_mydataset
+from benchlib.data.manifest import describe
+from benchlib.config.choices import IO_DATASETS, VARIANTS
 from benchlib.errors import UsageError
 
 BATCHED = {"preload_batched", "tensorclass", "tensorclass_memmap"}
@@ -116,7 +118,7 @@ def _raw(dataset: str, root: Path) -> Dataset:
         from torchvision.transforms import ToTensor
 
         return FashionMNIST(str(root), train=True, download=False, transform=ToTensor())
-    images, labels = data.load_mydataset(root)
+    images, labels = load_mydataset(root)
     return MyDataSet(images, labels)
 
 
@@ -128,7 +130,7 @@ def decoded(dataset: str, root: Path) -> tuple[torch.Tensor, torch.Tensor]:
 
         ds = FashionMNIST(str(root), train=True, download=False)
         return ds.data.unsqueeze(1).to(torch.float32).div(255), ds.targets.to(torch.int64)
-    images, labels = data.load_mydataset(root)
+    images, labels = load_mydataset(root)
     return torch.from_numpy(images).unsqueeze(1), torch.from_numpy(labels)
 
 
@@ -167,7 +169,7 @@ def _memmap_atomically(tc, prefix: Path) -> None:
 
 
 def cache_dir(dataset: str, root: Path) -> Path:
-    return root / "cache" / f"{dataset}-{data.describe(root, dataset)['sha256'][:12]}"
+    return root / "cache" / f"{dataset}-{describe(root, dataset)['sha256'][:12]}"
 
 
 def prepare(dataset: str, variant: str, path: str | Path) -> Prepared:
@@ -177,7 +179,7 @@ def prepare(dataset: str, variant: str, path: str | Path) -> Prepared:
     if variant not in VARIANTS:
         raise UsageError(f"variant: {variant!r} is not one of {', '.join(VARIANTS)}")
     root = paths.resolve(path)
-    source = data.describe(root, dataset)["source"]
+    source = describe(root, dataset)["source"]
     start = time.perf_counter()
     if variant == "raw":
         ds, collate = _raw(dataset, root), default_collate

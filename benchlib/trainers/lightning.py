@@ -24,12 +24,12 @@ fresh fit would time the process-group start-up again; warm-up steps are left ou
 start of every epoch, so each epoch is a steady-state measurement on its own. The
 details say which repeat and epoch each sample is.
 
-Timing is benchlib.trainer's: `data_s` runs from the end of one step to Lightning's
+Timing is benchlib.trainers.ddp's: `data_s` runs from the end of one step to Lightning's
 on_train_batch_start (fetching the batch, moving it to the device, Lightning's per-step
 bookkeeping), `compute_s` from there to on_train_batch_end (forward, backward, DDP's
 all-reduce, optimizer step); global samples/s = the samples all ranks processed over the
 slowest rank's summed step time. One rank (world size 1) runs without DDP, as in
-benchlib.trainer, so that it is the baseline of a speedup.
+benchlib.trainers.ddp, so that it is the baseline of a speedup.
 """
 
 from __future__ import annotations
@@ -42,10 +42,8 @@ import sys
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import lightning
@@ -53,140 +51,29 @@ import lightning.pytorch as pl
 import torch
 from torch import nn
 
-from benchlib import atomic, config, loops
-from benchlib.dist import gather_objects
-from benchlib.errors import BenchlibError, ConfigError, UsageError
-from benchlib.models import build_model
-from benchlib.timing import StepMarks, summarize
-from benchlib.trainer import (
+from benchlib.config import choices
+from benchlib.core import loops
+from benchlib.core.models import build_model
+from benchlib.core.timing import StepMarks, summarize
+from benchlib.distributed.device import check_device
+from benchlib.distributed.group import gather_objects
+from benchlib.distributed.lightning_env import Layout, global_rank, layout, read_int
+from benchlib.errors import BenchlibError, ConfigError, InjectedFailure, RankError, UsageError
+from benchlib.trainers.ddp import (
     SyntheticBatches,
     UtilisationSampler,
     build_dataset,
     training_flops_per_sample,
 )
-from benchlib.workers import common
+from benchlib.launch import protocol
 
 PROG = "benchlib.workers.lightning"
 _IMPORTED_AT = time.time()  # torch and Lightning are imported by now
 
 
-@dataclass(frozen=True)
-class Layout:
-    """Where this process sits, as the cluster environment Lightning picks will see it."""
-
-    environment: str  # TorchElasticEnvironment, SLURMEnvironment or LightningEnvironment
-    rank: int
-    local_rank: int
-    node_rank: int
-    devices: int  # processes per node
-    nnodes: int
-
-    @property
-    def world_size(self) -> int:
-        return self.devices * self.nnodes
-
-
-def _int(environ: Mapping[str, str], name: str, default: int | None = None) -> int:
-    if name not in environ:
-        if default is None:
-            raise UsageError(f"{name}: not set by the launcher")
-        return default
-    try:
-        return int(environ[name].split("(")[0])  # SLURM_TASKS_PER_NODE looks like 2(x3)
-    except ValueError as e:
-        raise UsageError(f"{name}: expected an integer, got {environ[name]!r}") from e
-
-
-def environment_name(environ: Mapping[str, str]) -> str:
-    """The cluster environment Lightning will choose, in its own order of preference
-    (torchrun first, as it can run inside Slurm; Slurm unless the job is named bash or
-    interactive, Lightning's way to opt out)."""
-    if "TORCHELASTIC_RUN_ID" in environ:
-        return "TorchElasticEnvironment"
-    if "SLURM_NTASKS" in environ and environ.get("SLURM_JOB_NAME") not in ("bash", "interactive"):
-        return "SLURMEnvironment"
-    return "LightningEnvironment"
-
-
-def global_rank(environ: Mapping[str, str], devices: int | None) -> int:
-    """This process's global rank, before any check (to know which log to write)."""
-    name = environment_name(environ)
-    if name == "TorchElasticEnvironment":
-        return _int(environ, "RANK", 0)
-    if name == "SLURMEnvironment":
-        return _int(environ, "SLURM_PROCID", 0)
-    node = _int(environ, "NODE_RANK", _int(environ, "GROUP_RANK", 0))
-    return node * (devices or 1) + _int(environ, "LOCAL_RANK", 0)
-
-
-def layout(environ: Mapping[str, str], devices: int | None, nnodes: int | None) -> Layout:
-    """Check the launcher's layout against --devices and --nnodes (None: take the
-    launcher's) and say where this process sits. Raises UsageError on a mismatch."""
-    name = environment_name(environ)
-    if name == "TorchElasticEnvironment":
-        world, per_node = _int(environ, "WORLD_SIZE"), _int(environ, "LOCAL_WORLD_SIZE")
-        devices, nnodes = devices or per_node, nnodes or world // per_node
-        if devices != per_node:
-            raise UsageError(f"devices: {devices} per node, but torchrun started {per_node} "
-                             f"(--nproc-per-node {per_node}); pass --devices {per_node} or "
-                             f"run torchrun --nproc-per-node {devices}")
-        if devices * nnodes != world:
-            raise UsageError(f"nnodes: {nnodes} nodes x {devices} devices is {devices * nnodes} "
-                             f"ranks, but torchrun's world size is {world}; pass --nnodes "
-                             f"{world // per_node} or run torchrun --nnodes {nnodes}")
-        return Layout(name, _int(environ, "RANK"), _int(environ, "LOCAL_RANK"),
-                      _int(environ, "GROUP_RANK", 0), devices, nnodes)
-    if name == "SLURMEnvironment":
-        if "SLURM_PROCID" not in environ:
-            raise UsageError("SLURM_PROCID: not set: inside a Slurm job, start the ranks with "
-                             "srun --ntasks-per-node=<devices> python -m " + PROG + " ...")
-        ntasks = _int(environ, "SLURM_NTASKS")
-        if ntasks > 1 and "SLURM_NTASKS_PER_NODE" not in environ:
-            raise UsageError(f"ntasks-per-node: Slurm runs {ntasks} tasks without "
-                             "--ntasks-per-node, which Lightning needs (one task per device): "
-                             f"srun --ntasks-per-node={devices or '<devices>'}")
-        per_node = _int(environ, "SLURM_NTASKS_PER_NODE", 1)
-        nodes = _int(environ, "SLURM_NNODES",
-                     _int(environ, "SLURM_JOB_NUM_NODES", ntasks // per_node))
-        devices, nnodes = devices or per_node, nnodes or nodes
-        if devices != per_node:
-            raise UsageError(f"devices: {devices} per node, but Slurm runs {per_node} task(s) per "
-                             f"node (--ntasks-per-node={per_node}); Lightning needs one task per "
-                             f"device: pass --devices {per_node} or srun "
-                             f"--ntasks-per-node={devices}")
-        if nnodes != nodes:
-            raise UsageError(f"nnodes: {nnodes}, but the Slurm job step has {nodes} node(s) "
-                             f"(--nodes={nodes}); pass --nnodes {nodes} or srun --nodes={nnodes}")
-        if ntasks != devices * nnodes:
-            raise UsageError(f"ntasks: Slurm runs {ntasks} tasks, but {nnodes} node(s) x {devices} "
-                             f"devices need {devices * nnodes}; srun --nodes={nnodes} "
-                             f"--ntasks-per-node={devices}")
-        return Layout(name, _int(environ, "SLURM_PROCID"), _int(environ, "SLURM_LOCALID", 0),
-                      _int(environ, "SLURM_NODEID", 0), devices, nnodes)
-    devices, nnodes = devices or 1, nnodes or 1
-    if nnodes > 1:
-        for var in ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK"):
-            if var not in environ and not (var == "NODE_RANK" and "GROUP_RANK" in environ):
-                raise UsageError(f"{var}: not set; for {nnodes} nodes without torchrun or srun, "
-                                 "start one process per node with MASTER_ADDR (node 0's address), "
-                                 f"MASTER_PORT and NODE_RANK (0..{nnodes - 1}) set")
-    node = _int(environ, "NODE_RANK", _int(environ, "GROUP_RANK", 0))
-    local = _int(environ, "LOCAL_RANK", 0)
-    if not 0 <= node < nnodes:
-        raise UsageError(f"NODE_RANK: {node} is not in 0..{nnodes - 1} (--nnodes {nnodes})")
-    if not 0 <= local < devices:
-        raise UsageError(f"LOCAL_RANK: {local} is not in 0..{devices - 1} (--devices {devices})")
-    if "LOCAL_RANK" in environ and "WORLD_SIZE" in environ \
-            and _int(environ, "WORLD_SIZE") != devices * nnodes:
-        raise UsageError(f"WORLD_SIZE: {environ['WORLD_SIZE']}, but {nnodes} node(s) x {devices} "
-                         f"devices is {devices * nnodes}; pass the --devices and --nnodes the "
-                         "processes were started for")
-    return Layout(name, node * devices + local, local, node, devices, nnodes)
-
-
 def use_cuda(device: str, devices: int) -> bool:
     """cpu, gpu or auto; `gpu` without CUDA, or fewer GPUs than devices, is refused."""
-    config.check_device(device)
+    check_device(device)
     cuda = device == "gpu" or (device == "auto" and torch.cuda.is_available())
     if cuda and devices > torch.cuda.device_count():
         raise UsageError(f"devices: {devices} GPUs per node, but this process sees "
@@ -217,7 +104,7 @@ class BenchModule(pl.LightningModule):
         x, y = batch
         self.steps += 1
         if self.steps == self.fail_at_step and self.global_rank == self.fail_rank:
-            raise RuntimeError(f"injected failure at step {self.steps} on rank {self.global_rank}")
+            raise InjectedFailure(f"injected failure at step {self.steps} on rank {self.global_rank}")
         return self.loss_fn(self.model(x), y)
 
     def configure_optimizers(self):
@@ -225,7 +112,7 @@ class BenchModule(pl.LightningModule):
 
 
 class ThroughputTimer(pl.Callback):
-    """Times every step on the device's timeline (benchlib.timing.StepMarks), leaves the
+    """Times every step on the device's timeline (benchlib.core.timing.StepMarks), leaves the
     first `warmup_steps` of each epoch out, and at each epoch's end gathers every rank's
     figures: rank 0 keeps one record per epoch in `epochs`."""
 
@@ -241,7 +128,7 @@ class ThroughputTimer(pl.Callback):
         self.marks = StepMarks(pl_module.device)
         if dist.is_available() and dist.is_initialized():
             self.startup["joined_at"] = time.time()
-            print(f"{common.JOINED} ({dist.get_backend()})", flush=True)
+            print(f"{protocol.JOINED} ({dist.get_backend()})", flush=True)
 
     def on_train_start(self, trainer, pl_module):
         import psutil
@@ -314,7 +201,7 @@ def die(error: BaseException, log_dir: str | None, rank: int, trainer: pl.Traine
         traceback.print_exception(error)
     sys.stdout.flush()
     sys.stderr.flush()
-    common.mark_failed(log_dir, rank, error)
+    protocol.mark_failed(log_dir, rank, error)
     for child in _children(trainer):
         child.send_signal(signal.SIGKILL)
     os._exit(error.exit_code if isinstance(error, BenchlibError) else 1)
@@ -331,7 +218,7 @@ def build_trainer(args: argparse.Namespace, where: Layout, cuda: bool,
     from lightning.pytorch.plugins.environments import SLURMEnvironment
     from lightning.pytorch.strategies import DDPStrategy
 
-    strategy: Any = "auto"  # one rank: no DDP, as benchlib.trainer's baseline
+    strategy: Any = "auto"  # one rank: no DDP, as benchlib.trainers.ddp's baseline
     if where.world_size > 1:
         strategy = DDPStrategy(process_group_backend="nccl" if cuda else "gloo",
                                timeout=timedelta(seconds=args.timeout))
@@ -350,7 +237,7 @@ def make_loader_factory(args: argparse.Namespace, dataset, collate) -> Callable:
     def make(device: torch.device, rank: int):
         if args.dataset == "synthetic":  # made on the device: no IO, no copy
             shape = (3, args.image_size, args.image_size)
-            return SyntheticBatches(args.batch_size, shape, args.max_steps or 100, device,
+            return SyntheticBatches(args.batch_size, shape, args.max_steps or choices.SYNTHETIC_STEPS, device,
                                     args.seed + rank)
         # shuffled; Lightning swaps in a DistributedSampler (seeded by seed_everything)
         return loops.make_loader(dataset, collate, args.batch_size, args.num_workers, device,
@@ -366,10 +253,7 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool) -> dict | None:
     if args.dataset != "synthetic":
         dataset, collate, shape = build_dataset(args.dataset, args.path, not args.no_augment,
                                                 args.image_size)
-    try:
-        model = build_model(args.model, shape, args.depth, args.alpha)
-    except ValueError as e:
-        raise UsageError(str(e)) from e
+    model = build_model(args.model, shape, args.depth, args.alpha)
     flops_per_sample = training_flops_per_sample(model, shape)
     # fp32 means fp32, as in benchlib.trainer: PyTorch's default runs cuDNN convolutions in
     # TF32, which made Lightning look 1.8x faster than the DDP trainer on one H100
@@ -389,15 +273,15 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool) -> dict | None:
         trainer.fit(module)
         fit_s = time.time() - timer.startup["fit_called_at"]
         if trainer.global_rank != where.rank or trainer.world_size != where.world_size:
-            raise RuntimeError(f"Lightning placed this process at rank {trainer.global_rank}/"
-                               f"{trainer.world_size}, benchlib expected {where.rank}/"
-                               f"{where.world_size}")
-        from benchlib.dist import barrier_and_destroy
+            raise RankError(f"Lightning placed this process at rank {trainer.global_rank}/"
+                            f"{trainer.world_size}, benchlib expected {where.rank}/"
+                            f"{where.world_size}")
+        from benchlib.distributed.group import barrier_and_destroy
 
         barrier_and_destroy()  # nobody leaves while another rank is still in a collective
         for child in _children(trainer):  # Lightning's launcher: this node's other ranks
             if (code := child.wait(args.timeout)) != 0:
-                raise RuntimeError(f"local rank process {child.pid} exited with code {code}")
+                raise RankError(f"local rank process {child.pid} exited with code {code}")
     except BaseException as e:  # noqa: BLE001 - errors inside fit already ended in FailFast
         die(e, args.log_dir, where.rank, trainer)
     if where.rank != 0:
@@ -445,8 +329,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("total_epochs", nargs="?", type=int, help="epochs per repeat (or --epochs)")
     p.add_argument("--epochs", type=int, help="epochs per repeat (default 1)")
     p.add_argument("--path", default="outputs/data", help="data sets folder")
-    p.add_argument("--dataset", default="fashion-mnist", choices=config.TRAIN_DATASETS)
-    p.add_argument("--model", default="toynet", choices=config.MODELS)
+    p.add_argument("--dataset", default="fashion-mnist", choices=choices.TRAIN_DATASETS)
+    p.add_argument("--model", default="toynet", choices=choices.MODELS)
     p.add_argument("--devices", "--gpus", type=int, dest="devices",
                    help="processes (GPUs) per node; default: the launcher's, else 1")
     p.add_argument("--nnodes", type=int, help="nodes; default: the launcher's, else 1")
@@ -457,15 +341,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--num-workers", "--num_workers", type=int, default=0, dest="num_workers")
     p.add_argument("--warmup-steps", type=int, default=5, help="left out at every epoch's start")
     p.add_argument("--max-steps", type=int, default=0, help="per epoch; 0 = the whole epoch "
-                   "(synthetic: 100)")
-    p.add_argument("--lr", type=float, default=0.1, help="SGD, as benchlib.trainer")
+                   f"(synthetic: {choices.SYNTHETIC_STEPS})")
+    p.add_argument("--lr", type=float, default=0.1, help="SGD, as benchlib.trainers.ddp")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--image-size", type=int, default=224, help="imagefolder and synthetic")
     p.add_argument("--depth", type=int, default=20, help="PyramidNet depth (6n + 2)")
     p.add_argument("--alpha", type=int, default=48, help="PyramidNet widening")
     p.add_argument("--no-augment", action="store_true")
-    p.add_argument("--device", default="auto", choices=config.DEVICES)
+    p.add_argument("--device", default="auto", choices=choices.DEVICES)
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds for the rendezvous and every collective")
     p.add_argument("--log-dir", help="each rank writes <log-dir>/rank<R>.log")
@@ -504,23 +388,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: {e}", file=sys.stderr)
         return e.exit_code
     launched_stderr = os.fdopen(os.dup(2), "w")  # where a layout error is also said
-    common.redirect_output(args.log_dir, rank)
+    protocol.redirect_output(args.log_dir, rank)
     try:
         where = layout(os.environ, args.devices, args.nnodes)
         cuda = use_cuda(args.device, where.devices)
     except BenchlibError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
-        local = _int(os.environ, "SLURM_LOCALID", _int(os.environ, "LOCAL_RANK", 0))
+        local = read_int(os.environ, "SLURM_LOCALID", read_int(os.environ, "LOCAL_RANK", 0))
         if args.log_dir and local == 0:  # once per node
             print(f"{PROG}: {e}", file=launched_stderr, flush=True)
         return e.exit_code
-    print(f"rank {where.rank}/{where.world_size} (local {where.local_rank}) on "
-          f"{socket.gethostname()}, from {where.environment}, "
-          f"node {where.node_rank}/{where.nnodes}", flush=True)
+    print(protocol.banner(where.rank, where.world_size, where.local_rank,
+                          f"from {where.environment}, node {where.node_rank}/{where.nnodes}"),
+          flush=True)
     try:
         result = fit(args, where, cuda)
-        if result is not None and args.result:
-            atomic.write_json(Path(args.result), result)
+        if result is not None:
+            protocol.write_result(args.result, result)
     except BaseException as e:  # noqa: BLE001 - every failure ends the same way, at once
         die(e, args.log_dir, where.rank)
     return 0

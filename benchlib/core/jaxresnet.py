@@ -8,7 +8,7 @@ convolution kernels HWIO, `fc.weight` (in, out). Initialisation follows torchvis
 He (kaiming normal, fan_out) for convolutions, BatchNorm 1 and 0, the fully connected
 layer uniform in +-1/sqrt(fan_in).
 
-The training step is what benchlib.loops.Stepper does for PyTorch: cross-entropy, SGD
+The training step is what benchlib.core.loops.Stepper does for PyTorch: cross-entropy, SGD
 with momentum (PyTorch's form: buf = m*buf + grad; p -= lr*buf; no weight decay, no
 dampening), BatchNorm in training mode (batch statistics; running statistics updated
 with momentum 0.1, the running variance unbiased, as in PyTorch). bf16 is mixed

@@ -21,14 +21,10 @@ import os
 import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any
 from urllib.parse import urlparse
 
+from benchlib.config.choices import DEFAULT_PORT
 from benchlib.errors import UsageError
-
-BACKENDS = ("auto", "gloo", "nccl")
-DEFAULT_PORT = 29500
 
 
 @dataclass(frozen=True)
@@ -133,74 +129,22 @@ def from_tcp(init_method: str, rank: int, world_size: int, local_rank: int = 0) 
     return DistEnv(rank, local_rank, world_size, 1, rank, parts.hostname, port, "tcp")
 
 
-def gpu_index(local_rank: int, device_count: int) -> int:
-    """The GPU a rank uses: its local rank. More ranks on a node than GPUs is refused
-    here, not left to NCCL (which fails later on two ranks sharing a device)."""
-    if not 0 <= local_rank < device_count:
-        raise UsageError(f"local_rank: {local_rank} needs at least {local_rank + 1} GPUs on this "
-                         f"node, {device_count} visible; start at most {device_count} ranks per node")
-    return local_rank
+def in_allocation() -> bool:
+    return "SLURM_JOB_ID" in os.environ
 
 
-def dp_device_ids(requested: int, device_count: int) -> list[int]:
-    """DataParallel's devices: exactly `requested` of them (0 = every visible one)."""
-    if requested < 0:
-        raise UsageError(f"dp_devices: must be >= 0 (0 = every visible GPU), got {requested}")
-    if requested > device_count:
-        raise UsageError(f"dp_devices: {requested} asked for, {device_count} GPUs visible")
-    return list(range(requested or device_count))
+def require_allocation(nnodes: int) -> None:
+    """`launcher: srun` runs inside a job; the job must have the nodes the row asks for."""
+    if not in_allocation():
+        raise UsageError("launcher: srun needs a Slurm allocation (run the sweep with "
+                         "--executor slurm, or inside sbatch/salloc); locally use torchrun "
+                         "or lightning")
+    have = int(os.environ.get("SLURM_JOB_NUM_NODES", os.environ.get("SLURM_NNODES", "1")))
+    if nnodes > have:
+        raise UsageError(f"nnodes: {nnodes} asked for, but this job has {have} node(s); "
+                         f"submit with --nodes={nnodes}")
 
 
-def device_for(name: str, local_rank: int = 0):
-    """cpu, gpu or auto -> this rank's torch.device (GPU local_rank, made current).
-    `gpu` without CUDA raises; it never falls back to the CPU."""
-    import torch
-
-    from benchlib.config import check_device
-
-    check_device(name)
-    if name == "gpu" or (name == "auto" and torch.cuda.is_available()):
-        index = gpu_index(local_rank, torch.cuda.device_count())
-        torch.cuda.set_device(index)
-        return torch.device("cuda", index)
-    return torch.device("cpu")
-
-
-def choose_backend(device_type: str, requested: str = "auto") -> str:
-    """nccl on CUDA, gloo on CPU; nccl without CUDA is refused before anything starts."""
-    if requested not in BACKENDS:
-        raise UsageError(f"backend: {requested!r} is not one of {', '.join(BACKENDS)}")
-    if requested == "auto":
-        return "nccl" if device_type == "cuda" else "gloo"
-    if requested == "nccl" and device_type != "cuda":
-        raise UsageError("backend: nccl needs CUDA devices; use gloo on CPU")
-    return requested
-
-
-def init(env: DistEnv, backend: str, timeout_s: float) -> None:
-    """Join the process group; rendezvous and every collective time out after `timeout_s`."""
-    import torch.distributed as dist
-
-    if env.source != "tcp":
-        os.environ.update(env.as_environ())
-    dist.init_process_group(backend, init_method=env.init_method, rank=env.rank,
-                            world_size=env.world_size, timeout=timedelta(seconds=timeout_s))
-
-
-def gather_objects(value: Any) -> list[Any]:
-    """`value` from every rank, in rank order (all_gather_object); alone: [value]."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return [value]
-    out: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(out, value)
-    return out
-
-
-def barrier_and_destroy() -> None:
-    import torch.distributed as dist
-
-    if dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
+def first_host() -> str:
+    """The first host of this Slurm job's allocation."""
+    return scontrol_hostnames(os.environ["SLURM_JOB_NODELIST"])[0]

@@ -1,0 +1,101 @@
+"""What every study's config shares: type checks from the annotations, range and choice
+checks that name the field, and building one from a notebook's globals().
+
+A config checks values only: nothing here imports torch, reads a file or asks the
+machine. What needs the machine (a GPU, the data, free cores) is the study's
+`preflight`, run where the row runs (benchlib.studies).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+from benchlib.config.choices import DEVICES, GRAY_28, MODELS, TRAIN_DATASETS
+from benchlib.errors import ConfigError
+
+_TYPE_NAMES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
+
+
+def check_type(field: str, value: Any, type_name: str) -> None:
+    """Check `value` against a parameter's annotation (`int`, `float`, `list[int]`, ...).
+
+    An int is accepted where a float is expected; a bool is never taken for an int.
+    Annotations this does not know are not checked.
+    """
+    base = type_name.split("[", 1)[0].strip()
+    expected = _TYPE_NAMES.get(base)
+    if expected is None:
+        return
+    ok = isinstance(value, expected) and not (expected is not bool and isinstance(value, bool))
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        ok = True
+    if not ok:
+        raise ConfigError(field, f"expected {type_name}, got {type(value).__name__} {value!r}")
+
+
+def require_choice(field: str, value: Any, allowed: Iterable[Any]) -> None:
+    allowed = list(allowed)
+    if value not in allowed:
+        raise ConfigError(field, f"{value!r} is not one of {', '.join(map(str, allowed))}")
+
+
+def require_min(field: str, value: float, minimum: float) -> None:
+    if value < minimum:
+        raise ConfigError(field, f"must be >= {minimum}, got {value}")
+
+
+@dataclasses.dataclass
+class StudyConfig:
+    """Base of every study's config: type checks, then the study's own `validate`."""
+
+    study: ClassVar[str] = ""  # the one name of the study (notebook, params, modules)
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(type(self))
+        for f in dataclasses.fields(self):
+            hint = hints[f.name]
+            type_name = getattr(hint, "__name__", str(hint))
+            if typing.get_origin(hint) is not None:
+                type_name = typing.get_origin(hint).__name__
+            check_type(f.name, getattr(self, f.name), type_name)
+        self.validate()
+
+    def validate(self) -> None:
+        """Range and choice checks; raise ConfigError naming the field."""
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]):
+        """Build from a mapping that may hold more than the fields (a notebook's globals())."""
+        return cls(**{name: params[name] for name in cls.field_names() if name in params})
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def check_training(cfg: Any) -> None:
+    """The checks every trainer's config shares (dp_vs_ddp, multinode_lightning)."""
+    require_choice("dataset", cfg.dataset, TRAIN_DATASETS)
+    require_choice("model", cfg.model, MODELS)
+    require_choice("device", cfg.device, DEVICES)
+    if cfg.model == "pyramidnet" and (cfg.depth - 2) % 6:
+        raise ConfigError("depth", f"PyramidNet depth must be 6n + 2 (20, 32, 110), got {cfg.depth}")
+    if cfg.model == "toynet" and cfg.dataset not in GRAY_28:
+        raise ConfigError("model", "toynet takes 1x28x28 inputs: use fashion-mnist or "
+                          "mydataset, or simplecnn / pyramidnet")
+    if cfg.model.startswith("resnet") and cfg.dataset in GRAY_28:
+        raise ConfigError("model", f"{cfg.model} takes 3-channel images: use cifar10, "
+                          "imagefolder or synthetic, or toynet / simplecnn / pyramidnet")
+    for name in ("epochs", "batch_size", "timeout_s"):
+        require_min(name, getattr(cfg, name), 1)
+    for name in ("num_workers", "warmup_steps", "max_steps"):
+        require_min(name, getattr(cfg, name), 0)
+    if cfg.max_steps and cfg.warmup_steps >= cfg.max_steps:
+        raise ConfigError("warmup_steps", f"{cfg.warmup_steps} leaves no timed step of "
+                          f"max_steps {cfg.max_steps}")

@@ -1,0 +1,46 @@
+"""The data_prep study's parameters (notebook 00_data_prep and `python -m benchlib data`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import ClassVar
+
+from benchlib.config.base import StudyConfig, require_choice, require_min
+from benchlib.config.choices import DATASETS_PREPARED
+from benchlib.errors import ConfigError
+
+
+@dataclasses.dataclass
+class DataPrepConfig(StudyConfig):
+    """Data preparation (notebook 00, `python -m benchlib data`)."""
+
+    study: ClassVar[str] = "data_prep"
+
+    path: str = "outputs/data"
+    """Folder the data sets are written to; relative paths start at the project root."""
+    dataset: str = "all"
+    """Which data set to prepare: all, fashion-mnist, mydataset, cifar10 or imagefolder."""
+    size: int = 60000
+    """MyDataSet sample count (seed 000's --size)."""
+    fashion_size: int = 60000
+    """FashionMNIST training images when generated offline (the test split gets a sixth)."""
+    cifar_size: int = 50000
+    """CIFAR-10 training images when generated offline (the test split gets a fifth)."""
+    imagefolder_size: int = 1000
+    """ImageNet-layout JPEGs generated (10 classes; val gets a tenth)."""
+    offline: bool = False
+    """Generate FashionMNIST and CIFAR-10 instead of downloading them (automatic without network)."""
+    seed: int = 0
+    """Seed of the generators: the same seed gives byte-identical files."""
+
+    def validate(self) -> None:
+        require_choice("dataset", self.dataset, ("all", *DATASETS_PREPARED))
+        require_min("size", self.size, 1)
+        require_min("fashion_size", self.fashion_size, 10)
+        require_min("cifar_size", self.cifar_size, 10)
+        require_min("imagefolder_size", self.imagefolder_size, 10)
+        if not self.path:
+            raise ConfigError("path", "must name a folder, e.g. outputs/data")
+
+    def datasets(self) -> tuple[str, ...]:
+        return DATASETS_PREPARED if self.dataset == "all" else (self.dataset,)

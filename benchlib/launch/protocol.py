@@ -1,0 +1,92 @@
+"""The rank protocol: what a worker leaves behind for the launcher that watches it, and
+how the launcher reads it. Written here and read here, nowhere else:
+
+    <log_dir>/rank<R>.log      the rank's merged stdout/stderr; its first line is the
+                               rank banner (`rank R/W (local L) on HOST, ...`)
+    JOINED                     printed once the rank is in the process group
+    <log_dir>/rank<R>.failed   {time, host, error}: the rank raised (the earliest is blamed)
+    <log_dir>/result.json      rank 0's result, written after the last barrier
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sys
+import time
+from pathlib import Path
+
+from benchlib import atomic
+
+JOINED = "joined the process group"
+_BANNER = re.compile(r"^rank \d+/\d+ \(local \d+\) on (?P<host>\S+),", re.M)
+
+
+def banner(rank: int, world_size: int, local_rank: int, where: str) -> str:
+    """The first line of a rank's log: who it is, on which host, started how (`where`)."""
+    return f"rank {rank}/{world_size} (local {local_rank}) on {socket.gethostname()}, {where}"
+
+
+def banner_host(log_text: str) -> str | None:
+    """The host a rank's banner names (torchrun --standalone itself says "localhost")."""
+    m = _BANNER.search(log_text)
+    return m["host"] if m is not None else None
+
+
+def redirect_output(log_dir: str | None, rank: int) -> None:
+    """This rank's stdout and stderr, merged, into <log_dir>/rank<R>.log."""
+    if not log_dir:
+        return
+    path = Path(log_dir) / f"rank{rank}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+
+
+def mark_failed(log_dir: str | None, rank: int, error: BaseException) -> None:
+    """Leave <log_dir>/rank<R>.failed with the time of the failure: when one rank's
+    failure makes the others fail too, the launcher blames the earliest."""
+    if log_dir:
+        atomic.write_json(Path(log_dir) / f"rank{rank}.failed",
+                          {"time": time.time(), "host": socket.gethostname(),
+                           "error": f"{type(error).__name__}: {error}"[:500]})
+
+
+def failure_marks(log_dir: Path) -> list[tuple[float, int, str]]:
+    """(time, rank, host) of every rank that marked itself failed, earliest first."""
+    return sorted((m["time"], int(f.stem[4:]), m["host"])
+                  for f in log_dir.glob("rank*.failed") if (m := json.loads(f.read_text())))
+
+
+def write_result(path: str | None, result: dict) -> None:
+    if path:
+        atomic.write_json(Path(path), result)
+
+
+def crashed_after_the_result(log_dir: Path, result_file: Path) -> bool:
+    """Every rank joined and none raised a Python error, and rank 0's result is complete."""
+    logs = list(log_dir.glob("rank*.log"))
+    if any(log_dir.glob("rank*.failed")) or not logs or not result_file.exists():
+        return False
+    if any(JOINED not in f.read_text(errors="replace") for f in logs):
+        return False
+    try:
+        return "metrics" in json.loads(result_file.read_text())
+    except json.JSONDecodeError:
+        return False
+
+
+def crashed_while_joining(log_dir: Path) -> bool:
+    """No rank raised a Python error, and some rank never joined the process group."""
+    if any(log_dir.glob("rank*.failed")):
+        return False
+    logs = list(log_dir.glob("rank*.log"))
+    return not logs or any(JOINED not in f.read_text(errors="replace") for f in logs)

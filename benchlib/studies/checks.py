@@ -1,0 +1,52 @@
+"""The runtime checks the studies' preflights share: they ask this machine (its GPUs,
+its cores, the data prepared on it), so they run where a row runs, never where a plan
+is only loaded (a Slurm login node)."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from benchlib.config.choices import SYNTHETIC_STEPS
+from benchlib.data.manifest import describe
+from benchlib.distributed.device import choose_backend, uses_cuda
+from benchlib.errors import ConfigError
+
+
+def device_and_backend(device: str, backend: str) -> bool:
+    """The device exists here and the backend suits it; True when that is CUDA."""
+    cuda = uses_cuda(device)
+    choose_backend("cuda" if cuda else "cpu", backend)
+    return cuda
+
+
+def visible_devices(cuda: bool) -> int:
+    import torch
+
+    return torch.cuda.device_count() if cuda else (os.cpu_count() or 1)
+
+
+def ranks_fit(field: str, ranks: int, cuda: bool) -> None:
+    """One rank per GPU, or per CPU core: more would share a device and measure that."""
+    visible = visible_devices(cuda)
+    if ranks > visible:
+        what = "GPUs are visible" if cuda else "CPU cores are there (one rank each)"
+        raise ConfigError(field, f"{ranks} ranks asked for on this host, but only {visible} {what}")
+
+
+def data_prepared(path: str, dataset: str) -> dict[str, Any]:
+    """The manifest entry of a prepared data set; UsageError naming `benchlib data` if not."""
+    return describe(path, dataset)
+
+
+def steps_fit(cfg: Any, per_step: int) -> None:
+    """The data is there, and an epoch has a timed step after the warm-up."""
+    steps = cfg.max_steps or SYNTHETIC_STEPS
+    if cfg.dataset != "synthetic":
+        samples = data_prepared(cfg.path, cfg.dataset)["samples"]["train"]
+        steps = min(steps, math.ceil(samples / per_step)) if cfg.max_steps else \
+            math.ceil(samples / per_step)
+    if cfg.warmup_steps >= steps:
+        raise ConfigError("warmup_steps", f"{cfg.warmup_steps} leaves no timed step: an "
+                          f"epoch here has {steps} steps")

@@ -1,0 +1,29 @@
+"""The data_prep study (notebook 00, `python -m benchlib data`): prepare the data sets,
+open each the way the studies do, and report what is there, real or generated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from benchlib.config import DataPrepConfig
+from benchlib.data import manifest, prepare
+
+
+def run(cfg: DataPrepConfig) -> dict[str, dict[str, Any]]:
+    """Prepare (or reuse) the data sets `cfg` names; their manifest entries by name."""
+    return prepare.prepare(cfg)
+
+
+def verify(cfg: DataPrepConfig) -> list[dict[str, Any]]:
+    """Every prepared data set opened as the studies open it: shape, dtype, classes."""
+    return prepare.verify(cfg.path)
+
+
+def sample_images(cfg: DataPrepConfig, per_class: int = 4):
+    """A few FashionMNIST training images of each class, for a look at the data."""
+    return prepare.sample_images(cfg.path, per_class)
+
+
+def metrics(entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The run's record: per data set its source, samples and bytes; the total time."""
+    return manifest.prep_metrics(entries)
