@@ -193,3 +193,47 @@ def test_a_failure_after_joining_is_never_retried(small_data, tmp_path):
         launch("ddp", train_args(small_data, "--fail-at-step", "2", "--fail-rank", "1"),
                tmp_path / "logs", "torchrun", nproc=2, timeout_s=120)
     assert not (tmp_path / "logs" / "retries.log").exists()
+
+
+TORCHRUN_SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+benchlib.workers.ddp FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-26_10:00:01
+  host      : vm
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 202)
+  error_file: <N/A>
+  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-26_10:00:01
+  host      : vm
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 201)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 201
+============================================================
+"""
+
+
+def test_the_rank_torchrun_stopped_with_sigterm_is_never_blamed(tmp_path):
+    """Seen once under load: torchrun observed rank 0 (which it had SIGTERMed because rank 1
+    failed) first, and the error blamed rank 0."""
+    import json
+    import subprocess
+
+    from benchlib.launch import supervise
+
+    log = tmp_path / "launcher.log"
+    log.write_text(TORCHRUN_SUMMARY)
+    (tmp_path / "rank1.failed").write_text(json.dumps({"time": 1.0, "host": "vm", "error": "x"}))
+    (tmp_path / "rank1.log").write_text("rank 1/2 (local 1) on vm, from torchrun\n")
+    agent = subprocess.Popen(["sh", "-c", "exit 1"])
+    agent.wait()
+    rank, host, code, path = supervise._failed_rank(
+        supervise.Process("torchrun agent", None, agent, log), tmp_path)
+    assert (rank, host, code, path) == (1, "vm", 1, tmp_path / "rank1.log")

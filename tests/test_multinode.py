@@ -44,6 +44,22 @@ def test_a_node_that_never_joins_fails_within_the_join_timeout(tmp_path):
     assert time.monotonic() - start < 60  # the 5 s join timeout, plus torchrun's start-up
 
 
+def test_the_missing_node_is_reported_within_the_join_timeout_even_if_an_agent_is_stuck(tmp_path):
+    """The other node's agent hangs and ignores SIGTERM: the error must not wait out the
+    35 s that a torchrun agent is given to stop its workers (there are none yet)."""
+    argv = torchrun_argv("ddp", ddp_args(), 1, free_port(), nnodes=2, node_rank=0,
+                         rdzv_id="stuck", join_timeout_s=5)
+    agent = start_process(argv, tmp_path / "launcher-node0.log", "torchrun agent of node 0",
+                          None, None)
+    stuck = start_process(["sh", "-c", "trap '' TERM; sleep 120"], tmp_path / "launcher-node1.log",
+                          "torchrun agent of node 1", None, None)
+    start = time.monotonic()
+    with pytest.raises(LaunchError, match="torchrun agent of node 0: not all 2 nodes joined"):
+        supervise([agent, stuck], tmp_path, timeout_s=120)
+    assert time.monotonic() - start < 30  # 5 s + torchrun's start-up + 2 s, not + 35 s
+    assert stuck.popen.poll() is not None  # and it was stopped (SIGKILL)
+
+
 @pytest.mark.parametrize("launcher", ["mp_spawn", "tcp", "single"])
 def test_launchers_of_one_node_refuse_several(tmp_path, launcher):
     with pytest.raises(UsageError, match=f"nnodes: {launcher} starts one node; for 2 use one of "

@@ -90,9 +90,10 @@ def _failed_rank(p: Process, log_dir: Path) -> tuple[int | None, str, int, Path]
                          -signal.Signals[m["signal"]]
                          if m["signal"] in signal.Signals.__members__ else code))
     # A rank killed by a signal (OOM killer, a lost node) writes no mark, but the ranks it
-    # leaves behind then fail in a collective and do: it is the cause, not them.
-    killed = next((r for r in reported if r[2] < 0), None)
-    if rank is not None and code is not None and code < 0:
+    # leaves behind then fail in a collective and do: it is the cause, not them. SIGTERM is
+    # what torchrun (or we) send the survivors once a rank failed: never the cause.
+    killed = next((r for r in reported if r[2] < 0 and r[2] != -signal.SIGTERM), None)
+    if rank is not None and code is not None and _killed(code):
         pass
     elif killed is not None:
         rank, host, code = killed
@@ -145,14 +146,16 @@ def supervise(processes: list[Process], log_dir: Path, timeout_s: float) -> None
             codes = [p.popen.poll() for p in processes]
             # one killed by a signal first: the others may have failed because of it
             failed = min((p for p, c in zip(processes, codes) if c not in (None, 0)),
-                         key=lambda p: p.popen.returncode >= 0, default=None)
+                         key=lambda p: not _killed(p.popen.returncode), default=None)
             if failed is not None:
-                if failed.popen.returncode < 0:  # killed: the others may be just finishing
+                if _killed(failed.popen.returncode):  # the others may be just finishing
                     let_finish(processes, 2.0)
-                stop(processes)
                 if (missing := _rendezvous_timed_out(failed)) is not None:
+                    # no worker started anywhere: nothing for an agent to save in 30 s
+                    stop(processes, grace_s=2.0)
                     raise LaunchError(missing, None, socket.gethostname(),
                                       failed.popen.returncode, failed.log)
+                stop(processes)
                 rank, host, code, log = _failed_rank(failed, log_dir)
                 who = f"rank {rank}" if rank is not None else failed.label
                 what = f"exited with code {code}"
@@ -169,6 +172,11 @@ def supervise(processes: list[Process], log_dir: Path, timeout_s: float) -> None
     except KeyboardInterrupt:
         stop(processes)
         raise
+
+
+def _killed(code: int) -> bool:
+    """Ended by a signal other than the SIGTERM a launcher sends the survivors of a failure."""
+    return code < 0 and code != -signal.SIGTERM
 
 
 def let_finish(processes: list[Process], grace_s: float) -> None:
