@@ -39,3 +39,29 @@ def test_save_model_writes_a_loadable_state_dict_to_train_dir(small_data, tmp_pa
     state = torch.load(tmp_path / "ckpt" / "model.pt")
     ToyNet().load_state_dict(state)  # every key and shape matches
     assert [p.name for p in (tmp_path / "ckpt").iterdir()] == ["model.pt"]  # no temp file left
+
+
+def _worker(module: str, *args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", f"benchlib.workers.{module}", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_nccl_without_cuda_is_one_line_before_any_rank_is_spawned(tmp_path):
+    done = _worker("ddp", "--spawn", "2", "--backend", "nccl", "--device", "cpu",
+                   "--dataset", "synthetic", "--log-dir", str(tmp_path))
+    assert done.returncode == 2
+    assert done.stderr == "benchlib.workers.ddp: backend: nccl needs CUDA devices; use gloo on CPU\n"
+    assert not list(tmp_path.iterdir())  # no rank started, no log written
+
+
+def test_warmup_covering_max_steps_is_refused_before_training(tmp_path):
+    done = _worker("single", "--dataset", "synthetic", "--model", "simplecnn", "--image-size", "32",
+                   "--max-steps", "5", "--warmup-steps", "5", "--device", "cpu",
+                   "--log-dir", str(tmp_path))
+    assert done.returncode == 2
+    assert done.stderr == ("benchlib.workers.single: warmup_steps: 5 leaves no timed step of the "
+                           "5 steps per epoch (max_steps); lower warmup_steps or raise max_steps\n")
+    assert not list(tmp_path.iterdir())

@@ -166,6 +166,14 @@ def wrap(model: nn.Module, strategy: str, device: torch.device,
     return model, 1
 
 
+def check_args(args: argparse.Namespace) -> None:
+    """What the arguments alone say cannot work, refused before any rank starts."""
+    if args.max_steps and args.warmup_steps >= args.max_steps:
+        raise ConfigError("warmup_steps", f"{args.warmup_steps} leaves no timed step of the "
+                          f"{args.max_steps} steps per epoch (max_steps); lower warmup_steps or "
+                          "raise max_steps")
+
+
 def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
     torch.manual_seed(args.seed)
     shape = (3, args.image_size, args.image_size)

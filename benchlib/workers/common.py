@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.config.choices import BACKENDS, DEFAULT_PORT, DEVICES
-from benchlib.distributed.device import choose_backend, device_for
+from benchlib.distributed.device import choose_backend, device_for, uses_cuda
 from benchlib.distributed.env import DistEnv, from_tcp, resolve
 from benchlib.distributed.group import barrier_and_destroy, init
 from benchlib.launch import protocol
@@ -77,12 +77,19 @@ def _spawned(local_rank: int, main: Main, args: argparse.Namespace) -> None:
     run_rank(main, args, env)
 
 
-def entry(main: Main, parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
+def entry(main: Main, parser: argparse.ArgumentParser, argv: list[str] | None = None,
+          check: Callable[[argparse.Namespace], None] | None = None) -> int:
+    """Parse, check what can be checked before any rank starts (device, backend, and the
+    worker's own `check` of its arguments), then run this process's rank(s)."""
     add_arguments(parser)
     args = parser.parse_args(argv)
     from benchlib.errors import BenchlibError
 
     try:
+        cuda = uses_cuda(args.device)  # gpu without CUDA, nccl on CPU: one line, not a
+        choose_backend("cuda" if cuda else "cpu", args.backend)  # traceback per spawned rank
+        if check is not None:
+            check(args)
         if args.spawn:
             import torch.multiprocessing as mp
 
