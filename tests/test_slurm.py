@@ -2,6 +2,7 @@
 sweeps as job arrays, the rendered sbatch scripts, layouts refused before submitting."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -274,3 +275,17 @@ def test_the_poller_waits_out_a_squeue_that_fails_for_a_while(slurm_cluster, tmp
     out, err = sweep.communicate(timeout=300)
     assert sweep.returncode == 0, out + err
     assert "1 ok, 0 failed, 0 skipped" in out
+
+
+def test_a_failing_sinfo_is_said_not_silently_skipped(tmp_path, monkeypatch, capsys):
+    from benchlib.slurm.capacity import node_capacity
+
+    shim = tmp_path / "sinfo"  # what sinfo prints while the controller is down
+    shim.write_text("#!/bin/sh\necho 'slurm_load_partitions: Unable to contact slurm controller "
+                    "(connect failure)' >&2\nexit 1\n")
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    assert node_capacity("debug") is None
+    assert capsys.readouterr().err == (
+        "benchlib: partition capacity not checked (sinfo failed: slurm_load_partitions: Unable "
+        "to contact slurm controller (connect failure)); sbatch will judge the layout\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 
 from benchlib.config.base import require_choice, require_min
 from benchlib.errors import ConfigError
@@ -22,10 +23,13 @@ def node_capacity(partition: str | None = None) -> dict[str, int] | None:
     argv = ["sinfo", "-N", "-h", "-o", "%N %c %P %G"]
     try:
         out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-    except (FileNotFoundError, subprocess.TimeoutExpired):
-        return None
+    except FileNotFoundError:
+        return None  # no Slurm here: nothing to check against, nothing to say
+    except subprocess.TimeoutExpired:
+        return _unchecked("sinfo did not answer within 30 s")
     if out.returncode != 0:
-        return None
+        last = (out.stderr.strip().splitlines() or [f"exit {out.returncode}"])[-1]
+        return _unchecked(f"sinfo failed: {last}")
     partition = partition or os.environ.get("SLURM_JOB_PARTITION")
     nodes: dict[str, tuple[int, int]] = {}  # a node is listed once per partition it is in
     for line in out.stdout.splitlines():
@@ -39,6 +43,13 @@ def node_capacity(partition: str | None = None) -> dict[str, int] | None:
         return None
     return {"nodes": len(nodes), "cpus": min(c for c, _ in nodes.values()),
             "gpus": min(g for _, g in nodes.values())}
+
+
+def _unchecked(why: str) -> None:
+    """Slurm is here but would not say what the partition holds: go on, and say so."""
+    print(f"benchlib: partition capacity not checked ({why}); sbatch will judge the layout",
+          file=sys.stderr)
+    return None
 
 
 def check_layout(trainer: str, nodes: int, devices: int, ntasks_per_node: int | None = None,
