@@ -237,3 +237,20 @@ def test_the_rank_torchrun_stopped_with_sigterm_is_never_blamed(tmp_path):
     rank, host, code, path = supervise._failed_rank(
         supervise.Process("torchrun agent", None, agent, log), tmp_path)
     assert (rank, host, code, path) == (1, "vm", 1, tmp_path / "rank1.log")
+
+
+def test_a_tcp_rank_whose_port_never_answers_ends_after_its_timeout_with_one_line():
+    """Something that accepts connections and never speaks holds the port: torch's own
+    timeout does not end that wait; the join's watchdog does, saying what it waited for."""
+    with socket.socket() as deaf:
+        deaf.bind(("127.0.0.1", 0))
+        deaf.listen(8)
+        port = deaf.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "benchlib", "doctor", "--init-method",
+                               f"tcp://127.0.0.1:{port}", "--rank", "1", "--world-size", "2",
+                               "--timeout", "3", "--device", "cpu"],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"rank 1: no process group at 127.0.0.1:{port} within 3 s (timeout): the other 1 "
+        "rank(s) never joined, or something that is not a rendezvous holds that port")

@@ -4,20 +4,42 @@ gather a value from every rank, leave together."""
 from __future__ import annotations
 
 import os
+import sys
+import threading
 from datetime import timedelta
 from typing import Any
 
 from benchlib.distributed.env import DistEnv
 
 
+# torch's own timeout does not cover every wait of the rendezvous (a port held by a
+# process that accepts and never answers hung a tcp:// rank until it was killed)
+JOIN_GRACE_S = 5.0
+
+
 def init(env: DistEnv, backend: str, timeout_s: float) -> None:
-    """Join the process group; rendezvous and every collective time out after `timeout_s`."""
+    """Join the process group; rendezvous and every collective time out after `timeout_s`.
+    A join still waiting `JOIN_GRACE_S` later ends the process with one line naming what
+    it waited for."""
     import torch.distributed as dist
 
     if env.source != "tcp":
         os.environ.update(env.as_environ())
-    dist.init_process_group(backend, init_method=env.init_method, rank=env.rank,
-                            world_size=env.world_size, timeout=timedelta(seconds=timeout_s))
+    watchdog = threading.Timer(timeout_s + JOIN_GRACE_S, _gave_up, (env, timeout_s))
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        dist.init_process_group(backend, init_method=env.init_method, rank=env.rank,
+                                world_size=env.world_size, timeout=timedelta(seconds=timeout_s))
+    finally:
+        watchdog.cancel()
+
+
+def _gave_up(env: DistEnv, timeout_s: float) -> None:
+    print(f"rank {env.rank}: no process group at {env.master_addr}:{env.master_port} within "
+          f"{timeout_s:.0f} s (timeout): the other {env.world_size - 1} rank(s) never joined, or "
+          "something that is not a rendezvous holds that port", file=sys.stderr, flush=True)
+    os._exit(1)  # the join is stuck in C++: nothing else ends it
 
 
 def gather_objects(value: Any) -> list[Any]:
