@@ -254,3 +254,18 @@ def test_a_tcp_rank_whose_port_never_answers_ends_after_its_timeout_with_one_lin
     assert done.stderr.strip().splitlines()[-1] == (
         f"rank 1: no process group at 127.0.0.1:{port} within 3 s (timeout): the other 1 "
         "rank(s) never joined, or something that is not a rendezvous holds that port")
+
+
+def test_rank_0_whose_port_is_taken_says_so_in_one_line():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "benchlib", "doctor", "--init-method",
+                               f"tcp://127.0.0.1:{port}", "--rank", "0", "--world-size", "2",
+                               "--timeout", "3", "--device", "cpu"],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr == (f"benchlib.workers.doctor: init_method: port {port} on 127.0.0.1 is "
+                           "already in use, so rank 0 cannot host the rendezvous there; pick a "
+                           "free port (tcp://HOST:PORT, --port or MASTER_PORT)\n")

@@ -65,3 +65,22 @@ def test_warmup_covering_max_steps_is_refused_before_training(tmp_path):
     assert done.stderr == ("benchlib.workers.single: warmup_steps: 5 leaves no timed step of the "
                            "5 steps per epoch (max_steps); lower warmup_steps or raise max_steps\n")
     assert not list(tmp_path.iterdir())
+
+
+def test_a_worker_run_by_hand_ends_with_a_one_line_result():
+    done = _worker("single", "--dataset", "synthetic", "--model", "simplecnn", "--image-size", "32",
+                   "--batch-size", "4", "--max-steps", "4", "--warmup-steps", "1", "--epochs", "2",
+                   "--device", "cpu", "--log-interval", "0")
+    assert done.returncode == 0, done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("result: ") and " samples/s (p10 " in last and "2 epochs), epoch " in last
+    assert last.endswith(", 1 rank(s), on cpu")
+
+
+def test_the_result_line_says_what_a_result_holds():
+    from benchlib.launch.protocol import summary_line
+
+    assert summary_line({"samples_per_s": 1234.5, "samples_per_s_n": 1, "step_s": 0.05,
+                         "world_size": 4, "restarts": 1, "steps_redone": 3}) == (
+        "result: 1,234.5 samples/s, step 0.05 s, 4 rank(s), 1 restart(s), 3 steps redone")
+    assert summary_line({"samples_per_s": None}) == "result: no timed step (see the log above)"

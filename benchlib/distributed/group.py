@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from benchlib.distributed.env import DistEnv
+from benchlib.errors import UsageError
 
 
 # torch's own timeout does not cover every wait of the rendezvous (a port held by a
@@ -31,6 +32,12 @@ def init(env: DistEnv, backend: str, timeout_s: float) -> None:
     try:
         dist.init_process_group(backend, init_method=env.init_method, rank=env.rank,
                                 world_size=env.world_size, timeout=timedelta(seconds=timeout_s))
+    except dist.DistNetworkError as e:
+        if "EADDRINUSE" not in str(e):
+            raise
+        raise UsageError(f"init_method: port {env.master_port} on {env.master_addr} is already in "
+                         "use, so rank 0 cannot host the rendezvous there; pick a free port "
+                         "(tcp://HOST:PORT, --port or MASTER_PORT)") from None
     finally:
         watchdog.cancel()
 

@@ -67,8 +67,31 @@ def failure_marks(log_dir: Path) -> list[tuple[float, int, str]]:
 
 
 def write_result(path: str | None, result: dict) -> None:
+    """Rank 0's last word: one summary line on its output (the seeds' scripts printed their
+    times; a terminal user reads this), then the whole result to `path` for the launcher."""
+    print(summary_line(result.get("metrics", {})), flush=True)
     if path:
         atomic.write_json(Path(path), result)
+
+
+def summary_line(m: dict) -> str:
+    """`result: 1,234.5 samples/s (p10 1,200.0, p90 1,250.3, 3 epochs), epoch 2.31 s, ...`"""
+    if m.get("samples_per_s") is None:
+        return "result: no timed step (see the log above)"
+    parts = [f"result: {m['samples_per_s']:,.1f} samples/s"]
+    if m.get("samples_per_s_n", 0) > 1:
+        parts[0] += (f" (p10 {m['samples_per_s_p10']:,.1f}, p90 {m['samples_per_s_p90']:,.1f}, "
+                     f"{m['samples_per_s_n']} epochs)")
+    for key, label in (("epoch_s", "epoch"), ("step_s", "step"), ("batch_s", "batch")):
+        if m.get(key) is not None:
+            parts.append(f"{label} {m[key]:.3g} s")
+    if m.get("world_size"):
+        parts.append(f"{m['world_size']} rank(s)")
+    if m.get("device_name"):
+        parts.append(f"on {m['device_name']}")
+    if m.get("restarts"):
+        parts.append(f"{m['restarts']} restart(s), {m.get('steps_redone', 0)} steps redone")
+    return ", ".join(parts)
 
 
 def crashed_after_the_result(log_dir: Path, result_file: Path) -> bool:
