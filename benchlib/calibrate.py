@@ -21,7 +21,7 @@ import torch
 from benchlib.data import storage
 from benchlib.core import allocator, loops
 from benchlib.core.models import build_model
-from benchlib.core.timing import StepClock, summarize
+from benchlib.core.timing import StepClock, spread_text, summarize
 from benchlib.errors import UsageError
 
 
@@ -147,8 +147,7 @@ def report_lines(loop: dict[str, Any], fetch: dict[str, Any] | None,
                                          if alloc["glibc_tunables"] else "")
         + (f" LD_PRELOAD={alloc['ld_preload']}" if alloc["ld_preload"] else ""),
         f"train loop: benchlib / bare = {loop['ratio']:.3f} (p10 {loop['ratio_p10']:.3f}, "
-        f"p90 {loop['ratio_p90']:.3f}, 95% CI {loop['ratio_ci95_low']:.3f}-"
-        f"{loop['ratio_ci95_high']:.3f}, {loop['ratio_n']} rounds); bare "
+        f"p90 {loop['ratio_p90']:.3f}, {spread_text(loop, 'ratio')} rounds); bare "
         f"{loop['bare_samples_per_s']:,.0f} samples/s, benchlib "
         f"{loop['benchlib_samples_per_s']:,.0f} samples/s; target >= 0.98: "
         f"{'met' if loop['ratio'] >= 0.98 else 'MISSED'} ({loop['model']}, batch "

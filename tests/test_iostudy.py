@@ -1,4 +1,5 @@
 import json
+import math
 import subprocess
 import sys
 
@@ -21,7 +22,9 @@ def test_run_summarises_repeats_with_spread(small_data):
     m = result.metrics
     assert len(result.repeats) == 4 and m["samples_per_s_n"] == 4
     assert m["samples_per_s_p10"] <= m["samples_per_s"] <= m["samples_per_s_p90"]
-    assert m["samples_per_s_ci95_low"] <= m["samples_per_s"] <= m["samples_per_s_ci95_high"]
+    # 4 repeats: the range, not a bootstrap "95%" interval (that needs 5 or more)
+    assert m["samples_per_s_min"] <= m["samples_per_s"] <= m["samples_per_s_max"]
+    assert math.isnan(m["samples_per_s_ci95_low"])
     assert m["steps_per_epoch"] == 5 and m["samples"] == 300 and m["global_batch"] == 64
     assert 0 < m["data_share"] < 1 and m["data_source"] == "generated"
     assert m["device_name"] == "cpu" and m["peak_mem_bytes"] is None
@@ -91,7 +94,7 @@ def test_calibrate_prints_the_loop_ratio_and_fetch_ceiling(small_data, capsys):
     assert main(["calibrate", "--steps", "3", "--rounds", "2", "--path", str(small_data)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("allocator: glibc")
-    assert "train loop: benchlib / bare = " in out[1] and "2 rounds" in out[1]
+    assert "train loop: benchlib / bare = " in out[1] and "range " in out[1] and "n=2 rounds" in out[1]
     assert "benchlib adds" in out[1] and "us per step" in out[1]
     assert out[2].startswith("ground truth: reported (host clock) / synchronized wall clock = ")
     assert "5 epochs of 3 steps" in out[2]

@@ -34,3 +34,14 @@ def test_cpu_clock_is_the_plain_monotonic_clock():
     a = clock.now()
     time.sleep(0.01)
     assert clock.now() - a >= 0.01
+
+
+def test_fewer_than_five_values_get_their_range_not_a_95_percent_interval():
+    from benchlib.core.timing import spread_text
+
+    few = summarize([10.0, 12.0, 11.0], "x")
+    assert math.isnan(few["x_ci95_low"]) and math.isnan(few["x_ci95_high"])
+    assert (few["x_min"], few["x_max"], few["x_n"]) == (10.0, 12.0, 3)
+    assert spread_text(few, "x", ".1f") == "range 10.0-12.0, n=3"
+    five = summarize([10.0, 12.0, 11.0, 10.5, 11.5], "x")
+    assert spread_text(five, "x", ".1f").startswith("95% CI ") and five["x_ci95_low"] <= 11.0

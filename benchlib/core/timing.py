@@ -86,15 +86,32 @@ def median_ci95(values: Sequence[float], resamples: int = 2000, seed: int = 0) -
     return quantile(medians, 0.025), quantile(medians, 0.975)
 
 
+MIN_FOR_CI = 5  # fewer independent values than this: the range, not a bootstrap interval
+
+
 def summarize(values: Sequence[float], name: str) -> dict[str, float]:
-    """`name` (median), `name_p10`, `name_p90`, `name_ci95_low`, `name_ci95_high`, `name_n`."""
+    """`name` (median), `name_p10`, `name_p90`, `name_min`, `name_max`, `name_n`, and
+    `name_ci95_low`/`_high`: a bootstrap interval of the median from `MIN_FOR_CI` or more
+    values, NaN below that (with 2-4 values a bootstrap gives back about the range, and
+    calling it a 95% interval would overstate it: read min-max and n instead)."""
     ordered = sorted(v for v in values if v is not None and math.isfinite(v))
-    low, high = median_ci95(ordered)
+    low, high = median_ci95(ordered) if len(ordered) >= MIN_FOR_CI else (math.nan, math.nan)
     return {
         name: statistics.median(ordered) if ordered else math.nan,
         f"{name}_p10": quantile(ordered, 0.10),
         f"{name}_p90": quantile(ordered, 0.90),
+        f"{name}_min": ordered[0] if ordered else math.nan,
+        f"{name}_max": ordered[-1] if ordered else math.nan,
         f"{name}_ci95_low": low,
         f"{name}_ci95_high": high,
         f"{name}_n": len(ordered),
     }
+
+
+def spread_text(stats: dict[str, float], name: str, fmt: str = ",.3f") -> str:
+    """'95% CI a-b, n' from 5 values up, else 'range a-b, n' (see summarize)."""
+    n = stats[f"{name}_n"]
+    if n >= MIN_FOR_CI:
+        return (f"95% CI {stats[f'{name}_ci95_low']:{fmt}}-{stats[f'{name}_ci95_high']:{fmt}}, "
+                f"n={n}")
+    return f"range {stats[f'{name}_min']:{fmt}}-{stats[f'{name}_max']:{fmt}}, n={n}"
