@@ -63,9 +63,11 @@ def run(cfg: IOConfig, run_id: str = "interactive") -> IOResult:
     device = device_for(cfg.device)
     prepared = storage.prepare(cfg.dataset, cfg.variant, cfg.path)
     steps_per_epoch = math.ceil(prepared.samples / cfg.batch_size)
-    if cfg.warmup_steps >= steps_per_epoch:
-        raise ConfigError("warmup_steps", f"{cfg.warmup_steps} leaves no timed step: an epoch "
-                          f"of {prepared.samples} samples has {steps_per_epoch} steps")
+    warmup, warmup_why = loops.steady_state_warmup(cfg.warmup_steps, cfg.num_workers)
+    if warmup >= steps_per_epoch:
+        raise ConfigError("warmup_steps", f"{warmup} leaves no timed step: an epoch of "
+                          f"{prepared.samples} samples has {steps_per_epoch} steps"
+                          + ("" if warmup == cfg.warmup_steps else f" ({warmup_why})"))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
@@ -76,7 +78,7 @@ def run(cfg: IOConfig, run_id: str = "interactive") -> IOResult:
                                    cfg.num_workers, device, cfg.seed + r)
         data_s, compute_s, samples, total_s = [], [], 0, 0.0
         for _ in range(cfg.epochs):
-            times = loops.run_epoch(loader, step, cfg.warmup_steps)
+            times = loops.run_epoch(loader, step, warmup)
             d, c, n = times.timed()
             data_s += d
             compute_s += c
@@ -104,6 +106,8 @@ def run(cfg: IOConfig, run_id: str = "interactive") -> IOResult:
         "global_batch": cfg.batch_size,
         "samples": prepared.samples,
         "steps_per_epoch": steps_per_epoch,
+        "warmup_steps_excluded": warmup,
+        "warmup_reason": warmup_why,
         "prepare_s": prepared.prepare_s,
         "data_source": prepared.source,
         "device_name": device_name(device),

@@ -48,6 +48,20 @@ class EpochTimes:
                 [self.samples[i] for i in keep])
 
 
+PREFETCH_FACTOR = 2  # DataLoader's default: batches each worker fetches ahead
+
+
+def steady_state_warmup(warmup_steps: int, num_workers: int) -> tuple[int, str]:
+    """Steps to leave out at an epoch's start, and why: the warm-up asked for, or, when
+    more, the batches the workers prefetched while the loop was starting (prefetch
+    factor x workers): they come for free and would inflate samples/s."""
+    prefetched = PREFETCH_FACTOR * num_workers
+    if prefetched > warmup_steps:
+        return prefetched, (f"{prefetched} batches prefetched by {num_workers} workers during "
+                            f"start-up (more than warmup_steps {warmup_steps})")
+    return warmup_steps, "warmup_steps"
+
+
 class IndexBatches(torch.utils.data.Sampler):
     """Each batch's indices as one tensor, a slice of one permutation per epoch: for data
     sets that fetch a whole batch by tensor indexing (`fetches_batches`), so that no list
