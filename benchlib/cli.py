@@ -164,22 +164,23 @@ def _store(args, notebook: str, run_id: str, params: dict, started_at: str, metr
 
 def cmd_io(args) -> int:
     """Seed 000's singlegpu.py / test_funcs.py: one setting measured, one record written."""
-    from benchlib import iostudy, results
+    from benchlib import results
     from benchlib.config import IOConfig
+    from benchlib.studies import single_device_io
 
     cfg = IOConfig(path=str(Path(args.path).resolve()), dataset=args.dataset,
                    variant=args.variant, mode=args.mode, device=args.device, model=args.model,
                    epochs=args.epochs, batch_size=args.batch_size, num_workers=args.num_workers,
                    repeats=args.repeats, warmup_steps=args.warmup_steps, profile=args.profile,
                    export_trace=args.export_trace, seed=args.seed)
-    iostudy.preflight(cfg)  # bad input ends here: exit 2, nothing written
+    single_device_io.preflight(cfg)  # bad input ends here: exit 2, nothing written
     params = cfg.as_dict()
     run_id = results.run_id_for(args.study, "benchlib-io", params)
     started_at = results.now()
-    result = iostudy.run(cfg, run_id)
+    result = single_device_io.run(cfg, run_id)
     path = _store(args, "benchlib io (CLI)", run_id, params, started_at, result.metrics,
                   result.details())
-    print(iostudy.describe(cfg, result))
+    print(single_device_io.describe(cfg, result))
     for row in result.profile:
         print(f"  {row['op'][:48]:48} calls {row['calls']:6d}  self cpu {row['self_cpu_ms']:9.3f} ms"
               + (f"  self cuda {row['self_cuda_ms']:9.3f} ms" if "self_cuda_ms" in row else ""))
@@ -255,8 +256,8 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    from benchlib import calibrate
     from benchlib.distributed.device import device_for
+    from benchlib.studies import calibrate
 
     device = device_for(args.device)
     loop = calibrate.loop_overhead(device, steps=args.steps, rounds=args.rounds)

@@ -2,11 +2,11 @@
 
 import pytest
 
-from benchlib import ddpstudy
 from benchlib.config import DistConfig
 from benchlib.distributed.device import choose_backend
 from benchlib.distributed.env import DistEnv, from_tcp, resolve
 from benchlib.errors import ConfigError, UsageError
+from benchlib.studies import dp_vs_ddp
 
 
 def test_torchrun_variables():
@@ -95,7 +95,7 @@ def test_dist_config_refuses_impossible_settings(kw, message):
 
 def test_nccl_on_a_cpu_only_machine_is_refused_before_launch(small_data):
     with pytest.raises(UsageError, match="backend: nccl needs CUDA"):
-        ddpstudy.preflight(DistConfig(path=str(small_data), device="cpu", backend="nccl"))
+        dp_vs_ddp.preflight(DistConfig(path=str(small_data), device="cpu", backend="nccl"))
 
 
 @pytest.mark.parametrize("kw, message", [
@@ -112,12 +112,12 @@ def test_warmup_covering_a_whole_epoch_is_refused_before_launch(small_data):
                      batch_size=64, nproc_per_node=2, warmup_steps=3)
     with pytest.raises(ConfigError, match="warmup_steps: 3 leaves no timed step: an epoch here "
                                           "has 3 steps"):
-        ddpstudy.preflight(cfg)  # 300 samples / (64 x 2) = 3 steps
+        dp_vs_ddp.preflight(cfg)  # 300 samples / (64 x 2) = 3 steps
     with pytest.raises(ConfigError, match="warmup_steps: 100 leaves no timed step"):
-        ddpstudy.preflight(DistConfig(device="cpu", dataset="synthetic", strategy="single",
+        dp_vs_ddp.preflight(DistConfig(device="cpu", dataset="synthetic", strategy="single",
                                       nproc_per_node=1, warmup_steps=100))
 
 
 def test_more_ranks_than_cores_is_refused(small_data):
     with pytest.raises(ConfigError, match="nproc_per_node: 64 ranks asked for on this host, but only"):
-        ddpstudy.preflight(DistConfig(path=str(small_data), device="cpu", nproc_per_node=64))
+        dp_vs_ddp.preflight(DistConfig(path=str(small_data), device="cpu", nproc_per_node=64))

@@ -14,10 +14,10 @@ from typing import Any
 
 import torch
 
-from benchlib.data import storage
 from benchlib.core import allocator, loops
 from benchlib.core.models import build_model
 from benchlib.core.timing import StepClock, summarize
+from benchlib.data import storage
 
 
 def _bare_loop(model, optimizer, loss_fn, x, y, steps: int, clock: StepClock) -> float:
