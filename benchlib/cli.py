@@ -66,7 +66,7 @@ def _report_sweep(summary, title: str) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from benchlib import params, sweep
+    from benchlib.workbook import params, sweep
 
     rows = params.load_plan(args.file)  # every value is checked before anything runs
     outputs = _outputs(args)
@@ -131,7 +131,7 @@ def _parse_param(pair: list[str]) -> tuple[str, object]:
 
 
 def cmd_run(args) -> int:
-    from benchlib import params, sweep
+    from benchlib.workbook import params, sweep
 
     row = params.single_row(args.notebook, dict(map(_parse_param, args.param or [])), args.study)
     params.preflight([row])
@@ -142,7 +142,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from benchlib import report
+    from benchlib.workbook import report
 
     index = report.build(_outputs(args), analysis=not args.no_analysis)
     print(f"report: {index}")
@@ -152,8 +152,8 @@ def cmd_report(args) -> int:
 def _store(args, notebook: str, run_id: str, params: dict, started_at: str, metrics: dict,
            details: dict) -> Path:
     """A record for a measurement run from the shell: the same schema as a notebook run's."""
-    from benchlib import results
     from benchlib.core import envinfo
+    from benchlib.workbook import results
 
     record = results.make_record(
         run_id=run_id, study=args.study, notebook=notebook, params=params,
@@ -164,9 +164,9 @@ def _store(args, notebook: str, run_id: str, params: dict, started_at: str, metr
 
 def cmd_io(args) -> int:
     """Seed 000's singlegpu.py / test_funcs.py: one setting measured, one record written."""
-    from benchlib import results
     from benchlib.config import IOConfig
     from benchlib.studies import single_device_io
+    from benchlib.workbook import results
 
     cfg = IOConfig(path=str(Path(args.path).resolve()), dataset=args.dataset,
                    variant=args.variant, mode=args.mode, device=args.device, model=args.model,
@@ -204,8 +204,8 @@ def _check_distributed(args) -> None:
 
 def cmd_allreduce(args) -> int:
     """All-reduce bus bandwidth over message sizes, launched like the trainers."""
-    from benchlib import results
     from benchlib.launch.launcher import launch
+    from benchlib.workbook import results
 
     _check_distributed(args)
     if args.nproc < 2:
@@ -272,8 +272,8 @@ def cmd_overhead(args) -> int:
     import subprocess
     import tempfile
 
-    from benchlib import sweep
-    from benchlib.params import single_row
+    from benchlib.workbook import sweep
+    from benchlib.workbook.params import single_row
 
     notebook = Path(__file__).parent / "resources" / "trivial.ipynb"
     with tempfile.TemporaryDirectory() as tmp:

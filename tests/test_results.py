@@ -4,8 +4,9 @@ import os
 import numpy as np
 import pytest
 
-from benchlib import atomic, results
+from benchlib import atomic
 from benchlib.errors import RecordError
+from benchlib.workbook import results
 
 
 def record(**kw):

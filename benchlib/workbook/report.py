@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchlib import atomic, paths, results, sweep
+from benchlib import atomic, paths
 from benchlib.errors import BenchlibError
+from benchlib.workbook import results, sweep
 
 ANALYSIS_NOTEBOOK = "90_analysis.ipynb"
 
