@@ -66,7 +66,7 @@ def _report_sweep(summary, title: str) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from benchlib import params, sweep
+    from benchlib.workbook import params, sweep
 
     rows = params.load_plan(args.file)  # every value is checked before anything runs
     outputs = _outputs(args)
@@ -131,7 +131,7 @@ def _parse_param(pair: list[str]) -> tuple[str, object]:
 
 
 def cmd_run(args) -> int:
-    from benchlib import params, sweep
+    from benchlib.workbook import params, sweep
 
     row = params.single_row(args.notebook, dict(map(_parse_param, args.param or [])), args.study)
     params.preflight([row])
@@ -142,7 +142,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from benchlib import report
+    from benchlib.workbook import report
 
     index = report.build(_outputs(args), analysis=not args.no_analysis)
     print(f"report: {index}")
@@ -152,8 +152,8 @@ def cmd_report(args) -> int:
 def _store(args, notebook: str, run_id: str, params: dict, started_at: str, metrics: dict,
            details: dict) -> Path:
     """A record for a measurement run from the shell: the same schema as a notebook run's."""
-    from benchlib import results
     from benchlib.core import envinfo
+    from benchlib.workbook import results
 
     record = results.make_record(
         run_id=run_id, study=args.study, notebook=notebook, params=params,
@@ -164,22 +164,23 @@ def _store(args, notebook: str, run_id: str, params: dict, started_at: str, metr
 
 def cmd_io(args) -> int:
     """Seed 000's singlegpu.py / test_funcs.py: one setting measured, one record written."""
-    from benchlib import iostudy, results
     from benchlib.config import IOConfig
+    from benchlib.studies import single_device_io
+    from benchlib.workbook import results
 
     cfg = IOConfig(path=str(Path(args.path).resolve()), dataset=args.dataset,
                    variant=args.variant, mode=args.mode, device=args.device, model=args.model,
                    epochs=args.epochs, batch_size=args.batch_size, num_workers=args.num_workers,
                    repeats=args.repeats, warmup_steps=args.warmup_steps, profile=args.profile,
                    export_trace=args.export_trace, seed=args.seed)
-    iostudy.preflight(cfg)  # bad input ends here: exit 2, nothing written
+    single_device_io.preflight(cfg)  # bad input ends here: exit 2, nothing written
     params = cfg.as_dict()
     run_id = results.run_id_for(args.study, "benchlib-io", params)
     started_at = results.now()
-    result = iostudy.run(cfg, run_id)
+    result = single_device_io.run(cfg, run_id)
     path = _store(args, "benchlib io (CLI)", run_id, params, started_at, result.metrics,
                   result.details())
-    print(iostudy.describe(cfg, result))
+    print(single_device_io.describe(cfg, result))
     for row in result.profile:
         print(f"  {row['op'][:48]:48} calls {row['calls']:6d}  self cpu {row['self_cpu_ms']:9.3f} ms"
               + (f"  self cuda {row['self_cuda_ms']:9.3f} ms" if "self_cuda_ms" in row else ""))
@@ -203,8 +204,8 @@ def _check_distributed(args) -> None:
 
 def cmd_allreduce(args) -> int:
     """All-reduce bus bandwidth over message sizes, launched like the trainers."""
-    from benchlib import results
     from benchlib.launch.launcher import launch
+    from benchlib.workbook import results
 
     _check_distributed(args)
     if args.nproc < 2:
@@ -255,8 +256,8 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    from benchlib import calibrate
     from benchlib.distributed.device import device_for
+    from benchlib.studies import calibrate
 
     for name in ("steps", "rounds", "batch_size"):
         if getattr(args, name) < 1:
@@ -282,8 +283,8 @@ def cmd_overhead(args) -> int:
     import subprocess
     import tempfile
 
-    from benchlib import sweep
-    from benchlib.params import single_row
+    from benchlib.workbook import sweep
+    from benchlib.workbook.params import single_row
 
     notebook = Path(__file__).parent / "resources" / "trivial.ipynb"
     with tempfile.TemporaryDirectory() as tmp:

@@ -5,11 +5,12 @@ import math
 import pytest
 import torch
 
-from benchlib import frameworkstudy, reference
+from benchlib import reference
 from benchlib.config import FrameworkConfig
 from benchlib.core import loops
 from benchlib.core.models import build_model
 from benchlib.errors import ConfigError, UsageError
+from benchlib.studies import framework_comparison
 from benchlib.trainers.ddp import training_flops_per_sample
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
@@ -57,9 +58,9 @@ def test_mfu_peak_is_looked_up_by_exact_model_and_ambiguity_gives_unknown(name, 
 
 
 def test_mfu_is_unknown_without_a_published_peak_never_invented():
-    value, why = frameworkstudy.mfu(1000.0, 1, 12.3e9, "cpu", "fp32")
+    value, why = framework_comparison.mfu(1000.0, 1, 12.3e9, "cpu", "fp32")
     assert value is None and why == "no published peak for cpu at fp32"
-    value, source = frameworkstudy.mfu(2600.0, 1, 3 * 4.1e9, "NVIDIA H100 80GB HBM3", "amp_bf16")
+    value, source = framework_comparison.mfu(2600.0, 1, 3 * 4.1e9, "NVIDIA H100 80GB HBM3", "amp_bf16")
     assert value == pytest.approx(2600 * 3 * 4.1e9 / 989.4e12) and "H100" in source
 
 
@@ -71,8 +72,8 @@ def test_training_flops_of_resnet50_are_three_forward_passes():
 
 def test_dlperf_settings_lr_is_global_batch_over_1000_and_steps_add_up():
     cfg = FrameworkConfig(batch_size=128, nproc_per_node=2)
-    assert frameworkstudy.learning_rate(cfg) == 0.256 and cfg.steps == 125
-    args = frameworkstudy.trainer_args(cfg)
+    assert framework_comparison.learning_rate(cfg) == 0.256 and cfg.steps == 125
+    args = framework_comparison.trainer_args(cfg)
     assert args[args.index("--max-steps") + 1] == "125"
     assert args[args.index("--warmup-steps") + 1] == "25"
     assert args[args.index("--momentum") + 1] == "0.9"
@@ -97,14 +98,14 @@ def test_framework_config_refuses_bad_values(kw, message):
 @NO_CUDA
 def test_what_this_machine_cannot_run_is_refused_before_launch(kw, message):
     with pytest.raises(UsageError, match=message):
-        frameworkstudy.preflight(FrameworkConfig(**{"device": "cpu", **kw}))
+        framework_comparison.preflight(FrameworkConfig(**{"device": "cpu", **kw}))
 
 
 def test_an_image_folder_too_small_for_the_window_is_refused(small_data):
     cfg = FrameworkConfig(path=str(small_data), dataset="imagefolder", device="cpu", batch_size=8)
     with pytest.raises(ConfigError, match="the image folder has 40 training images: 5 steps of "
                                           "batch 8 x 1, fewer than the 125"):
-        frameworkstudy.preflight(cfg)
+        framework_comparison.preflight(cfg)
 
 
 def test_amp_bf16_and_channels_last_train_on_cpu():

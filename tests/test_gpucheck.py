@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from benchlib import gpucheck, results
+from benchlib.workbook import gpu_check as gpucheck, results
 from tests.conftest import ROOT
 
 SCRIPT = ROOT / "scripts" / "gpu-check.sh"

@@ -6,11 +6,11 @@ import sys
 import pytest
 import torch
 
-from benchlib import iostudy
-from benchlib.core import allocator
 from benchlib.cli import main
 from benchlib.config import IOConfig
+from benchlib.core import allocator
 from benchlib.errors import ConfigError, UsageError
+from benchlib.studies import single_device_io
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 
@@ -18,7 +18,7 @@ NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine
 def test_run_summarises_repeats_with_spread(small_data):
     cfg = IOConfig(path=str(small_data), dataset="mydataset", variant="preload", mode="train",
                    device="cpu", repeats=4, warmup_steps=2, epochs=2)
-    result = iostudy.run(cfg)
+    result = single_device_io.run(cfg)
     m = result.metrics
     assert len(result.repeats) == 4 and m["samples_per_s_n"] == 4
     assert m["samples_per_s_p10"] <= m["samples_per_s"] <= m["samples_per_s_p90"]
@@ -38,13 +38,13 @@ def test_warmup_that_leaves_no_timed_step_is_refused(small_data):
     cfg = IOConfig(path=str(small_data), dataset="mydataset", device="cpu", warmup_steps=5)
     with pytest.raises(ConfigError, match="warmup_steps: 5 leaves no timed step: an epoch of 300 "
                                           "samples has 5 steps"):
-        iostudy.run(cfg)
+        single_device_io.run(cfg)
 
 
 @NO_CUDA
 def test_gpu_without_cuda_is_an_error_not_a_cpu_run(small_data):
     with pytest.raises(UsageError, match="device: gpu asked for, but torch .* sees no CUDA device"):
-        iostudy.run(IOConfig(path=str(small_data), device="gpu"))
+        single_device_io.run(IOConfig(path=str(small_data), device="gpu"))
 
 
 def test_cli_io_writes_a_record_with_profile_and_trace(small_data, outputs, capsys):
@@ -107,7 +107,7 @@ def test_calibrate_prints_the_loop_ratio_and_fetch_ceiling(small_data, capsys):
 def test_calibrate_event_clock_agrees_with_the_wall_clock_around_the_same_epoch():
     import torch
 
-    from benchlib import calibrate
+    from benchlib.studies import calibrate
 
     clock = calibrate.event_vs_wall(torch.device("cpu"), "toynet", batch_size=8, steps=5, rounds=5)
     # the wall clock spans the steps and the epoch's own set-up, never less

@@ -6,15 +6,15 @@ import time
 
 import pytest
 
-from benchlib import multinode
 from benchlib.config import MultinodeConfig
 from benchlib.errors import ConfigError, LaunchError, UsageError
 from benchlib.launch.argv import local_env, torchrun_argv
 from benchlib.launch.launcher import free_port, launch
 from benchlib.launch.supervise import start as start_process, supervise
-from benchlib.multinode import worker_args
 from benchlib.slurm.capacity import check_layout
 from benchlib.slurm.sbatch import training_script
+from benchlib.studies import multinode_lightning
+from benchlib.studies.multinode_lightning import worker_args
 
 
 def ddp_args(*extra):
@@ -90,7 +90,7 @@ def test_multinode_config_names_what_to_change():
     with pytest.raises(ConfigError, match="nnodes: must be >= 1, got 0"):
         MultinodeConfig(nnodes=0)
     with pytest.raises(ConfigError, match="nproc_per_node: 64 ranks asked for on this host"):
-        multinode.preflight(MultinodeConfig(device="cpu", nnodes=2, nproc_per_node=32))
+        multinode_lightning.preflight(MultinodeConfig(device="cpu", nnodes=2, nproc_per_node=32))
 
 
 def test_lightning_gets_its_layout_and_not_the_ddp_only_flags():

@@ -6,10 +6,10 @@ import re
 import nbformat
 import pytest
 
-from benchlib import report, results
 from benchlib.cli import main
 from benchlib.config import CONFIGS
-from benchlib.params import NotebookSpec
+from benchlib.workbook import report, results
+from benchlib.workbook.params import NotebookSpec
 from conftest import ROOT, TRIVIAL
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + [TRIVIAL]

@@ -4,8 +4,9 @@ import os
 import numpy as np
 import pytest
 
-from benchlib import atomic, results
+from benchlib import atomic
 from benchlib.errors import RecordError
+from benchlib.workbook import results
 
 
 def record(**kw):
@@ -135,7 +136,7 @@ def test_a_rows_broken_record_counts_as_missing_so_the_row_runs_again(tmp_path, 
 
 
 def test_the_report_keeps_the_last_good_analysis_when_the_analysis_fails(tmp_path):
-    from benchlib import report
+    from benchlib.workbook import report
     from tests.conftest import TRIVIAL
 
     report_dir = tmp_path / "report"

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 
 
-from benchlib import results
-from benchlib.params import load_plan
 from benchlib.slurm import arrays
+from benchlib.workbook import results
+from benchlib.workbook.params import load_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -2,10 +2,10 @@ import json
 
 import nbformat
 
-from benchlib import results
 from benchlib.cli import main
-from benchlib.params import load_plan
-from benchlib.sweep import run_plan
+from benchlib.workbook import results
+from benchlib.workbook.params import load_plan
+from benchlib.workbook.sweep import run_plan
 from conftest import TRIVIAL, write_params
 
 

@@ -8,17 +8,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-_MODULES = {
-    "single_device_io": "benchlib.iostudy",
-    "dp_vs_ddp": "benchlib.ddpstudy",
-    "multinode_lightning": "benchlib.multinode",
-    "fault_tolerance": "benchlib.faultstudy",
-    "framework_comparison": "benchlib.frameworkstudy",
-}
+# the studies whose rows need something of the machine they run on
+WITH_PREFLIGHT = ("single_device_io", "dp_vs_ddp", "multinode_lightning", "fault_tolerance",
+                  "framework_comparison")
 
 
 def preflight(cfg: Any) -> None:
-    """The study's runtime checks for `cfg` (a study config); nothing for a study without."""
-    module = _MODULES.get(type(cfg).study)
-    if module is not None:
-        importlib.import_module(module).preflight(cfg)
+    """The study's runtime checks for `cfg` (a study config); nothing for a study without.
+    The module is imported here, by name, so that loading a plan imports no torch."""
+    study = type(cfg).study
+    if study in WITH_PREFLIGHT:
+        importlib.import_module(f"benchlib.studies.{study}").preflight(cfg)

@@ -28,13 +28,14 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from benchlib import atomic, results
+from benchlib import atomic
 from benchlib.core import envinfo
 from benchlib.errors import ConfigError, SlurmError, UsageError
-from benchlib.params import Row
 from benchlib.slurm import arrays, commands
 from benchlib.slurm.capacity import check_layout, node_capacity
-from benchlib.sweep import Summary, pending, run_row
+from benchlib.workbook import results
+from benchlib.workbook.params import Row
+from benchlib.workbook.sweep import Summary, pending, run_row
 
 SQUEUE_PATIENCE_S = 120.0  # how long the poller waits out a squeue that keeps failing
 

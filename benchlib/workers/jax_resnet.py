@@ -1,5 +1,6 @@
 """`python -m benchlib.workers.jax_resnet`: ResNet training throughput in JAX, timed the
-DLPerf way as notebook 40 times PyTorch (benchlib.frameworkstudy), on the same machine.
+DLPerf way as notebook 40 times PyTorch (benchlib.studies.framework_comparison), on the
+same machine.
 
 One synthetic batch is made once on the device (NHWC, uniform in [0, 1), labels 0..9).
 Each repeat runs `skip_steps`, then `warmup_steps` more, neither timed, then
@@ -19,8 +20,8 @@ import time
 from pathlib import Path
 
 from benchlib import atomic
-from benchlib.errors import BenchlibError, ConfigError, UsageError
 from benchlib.core.timing import summarize
+from benchlib.errors import BenchlibError, ConfigError, UsageError
 
 PROG = "benchlib.workers.jax_resnet"
 ARCHS = ("resnet18", "resnet50")

@@ -50,21 +50,6 @@ def record_path(results_dir: Path, study: str, run_id: str) -> Path:
     return Path(results_dir) / study / f"{run_id}.json"
 
 
-def without_params(metrics: dict[str, Any], params: Any) -> dict[str, Any]:
-    """What a worker reported, less the names that are the study's parameters (a record
-    keeps a name in one place); a reported value that differs from the asked one is an
-    error, not a metric."""
-    fields = getattr(params, "__dataclass_fields__", params)
-    out = {}
-    for name, value in metrics.items():
-        if name not in fields:
-            out[name] = value
-        elif value != getattr(params, name, fields[name]):
-            raise RecordError(f"{name}: the run reported {value!r}, "
-                             f"{getattr(params, name, fields[name])!r} was asked for")
-    return out
-
-
 def make_record(*, run_id: str, study: str, notebook: str, params: dict, env: dict,
                 started_at: str, status: str, metrics: dict | None = None,
                 details: dict | None = None, error: dict | None = None,

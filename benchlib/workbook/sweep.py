@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchlib import atomic, results
+from benchlib import atomic
 from benchlib.core import envinfo
 from benchlib.errors import RecordError
-from benchlib.params import Row
+from benchlib.workbook import results
+from benchlib.workbook.params import Row
 
 KERNEL = "python3"  # jupyter_client runs it with this interpreter, so .venv's packages
 

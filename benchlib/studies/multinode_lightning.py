@@ -9,14 +9,15 @@ for raw DDP, `srun python` with one task per device for Lightning.
 
 from __future__ import annotations
 
-from benchlib import paths, results
+from benchlib import paths
 from benchlib.config import MultinodeConfig
+from benchlib.core.metrics import without_params
 from benchlib.core.timing import summarize
-from benchlib.ddpstudy import DistResult, trainer_args
 from benchlib.errors import LaunchError
 from benchlib.launch.launcher import launch
 from benchlib.slurm.capacity import check_layout
 from benchlib.studies import checks
+from benchlib.studies.dp_vs_ddp import DistResult, trainer_args
 
 _DDP_ONLY = ("--backend", "--log-interval")  # the Lightning worker picks these itself
 
@@ -62,7 +63,7 @@ def run(cfg: MultinodeConfig, run_id: str = "interactive") -> DistResult:
                "epoch_s": summarize([e["epoch_s"] for e in epochs], "epoch_s")["epoch_s"],
                "launch_s": summarize([w for _, w in launches], "launch_s")["launch_s"],
                "launch_retries": sum(m.get("launch_retries", 0) for m, _ in launches)}
-    metrics = results.without_params(metrics, cfg)
+    metrics = without_params(metrics, cfg)
     if metrics["world_size"] != cfg.world_size:
         raise LaunchError(f"world_size: the run had {metrics['world_size']} ranks, "
                           f"{cfg.nnodes} x {cfg.nproc_per_node} = {cfg.world_size} were asked for")

@@ -18,10 +18,10 @@ from typing import Any
 
 import torch
 
-from benchlib.data import storage
 from benchlib.core import allocator, loops
 from benchlib.core.models import build_model
 from benchlib.core.timing import StepClock, spread_text, summarize
+from benchlib.data import storage
 from benchlib.errors import UsageError
 
 

@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchlib import atomic, paths, results, sweep
+from benchlib import atomic, paths
 from benchlib.errors import BenchlibError
+from benchlib.workbook import results, sweep
 
 ANALYSIS_NOTEBOOK = "90_analysis.ipynb"
 
@@ -82,7 +83,7 @@ def _analysis_link(executed: Path, error: dict[str, Any] | None, report_dir: Pat
         to_html(executed, good)
         return ('<h2>Analysis</h2><p><a href="analysis.html">Conclusions and figures across '
                 "all studies</a></p>")
-    failed = (f' (<a href="analysis-failed.html">the failed run</a>)'
+    failed = (' (<a href="analysis-failed.html">the failed run</a>)'
               if executed.exists() and to_html(executed, report_dir / "analysis-failed.html")
               else "")
     kept = (f' The last analysis that ran through is kept: <a href="{good.name}">{good.name}</a>.'

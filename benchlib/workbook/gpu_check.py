@@ -1,4 +1,4 @@
-"""`scripts/gpu-check.sh OUT` (`python -m benchlib.gpucheck OUT`): every GPU path of the
+"""`scripts/gpu-check.sh OUT` (`python -m benchlib.workbook.gpu_check OUT`): every GPU path of the
 workbook, run once on a single-GPU machine, in a few minutes, with figures.
 
 GPU time comes rarely and briefly, so this is one prepared command: it generates its
@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchlib import atomic, reference, results
+from benchlib import atomic, reference
+from benchlib.workbook import results
 from benchlib.errors import UsageError
 
 STUDY = "gpu-check"

@@ -29,7 +29,7 @@ from benchlib import paths
 from benchlib.config import CONFIGS
 from benchlib.config.base import check_type
 from benchlib.errors import ConfigError, UsageError
-from benchlib.results import run_id_for
+from benchlib.workbook.results import run_id_for
 
 STUDY_KEYS = ("study", "notebook", "description", "defaults", "table", "grid", "execution_timeout")
 FILE_KEYS = ("studies", "description")

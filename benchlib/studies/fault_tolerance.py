@@ -11,8 +11,9 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib import paths, results
+from benchlib import paths
 from benchlib.config import ElasticConfig
+from benchlib.core.metrics import without_params
 from benchlib.launch.launcher import launch
 from benchlib.studies import checks
 
@@ -58,7 +59,7 @@ def run(cfg: ElasticConfig, run_id: str = "interactive") -> FaultResult:
     preflight(cfg)
     root = paths.outputs_dir() / "logs" / run_id
     faulty = _launch(cfg, root / "interrupted", fail=True)
-    metrics = {**results.without_params(faulty["metrics"], cfg), "launch_s": faulty["wall_s"],
+    metrics = {**without_params(faulty["metrics"], cfg), "launch_s": faulty["wall_s"],
                "log_dir": str(root)}
     details = {"timeline": faulty["details"]["timeline"], "restarts": faulty["details"]["restarts"]}
     if cfg.compare_uninterrupted:
