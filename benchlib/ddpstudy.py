@@ -27,7 +27,7 @@ def trainer_args(cfg: DistConfig) -> list[str]:
             "--warmup-steps", str(cfg.warmup_steps), "--max-steps", str(cfg.max_steps),
             "--lr", str(cfg.lr), "--seed", str(cfg.seed), "--device", cfg.device,
             "--backend", cfg.backend, "--timeout", str(cfg.timeout_s), "--log-interval", "0"]
-    if cfg.strategy == "dp":  # one process over exactly the devices the row asks for
+    if getattr(cfg, "strategy", "ddp") == "dp":  # one process over exactly the devices asked for
         args += ["--dp-devices", str(cfg.nproc_per_node)]
     return args
 
