@@ -70,7 +70,8 @@ def cmd_sweep(args) -> int:
     rows = params.load_plan(args.file)  # everything is checked before anything runs
     outputs = _outputs(args)
     if args.dry_run:
-        todo = {r.run_id for r in sweep.pending(rows, outputs, args.force)}
+        rows = _result_set(rows, outputs, args)
+        todo = {r.run_id for r in sweep.pending(rows, outputs, args.force, args.label)}
         for r in rows:
             state = "run " if r.run_id in todo else "skip"
             print(f"{state} {r.study}/{r.run_id} {r.notebook.name} {json.dumps(r.overrides)}")
@@ -80,13 +81,26 @@ def cmd_sweep(args) -> int:
 
         summary = slurm_sweep.run_plan(rows, outputs, args.partition, args.time, args.force,
                                        progress=not args.no_progress, requeue=args.requeue,
-                                       exclusive=not args.share_nodes)
+                                       exclusive=not args.share_nodes, label=args.label)
     else:
         if args.partition or args.time or args.requeue or args.share_nodes:
             raise UsageError("executor: --partition, --time, --requeue and --share-nodes need "
                              "--executor slurm")
-        summary = sweep.run_plan(rows, outputs, force=args.force, progress=not args.no_progress)
+        summary = sweep.run_plan(rows, outputs, force=args.force, progress=not args.no_progress,
+                                 label=args.label)
     return _report_sweep(summary, f"sweep {args.file}")
+
+
+def _result_set(rows, outputs: Path, args):
+    """The rows with the testbed and result set a sweep gives them (said on stderr)."""
+    from benchlib import testbed
+
+    bed = testbed.slurm(args.partition) if args.executor == "slurm" else None
+    rows = testbed.assign(rows, outputs / "results", args.label, bed)
+    if rows:
+        print(f"result set {rows[0].label}, testbed {rows[0].testbed['name']} "
+              f"({rows[0].testbed['id']})", file=sys.stderr)
+    return rows
 
 
 def cmd_slurm_task(args) -> int:
@@ -127,12 +141,14 @@ def _parse_param(pair: list[str]) -> tuple[str, object]:
 
 
 def cmd_run(args) -> int:
-    from benchlib import params, sweep
+    from benchlib import params, results, sweep
 
     row = params.single_row(args.notebook, dict(map(_parse_param, args.param or [])), args.study)
-    summary = sweep.run_plan([row], _outputs(args), force=args.force, progress=False)
+    summary = sweep.run_plan([row], _outputs(args), force=args.force, progress=False,
+                             label=args.label)
     code = _report_sweep(summary, f"run {row.study}/{row.run_id}")
-    print(f"record: {_outputs(args) / 'results' / row.study / (row.run_id + '.json')}")
+    record = results.find_record(_outputs(args) / "results", row.study, row.run_id, args.label)
+    print(f"record: {results.record_path(_outputs(args) / 'results', row.study, record['run_id'])}")
     return code
 
 
@@ -144,15 +160,29 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _new_run(args, notebook: str, params: dict) -> tuple[str, dict]:
+    """The id a measurement run from the shell records under (never an ok record's, so
+    its logs and record add to the history), and its testbed and result set."""
+    from benchlib import results, testbed
+
+    results_dir = _outputs(args) / "results"
+    bed = testbed.current()
+    label = testbed.check_label(args.label) if args.label else \
+        testbed.default_label(results.read_records(results_dir), bed)
+    run_id = results.run_id_for(args.study, notebook, params, bed["id"])
+    return results.free_run_id(results_dir, args.study, run_id, label), \
+        {"label": label, "testbed": bed}
+
+
 def _store(args, notebook: str, run_id: str, params: dict, started_at: str, metrics: dict,
-           details: dict) -> Path:
+           details: dict, result_set: dict) -> Path:
     """A record for a measurement run from the shell: the same schema as a notebook run's."""
     from benchlib import envinfo, results
 
     record = results.make_record(
         run_id=run_id, study=args.study, notebook=notebook, params=params,
         env=envinfo.collect(), started_at=started_at, status="ok", metrics=metrics,
-        details=details)
+        details=details, **result_set)
     return results.write_record(_outputs(args) / "results", record)
 
 
@@ -168,11 +198,11 @@ def cmd_io(args) -> int:
                    export_trace=args.export_trace, seed=args.seed)
     cfg.check_runtime()  # bad input ends here: exit 2, nothing written
     params = cfg.as_dict()
-    run_id = results.run_id_for(args.study, "benchlib-io", params)
+    run_id, result_set = _new_run(args, "benchlib-io", params)
     started_at = results.now()
     result = iostudy.run(cfg, run_id)
     path = _store(args, "benchlib io (CLI)", run_id, params, started_at, result.metrics,
-                  result.details())
+                  result.details(), result_set)
     print(iostudy.describe(cfg, result))
     for row in result.profile:
         print(f"  {row['op'][:48]:48} calls {row['calls']:6d}  self cpu {row['self_cpu_ms']:9.3f} ms"
@@ -209,7 +239,7 @@ def cmd_allreduce(args) -> int:
         raise UsageError(f"iters: must be >= 1, got {args.iters}")
     params = {"nproc_per_node": args.nproc, "launcher": args.launcher, "backend": args.backend,
               "device": args.device, "allreduce_max_bytes": args.max_bytes}
-    run_id = results.run_id_for(args.study, "benchlib-allreduce", params)
+    run_id, result_set = _new_run(args, "benchlib-allreduce", params)
     started_at = results.now()
     out = launch.launch("allreduce", ["--max-bytes", str(args.max_bytes), "--device", args.device,
                                       "--backend", args.backend, "--iters", str(args.iters)],
@@ -223,7 +253,7 @@ def cmd_allreduce(args) -> int:
     print(f"peak busbw {m['busbw_gbps']:.3f} GB/s at {m['busbw_at_bytes']} B, {args.nproc} ranks, "
           f"{m['backend_used']}")
     path = _store(args, "benchlib allreduce (CLI)", run_id, params, started_at, m,
-                  {"allreduce": out.result["details"]["sizes"]})
+                  {"allreduce": out.result["details"]["sizes"]}, result_set)
     print(f"record: {path}")
     return 0
 
@@ -331,6 +361,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_env)
 
     outputs_help = "outputs folder (default: $BENCHLIB_OUTPUTS or outputs/)"
+    label_help = ("result set the records join (default: this testbed's, named after it and "
+                  "the day it was first used); rows it already has are skipped")
     p = sub.add_parser("sweep", help="run a notebook once per row of a parameter file")
     p.add_argument("file", help="params/<study>.yaml")
     p.add_argument("--outputs", help=outputs_help)
@@ -345,6 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--requeue", action="store_true", help="slurm: sbatch --requeue")
     p.add_argument("--share-nodes", action="store_true",
                    help="slurm: leave out --exclusive (rows may then share nodes and measure each other)")
+    p.add_argument("--label", help=label_help)
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("slurm-task", help="run one row of a Slurm sweep (the array's tasks call it)")
@@ -386,6 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--study", help="study name for the record (default: the notebook's name)")
     p.add_argument("--outputs", help=outputs_help)
     p.add_argument("--force", action="store_true", help="rerun even if an ok record exists")
+    p.add_argument("--label", help=label_help)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("report", help="run the analysis and publish outputs/report/index.html")
@@ -411,6 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export-trace", action="store_true", help="Chrome trace under outputs/traces/")
     p.add_argument("--study", default="io", help="study name of the record (default io)")
     p.add_argument("--outputs", help=outputs_help)
+    p.add_argument("--label", help=label_help)
     p.set_defaults(func=cmd_io)
 
     def distributed(p, nproc_default: int = 2) -> None:
@@ -427,6 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-bytes", type=int, default=64 * 2**20)
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--study", default="allreduce")
+    p.add_argument("--label", help=label_help)
     p.set_defaults(func=cmd_allreduce)
 
     p = sub.add_parser("doctor", help="seed 004's toy test: init, a checked all_reduce, latency")
