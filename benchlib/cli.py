@@ -1,4 +1,4 @@
-"""`python -m benchlib ...`: data, env, sweep, run, report, io, allreduce, doctor,
+"""`python -m benchlib ...`: data, env, sweep, run, report, compare, io, allreduce, doctor,
 calibrate, overhead.
 
 Bad input prints one line naming the parameter and what is allowed, and exits 2.
@@ -258,6 +258,16 @@ def cmd_allreduce(args) -> int:
     return 0
 
 
+def cmd_compare(args) -> int:
+    """Two result sets side by side; exit 1 when a row is slower beyond the threshold."""
+    from benchlib import compare
+
+    comparison = compare.compare_sets(args.base, args.new, _outputs(args) / "results",
+                                      args.threshold, args.metric, args.study)
+    print(compare.text_report(comparison))
+    return comparison.exit_code()
+
+
 def cmd_doctor(args) -> int:
     """Seed 004's toy test: through torchrun here, or this process as one rank of tcp://."""
     from benchlib import launch
@@ -332,6 +342,8 @@ def cmd_overhead(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from benchlib import compare  # light: its statistics import numpy and pandas when used
+
     parser = argparse.ArgumentParser(
         prog="benchlib", description="Measure PyTorch training performance; run the workbook.")
     parser.add_argument("--allocator", choices=["default", "tuned", "jemalloc", "tcmalloc"],
@@ -421,6 +433,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="rerun even if an ok record exists")
     p.add_argument("--label", help=label_help)
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("compare", help="two result sets side by side: before, after, ratio with "
+                       "a 95%% interval, verdict, what changed; exit 1 when a row got slower")
+    p.add_argument("base", help="a result set's label, or a folder (outputs/ or results/: its "
+                   "newest set)")
+    p.add_argument("new", help="the same, for the set to judge")
+    p.add_argument("--threshold", default=f"{compare.DEFAULT_THRESHOLD:.0%}",
+                   help="smallest change that counts, as 5%% or 0.05 (default "
+                   f"{compare.DEFAULT_THRESHOLD:.0%}%: README)")
+    p.add_argument("--metric", action="append",
+                   help="compare this metric (repeatable; 'all': every one with a direction); "
+                   "default: each row's main one (samples_per_s, busbw_gbps, ...)")
+    p.add_argument("--study", action="append", help="only this study (repeatable)")
+    p.add_argument("--outputs", help=outputs_help)
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("report", help="run the analysis and publish outputs/report/index.html")
     p.add_argument("--outputs", help=outputs_help)

@@ -190,3 +190,9 @@ def test_two_partitions_sharing_one_outputs_folder_never_mix(slurm_cluster, tmp_
     assert beds["solo"]["label"] != beds["debug"]["label"]
     assert beds["solo"]["testbed"]["hosts"] == "n1"  # where the task ran
     assert beds["solo"]["executor"]["name"] == "slurm"
+    compared = subprocess.run([sys.executable, "-m", "benchlib", "compare",
+                               beds["debug"]["label"], beds["solo"]["label"]], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+    # trivial rows have no metric with a direction: bad input, said in one line
+    assert compared.returncode == 2
+    assert compared.stderr.strip().splitlines()[-1].startswith("benchlib compare: metric: no row")
