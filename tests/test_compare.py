@@ -223,3 +223,29 @@ def test_trend_shows_one_rows_metric_in_every_set(outputs):
     assert list(history["label"]) == ["v1", "v2", "v3"] and set(history["n"]) == {7}
     assert history[metric].is_monotonic_decreasing
     assert (history["low"] <= history[metric]).all() and (history[metric] <= history["high"]).all()
+
+
+def test_the_threshold_default_is_the_same_in_the_cli_and_the_notebook():
+    from benchlib.config import CompareConfig
+
+    assert CompareConfig().threshold == compare.DEFAULT_THRESHOLD
+
+
+def test_the_report_publishes_the_compare_notebook_when_two_sets_exist(two_sets, outputs):
+    from benchlib import report
+
+    page = report.build(outputs).read_text()
+    assert 'href="compare.html">new against base</a>' in page
+    assert "<th>set</th>" in page  # the study table says which set a run is in
+    html = (outputs / "report" / "compare.html").read_text()
+    assert "Slower beyond 10% with 95% confidence: bench_io dataset=mydataset, num_workers=1" in html
+    assert "2.15.0" in html and "<img" in html  # the env diff, the forest and trend plots
+    assert "from benchlib import" not in html
+
+
+def test_the_report_has_no_compare_page_with_one_set(outputs):
+    from benchlib import report
+
+    write_set(outputs / "results", "only", BASE_ENV)
+    page = report.build(outputs, analysis=True).read_text()
+    assert "compare.html" not in page and not (outputs / "report" / "compare.html").exists()
