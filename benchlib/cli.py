@@ -1,4 +1,4 @@
-"""`python -m benchlib ...`: data, env, sweep, run, report, io, allreduce, doctor,
+"""`python -m benchlib ...`: data, env, sweep, run, report, compare, io, allreduce, doctor,
 calibrate, overhead.
 
 Bad input prints one line naming the parameter and what is allowed, and exits 2.
@@ -73,7 +73,8 @@ def cmd_sweep(args) -> int:
     if args.executor == "local":
         params.preflight(rows)  # and what this machine must have (GPUs, data)
     if args.dry_run:
-        todo = {r.run_id for r in sweep.pending(rows, outputs, args.force)}
+        rows = _result_set(rows, outputs, args)
+        todo = {r.run_id for r in sweep.pending(rows, outputs, args.force, args.label)}
         for r in rows:
             state = "run " if r.run_id in todo else "skip"
             print(f"{state} {r.study}/{r.run_id} {r.notebook.name} {json.dumps(r.overrides)}")
@@ -83,13 +84,26 @@ def cmd_sweep(args) -> int:
 
         summary = slurm_sweep.run_plan(rows, outputs, args.partition, args.time, args.force,
                                        progress=not args.no_progress, requeue=args.requeue,
-                                       exclusive=not args.share_nodes)
+                                       exclusive=not args.share_nodes, label=args.label)
     else:
         if args.partition or args.time or args.requeue or args.share_nodes:
             raise UsageError("executor: --partition, --time, --requeue and --share-nodes need "
                              "--executor slurm")
-        summary = sweep.run_plan(rows, outputs, force=args.force, progress=not args.no_progress)
+        summary = sweep.run_plan(rows, outputs, force=args.force, progress=not args.no_progress,
+                                 label=args.label)
     return _report_sweep(summary, f"sweep {args.file}")
+
+
+def _result_set(rows, outputs: Path, args):
+    """The rows with the testbed and result set a sweep gives them (said on stderr)."""
+    from benchlib.workbook import results, testbed
+
+    bed = testbed.slurm(args.partition) if args.executor == "slurm" else None
+    rows = results.assign_result_set(rows, outputs / "results", args.label, bed)
+    if rows:
+        print(f"result set {rows[0].label}, testbed {rows[0].testbed['name']} "
+              f"({rows[0].testbed['id']})", file=sys.stderr)
+    return rows
 
 
 def cmd_slurm_task(args) -> int:
@@ -131,13 +145,15 @@ def _parse_param(pair: list[str]) -> tuple[str, object]:
 
 
 def cmd_run(args) -> int:
-    from benchlib.workbook import params, sweep
+    from benchlib.workbook import params, results, sweep
 
     row = params.single_row(args.notebook, dict(map(_parse_param, args.param or [])), args.study)
     params.preflight([row])
-    summary = sweep.run_plan([row], _outputs(args), force=args.force, progress=False)
+    summary = sweep.run_plan([row], _outputs(args), force=args.force, progress=False,
+                             label=args.label)
     code = _report_sweep(summary, f"run {row.study}/{row.run_id}")
-    print(f"record: {_outputs(args) / 'results' / row.study / (row.run_id + '.json')}")
+    record = results.find_record(_outputs(args) / "results", row.study, row.run_id, args.label)
+    print(f"record: {results.record_path(_outputs(args) / 'results', row.study, record['run_id'])}")
     return code
 
 
@@ -149,8 +165,23 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _new_run(args, notebook: str, params: dict) -> tuple[str, dict]:
+    """The id a measurement run from the shell records under (never an ok record's, so
+    its logs and record add to the history), and its testbed and result set."""
+    from benchlib.workbook import testbed
+    from benchlib.workbook import results
+
+    results_dir = _outputs(args) / "results"
+    bed = testbed.current()
+    label = testbed.check_label(args.label) if args.label else \
+        testbed.default_label(results.read_records(results_dir), bed)
+    run_id = results.run_id_for(args.study, notebook, params, bed["id"])
+    return results.free_run_id(results_dir, args.study, run_id, label), \
+        {"label": label, "testbed": bed}
+
+
 def _store(args, notebook: str, run_id: str, params: dict, started_at: str, metrics: dict,
-           details: dict) -> Path:
+           details: dict, result_set: dict) -> Path:
     """A record for a measurement run from the shell: the same schema as a notebook run's."""
     from benchlib.core import envinfo
     from benchlib.workbook import results
@@ -158,7 +189,7 @@ def _store(args, notebook: str, run_id: str, params: dict, started_at: str, metr
     record = results.make_record(
         run_id=run_id, study=args.study, notebook=notebook, params=params,
         env=envinfo.collect(), started_at=started_at, status="ok", metrics=metrics,
-        details=details)
+        details=details, **result_set)
     return results.write_record(_outputs(args) / "results", record)
 
 
@@ -175,11 +206,11 @@ def cmd_io(args) -> int:
                    export_trace=args.export_trace, seed=args.seed)
     single_device_io.preflight(cfg)  # bad input ends here: exit 2, nothing written
     params = cfg.as_dict()
-    run_id = results.run_id_for(args.study, "benchlib-io", params)
+    run_id, result_set = _new_run(args, "benchlib-io", params)
     started_at = results.now()
     result = single_device_io.run(cfg, run_id)
     path = _store(args, "benchlib io (CLI)", run_id, params, started_at, result.metrics,
-                  result.details())
+                  result.details(), result_set)
     print(single_device_io.describe(cfg, result))
     for row in result.profile:
         print(f"  {row['op'][:48]:48} calls {row['calls']:6d}  self cpu {row['self_cpu_ms']:9.3f} ms"
@@ -216,7 +247,7 @@ def cmd_allreduce(args) -> int:
         raise UsageError(f"iters: must be >= 1, got {args.iters}")
     params = {"nproc_per_node": args.nproc, "launcher": args.launcher, "backend": args.backend,
               "device": args.device, "allreduce_max_bytes": args.max_bytes}
-    run_id = results.run_id_for(args.study, "benchlib-allreduce", params)
+    run_id, result_set = _new_run(args, "benchlib-allreduce", params)
     started_at = results.now()
     out = launch("allreduce", ["--max-bytes", str(args.max_bytes), "--device", args.device,
                                "--backend", args.backend, "--iters", str(args.iters)],
@@ -230,14 +261,24 @@ def cmd_allreduce(args) -> int:
     print(f"peak busbw {m['busbw_gbps']:.3f} GB/s at {m['busbw_at_bytes']} B, {args.nproc} ranks, "
           f"{m['backend_used']}")
     path = _store(args, "benchlib allreduce (CLI)", run_id, params, started_at, m,
-                  {"allreduce": out.result["details"]["sizes"]})
+                  {"allreduce": out.result["details"]["sizes"]}, result_set)
     print(f"record: {path}")
     return 0
 
 
+def cmd_compare(args) -> int:
+    """Two result sets side by side; exit 1 when a row is slower beyond the threshold."""
+    from benchlib.workbook import compare
+
+    comparison = compare.compare_sets(args.base, args.new, _outputs(args) / "results",
+                                      args.threshold, args.metric, args.study)
+    print(compare.text_report(comparison))
+    return comparison.exit_code()
+
+
 def cmd_doctor(args) -> int:
     """Seed 004's toy test: through torchrun here, or this process as one rank of tcp://."""
-    from benchlib import launch
+    from benchlib.launch.launcher import launch
 
     _check_distributed(args)
     if args.init_method:
@@ -309,6 +350,8 @@ def cmd_overhead(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from benchlib.workbook import compare  # light: its statistics import numpy and pandas when used
+
     parser = argparse.ArgumentParser(
         prog="benchlib", description="Measure PyTorch training performance; run the workbook.")
     parser.add_argument("--allocator", choices=["default", "tuned", "jemalloc", "tcmalloc"],
@@ -338,6 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_env)
 
     outputs_help = "outputs folder (default: $BENCHLIB_OUTPUTS or outputs/)"
+    label_help = ("result set the records join (default: this testbed's, named after it and "
+                  "the day it was first used); rows it already has are skipped")
     p = sub.add_parser("sweep", help="run a notebook once per row of a parameter file")
     p.add_argument("file", help="params/<study>.yaml")
     p.add_argument("--outputs", help=outputs_help)
@@ -352,6 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--requeue", action="store_true", help="slurm: sbatch --requeue")
     p.add_argument("--share-nodes", action="store_true",
                    help="slurm: leave out --exclusive (rows may then share nodes and measure each other)")
+    p.add_argument("--label", help=label_help)
     p.set_defaults(func=cmd_sweep)
 
     p = sub.add_parser("slurm-task", help="run one row of a Slurm sweep (the array's tasks call it)")
@@ -393,7 +439,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--study", help="study name for the record (default: the notebook's name)")
     p.add_argument("--outputs", help=outputs_help)
     p.add_argument("--force", action="store_true", help="rerun even if an ok record exists")
+    p.add_argument("--label", help=label_help)
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("compare", help="two result sets side by side: before, after, ratio with "
+                       "a 95%% interval, verdict, what changed; exit 1 when a row got slower")
+    p.add_argument("base", help="a result set's label, or a folder (outputs/ or results/: its "
+                   "newest set)")
+    p.add_argument("new", help="the same, for the set to judge")
+    p.add_argument("--threshold", default=f"{compare.DEFAULT_THRESHOLD:.0%}",
+                   help="smallest change that counts, as 5%% or 0.05 (default "
+                   f"{compare.DEFAULT_THRESHOLD:.0%}%: README)")
+    p.add_argument("--metric", action="append",
+                   help="compare this metric (repeatable; 'all': every one with a direction); "
+                   "default: each row's main one (samples_per_s, busbw_gbps, ...)")
+    p.add_argument("--study", action="append", help="only this study (repeatable)")
+    p.add_argument("--outputs", help=outputs_help)
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("report", help="run the analysis and publish outputs/report/index.html")
     p.add_argument("--outputs", help=outputs_help)
@@ -418,6 +480,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--export-trace", action="store_true", help="Chrome trace under outputs/traces/")
     p.add_argument("--study", default="io", help="study name of the record (default io)")
     p.add_argument("--outputs", help=outputs_help)
+    p.add_argument("--label", help=label_help)
     p.set_defaults(func=cmd_io)
 
     def distributed(p, nproc_default: int = 2) -> None:
@@ -434,6 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-bytes", type=int, default=64 * 2**20)
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--study", default="allreduce")
+    p.add_argument("--label", help=label_help)
     p.set_defaults(func=cmd_allreduce)
 
     p = sub.add_parser("doctor", help="seed 004's toy test: init, a checked all_reduce, latency")

@@ -9,6 +9,7 @@ that names the field and what is allowed.
 
 from benchlib.config.analysis import AnalysisConfig
 from benchlib.config.base import StudyConfig
+from benchlib.config.compare import CompareConfig
 from benchlib.config.data_prep import DataPrepConfig
 from benchlib.config.dp_vs_ddp import DistConfig
 from benchlib.config.fault_tolerance import ElasticConfig
@@ -19,6 +20,7 @@ from benchlib.config.single_device_io import IOConfig
 CONFIGS: dict[str, type[StudyConfig]] = {
     "DataPrepConfig": DataPrepConfig,
     "AnalysisConfig": AnalysisConfig,
+    "CompareConfig": CompareConfig,
     "IOConfig": IOConfig,
     "DistConfig": DistConfig,
     "FrameworkConfig": FrameworkConfig,

@@ -75,10 +75,21 @@ class Row:
     overrides: dict[str, Any] = field(default_factory=dict)  # what the table sets
     source: str = ""  # where the row came from, for messages: "params/x.yaml: row 2"
     timeout_s: float | None = None
+    testbed: dict[str, Any] | None = None  # where it runs (benchlib.workbook.testbed); None: here
+    label: str = ""  # the result set its record joins; "" until the sweep assigns one
+
+    @property
+    def row_id(self) -> str:
+        """The row on any testbed: study, notebook and parameters."""
+        return run_id_for(self.study, self.notebook.stem, self.params)
 
     @property
     def run_id(self) -> str:
-        return run_id_for(self.study, self.notebook.stem, self.params)
+        """The row on its testbed: a sweep on another testbed runs it again."""
+        from benchlib.workbook import testbed
+
+        bed = self.testbed or testbed.current()
+        return run_id_for(self.study, self.notebook.stem, self.params, bed["id"])
 
 
 def find_notebook(name: str, where: str) -> Path:
@@ -187,9 +198,9 @@ def load_plan(file: str | Path) -> list[Row]:
         rows = study_rows(doc, f"{name}: ", notebooks)
     seen: dict[str, str] = {}
     for r in rows:
-        if r.run_id in seen:
-            raise UsageError(f"{r.source}: same study and parameters as {seen[r.run_id]}")
-        seen[r.run_id] = r.source
+        if r.row_id in seen:
+            raise UsageError(f"{r.source}: same study and parameters as {seen[r.row_id]}")
+        seen[r.row_id] = r.source
     return rows
 
 

@@ -20,6 +20,7 @@ from benchlib.errors import BenchlibError
 from benchlib.workbook import results, sweep
 
 ANALYSIS_NOTEBOOK = "90_analysis.ipynb"
+COMPARE_NOTEBOOK = "95_compare.ipynb"
 
 
 def run_analysis(outputs: Path) -> tuple[Path, dict[str, Any] | None]:
@@ -57,7 +58,9 @@ def _varying(records: list[dict[str, Any]]) -> list[str]:
 def _study_table(study: str, records: list[dict[str, Any]], report_dir: Path,
                  outputs: Path) -> str:
     cols = _varying(records)
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in ["run", "status", *cols, "finished", "error"])
+    sets = len({r["label"] for r in records}) > 1  # history kept: say which set a run is in
+    head = "".join(f"<th>{html.escape(c)}</th>"
+                   for c in ["run", "status", *["set"] * sets, *cols, "finished", "error"])
     body = []
     for rec in sorted(records, key=lambda r: r["started_at"]):
         link = html.escape(rec["run_id"])
@@ -66,6 +69,7 @@ def _study_table(study: str, records: list[dict[str, Any]], report_dir: Path,
             page = to_html(executed, report_dir / study / f"{rec['run_id']}.html")
             link = f'<a href="{page.relative_to(report_dir)}">{link}</a>'
         cells = [link, f'<span class="{rec["status"]}">{rec["status"]}</span>']
+        cells += [html.escape(rec["label"])] * sets
         cells += [html.escape(str(rec["params"].get(c))) for c in cols]
         cells += [rec["finished_at"][:19].replace("T", " "),
                   html.escape((rec["error"] or {}).get("message", ""))]
@@ -92,14 +96,37 @@ def _analysis_link(executed: Path, error: dict[str, Any] | None, report_dir: Pat
             f'{html.escape(error["message"])}</span>{failed}.{kept}</p>')
 
 
+def _compare_link(outputs: Path, report_dir: Path) -> tuple[str, dict[str, Any] | None]:
+    """With two or more result sets sharing a row: notebook 95 on the newest two, as
+    compare.html. Returns the index's paragraph and the notebook's error, if any."""
+    from benchlib.workbook import compare
+
+    pair = compare.default_pair(outputs / "results")
+    if pair is None:
+        return "", None
+    executed = outputs / "runs" / "compare" / COMPARE_NOTEBOOK
+    error = sweep.execute(paths.notebooks_dir() / COMPARE_NOTEBOOK, executed,
+                          {"results_dir": str(outputs / "results")},
+                          {"BENCHLIB_OUTPUTS": str(outputs)})
+    what = f"{html.escape(pair[1])} against {html.escape(pair[0])}"
+    if error is None:
+        to_html(executed, report_dir / "compare.html")
+        return (f'<h2>Compared</h2><p><a href="compare.html">{what}</a>: what got slower or '
+                "faster between the two newest result sets, and what changed</p>"), None
+    return (f'<h2>Compared</h2><p><span class="failed">comparing {what} failed: '
+            f'{html.escape(error["message"])}</span></p>'), error
+
+
 def build(outputs: Path, analysis: bool = True) -> Path:
     """Run the analysis (unless told not to), convert every run, write index.html."""
     report_dir = outputs / "report"
     parts = ["<h1>benchlib report</h1>"]
-    error = None
+    error = compared = None
     if analysis:
         executed, error = run_analysis(outputs)
         parts.append(_analysis_link(executed, error, report_dir))
+        link, compared = _compare_link(outputs, report_dir)
+        parts.append(link)
     by_study: dict[str, list[dict[str, Any]]] = {}
     for rec in results.read_records(outputs / "results"):
         by_study.setdefault(rec["study"], []).append(rec)
@@ -115,4 +142,8 @@ def build(outputs: Path, analysis: bool = True) -> Path:
         print(f"benchlib report: analysis failed: {error['type']}: {error['message']} "
               f"(see {executed})", file=sys.stderr)
         raise BenchlibError(f"report written to {index}, but the analysis notebook failed")
+    if compared is not None:
+        raise BenchlibError(f"report written to {index}, but the compare notebook failed: "
+                            f"{compared['type']}: {compared['message']} (see "
+                            f"{outputs / 'runs' / 'compare' / COMPARE_NOTEBOOK})")
     return index

@@ -20,8 +20,11 @@ from typing import Any
 
 from benchlib import METHOD_VERSION, atomic
 from benchlib.errors import RecordError, UnreadableRecord
+from benchlib.workbook import testbed
 
-SCHEMA_VERSION = 1
+# 2: every record has a testbed and a result-set label (version 1 records get them on
+# reading, derived from their env: testbed.upgrade_v1)
+SCHEMA_VERSION = 2
 STATUSES = ("ok", "failed")
 REQUIRED = ("schema_version", "run_id", "study", "notebook", "params", "env", "method_version",
             "started_at", "finished_at", "status", "error", "metrics", "executed_notebook")
@@ -39,10 +42,14 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def run_id_for(study: str, notebook: str, params: dict[str, Any]) -> str:
-    """A stable id: the same study, notebook name and parameters give the same id anywhere."""
-    key = json.dumps({"study": study, "notebook": notebook, "params": atomic.to_jsonable(params)},
-                     sort_keys=True, separators=(",", ":"))
+def run_id_for(study: str, notebook: str, params: dict[str, Any],
+               testbed_id: str | None = None) -> str:
+    """A stable id: the same study, notebook name and parameters give the same id anywhere;
+    with `testbed_id`, the same id on the same testbed only (a row's identity)."""
+    identity = {"study": study, "notebook": notebook, "params": atomic.to_jsonable(params)}
+    if testbed_id is not None:
+        identity["testbed"] = testbed_id
+    key = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
@@ -54,7 +61,10 @@ def make_record(*, run_id: str, study: str, notebook: str, params: dict, env: di
                 started_at: str, status: str, metrics: dict | None = None,
                 details: dict | None = None, error: dict | None = None,
                 executed_notebook: str | None = None,
-                executor: dict | None = None) -> dict[str, Any]:
+                executor: dict | None = None, label: str | None = None,
+                testbed: dict | None = None) -> dict[str, Any]:
+    """A record; `testbed` defaults to the one `env` describes, `label` to that testbed's
+    default result set dated today."""
     if status not in STATUSES:
         raise RecordError(f"status: {status!r} is not one of {', '.join(STATUSES)}")
     clash = sorted(set(metrics or {}) & set(params))
@@ -76,7 +86,13 @@ def make_record(*, run_id: str, study: str, notebook: str, params: dict, env: di
         "details": details or {},
         "executed_notebook": executed_notebook,
         "executor": executor or {"name": "local"},  # where it ran: local, or Slurm job/log
+        **_testbed_and_label(env, testbed, label),
     }
+
+
+def _testbed_and_label(env: dict, bed: dict | None, label: str | None) -> dict[str, Any]:
+    bed = bed or testbed.from_env(env)
+    return {"testbed": bed, "label": testbed.check_label(label or testbed.default_label([], bed))}
 
 
 def write_record(results_dir: Path, record: dict[str, Any]) -> Path:
@@ -97,6 +113,12 @@ def read_record(path: Path) -> dict[str, Any]:
     missing = [k for k in REQUIRED if k not in record] if isinstance(record, dict) else REQUIRED
     if missing:
         raise UnreadableRecord(f"{path}: not a benchlib record (no {', '.join(missing)})")
+    if record["schema_version"] == 1:
+        return testbed.upgrade_v1(record)
+    missing = [k for k in ("testbed", "label") if k not in record]
+    if missing:
+        raise UnreadableRecord(f"{path}: a version {record['schema_version']} record without "
+                               f"{', '.join(missing)}")
     return record
 
 
@@ -104,17 +126,55 @@ def _warn_skipped(error: UnreadableRecord) -> None:
     print(f"benchlib: skipped {error}", file=sys.stderr)
 
 
-def find_record(results_dir: Path, study: str, run_id: str) -> dict[str, Any] | None:
-    """The row's record, or None; an unreadable one counts as none (the row runs again
-    and its new record replaces the broken file), with a warning."""
-    path = record_path(results_dir, study, run_id)
-    if not path.exists():
-        return None
-    try:
-        return read_record(path)
-    except UnreadableRecord as e:
-        _warn_skipped(e)
-        return None
+def find_record(results_dir: Path, study: str, run_id: str,
+                label: str | None = None) -> dict[str, Any] | None:
+    """The row's newest record (of result set `label`, if given), or None; an unreadable
+    one counts as none (the row runs again and its new record replaces the broken file),
+    with a warning."""
+    records = [r for r in row_records(results_dir, study, run_id)
+               if label is None or r["label"] == label]
+    return max(records, key=lambda r: r["finished_at"]) if records else None
+
+
+def row_records(results_dir: Path, study: str, run_id: str) -> list[dict[str, Any]]:
+    """Every readable record of one row on one testbed: `<run_id>.json`, and the
+    `<run_id>-<n>.json` that reruns (--force, another result set) added beside it."""
+    first = record_path(results_dir, study, run_id)
+    found = []
+    for path in [first, *sorted(first.parent.glob(f"{run_id}-*.json"))]:
+        if path.exists():
+            try:
+                found.append(read_record(path))
+            except UnreadableRecord as e:
+                _warn_skipped(e)
+    return found
+
+
+def has_ok_record(results_dir: Path, study: str, run_id: str, label: str | None = None) -> bool:
+    """Whether the row is done on this testbed: an ok record (in result set `label`, or
+    in any set when None)."""
+    return any(r["status"] == "ok" and (label is None or r["label"] == label)
+               for r in row_records(results_dir, study, run_id))
+
+
+def free_run_id(results_dir: Path, study: str, run_id: str, label: str) -> str:
+    """The id a new record of this row takes: `run_id`, else `run_id-2`, `-3`, ...: the
+    first whose file is absent, unreadable, or a failed record of the same result set
+    (which the new one replaces). An ok record, or another set's, is never replaced, nor
+    are its executed notebook and logs (named by the same id)."""
+    n = 1
+    while True:
+        candidate = run_id if n == 1 else f"{run_id}-{n}"
+        path = record_path(results_dir, study, candidate)
+        if not path.exists():
+            return candidate
+        try:
+            existing = read_record(path)
+        except UnreadableRecord:
+            return candidate
+        if existing["status"] != "ok" and existing["label"] == label:
+            return candidate
+        n += 1
 
 
 def read_records(results_dir: Path) -> list[dict[str, Any]]:
@@ -137,24 +197,42 @@ def record_files(results_dir: Path) -> list[Path]:
 ENV_COLUMNS = {"hostname": "host", "cpu_model": "cpu"}
 
 
-def load_results(results_dir: str | Path, study: str | None = None):
+def select(records: list[dict[str, Any]], study: str | None = None, label: str | None = None,
+           testbed_id: str | None = None, latest: bool = False) -> list[dict[str, Any]]:
+    """Records of one study, result set (label) or testbed (id or its first characters);
+    `latest`: only the newest record of each row (study, notebook and parameters), so
+    that a table shows every row once however many result sets hold it."""
+    chosen = [r for r in records if (study is None or r["study"] == study)
+              and (label is None or r["label"] == label)
+              and (testbed_id is None or r["testbed"]["id"].startswith(testbed_id))]
+    if latest:
+        newest: dict[str, dict[str, Any]] = {}
+        for r in sorted(chosen, key=lambda r: r["finished_at"]):
+            newest[run_id_for(r["study"], r["notebook"], r["params"])] = r
+        keep = {id(r) for r in newest.values()}
+        chosen = [r for r in chosen if id(r) in keep]
+    return chosen
+
+
+def load_results(results_dir: str | Path, study: str | None = None, *, label: str | None = None,
+                 testbed: str | None = None, latest: bool = False):
     """All records as a pandas DataFrame: one row per run, params and metrics as columns.
+    `label`, `testbed` (an id or its start) and `latest` select as `select()` does.
 
     Columns: run_id, study, notebook, status, error, started_at, finished_at, duration_s,
-    method_version, host, cpu, gpu, torch, executed_notebook, then every parameter and
-    every metric under its own name.
+    method_version, host, cpu, gpu, torch, executed_notebook, label, testbed (its name),
+    testbed_id, then every parameter and every metric under its own name.
     """
     import pandas as pd
 
     from benchlib import paths
 
     rows = []
-    for rec in read_records(paths.resolve(results_dir)):
-        if study is not None and rec["study"] != study:
-            continue
+    for rec in select(read_records(paths.resolve(results_dir)), study, label, testbed, latest):
         env = rec.get("env", {})
         row = {k: rec[k] for k in ("run_id", "study", "notebook", "status", "method_version",
-                                   "started_at", "finished_at", "executed_notebook")}
+                                   "started_at", "finished_at", "executed_notebook", "label")}
+        row.update(testbed=rec["testbed"]["name"], testbed_id=rec["testbed"]["id"])
         row["error"] = (rec["error"] or {}).get("message")
         row.update({col: env.get(key) for key, col in ENV_COLUMNS.items()})
         row["gpu"] = ", ".join(g["name"] for g in env.get("gpus", [])) or None
@@ -172,18 +250,19 @@ def load_results(results_dir: str | Path, study: str | None = None):
     return df.copy()  # one block: the inserts above fragment a wide frame (pandas warns)
 
 
-def load_details(results_dir: str | Path, key: str, study: str | None = None):
+def load_details(results_dir: str | Path, key: str, study: str | None = None, *,
+                 label: str | None = None, testbed: str | None = None, latest: bool = False):
     """One row per item of each ok record's `details[key]` list (e.g. per-repeat values),
     with the record's run_id, study, parameters and text metrics (device_name,
-    data_source, ...) beside it, so items can be grouped by the setup they came from."""
+    data_source, ...) beside it, so items can be grouped by the setup they came from.
+    `label`, `testbed` and `latest` select as `select()` does."""
     import pandas as pd
 
     from benchlib import paths
 
     rows = []
-    for rec in read_records(paths.resolve(results_dir)):
-        if rec["status"] != "ok" or (study is not None and rec["study"] != study):
-            continue
+    ok = [r for r in read_records(paths.resolve(results_dir)) if r["status"] == "ok"]
+    for rec in select(ok, study, label, testbed, latest):
         labels = {k: v for k, v in rec["metrics"].items() if isinstance(v, str)}
         for item in rec.get("details", {}).get(key, []):
             rows.append({"run_id": rec["run_id"], "study": rec["study"],
@@ -207,3 +286,16 @@ def publish(metrics: dict[str, Any], details: dict[str, Any] | None = None) -> d
     else:
         print("benchlib: not run by a sweep; metrics shown, not stored", file=sys.stderr)
     return payload["metrics"]
+
+
+def assign_result_set(rows: list, results_dir: Path, label: str | None = None,
+                      bed: dict[str, Any] | None = None) -> list:
+    """The sweep's rows with their testbed (this process's unless given) and result set
+    (`label`, else the testbed's default one)."""
+    import dataclasses
+
+    bed = bed or testbed.current()
+    if label is None:
+        label = testbed.default_label(read_records(results_dir), bed)
+    testbed.check_label(label)
+    return [dataclasses.replace(r, testbed=bed, label=label) for r in rows]

@@ -33,7 +33,7 @@ from benchlib.core import envinfo
 from benchlib.errors import ConfigError, SlurmError, UsageError
 from benchlib.slurm import arrays, commands
 from benchlib.slurm.capacity import check_layout, node_capacity
-from benchlib.workbook import results
+from benchlib.workbook import results, testbed
 from benchlib.workbook.params import Row
 from benchlib.workbook.sweep import Summary, pending, run_row
 
@@ -63,7 +63,8 @@ def write_plan(rows: list[Row], path: Path) -> None:
 
 def read_plan(plan: Path) -> list[Row]:
     return [Row(r["study"], Path(r["notebook"]), r["params"], r["overrides"], r["source"],
-                r["timeout_s"]) for r in json.loads(Path(plan).read_text())["rows"]]
+                r["timeout_s"], r.get("testbed"), r.get("label", ""))
+            for r in json.loads(Path(plan).read_text())["rows"]]
 
 
 def read_row(plan: Path, index: int) -> Row:
@@ -111,11 +112,15 @@ def submit_arrays(rows: list[Row], sweep_dir: Path, outputs: Path, partition: st
 
 def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
              time_limit: str | None = None, force: bool = False, progress: bool = True,
-             poll_s: float = 0.5, requeue: bool = False, exclusive: bool = True) -> Summary:
+             poll_s: float = 0.5, requeue: bool = False, exclusive: bool = True,
+             label: str | None = None) -> Summary:
     from tqdm.auto import tqdm
 
     check_partition(rows, partition)
-    todo = pending(rows, outputs, force)
+    # the partition is the testbed: two partitions sharing these outputs never mix
+    rows = results.assign_result_set(rows, outputs / "results", label,
+                                     testbed.slurm(partition))
+    todo = pending(rows, outputs, force, label)
     summary = Summary(skipped=len(rows) - len(todo))
     # a row an earlier submission still has in the queue (its poller was stopped, say) is
     # not submitted twice, even with force: two tasks would run it into the same files
@@ -170,7 +175,7 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
         bar.close()
     job_of = {index: job_id for job_id, indices in jobs.items() for index in indices}
     for index, row in enumerate(todo):
-        record = results.find_record(outputs / "results", row.study, row.run_id)
+        record = results.find_record(outputs / "results", row.study, row.run_id, row.label)
         job_id = job_of[index]
         info = {**_task_info(sweep_dir, index), "job_id": job_id,
                 "state": states[job_id].get(str(index), "UNKNOWN")}
@@ -196,9 +201,11 @@ def queued_elsewhere(outputs: Path) -> dict[str, str]:
 
 
 def _lost_row(row: Row, outputs: Path, info: dict[str, Any], started_at: str) -> dict:
+    run_id = results.free_run_id(outputs / "results", row.study, row.run_id, row.label)
     record = results.make_record(
-        run_id=row.run_id, study=row.study, notebook=row.notebook.name, params=row.params,
+        run_id=run_id, study=row.study, notebook=row.notebook.name, params=row.params,
         env=envinfo.collect(), started_at=started_at, status="failed",
+        label=row.label, testbed=row.testbed,
         error={"type": "SlurmTaskFailed",
                "message": f"array task {info['array_task_id']} of job {info['job_id']} ended "
                           f"{info['state']} without a record; log: {info['log']}"},

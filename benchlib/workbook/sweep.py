@@ -20,7 +20,7 @@ from typing import Any
 from benchlib import atomic
 from benchlib.core import envinfo
 from benchlib.errors import RecordError
-from benchlib.workbook import results
+from benchlib.workbook import results, testbed
 from benchlib.workbook.params import Row
 
 KERNEL = "python3"  # jupyter_client runs it with this interpreter, so .venv's packages
@@ -120,23 +120,30 @@ def execute(notebook: Path, output: Path, parameters: dict[str, Any], env: dict[
 
 def run_row(row: Row, outputs: Path, executor: dict[str, Any] | None = None) -> dict[str, Any]:
     """Execute one row and write its record; returns the record. `executor` says where it
-    ran (a Slurm array task's job id and log); a failure's error names that log too."""
-    rel_notebook = Path("runs") / row.study / f"{row.run_id}.ipynb"
-    metrics_file = outputs / "runs" / row.study / f".{row.run_id}.metrics.json"
+    ran (a Slurm array task's job id and log); a failure's error names that log too.
+    The record, executed notebook and logs take an id no ok record has
+    (results.free_run_id): a rerun adds to the row's history."""
+    if row.testbed is None or not row.label:
+        [row] = results.assign_result_set([row], outputs / "results", row.label or None,
+                                           row.testbed)
+    run_id = results.free_run_id(outputs / "results", row.study, row.run_id, row.label)
+    rel_notebook = Path("runs") / row.study / f"{run_id}.ipynb"
+    metrics_file = outputs / "runs" / row.study / f".{run_id}.metrics.json"
     metrics_file.unlink(missing_ok=True)
     started_at = results.now()
     kernel_env = {
         results.METRICS_FILE_VAR: str(metrics_file),
         "BENCHLIB_OUTPUTS": str(outputs),
-        results.RUN_ID_VAR: row.run_id,
+        results.RUN_ID_VAR: run_id,
         "BENCHLIB_STUDY": row.study,
     }
     error = execute(row.notebook, outputs / rel_notebook, row.overrides, kernel_env, row.timeout_s)
     published = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
     metrics_file.unlink(missing_ok=True)
-    fields = dict(run_id=row.run_id, study=row.study, notebook=row.notebook.name,
+    fields = dict(run_id=run_id, study=row.study, notebook=row.notebook.name,
                   params=row.params, env=envinfo.collect(), started_at=started_at,
-                  executed_notebook=str(rel_notebook), executor=executor)
+                  executed_notebook=str(rel_notebook), executor=executor, label=row.label,
+                  testbed=testbed.where_it_ran(row.testbed))
     if error and executor and executor.get("log"):
         error["log"] = executor["log"]
     try:
@@ -150,24 +157,23 @@ def run_row(row: Row, outputs: Path, executor: dict[str, Any] | None = None) -> 
     return record
 
 
-def pending(rows: list[Row], outputs: Path, force: bool = False) -> list[Row]:
-    """Rows without an ok record (all of them with `force`)."""
+def pending(rows: list[Row], outputs: Path, force: bool = False,
+            label: str | None = None) -> list[Row]:
+    """Rows without an ok record on their testbed, in result set `label` if given (else
+    in any); all of them with `force`."""
     if force:
         return list(rows)
-    todo = []
-    for r in rows:
-        rec = results.find_record(outputs / "results", r.study, r.run_id)
-        if not (rec and rec["status"] == "ok"):
-            todo.append(r)
-    return todo
+    return [r for r in rows
+            if not results.has_ok_record(outputs / "results", r.study, r.run_id, label)]
 
 
 @contextlib.contextmanager
-def claim(row: Row, outputs: Path, force: bool = False):
-    """Yield True when this process may run `row`: no ok record (unless `force`), and no
-    other sweep holding it. The hold is an flock on `.<run_id>.lock`, which the kernel
-    drops when its holder dies, even by SIGKILL: two sweeps on the same outputs/ split
-    the rows, and a killed sweep's row is free for the next one at once."""
+def claim(row: Row, outputs: Path, force: bool = False, label: str | None = None):
+    """Yield True when this process may run `row`: no ok record (unless `force`; in result
+    set `label` if given), and no other sweep holding it. The hold is an flock on
+    `.<run_id>.lock`, which the kernel drops when its holder dies, even by SIGKILL: two
+    sweeps on the same outputs/ split the rows, and a killed sweep's row is free for the
+    next one at once."""
     import fcntl
 
     lock = outputs / "runs" / row.study / f".{row.run_id}.lock"
@@ -187,10 +193,11 @@ def claim(row: Row, outputs: Path, force: bool = False):
             pass
         os.close(fd)
     try:
-        record = results.find_record(outputs / "results", row.study, row.run_id)
-        mine = force or not (record and record["status"] == "ok")  # done meanwhile?
+        # done meanwhile?
+        mine = force or not results.has_ok_record(outputs / "results", row.study, row.run_id,
+                                                  label)
         if mine:
-            for half in lock.parent.glob(f".{row.run_id}.ipynb.*"):  # left by a killed sweep
+            for half in lock.parent.glob(f".{row.run_id}*.ipynb.*"):  # left by a killed sweep
                 half.unlink(missing_ok=True)
         yield mine
     finally:
@@ -199,10 +206,13 @@ def claim(row: Row, outputs: Path, force: bool = False):
 
 
 def run_plan(rows: list[Row], outputs: Path, force: bool = False,
-             progress: bool = True) -> Summary:
+             progress: bool = True, label: str | None = None) -> Summary:
+    """Run the rows not done yet on this testbed (in result set `label`, when given; new
+    records join it, else this testbed's default set)."""
     from tqdm.auto import tqdm
 
-    todo = pending(rows, outputs, force)
+    rows = results.assign_result_set(rows, outputs / "results", label)
+    todo = pending(rows, outputs, force, label)
     summary = Summary(skipped=len(rows) - len(todo))
     if todo:  # one-off costs, paid before the first row's clock starts
         import papermill  # noqa: F401
@@ -211,7 +221,7 @@ def run_plan(rows: list[Row], outputs: Path, force: bool = False,
     bar = tqdm(total=len(rows), initial=summary.skipped, unit="row", disable=not progress,
                desc="sweep")
     for row in todo:
-        with claim(row, outputs, force) as mine:
+        with claim(row, outputs, force, label) as mine:
             if not mine:  # finished meanwhile, or running in another sweep
                 summary.elsewhere += 1
                 bar.update()

@@ -1,0 +1,251 @@
+"""`benchlib compare`: synthetic result sets with a known slowdown in one row and noise
+elsewhere; bad input; the notebook and the report."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from benchlib.workbook import compare, results, testbed
+from benchlib.cli import main
+
+BASE_ENV = {"hostname": "node7", "cpu_model": "Xeon", "gpus": [], "python": "3.12.3",
+            "packages": {"torch": "2.14.1", "benchlib": "0.1.0"}, "torch_cuda": None,
+            "allocator": {"name": "glibc", "glibc_tunables": ""}, "env_vars": {}}
+NEW_ENV = {**BASE_ENV, "packages": {"torch": "2.15.0", "benchlib": "0.1.0"}}
+SLOW_ROW = {"num_workers": 1, "dataset": "mydataset"}
+
+
+def write_set(results_dir, label, env, *, slow=1.0, repeats=7, noise=0.02, seed=0,
+              study="bench_io", key="repeats", metric="samples_per_s", rows=None,
+              data_path="/data/a"):
+    """One result set: a record per row, `repeats` per-repeat values around a known level
+    with `noise` relative spread; SLOW_ROW's values multiplied by `slow`."""
+    rng = np.random.default_rng(seed)
+    bed = testbed.from_env(env, commit="c0ffee")
+    rows = rows or [{"num_workers": w, "dataset": d} for w in (0, 1, 2)
+                    for d in ("fashion-mnist", "mydataset")]
+    for i, params in enumerate(rows):
+        level = 100.0 * (i + 1) * (slow if params == SLOW_ROW else 1.0)
+        vals = level * (1 + noise * rng.standard_normal(repeats))
+        params = {**params, "path": data_path}
+        rec = results.make_record(
+            run_id=results.run_id_for(study, "nb", params, bed["id"]) + f"-{label}", study=study,
+            notebook="nb.ipynb", params=params, env=env, started_at=results.now(), status="ok",
+            metrics={metric: float(np.median(vals))},
+            details={key: [{metric: float(v), "repeat": r} for r, v in enumerate(vals)]},
+            label=label, testbed=bed)
+        results.write_record(results_dir, rec)
+    return bed
+
+
+@pytest.fixture
+def two_sets(outputs):
+    """base and new: six rows, 7 repeats each with 2% noise; new is 20% slower on one row."""
+    rdir = outputs / "results"
+    write_set(rdir, "base", BASE_ENV, seed=1)
+    write_set(rdir, "new", NEW_ENV, slow=0.8, seed=2)
+    return rdir
+
+
+def test_a_known_20_percent_slowdown_in_one_row_is_flagged_and_nothing_else(two_sets):
+    for threshold in (0.05, 0.10):
+        c = compare.compare_sets("base", "new", two_sets, threshold)
+        assert len(c.rows) == 6 and c.only_base == c.only_new == 0
+        slower = c.slower
+        assert list(slower["row"]) == ["dataset=mydataset, num_workers=1"]
+        assert slower.iloc[0]["ratio"] == pytest.approx(0.8, abs=0.03)
+        assert slower.iloc[0]["speed_high"] < 1 / (1 + threshold)
+        assert set(c.rows["verdict"]) <= {"slower", "no change", "inconclusive"}
+        assert c.exit_code() == 1
+    # the slow row comes first, the interval holds the true ratio
+    first = c.rows.iloc[0]
+    assert first["verdict"] == "slower" and first["ci95_low"] < 0.8 < first["ci95_high"]
+
+
+def test_noise_alone_is_never_slower_over_many_seeds(outputs):
+    """Same distribution on both sides, 40 pairs of sets: no false 'slower' at the default
+    threshold."""
+    rdir = outputs / "results"
+    flagged = 0
+    for seed in range(40):
+        write_set(rdir, f"a{seed}", BASE_ENV, seed=1000 + seed, noise=0.03)
+        write_set(rdir, f"b{seed}", BASE_ENV, seed=2000 + seed, noise=0.03)
+        c = compare.compare_sets(f"a{seed}", f"b{seed}", rdir)
+        flagged += len(c.slower)
+    assert flagged == 0
+
+
+def test_a_time_metric_is_slower_when_it_grows(outputs):
+    rdir = outputs / "results"
+    write_set(rdir, "base", BASE_ENV, key="epochs", metric="epoch_s", seed=1)
+    write_set(rdir, "new", NEW_ENV, key="epochs", metric="epoch_s", seed=2, slow=1.25)
+    c = compare.compare_sets("base", "new", rdir, metrics=["epoch_s"])
+    assert list(c.slower["row"]) == ["dataset=mydataset, num_workers=1"]
+    assert c.slower.iloc[0]["speed"] == pytest.approx(0.8, abs=0.03)
+    assert compare.change_text(c.slower.iloc[0]["speed"]).endswith("slower")
+
+
+def test_fewer_than_five_repeats_give_the_range_and_inconclusive_never_an_interval(outputs):
+    rdir = outputs / "results"
+    write_set(rdir, "base", BASE_ENV, repeats=3)
+    write_set(rdir, "new", NEW_ENV, repeats=3, slow=0.5, seed=5)
+    c = compare.compare_sets("base", "new", rdir)
+    assert set(c.rows["verdict"]) == {"inconclusive"} and c.exit_code() == 0
+    row = c.rows.iloc[0]
+    assert row["ci95_low"] is None or math.isnan(row["ci95_low"])
+    text = compare.interval_text(row)
+    assert text.startswith("n=3/3 <5, range ") and row["range_low"] <= row["ratio"] <= row["range_high"]
+    assert any("fewer than 5 values" in s for s in compare.sentences(c))
+
+
+def test_records_of_one_row_in_a_set_pool_as_launches():
+    base = [[100.0, 101, 99, 100, 102]]
+    new = [[90.0, 91, 89, 90, 92], [110.0, 111, 109, 110, 112]]  # two launches disagree
+    one_launch = compare.ratio_interval(base, [new[0] + new[1]])
+    two_launches = compare.ratio_interval(base, new)
+    assert two_launches.n_new == 10 and two_launches.ratio == one_launch.ratio
+    width = lambda r: r.high - r.low  # noqa: E731
+    assert width(two_launches) >= width(one_launch)  # launch-to-launch spread is counted
+
+
+def test_verdicts_against_the_threshold():
+    assert compare.verdict(0.80, 0.90, 0.05) == "slower"
+    assert compare.verdict(1.06, 1.20, 0.05) == "faster"
+    assert compare.verdict(0.97, 1.03, 0.05) == "no change"
+    assert compare.verdict(0.90, 1.01, 0.05) == "inconclusive"  # spans the threshold
+    assert compare.verdict(None, None, 0.05) == "inconclusive"
+    assert compare.parse_threshold("5%") == 0.05 and compare.parse_threshold("0.1") == 0.1
+    for bad in ("150%", "0", "x", "1.5"):
+        with pytest.raises(compare.UsageError, match="threshold: "):
+            compare.parse_threshold(bad)
+
+
+def test_cli_prints_the_table_and_what_changed_and_exits_1_on_a_slowdown(two_sets, capsys):
+    assert main(["compare", "base", "new"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("base: base (6 ok records on node7, ")
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("study"))
+    assert "ratio" in lines[header] and "95% interval" in lines[header]
+    assert "mydataset, num_workers=1" in lines[header + 1] and "slower" in lines[header + 1]
+    assert "testbed torch" in out and "2.14.1 -> 2.15.0" in out
+    assert "Slower beyond 10% with 95% confidence: bench_io dataset=mydataset, num_workers=1" in out
+    assert main(["compare", "base", "new", "--study", "bench_io", "--threshold", "30%"]) == 0
+    assert "No row is slower beyond 30%" in capsys.readouterr().out
+
+
+def test_two_outputs_folders_compare_and_the_data_path_is_not_part_of_a_row(tmp_path, capsys):
+    write_set(tmp_path / "laptop" / "results", "mine", BASE_ENV, data_path="/home/me/data")
+    write_set(tmp_path / "cluster" / "results", "theirs", NEW_ENV, slow=0.8, seed=3,
+              data_path="/shared/data")
+    assert main(["compare", str(tmp_path / "laptop"), str(tmp_path / "cluster")]) == 1
+    out = capsys.readouterr().out
+    assert "base: mine (" in out and "new:  theirs (" in out and "1 slower" in out
+    # a results folder works too
+    assert main(["compare", str(tmp_path / "laptop" / "results"), str(tmp_path / "cluster")]) == 1
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and err[-1].startswith("benchlib compare: ")
+    return err[-1]
+
+
+def test_bad_input_gets_one_line_and_exit_2(two_sets, capsys):
+    assert main(["compare", "base", "base"]) == 2
+    assert "BASE and NEW are both result set base" in one_line_error(capsys)
+    assert main(["compare", "base", "nosuch"]) == 2
+    line = one_line_error(capsys)
+    assert "nosuch: no result set with that label in" in line
+    assert "result sets here: new (6 ok), base (6 ok)" in line
+    write_set(two_sets, "other", BASE_ENV, study="elsewhere")
+    assert main(["compare", "base", "other"]) == 2
+    assert ("no rows in common: base has studies bench_io, other has elsewhere"
+            in one_line_error(capsys))
+    assert main(["compare", "base", "new", "--metric", "loss"]) == 2
+    assert "metric: 'loss' has no direction to compare" in one_line_error(capsys)
+    assert main(["compare", "base", "new", "--study", "nope"]) == 2
+    assert "study: 'nope' is in neither set; studies: bench_io" in one_line_error(capsys)
+    assert main(["compare", "base", "new", "--threshold", "1.5"]) == 2
+    assert "threshold: '1.5' must be a percentage" in one_line_error(capsys)
+
+
+def test_a_truncated_record_is_skipped_with_a_warning_naming_it(two_sets, capsys):
+    broken = two_sets / "bench_io" / "0123456789ab.json"
+    broken.write_text('{"run_id": "0123456789ab", "stud')
+    assert main(["compare", "base", "new"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.count(f"benchlib: skipped {broken}: not valid JSON") == 1
+    assert "1 slower" in captured.out
+
+
+def test_a_set_holding_one_row_from_two_testbeds_is_refused(outputs, capsys):
+    rdir = outputs / "results"
+    write_set(rdir, "mixed", BASE_ENV)
+    write_set(rdir, "mixed", NEW_ENV)
+    write_set(rdir, "new", NEW_ENV)
+    assert main(["compare", "mixed", "new"]) == 2
+    assert "from 2 testbeds" in one_line_error(capsys)
+
+
+def test_the_environment_diff_names_versions_and_allocator(outputs):
+    rdir = outputs / "results"
+    write_set(rdir, "base", BASE_ENV)
+    tuned = {**BASE_ENV, "allocator": {"name": "glibc", "glibc_tunables": "x=1"},
+             "env_vars": {"OMP_NUM_THREADS": "2", "SLURM_JOB_ID": "7"}}
+    write_set(rdir, "tuned", tuned, seed=4)
+    diff = {w: (b, a) for w, b, a in compare.compare_sets("base", "tuned", rdir).env_diff}
+    assert diff["testbed allocator"] == ("glibc", "glibc (x=1)")
+    assert diff["$OMP_NUM_THREADS"] == ("-", "2")
+    assert "$SLURM_JOB_ID" not in diff and "testbed torch" not in diff
+
+
+def test_the_default_pair_is_the_newest_set_and_the_newest_older_one_sharing_a_row(outputs):
+    rdir = outputs / "results"
+    write_set(rdir, "first", BASE_ENV)
+    write_set(rdir, "second", BASE_ENV, seed=3)
+    write_set(rdir, "unrelated", BASE_ENV, study="elsewhere")
+    assert compare.default_pair(rdir) == ("first", "second")  # "unrelated" shares no row
+    c = compare.compare_sets("", "", rdir)
+    assert (c.base.label, c.new.label) == ("first", "second")
+
+
+def test_trend_shows_one_rows_metric_in_every_set(outputs):
+    rdir = outputs / "results"
+    for i, label in enumerate(("v1", "v2", "v3")):
+        write_set(rdir, label, BASE_ENV, seed=i, slow=1 - 0.1 * i)
+    c = compare.compare_sets("v1", "v3", rdir)
+    key, metric = compare.most_changed(c)
+    assert json.loads(key)["params"] == SLOW_ROW and metric == "samples_per_s"
+    history = compare.trend(rdir, key, metric)
+    assert list(history["label"]) == ["v1", "v2", "v3"] and set(history["n"]) == {7}
+    assert history[metric].is_monotonic_decreasing
+    assert (history["low"] <= history[metric]).all() and (history[metric] <= history["high"]).all()
+
+
+def test_the_threshold_default_is_the_same_in_the_cli_and_the_notebook():
+    from benchlib.config import CompareConfig
+
+    assert CompareConfig().threshold == compare.DEFAULT_THRESHOLD
+
+
+def test_the_report_publishes_the_compare_notebook_when_two_sets_exist(two_sets, outputs):
+    from benchlib.workbook import report
+
+    page = report.build(outputs).read_text()
+    assert 'href="compare.html">new against base</a>' in page
+    assert "<th>set</th>" in page  # the study table says which set a run is in
+    html = (outputs / "report" / "compare.html").read_text()
+    assert "Slower beyond 10% with 95% confidence: bench_io dataset=mydataset, num_workers=1" in html
+    assert "2.15.0" in html and "<img" in html  # the env diff, the forest and trend plots
+    assert "from benchlib import" not in html
+
+
+def test_the_report_has_no_compare_page_with_one_set(outputs):
+    from benchlib.workbook import report
+
+    write_set(outputs / "results", "only", BASE_ENV)
+    page = report.build(outputs, analysis=True).read_text()
+    assert "compare.html" not in page and not (outputs / "report" / "compare.html").exists()
