@@ -199,7 +199,7 @@ def claim(row: Row, outputs: Path, force: bool = False):
 
 def run_plan(rows: list[Row], outputs: Path, force: bool = False,
              progress: bool = True) -> Summary:
-    from tqdm.auto import tqdm
+    from benchlib.core import progress as progress_bar
 
     todo = pending(rows, outputs, force)
     summary = Summary(skipped=len(rows) - len(todo))
@@ -207,8 +207,8 @@ def run_plan(rows: list[Row], outputs: Path, force: bool = False,
         import papermill  # noqa: F401
 
         envinfo.collect()
-    bar = tqdm(total=len(rows), initial=summary.skipped, unit="row", disable=not progress,
-               desc="sweep")
+    bar = progress_bar.bar(len(rows), "sweep", unit="row", enabled=progress,
+                           initial=summary.skipped)
     for row in todo:
         with claim(row, outputs, force) as mine:
             if not mine:  # finished meanwhile, or running in another sweep
