@@ -275,7 +275,7 @@ def cmd_overhead(args) -> int:
     from benchlib.workbook import sweep
     from benchlib.workbook.params import single_row
 
-    notebook = Path(__file__).parent / "resources" / "trivial.ipynb"
+    notebook = Path(__file__).parents[1] / "resources" / "trivial.ipynb"
     with tempfile.TemporaryDirectory() as tmp:
         rows = [single_row(str(notebook), {"x": i}, "overhead") for i in range(args.rows)]
         summary = sweep.run_plan(rows, Path(tmp), progress=False)
