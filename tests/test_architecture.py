@@ -28,8 +28,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("workers", ("benchlib.workers",)),
     ("studies", ("benchlib.studies",)),
     ("workbook", ("benchlib.workbook",)),
-    ("analysis", ("benchlib.analysis", "benchlib.projection", "benchlib.projection_check")),
-    ("cli", ("benchlib.cli", "benchlib.__main__", "benchlib.projection_cli")),
+    ("analysis", ("benchlib.analysis",)),
+    ("cli", ("benchlib.cli", "benchlib.__main__")),
 ]
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 # config is pure: it describes parameters and checks values, nothing else

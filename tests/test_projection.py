@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from benchlib import projection_check, reference
+from benchlib import reference
+from benchlib.analysis import projection_check
+from benchlib.analysis.projection import (Inputs, default_sizes, exposed_comm_s, project,
+                                          ring_allreduce_s, what_if)
+from benchlib.cli.project import main
 from benchlib.errors import UsageError
-from benchlib.projection import (Inputs, default_sizes, exposed_comm_s, project,
-                                 ring_allreduce_s, what_if)
-from benchlib.projection_cli import main
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "projection.md"
 RESNET50_BYTES = 4 * 25_557_032

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib import reference
-from benchlib.projection import MODEL_PARAMS, Inputs, project
+from benchlib.analysis.projection import MODEL_PARAMS, Inputs, project
 
 INTER_BUSBW_GBPS = 10.0  # one 4X EDR InfiniBand port per node (100 Gb/s = 12.5 GB/s) at 80%
 CAP_TOLERANCE = 0.10  # shortfalls below this are within the tables' run-to-run spread

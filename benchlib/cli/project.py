@@ -1,5 +1,6 @@
 """`benchlib project` (docs/projection.md): the projection's command line, over the model
-in benchlib.projection and the check against seed 003 in benchlib.projection_check."""
+in benchlib.analysis.projection and the check against seed 003 in
+benchlib.analysis.projection_check."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import dataclasses
 import math
 import sys
 
-from benchlib import projection_check
+from benchlib.analysis import projection_check
 from benchlib.errors import BenchlibError, UsageError
-from benchlib.projection import (DEFAULT_BUCKET_MB, HOW, MODEL_PARAMS, WHAT_IF, Inputs, _positive,
+from benchlib.analysis.projection import (DEFAULT_BUCKET_MB, HOW, MODEL_PARAMS, WHAT_IF, Inputs, _positive,
                                  default_sizes, describe, format_projection, project, what_if)
 
 

@@ -332,7 +332,7 @@ def cmd_overhead(args) -> int:
     from benchlib.workbook import sweep
     from benchlib.workbook.params import single_row
 
-    notebook = Path(__file__).parent / "resources" / "trivial.ipynb"
+    notebook = Path(__file__).parents[1] / "resources" / "trivial.ipynb"
     with tempfile.TemporaryDirectory() as tmp:
         rows = [single_row(str(notebook), {"x": i}, "overhead") for i in range(args.rows)]
         summary = sweep.run_plan(rows, Path(tmp), progress=False)
@@ -530,7 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare-cli", action="store_true", help="also time the papermill CLI")
     p.set_defaults(func=cmd_overhead)
 
-    # listed here for --help; main() hands its arguments to benchlib.projection_cli
+    # listed here for --help; main() hands its arguments to benchlib.cli.project
     sub.add_parser("project", help="scaling projection to more devices and nodes, and its "
                    "check against seed 003 (project --help)")
     return parser
@@ -549,7 +549,7 @@ def _restart_with_allocator(name: str, argv: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["project"]:  # its own parser takes every option
-        from benchlib import projection_cli
+        import benchlib.cli.project as projection_cli
 
         return projection_cli.main(argv[1:])
     args = build_parser().parse_args(argv)

@@ -1,0 +1,64 @@
+"""The dp_vs_ddp study (notebook 20): single, DP and DDP side by side with speedup and
+efficiency, beside seed 002's own figures."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from benchlib.analysis.common import ok_runs, with_speedup
+from benchlib.reference import SEED002_P100
+
+
+NOTEBOOK = "20_dp_vs_ddp.ipynb"
+SAME_WORK = ["study", "dataset", "model", "depth", "alpha", "batch_size", "device"]
+
+
+def runs(df: pd.DataFrame) -> pd.DataFrame:
+    """The ok runs of notebook 20, with speedup and efficiency against the single-device
+    run of the same study, data, model, per-device batch and device."""
+    runs = ok_runs(df, NOTEBOOK, "strategy", ("nproc_per_node", "batch_size", "depth",
+                                                   "alpha", "devices", "global_batch"))
+    if runs.empty:
+        return runs
+    return with_speedup(runs, SAME_WORK, runs["strategy"] == "single", "devices")
+
+
+def table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Shaped like seed 002's comparison: one row per strategy and launcher."""
+    cols = ["strategy", "launcher", "devices", "global_batch", "batch_s", "epoch_s",
+            "samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "speedup", "efficiency",
+            "gpu_util_pct", "cpu_util_pct", "busbw_gbps"]
+    if runs.empty:
+        return pd.DataFrame(columns=cols)
+    table = runs.reindex(columns=cols).copy()
+    table.loc[table["strategy"] != "ddp", "launcher"] = "-"
+    return table.sort_values(["devices", "strategy"]).round(3).reset_index(drop=True)
+
+
+def seed002_table() -> pd.DataFrame:
+    """Seed 002's own figures (PyramidNet, CIFAR-10, Tesla P100, batch 64)."""
+    table = pd.DataFrame(SEED002_P100)
+    table["epoch_speedup"] = (table.loc[0, "epoch_s"] / table["epoch_s"]).round(2)
+    return table
+
+
+def conclusions(runs: pd.DataFrame) -> str:
+    if runs.empty:
+        return "No DataParallel / DDP runs yet (notebook 20)."
+    parts = []
+    for _, r in table(runs).iterrows():
+        if r["strategy"] == "single" or pd.isna(r["speedup"]):
+            continue
+        how = "DataParallel" if r["strategy"] == "dp" else f"DDP via {r['launcher']}"
+        parts.append(f"- **{how}** on {int(r['devices'])} device(s): {r['samples_per_s']:,.1f} "
+                     f"samples/s, **speedup {r['speedup']:.2f}x**, efficiency {r['efficiency']:.0%}.")
+    seed = seed002_table().set_index("strategy")["epoch_speedup"]
+    parts.append(f"- Seed 002 on two P100s: DDP finished an epoch {seed['ddp']:.2f}x faster than one "
+                 f"GPU, DataParallel {seed['dp']:.2f}x; DDP ahead of DP is what to expect when "
+                 "each rank has its own device and cores.")
+    devices = ", ".join(sorted(set(runs["device_name"])))
+    threads = ", ".join(str(int(t)) for t in sorted(set(runs["threads_per_rank"].dropna())))
+    parts.append(f"- Measured on {devices} ({threads} thread(s) per rank). On a CPU-only host the "
+                 "ranks share its cores, so speedup says what the launch and the all-reduce "
+                 "cost there, not what more GPUs would give.")
+    return "\n".join(parts)

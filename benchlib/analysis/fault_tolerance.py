@@ -1,0 +1,53 @@
+"""The fault_tolerance study (notebook 35): what a killed rank cost (restarts, steps
+redone, recovery time) and whether the run came back to the same loss."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from benchlib.analysis.common import ok_runs
+
+
+NOTEBOOK = "35_fault_tolerance.ipynb"
+
+
+def runs(df: pd.DataFrame) -> pd.DataFrame:
+    return ok_runs(df, NOTEBOOK, "fail_at_step", ("nproc_per_node", "checkpoint_every",
+                                                        "fail_at_step", "restarts",
+                                                        "steps_redone", "final_step"))
+
+
+def table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per run: the failure, what it cost, and whether the run came back to the
+    same loss as the uninterrupted one."""
+    cols = ["model", "dataset", "nproc_per_node", "checkpoint_every", "fail_at_step",
+            "restarts", "steps_redone", "recovery_s", "redo_s", "checkpoint_s", "final_step",
+            "loss_last", "loss_last_uninterrupted", "loss_diff", "samples_per_s"]
+    if runs.empty:
+        return pd.DataFrame(columns=cols)
+    return runs.reindex(columns=cols).sort_values(["fail_at_step", "checkpoint_every"]) \
+        .reset_index(drop=True)
+
+
+def conclusions(runs: pd.DataFrame) -> str:
+    if runs.empty:
+        return "No fault-tolerance runs yet (notebook 35)."
+    parts = []
+    for r in table(runs).itertuples():
+        if not r.restarts:
+            parts.append(f"- No restart ({r.nproc_per_node} ranks, fail_at_step "
+                         f"{r.fail_at_step}): {r.samples_per_s:,.0f} samples/s.")
+            continue
+        line = (f"- {r.nproc_per_node} ranks, a rank killed after step {r.fail_at_step} with a "
+                f"checkpoint every {r.checkpoint_every} steps: **{r.restarts} restart(s), "
+                f"{r.steps_redone} step(s) redone, back to training in {r.recovery_s:.1f} s** "
+                f"(a checkpoint took {r.checkpoint_s * 1e3:.0f} ms)")
+        if pd.notna(r.loss_diff):
+            same = "the same" if r.loss_diff <= 1e-6 * max(abs(r.loss_last), 1) else "a different"
+            line += (f"; it ended at {same} loss as the uninterrupted run "
+                     f"({r.loss_last:.6f} vs {r.loss_last_uninterrupted:.6f})")
+        parts.append(line + ".")
+    parts.append("- Steps redone are at most `checkpoint_every - 1`: checkpointing more often "
+                 "trades a little time every few steps for less work lost per failure. Most of "
+                 "the recovery time is torchrun starting the processes again and importing torch.")
+    return "\n".join(parts)

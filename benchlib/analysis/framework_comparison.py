@@ -1,0 +1,99 @@
+"""The framework_comparison study (notebook 40): our ResNet rows with speedup, efficiency
+and MFU, every framework's speedup curve from seed 003, and JAX measured beside us."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from benchlib.analysis.common import ok_runs, with_speedup
+from benchlib.reference import dlperf
+
+
+NOTEBOOK = "40_framework_comparison.ipynb"
+
+
+def runs(df: pd.DataFrame) -> pd.DataFrame:
+    """The ok runs of notebook 40, with speedup and efficiency against the one-device run
+    of the same arch, batch, image size, variant and device."""
+    runs = ok_runs(df, NOTEBOOK, "arch", ("nproc_per_node", "batch_size", "image_size"))
+    if runs.empty:
+        return runs
+    runs["variant"] = runs["precision"] + runs["channels_last"].map({True: "+nhwc", False: ""}) \
+        + runs["compile"].map({True: "+compile", False: ""})
+    keys = ["study", "arch", "dataset", "image_size", "batch_size", "variant", "device"]
+    return with_speedup(runs, keys, runs["nproc_per_node"] == 1, "nproc_per_node")
+
+
+def table(runs: pd.DataFrame) -> pd.DataFrame:
+    cols = ["arch", "dataset", "image_size", "batch_size", "nproc_per_node", "variant",
+            "samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "speedup", "efficiency",
+            "mfu", "jax_samples_per_s", "jax_over_pytorch", "device_name"]
+    if runs.empty:
+        return pd.DataFrame(columns=cols)
+    return runs.reindex(columns=cols).sort_values(["batch_size", "nproc_per_node", "variant"]).round(3) \
+        .reset_index(drop=True)
+
+
+def speedup_curves(runs: pd.DataFrame, batch_size: int | None = None) -> pd.DataFrame:
+    """Every framework's speedup over devices from seed 003, plus ours, in one frame
+    (framework, devices, speedup) for a single plot. The batch size is ours when we
+    measured one that the seed has, else 128."""
+    ref = dlperf()
+    if batch_size is None:
+        measured = set(runs["batch_size"]) if not runs.empty else set()
+        batch_size = max(measured & set(ref["batch_size"]), default=128)
+    curves = ref[(ref["batch_size"] == batch_size) & ref["speedup"].notna()]
+    curves = curves.assign(framework=curves["framework"] + " (V100, seed 003)")
+    out = [curves[["framework", "devices", "speedup"]]]
+    if not runs.empty:
+        scaled = runs.groupby("variant").filter(lambda g: g["nproc_per_node"].nunique() > 1)
+        ours = scaled.dropna(subset=["speedup"]).groupby(["variant", "nproc_per_node"],
+                                                         as_index=False)["speedup"].median()
+        out.append(pd.DataFrame({"framework": "PyTorch here, " + ours["variant"],
+                                 "devices": ours["nproc_per_node"], "speedup": ours["speedup"]}))
+    return pd.concat(out, ignore_index=True)
+
+
+def conclusions(runs: pd.DataFrame) -> str:
+    if runs.empty:
+        return "No framework-comparison runs yet (notebook 40)."
+    parts = []
+    one = runs[runs["nproc_per_node"] == 1]
+    if not one.empty:
+        best = one.loc[one["samples_per_s"].idxmax()]
+        parts.append(f"- Fastest variant on one device here: **{best['variant']}**, "
+                     f"{best['samples_per_s']:,.1f} samples/s ({best['arch']}, batch "
+                     f"{best['batch_size']}, {best['image_size']}px, {best['dataset']}).")
+    for _, r in runs.dropna(subset=["speedup"]).iterrows():
+        if r["nproc_per_node"] > 1:
+            parts.append(f"- {r['variant']} on {r['nproc_per_node']} devices: speedup "
+                         f"{r['speedup']:.2f}x, efficiency {r['efficiency']:.0%}.")
+    ref = dlperf()
+    py = ref[(ref["framework"] == "PyTorch") & (ref["batch_size"] == 128)].set_index("devices")
+    parts.append(f"- Seed 003 (PyTorch 1.6, V100, batch 128): 8 GPUs gave {py.loc[8, 'speedup']:.2f}x "
+                 f"({py.loc[8, 'efficiency']:.0%}), 32 GPUs {py.loc[32, 'speedup']:.1f}x; "
+                 "OneFlow's rows scale almost linearly on the same machines.")
+    if runs["mfu"].isna().all():
+        parts.append("- MFU is unknown here: no published peak for this device (never invented).")
+    else:
+        top = runs.loc[runs["mfu"].idxmax()]
+        parts.append(f"- Highest MFU: {top['mfu']:.1%} ({top['variant']}, {top['device_name']}).")
+    parts.append(_jax_sentence(runs))
+    if set(runs["image_size"]) != {224} or set(runs["arch"]) != {"resnet50"}:
+        parts.append("- Some runs are not ResNet-50 at 224px: compare their scaling, not their "
+                     "samples/s, with the published rows.")
+    return "\n".join(parts)
+
+
+def _jax_sentence(runs: pd.DataFrame) -> str:
+    measured = runs.dropna(subset=["jax_samples_per_s"]) if "jax_samples_per_s" in runs \
+        else runs.iloc[0:0]
+    if measured.empty:
+        why = runs["jax_skipped"].dropna() if "jax_skipped" in runs else pd.Series(dtype=str)
+        return ("- JAX was not measured here" + (f" ({why.iloc[0]})" if len(why) else "") +
+                ": the comparison with other frameworks rests on the published tables.")
+    ratio = measured["jax_over_pytorch"]
+    return (f"- JAX {measured['jax_version'].iloc[0]} on the same machine, same ResNet and timing "
+            f"({len(measured)} row(s)): **{ratio.median():.2f}x PyTorch's samples/s** "
+            f"(from {ratio.min():.2f}x to {ratio.max():.2f}x); its first step, the XLA compile, "
+            f"took {measured['jax_compile_s'].median():.1f} s.")

@@ -1,0 +1,94 @@
+"""The multinode_lightning study (notebook 30): throughput against total devices per
+trainer and launcher, and what Lightning costs over raw DDP for the same layout."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from benchlib.analysis.common import ok_runs, with_speedup
+
+
+NOTEBOOK = "30_multinode_lightning.ipynb"
+SAME_WORK = ["study", "trainer", "dataset", "model", "depth", "alpha", "batch_size", "device"]
+
+
+def runs(df: pd.DataFrame) -> pd.DataFrame:
+    """The ok runs of notebook 30; speedup against the one-device run of the same trainer
+    and work (any launcher), efficiency = speedup / total devices."""
+    runs = ok_runs(df, NOTEBOOK, "trainer", ("nnodes", "nproc_per_node", "batch_size",
+                                                       "depth", "alpha", "world_size",
+                                                       "global_batch"))
+    if runs.empty:
+        return runs
+    return with_speedup(runs, SAME_WORK, runs["world_size"] == 1, "world_size")
+
+
+def epochs(epochs: pd.DataFrame) -> pd.DataFrame:
+    """Notebook 30's per-epoch rows (`results.load_details(..., "epochs")`) with the total
+    devices and a label "<trainer> via <launcher>", for one point per epoch in a plot."""
+    if epochs.empty or "nnodes" not in epochs:
+        return pd.DataFrame()
+    rows = epochs[epochs["notebook"] == NOTEBOOK]
+    if rows.empty:
+        return rows
+    rows = rows.astype({"nnodes": int, "nproc_per_node": int})
+    return rows.assign(devices=rows["nnodes"] * rows["nproc_per_node"],
+                       how=rows["trainer"] + " via " + rows["launcher"])
+
+
+def table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Shaped like seed 000's tables: one row per trainer, launcher and layout."""
+    cols = ["trainer", "launcher", "nnodes", "nproc_per_node", "world_size", "global_batch",
+            "samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "speedup", "efficiency",
+            "epoch_s", "launch_s", "device_name"]
+    if runs.empty:
+        return pd.DataFrame(columns=cols)
+    return runs.reindex(columns=cols).sort_values(["world_size", "trainer", "launcher", "nnodes"]) \
+        .round(3).reset_index(drop=True)
+
+
+def lightning_overhead(runs: pd.DataFrame) -> pd.DataFrame:
+    """Lightning against raw DDP for the same layout and work: how much slower Lightning
+    trains (samples/s; the spread pairs p10 against p90) and starts (launch to result)."""
+    cols = ["nnodes", "nproc_per_node", "ddp_samples_per_s", "lightning_samples_per_s",
+            "overhead", "overhead_low", "overhead_high", "extra_launch_s"]
+    if runs.empty or set(runs["trainer"]) != {"ddp", "lightning"}:
+        return pd.DataFrame(columns=cols)
+    keys = [k for k in SAME_WORK if k != "trainer"] + ["nnodes", "nproc_per_node"]
+    stats = ["samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "launch_s"]
+    med = runs.groupby([*keys, "trainer"])[stats].median().unstack("trainer").dropna()
+    if med.empty:
+        return pd.DataFrame(columns=cols)
+    ddp, light = (med.xs(t, axis=1, level="trainer") for t in ("ddp", "lightning"))
+    out = pd.DataFrame({
+        "ddp_samples_per_s": ddp["samples_per_s"],
+        "lightning_samples_per_s": light["samples_per_s"],
+        "overhead": ddp["samples_per_s"] / light["samples_per_s"] - 1,
+        "overhead_low": ddp["samples_per_s_p10"] / light["samples_per_s_p90"] - 1,
+        "overhead_high": ddp["samples_per_s_p90"] / light["samples_per_s_p10"] - 1,
+        "extra_launch_s": light["launch_s"] - ddp["launch_s"],
+    }).reset_index()
+    return out[cols].round(3)
+
+
+def conclusions(runs: pd.DataFrame) -> str:
+    if runs.empty:
+        return "No multi-node runs yet (notebook 30)."
+    parts = []
+    for r in table(runs).itertuples():
+        if r.world_size == 1 or pd.isna(r.speedup):
+            continue
+        parts.append(f"- **{r.trainer}** via {r.launcher} on {r.nnodes} node(s) x "
+                     f"{r.nproc_per_node}: {r.samples_per_s:,.1f} samples/s (p10-p90 "
+                     f"{r.samples_per_s_p10:,.1f}-{r.samples_per_s_p90:,.1f}), speedup "
+                     f"**{r.speedup:.2f}x**, efficiency {r.efficiency:.0%}.")
+    for o in lightning_overhead(runs).itertuples():
+        parts.append(f"- {o.nnodes} x {o.nproc_per_node}: raw DDP's samples/s are "
+                     f"{o.overhead:+.0%} against Lightning's (spread {o.overhead_low:+.0%} to "
+                     f"{o.overhead_high:+.0%}; positive: Lightning is slower); launch to result, "
+                     f"Lightning {o.extra_launch_s:+.1f} s against raw DDP.")
+    devices = ", ".join(sorted(set(runs["device_name"])))
+    parts.append(f"- Measured on {devices}. Nodes on one host share its cores and talk over "
+                 "loopback, so these figures show what the launchers and the process groups "
+                 "cost, not what a network between real nodes would.")
+    return "\n".join(parts)

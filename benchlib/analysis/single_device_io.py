@@ -1,0 +1,122 @@
+"""The single_device_io study (notebook 10): throughput against DataLoader workers and
+storage variants, seed 000's conclusion table, and the sentences they support."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from benchlib.analysis.common import spread
+from benchlib.reference import SEED000_RAW_OVER_PRELOAD
+
+
+NOTEBOOKS = ("10_single_device_io.ipynb", "benchlib io (CLI)")
+SETUP = ["device_name", "epochs", "batch_size"]
+KEYS = [*SETUP, "dataset", "variant", "mode"]
+INT_PARAMS = ("num_workers", "epochs", "batch_size", "repeats", "warmup_steps")
+
+
+def runs(df: pd.DataFrame) -> pd.DataFrame:
+    """The ok runs of the single-device IO study (notebook 10 and `benchlib io`), or, given
+    the per-repeat frame of `results.load_details`, those runs' repeats."""
+    if df.empty:
+        return df
+    io = df[df["notebook"].isin(NOTEBOOKS)]
+    if "status" in io:
+        io = io[io["status"] == "ok"]
+    return io.astype({c: int for c in INT_PARAMS if c in io}).copy()  # .copy(): one block
+
+
+def workers_swept(io: pd.DataFrame) -> pd.DataFrame:
+    """Only the settings that were run with more than one num_workers, labelled."""
+    swept = io.groupby(KEYS).filter(lambda g: g["num_workers"].nunique() > 1)
+    return swept.assign(setting=swept["variant"] + " " + swept["mode"])
+
+
+def variants_compared(io: pd.DataFrame) -> pd.DataFrame:
+    """The fewest-workers runs of data sets measured with more than one variant."""
+    fewest = io[io["num_workers"] == io.groupby(KEYS)["num_workers"].transform("min")]
+    return fewest.groupby("dataset").filter(lambda g: g["variant"].nunique() > 1)
+
+
+def seed_table(io: pd.DataFrame) -> pd.DataFrame:
+    """Shaped like seed 000's conclusion: seconds for the run's epochs, median (p10-p90),
+    one row per variant, one column per (dataset, mode); the fewest workers of each."""
+    if io.empty:
+        return pd.DataFrame()
+    fewest = _fewest_workers(io, KEYS)
+    cells = fewest.assign(
+        column=fewest["dataset"] + ", " + fewest["mode"] + " ("
+        + fewest["epochs"].astype(int).astype(str) + " ep, s, " + fewest["device_name"] + ")",
+        cell=[spread(m, lo, hi) for m, lo, hi in
+              zip(fewest["total_s"], fewest["total_s_p10"], fewest["total_s_p90"])])
+    return cells.pivot(index="variant", columns="column", values="cell").fillna("")
+
+
+def best_workers(io: pd.DataFrame) -> pd.DataFrame:
+    """Per setup and (dataset, variant, mode) swept over num_workers: the fastest, and each
+    setting's speed relative to it. Runs of the same setting (from several studies)
+    count as one, by their median."""
+    cols = [*KEYS, "num_workers", "samples_per_s", "others"]
+    per_setting = workers_swept(io).groupby([*KEYS, "num_workers"], as_index=False)[
+        "samples_per_s"].median()
+    rows = []
+    for key, group in per_setting.groupby(KEYS):
+        best = group.loc[group["samples_per_s"].idxmax()]
+        others = ", ".join(f"{int(w)} workers {sps / best['samples_per_s']:.2f}x"
+                           for w, sps in zip(group["num_workers"], group["samples_per_s"])
+                           if w != best["num_workers"])
+        rows.append([*key, int(best["num_workers"]), best["samples_per_s"], others])
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _fewest_workers(io: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per setting of `keys`, the runs with the fewest workers, one row each (medians)."""
+    fewest = io[io["num_workers"] == io.groupby(keys)["num_workers"].transform("min")]
+    return fewest.groupby(keys, as_index=False)[["total_s", "total_s_p10", "total_s_p90",
+                                                 "samples_per_s"]].median()
+
+
+def raw_over_preload(io: pd.DataFrame, dataset: str = "fashion-mnist",
+                     mode: str = "traverse") -> dict[tuple, float]:
+    """Per setup (device, epochs, batch): how many times longer `raw` takes than
+    `preload` (total seconds, fewest workers)."""
+    rows = io[(io["dataset"] == dataset) & (io["mode"] == mode)]
+    if rows.empty:
+        return {}
+    table = _fewest_workers(rows, [*SETUP, "variant"]).set_index([*SETUP, "variant"])["total_s"]
+    out = {}
+    for setup, group in table.groupby(level=SETUP):
+        by_variant = group.droplevel(SETUP)
+        if {"raw", "preload"} <= set(by_variant.index):
+            out[setup] = float(by_variant["raw"] / by_variant["preload"])
+    return out
+
+
+def conclusions(io: pd.DataFrame) -> str:
+    """Sentences computed from the IO records, in Markdown."""
+    if io.empty:
+        return "No single-device IO runs yet (notebook 10, `python -m benchlib io`)."
+    parts = []
+    for _, b in best_workers(io).iterrows():
+        parts.append(f"- **{b['dataset']}**, {b['variant']} {b['mode']} on {b['device_name']}: "
+                     f"fastest with **num_workers={b['num_workers']}** "
+                     f"({b['samples_per_s']:,.0f} samples/s; {b['others']}).")
+    for mode in ("traverse", "train"):
+        for (device, epochs, _), ratio in raw_over_preload(io, mode=mode).items():
+            parts.append(_ratio_line(mode, device, epochs, ratio))
+    devices = ", ".join(sorted(set(io["device_name"])))
+    sources = ", ".join(sorted(set(io["data_source"])))
+    parts.append(f"- Measured on {devices}; data: {sources}.")
+    return "\n".join(parts)
+
+
+def _ratio_line(mode: str, device: str, epochs: int, ratio: float) -> str:
+    text = f"- FashionMNIST {mode} on {device} ({epochs} ep): raw takes **{ratio:.1f}x** as long as preload"
+    if mode == "traverse":
+        seed = SEED000_RAW_OVER_PRELOAD
+        verdict = ("agrees with" if 0.5 <= ratio / seed <= 2 else
+                   "is well below" if ratio < seed else "is well above")
+        text += (f"; seed 000 measured {seed:.1f}x on a GTX 1050, and this machine "
+                 f"{verdict} it (within a factor 2 counts as agreeing). Decoding each item "
+                 "every epoch, not the storage library, is what costs")
+    return text + "."
