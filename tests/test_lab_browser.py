@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from browser import (ROOT, LabServer, error_outputs, find_or_install_chromium,
+from browser import (NOTEBOOK, ROOT, LabServer, error_outputs, find_or_install_chromium,
                      open_notebook, rendered_images, run_all_cells, screenshot, stop_tree)
 from conftest import TRIVIAL
 
@@ -165,6 +165,11 @@ def test_lab_offers_only_the_benchlib_kernel_with_the_venvs_python(lab):
 def test_notebook_10_runs_all_cells_in_jupyterlab_and_draws_its_plot(lab, page):
     open_notebook(page, lab, IO_NOTEBOOK, KERNEL)
     _check_run(page, lab, IO_NOTEBOOK, SCREENSHOTS / "lab_10_single_device_io.png")
+    # the measurement showed its progress as one bar, redrawn in place (benchlib.progress)
+    bars = page.locator(f"{NOTEBOOK} .jp-OutputArea-output").filter(
+        has_text="fashion-mnist raw train: ").all_inner_texts()
+    assert len(bars) == 1 and "100%|" in bars[0] and "2/2" in bars[0], bars
+    assert len(bars[0].strip().splitlines()) == 1, bars
 
 
 def test_analysis_notebook_runs_in_jupyterlab_over_a_small_results_folder(lab, lab_outputs, page):

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.config import choices
+from benchlib.core import progress
 from benchlib.distributed.env import check_port, require_allocation
 from benchlib.errors import LaunchError, UsageError
 from benchlib.launch import protocol
@@ -100,7 +101,9 @@ def launch(module: str, args: list[str], log_dir: Path, launcher: str = "torchru
     teardown = None
     for attempt in (1, 2):
         try:
-            _run_once(module, common, log_dir, how, port, timeout_s, env)
+            with progress.waiting(f"{module}: {nproc * nnodes} rank(s) via {launcher}",
+                                  log_dir / "rank0.log"):
+                _run_once(module, common, log_dir, how, port, timeout_s, env)
             break
         except LaunchError as e:
             killed = e.exit_code is not None and e.exit_code < 0  # by a signal, e.g. SIGABRT

@@ -22,7 +22,7 @@ import torch
 
 from benchlib import paths
 from benchlib.config import IOConfig
-from benchlib.core import loops
+from benchlib.core import loops, progress
 from benchlib.core.models import build_model
 from benchlib.core.timing import summarize
 from benchlib.data import storage
@@ -72,6 +72,8 @@ def run(cfg: IOConfig, run_id: str = "interactive") -> IOResult:
         torch.cuda.reset_peak_memory_stats(device)
 
     repeats, all_data, all_compute, epoch_s, first_steps, losses = [], [], [], [], {}, []
+    bar = progress.bar(cfg.repeats * cfg.epochs, f"{cfg.dataset} {cfg.variant} {cfg.mode}",
+                       unit="epoch")
     for r in range(cfg.repeats):
         step = _stepper(cfg, device, cfg.seed + r)
         loader = loops.make_loader(prepared.dataset, prepared.collate_fn, cfg.batch_size,
@@ -89,11 +91,13 @@ def run(cfg: IOConfig, run_id: str = "interactive") -> IOResult:
                 first_steps = {"data_s": times.data_s, "compute_s": times.compute_s,
                                "warmup": times.warmup}
             losses.append((times.loss_first, times.loss_last))
+            bar.update()
         repeats.append({"repeat": r, "samples_per_s": samples / (sum(data_s) + sum(compute_s)),
                         "total_s": total_s, "data_s": sum(data_s), "compute_s": sum(compute_s)})
         all_data += data_s
         all_compute += compute_s
 
+    bar.close()
     step_s = [d + c for d, c in zip(all_data, all_compute)]
     metrics: dict[str, Any] = {
         **summarize([r["samples_per_s"] for r in repeats], "samples_per_s"),

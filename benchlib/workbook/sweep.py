@@ -209,7 +209,7 @@ def run_plan(rows: list[Row], outputs: Path, force: bool = False,
              progress: bool = True, label: str | None = None) -> Summary:
     """Run the rows not done yet on this testbed (in result set `label`, when given; new
     records join it, else this testbed's default set)."""
-    from tqdm.auto import tqdm
+    from benchlib.core import progress as progress_bar
 
     rows = results.assign_result_set(rows, outputs / "results", label)
     todo = pending(rows, outputs, force, label)
@@ -218,8 +218,8 @@ def run_plan(rows: list[Row], outputs: Path, force: bool = False,
         import papermill  # noqa: F401
 
         envinfo.collect()
-    bar = tqdm(total=len(rows), initial=summary.skipped, unit="row", disable=not progress,
-               desc="sweep")
+    bar = progress_bar.bar(len(rows), "sweep", unit="row", enabled=progress,
+                           initial=summary.skipped)
     for row in todo:
         with claim(row, outputs, force, label) as mine:
             if not mine:  # finished meanwhile, or running in another sweep
