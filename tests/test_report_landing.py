@@ -1,0 +1,231 @@
+"""The landing page's lines, computed from small hand-made records."""
+
+from __future__ import annotations
+
+import itertools
+
+from benchlib.workbook import report_landing as landing
+from benchlib.workbook import testbed
+
+_clock = itertools.count()
+
+
+def env(host: str = "box", gpus: tuple[str, ...] = (), torch: str = "2.14.1",
+        driver: str | None = None) -> dict:
+    return {"hostname": host, "cpu_model": "Xeon", "cpu_logical": 8,
+            "gpus": [{"name": g} for g in gpus], "cuda_available": bool(gpus),
+            "torch_cuda": "12.8", "nvidia_driver": driver, "nccl": "2.27.3" if gpus else None,
+            "packages": {"torch": torch}, "allocator": {"name": "glibc"}}
+
+
+def record(study: str, notebook: str, params: dict, metrics: dict | None = None,
+           status: str = "ok", error: dict | None = None, **env_args) -> dict:
+    t = next(_clock)
+    return {"run_id": f"{study[:4]}{t:04d}", "study": study, "notebook": notebook,
+            "params": params, "metrics": metrics or {}, "status": status, "error": error,
+            "env": env(**env_args), "started_at": f"2026-01-01T00:{t // 60:02d}:{t % 60:02d}",
+            "finished_at": f"2026-01-01T01:{t // 60:02d}:{t % 60:02d}"}
+
+
+def sps(median: float, p10: float, p90: float, n: int = 12, **more) -> dict:
+    return {"samples_per_s": median, "samples_per_s_p10": p10, "samples_per_s_p90": p90,
+            "samples_per_s_n": n, "device_name": "cpu", **more}
+
+
+DIST = "20_dp_vs_ddp.ipynb"
+WORK = {"dataset": "cifar10", "model": "pyramidnet", "depth": 20, "alpha": 48,
+        "batch_size": 32, "device": "cpu"}
+
+
+def dist_records(host: str = "box", ddp: float = 113.0) -> list[dict]:
+    return [
+        record("dp_ddp", DIST, {**WORK, "strategy": "single", "launcher": "torchrun",
+                                "nproc_per_node": 1}, sps(100, 99, 101), host=host),
+        record("dp_ddp", DIST, {**WORK, "strategy": "ddp", "launcher": "torchrun",
+                                "nproc_per_node": 2},
+               sps(ddp, ddp - 3, ddp + 4, world_size=2, backend_used="gloo"), host=host),
+    ]
+
+
+def test_ddp_line_gives_the_ratio_over_one_process_with_paired_spread_and_n():
+    [finding] = landing.findings(dist_records())
+    assert finding.claims[0].text() == ("DDP via torchrun on 2 gloo ranks: 1.13x over one "
+                                        "process (p10-p90 1.09-1.18, n=12 epochs each)")
+    ddp, single = finding.claims[0].figure.sources
+    assert ddp[1]["params"]["strategy"] == "ddp" and single == ("baseline", single[1])
+    assert single[1]["params"]["strategy"] == "single"
+    assert finding.testbed.label == "T1" and finding.status == "2 runs, all ok"
+    assert "share its cores" in finding.caveat  # 2 ranks on a CPU: the records show the cause
+
+
+def test_a_study_with_no_ok_run_says_so_and_gives_no_figure():
+    runs = [record("dp_ddp", DIST, {**WORK, "strategy": "ddp"}, status="failed",
+                   error={"type": "LaunchError", "message": "rank 1 exited with code 1"})
+            for _ in range(2)]
+    [finding] = landing.findings(runs)
+    assert finding.claims == [] and finding.status == "no ok run: 2 failed"
+    assert finding.text() == (
+        "dp_ddp: Does DDP beat one process and DataParallel here, and by how much? No ok run, "
+        "so no figure: 2 failed (first error: LaunchError: rank 1 exited with code 1).")
+
+
+def test_a_failed_run_is_counted_but_its_numbers_are_never_used():
+    runs = dist_records()
+    runs.append(record("dp_ddp", DIST, {**WORK, "strategy": "ddp", "launcher": "tcp",
+                                        "nproc_per_node": 2}, sps(900, 800, 1000, world_size=2),
+                       status="failed", error={"type": "LaunchError", "message": "timed out"}))
+    [finding] = landing.findings(runs)
+    assert finding.status == "2 of 3 runs ok, 1 failed"
+    assert [c.subject for c in finding.claims] == ["DDP via torchrun on 2 gloo ranks"]
+    assert "9.00x" not in finding.text() and "tcp" not in finding.text()
+
+
+def test_two_testbeds_give_two_lines_each_against_its_own_baseline():
+    runs = dist_records("a", ddp=113.0) + dist_records("b", ddp=180.0)
+    runs[2]["env"]["gpus"] = [{"name": "NVIDIA H100 80GB HBM3"}] * 2  # b has GPUs
+    runs[3]["env"]["gpus"] = runs[2]["env"]["gpus"]
+    first, second = landing.findings(runs)
+    assert (first.testbed.label, second.testbed.label) == ("T1", "T2")
+    assert first.claims[0].figure.value == "1.13x" and second.claims[0].figure.value == "1.80x"
+    assert second.testbed.device == "2 x NVIDIA H100 80GB HBM3" and first.testbed.device == "cpu"
+    assert {r["env"]["hostname"] for _, r in second.claims[0].figure.sources} == {"b"}
+
+
+def test_a_ratio_without_a_baseline_shows_the_throughput_and_says_why():
+    runs = dist_records()[1:]  # no single-process run
+    [finding] = landing.findings(runs)
+    assert finding.claims[0].text() == (
+        "DDP via torchrun on 2 gloo ranks: 113 samples/s (p10-p90 110-117, n=12 epochs); "
+        "no single-process run of the same work to compare with")
+
+
+IO = "10_single_device_io.ipynb"
+
+
+def test_io_line_names_the_fastest_setting_and_how_it_compares_with_the_slowest():
+    base = {"dataset": "fashion-mnist", "mode": "train", "device": "cpu", "variant": "raw"}
+    runs = [record("io_workers", IO, {**base, "num_workers": w}, sps(v, v * 0.9, v * 1.1, n=3))
+            for w, v in [(0, 500.0), (1, 1200.0), (2, 1000.0)]]
+    [finding] = landing.findings(runs)
+    texts = [c.text() for c in finding.claims]
+    assert texts == [
+        "on cpu: fastest num_workers=1: 1,200 samples/s (p10-p90 1,080-1,320, n=3 repeats)",
+        "on cpu: num_workers=1 against the slowest, num_workers=0: 2.40x the samples/s "
+        "(p10-p90 1.96-2.93, n=3 repeats each)",
+    ]
+    assert finding.caveat == ""  # one process: nothing shares cores
+
+
+def test_io_compares_only_within_the_same_data_set_and_mode():
+    runs = [record("io_variants", IO, {"dataset": "fashion-mnist", "mode": m, "variant": v,
+                                        "device": "cpu"}, sps(s, s, s, n=3))
+            for m, v, s in [("traverse", "raw", 1000.0), ("traverse", "preload", 9000.0),
+                            ("train", "raw", 400.0), ("train", "preload", 600.0)]]
+    [finding] = landing.findings(runs)
+    subjects = [c.subject for c in finding.claims]
+    assert subjects == ["train on cpu: fastest preload",
+                        "train on cpu: preload against the slowest, raw",
+                        "traverse on cpu: fastest preload",
+                        "traverse on cpu: preload against the slowest, raw"]
+    assert [c.figure.value for c in finding.claims] == ["600", "1.50x", "9,000", "9.00x"]
+
+
+def test_fault_line_gives_recovery_time_and_whether_the_loss_came_back():
+    params = {"model": "toynet", "dataset": "fashion-mnist", "nproc_per_node": 2,
+              "fail_at_step": 15, "checkpoint_every": 4}
+    run = record("fault", "35_fault_tolerance.ipynb", params,
+                 {"restarts": 1, "steps_redone": 3, "recovery_s": 7.46, "loss_diff": 0.0,
+                  "loss_last": 0.5})
+    [finding] = landing.findings([run])
+    assert finding.claims[0].text() == (
+        "2 ranks, a rank killed after step 15, a checkpoint every 4: 7.5 s back to training "
+        "(n=1 failure); 3 step(s) redone, final loss equal to the uninterrupted run's")
+
+
+def test_framework_line_says_mfu_is_unknown_rather_than_inventing_it():
+    params = {"arch": "resnet18", "dataset": "synthetic", "image_size": 64, "batch_size": 8,
+              "device": "cpu", "precision": "fp32", "channels_last": False, "compile": False}
+    one = record("framework", "40_framework_comparison.ipynb", {**params, "nproc_per_node": 1},
+                 sps(40.0, 38.0, 41.0, n=3, mfu=None))
+    two = record("framework", "40_framework_comparison.ipynb", {**params, "nproc_per_node": 2},
+                 sps(60.0, 58.0, 61.0, n=3))
+    [finding] = landing.findings([one, two])
+    assert finding.claims[0].text() == (
+        "resnet18 64px batch 8 synthetic fp32 on 1 cpu: 40.0 samples/s (p10-p90 38.0-41.0, "
+        "n=3 repeats); MFU unknown: no published peak for this device")
+    assert finding.claims[1].figure.value == "1.50x"
+    with_peak = record("framework", "40_framework_comparison.ipynb",
+                       {**params, "nproc_per_node": 1}, sps(40.0, 38.0, 41.0, n=3, mfu=0.412),
+                       gpus=("NVIDIA H100 80GB HBM3",), driver="570.1")
+    assert "MFU 41.2%" in landing.findings([with_peak])[0].text()
+
+
+def test_multinode_line_gives_speedup_over_one_rank_of_the_same_trainer():
+    base = {"dataset": "fashion-mnist", "model": "toynet", "batch_size": 32, "device": "cpu",
+            "nproc_per_node": 1, "launcher": "torchrun"}
+    runs = [record("multinode", "30_multinode_lightning.ipynb",
+                   {**base, "trainer": t, "nnodes": n}, sps(v, v - 10, v + 10, n=2, world_size=n))
+            for t, n, v in [("ddp", 1, 1000.0), ("ddp", 2, 1500.0), ("lightning", 1, 800.0),
+                            ("lightning", 2, 1000.0)]]
+    [finding] = landing.findings(runs)
+    assert [c.text() for c in finding.claims] == [
+        "ddp via torchrun on 2 node(s) x 1: 1.50x over 1 rank of ddp (p10-p90 1.48-1.53, "
+        "n=2 epochs each)",
+        "lightning via torchrun on 2 node(s) x 1: 1.25x over 1 rank of lightning "
+        "(p10-p90 1.22-1.28, n=2 epochs each)"]
+
+
+def test_data_prep_says_when_the_data_was_generated():
+    run = record("data_prep", "00_data_prep.ipynb", {"dataset": "all"},
+                 {"fashion_mnist_samples": 7000, "fashion_mnist_source": "generated",
+                  "cifar10_samples": 2457, "cifar10_source": "generated"})
+    [finding] = landing.findings([run])
+    assert finding.claims[0].text() == "fashion-mnist: 7,000 samples, generated"
+    assert "accuracy figures are not" in finding.caveat
+
+
+def test_a_notebook_without_a_headline_says_so():
+    [finding] = landing.findings([record("broken", "trivial.ipynb", {"x": 1})])
+    assert finding.claims[0].text() == "1 ok run(s); no headline figure is defined for trivial.ipynb"
+
+
+def test_testbed_names_device_cpu_torch_cuda_and_driver():
+    rec = record("s", IO, {}, gpus=("NVIDIA H100 80GB HBM3",) * 8, driver="570.133.20")
+    rec["testbed"] = testbed.from_env(rec["env"], commit="0123456789abcdef")
+    bed = landing.testbed_of(rec)
+    assert dict(bed.describe()) == {
+        "device": "8 x NVIDIA H100 80GB HBM3", "CPU": "Xeon, 8 logical cores",
+        "torch": "2.14.1", "CUDA": "12.8", "driver": "570.133.20", "NCCL": "2.27.3",
+        "allocator": "glibc", "benchlib": "unknown (commit 0123456789)", "host": "box",
+        "testbed id": rec["testbed"]["id"]}
+    cpu_only = landing.testbed_of(record("s", IO, {}))  # a version 1 record: from its env
+    assert (cpu_only.device, cpu_only.cuda, cpu_only.driver) == \
+        ("cpu", "12.8 build, no CUDA device", "none")
+
+
+def test_findings_follow_the_notebooks_order():
+    runs = dist_records() + [record("data_prep", "00_data_prep.ipynb", {},
+                                    {"mydataset_samples": 10, "mydataset_source": "generated"})]
+    assert [f.study for f in landing.findings(runs)] == ["data_prep", "dp_ddp"]
+
+
+def test_a_ratio_above_the_rank_count_is_flagged_with_the_threads_each_run_had():
+    runs = dist_records(ddp=955.0)
+    runs[0]["metrics"]["threads_per_rank"], runs[1]["metrics"]["threads_per_rank"] = 2, 1
+    [finding] = landing.findings(runs)
+    assert finding.claims[0].figure.value == "9.55x"
+    assert ("1 of these ratios exceed the rank count (e.g. 9.55x with 2x the ranks): more "
+            "than linear is not what more ranks give; the baseline ran 2 threads per rank and "
+            "this run 1") in finding.caveat
+    assert "exceed the rank count" not in landing.findings(dist_records(ddp=190.0))[0].caveat
+
+
+def test_a_rerun_of_a_row_counts_once_with_its_newest_ok_figure():
+    runs = dist_records()
+    again = dict(runs[1], run_id=runs[1]["run_id"] + "-2", finished_at="2026-01-01T02:00:00",
+                 metrics=sps(150, 147, 154, world_size=2, backend_used="gloo"))
+    failed = dict(runs[1], run_id=runs[1]["run_id"] + "-3", finished_at="2026-01-01T03:00:00",
+                  status="failed", error={"type": "LaunchError", "message": "timed out"})
+    [finding] = landing.findings([*runs, again, failed])
+    assert [c.figure.value for c in finding.claims] == ["1.50x"]  # the newest ok, once
+    assert finding.status == "3 of 4 runs ok, 1 failed"
