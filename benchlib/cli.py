@@ -160,8 +160,13 @@ def cmd_run(args) -> int:
 def cmd_report(args) -> int:
     from benchlib.workbook import report
 
-    index = report.build(_outputs(args), analysis=not args.no_analysis)
+    outputs = _outputs(args)
+    index = report.build(outputs, analysis=not args.no_analysis, zip_site=args.zip)
     print(f"report: {index}")
+    if args.zip:
+        archive = outputs / report.ZIP_NAME
+        print(f"zip: {archive} ({archive.stat().st_size / 1e6:.1f} MB; the folder: "
+              f"{report.size_bytes(index.parent) / 1e6:.1f} MB)")
     return 0
 
 
@@ -460,6 +465,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="run the analysis and publish outputs/report/index.html")
     p.add_argument("--outputs", help=outputs_help)
     p.add_argument("--no-analysis", action="store_true", help="only convert runs and the index")
+    p.add_argument("--zip", action="store_true",
+                   help="also write the report as one archive, outputs/benchlib-report.zip")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("io", help="single-device IO: seed 000's singlegpu.py and test_funcs.py")

@@ -209,3 +209,25 @@ def screenshot(page, element, path: Path) -> Path:
         box = now
     page.screenshot(path=str(path))
     return path
+
+
+# --- the published report, from file:// -------------------------------------------------
+
+def open_offline(browser, path: Path, timeout_s: float = 60):
+    """`path` opened from file:// in a context of its own with the network switched off;
+    returns (page, every URL the page asked for). A request for anything but a file is
+    aborted, so it shows up in the list and never stalls the page."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, offline=True)
+    requests: list[str] = []
+    context.on("request", lambda request: requests.append(request.url))
+    context.route(re.compile(r"^(?!file:|data:)"), lambda route: route.abort())
+    page = context.new_page()
+    page.goto(path.resolve().as_uri(), wait_until="load", timeout=timeout_s * 1000)
+    return page, requests
+
+
+def broken_images(page) -> list[str]:
+    """The src (cut short) of every <img> the browser did not decode."""
+    return page.locator("img").evaluate_all(
+        "imgs => imgs.filter(i => !(i.complete && i.naturalWidth > 0))"
+        ".map(i => i.src.slice(0, 80))")

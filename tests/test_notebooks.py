@@ -48,7 +48,8 @@ def test_data_prep_and_analysis_notebooks_run_and_the_report_publishes(tmp_path,
 
     index = report.build(outputs)
     page = index.read_text()
-    assert page.index("Analysis") < page.index("<h2>data_prep</h2>")
+    assert page.index('<h2 id="findings">') < page.index('<h2 id="analysis">') \
+        < page.index('<h3 id="runs-data_prep">')
     assert "1 runs: 1 ok, 0 failed." in page
     analysis = (outputs / "report" / "analysis.html").read_text()
     assert "**1 runs**" not in analysis and "1 runs</strong> in 1 studies" in analysis

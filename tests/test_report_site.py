@@ -1,0 +1,238 @@
+"""The published site, built from real runs: a data-preparation run (a page with a
+plot), a trivial run that succeeded and one that failed, and the analysis. Its links are
+relative and resolve, nothing is fetched from a network, `report --zip` hands it around,
+and headless chromium renders it from file:// offline, with screenshots under
+outputs/screenshots/.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import zipfile
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from benchlib.workbook import report, report_pages, results
+from benchlib.cli import main
+from browser import ROOT, broken_images, find_or_install_chromium, open_offline, screenshot
+from conftest import TRIVIAL
+
+SCREENSHOTS = ROOT / "outputs" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """outputs/ with three runs and the report built over them (analysis included)."""
+    root = tmp_path_factory.mktemp("site")
+    outputs = root / "outputs"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BENCHLIB_OUTPUTS", str(outputs))
+        assert main(["run", "00_data_prep", "-p", "path", str(root / "data"), "-p", "offline",
+                     "true", "-p", "size", "200", "-p", "fashion_size", "300", "-p", "dataset",
+                     "fashion-mnist", "--study", "data_prep"]) == 0
+        assert main(["run", str(TRIVIAL), "-p", "x", "21", "--study", "trivial"]) == 0
+        assert main(["run", str(TRIVIAL), "-p", "fail", "true", "--study", "broken"]) == 1
+        report.build(outputs)
+        yield outputs
+
+
+class Refs(HTMLParser):
+    """Every URL a page refers to, with the tag and attribute it is in; and its ids."""
+
+    def __init__(self):
+        super().__init__()
+        self.refs: list[tuple[str, str, str]] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        for name, value in attrs:
+            if name == "id":
+                self.ids.add(value)
+            if name in ("href", "src", "action", "data", "poster") and value is not None:
+                self.refs.append((tag, name, value))
+
+
+def parse(page: Path) -> Refs:
+    refs = Refs()
+    refs.feed(page.read_text())
+    return refs
+
+
+def html_pages(report_dir: Path) -> list[Path]:
+    return sorted(report_dir.rglob("*.html"))
+
+
+def test_the_site_has_the_landing_page_analysis_run_pages_and_records(site):
+    report_dir = site / "report"
+    names = {p.relative_to(report_dir).as_posix() for p in report_dir.rglob("*") if p.is_file()}
+    runs = results.read_records(site / "results")
+    assert {"index.html", "analysis.html", report_pages.CSS_NAME} <= names
+    for rec in runs:
+        assert f"{rec['study']}/{rec['run_id']}.html" in names
+        assert f"records/{rec['study']}/{rec['run_id']}.json" in names
+
+
+def test_every_link_is_relative_and_resolves_to_a_file_and_anchor(site):
+    report_dir = site / "report"
+    checked = 0
+    for page in html_pages(report_dir):
+        for tag, attr, url in parse(page).refs:
+            if url.startswith("data:"):
+                assert tag == "img", f"{page.name}: a data: URL in <{tag} {attr}>"
+                continue
+            parts = urlsplit(url)
+            assert not parts.scheme and not parts.netloc and not url.startswith("/"), \
+                f"{page.relative_to(report_dir)}: <{tag} {attr}={url!r}> is not relative"
+            target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
+            assert target.is_file(), f"{page.relative_to(report_dir)}: {url} does not resolve"
+            assert target.is_relative_to(report_dir.resolve()), f"{url} leaves the report"
+            if parts.fragment:
+                ids = parse(target).ids  # a browser tries the fragment as is, then decoded
+                assert parts.fragment in ids or unquote(parts.fragment) in ids, \
+                    f"{page.relative_to(report_dir)}: {url}: no such anchor"
+            checked += 1
+    assert checked > 20
+
+
+def test_no_page_or_stylesheet_asks_a_network_for_anything(site):
+    report_dir = site / "report"
+    for page in html_pages(report_dir):
+        text = page.read_text()
+        assert not re.search(r"<script[^>]*\bsrc=", text), f"{page.name} loads a script"
+        assert not re.search(r"https?://", text), \
+            f"{page.name} names a web address: {re.search(r'.{60}https?://.{60}', text)}"
+        for tag, _, url in parse(page).refs:
+            assert not url.startswith(("http:", "https:", "//")), (page.name, tag, url)
+    for css in report_dir.rglob("*.css"):
+        assert not re.search(r"""(@import|url\()\s*['"]?(https?:)?//""", css.read_text()), css
+
+
+def test_landing_page_leads_with_findings_then_testbeds_failures_and_runs(site):
+    page = (site / "report" / "index.html").read_text()
+    order = [page.index(f'<h2 id="{s}">') for s in
+             ("findings", "analysis", "testbeds", "failures", "runs")]
+    assert order == sorted(order)
+    text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
+    assert "fashion-mnist: 350 samples, generated" in text
+    assert "broken Which data sets" not in text
+    assert "broken What does trivial.ipynb measure? No ok run, so no figure: 1 failed " \
+           "(first error: ValueError: asked to fail with x=0" in text
+    data_prep = next(r for r in results.read_records(site / "results") if r["study"] == "data_prep")
+    figure = re.search(r'<strong><a href="([^"]+)">350</a></strong>', page)
+    assert figure and figure.group(1) == f"data_prep/{data_prep['run_id']}.html"
+    assert f'href="records/data_prep/{data_prep["run_id"]}.json">record</a>' in page
+    assert '<a href="analysis.html#Data-preparation-(notebook-00)">' in page
+
+
+def test_run_page_says_what_ran_before_the_outputs_and_links_to_the_analysis(site):
+    rec = next(r for r in results.read_records(site / "results") if r["study"] == "data_prep")
+    page = (site / "report" / "data_prep" / f"{rec['run_id']}.html").read_text()
+    header = page[page.index('<header class="benchlib-header">'):page.index("</header>")]
+    assert page.index("</header>") < page.index("00 · Data preparation")  # before the cells
+    for name in ("size", "fashion_size", "offline", "dataset", "path"):  # set by the run
+        assert re.search(rf'<tr class="set"><th>{name}</th>', header), name
+    assert re.search(r'<tr class="default"><th>seed</th><td>0</td>', header)
+    assert '<span class="ok">ok</span>' in header and "testbed" in header
+    assert re.search(r"UTC, \d+\.\d s \(local\)", header)
+    assert 'href="../analysis.html#Data-preparation-(notebook-00)"' in header
+    assert 'href="../records/data_prep/' in header and 'href="../index.html#runs-data_prep"' in header
+    assert not re.search(r"(In|Out)\s*(&nbsp;)?\[\d*\]:", page)  # no prompts
+    assert "jp-InputPrompt" not in page and "jp-OutputPrompt" not in page
+    assert "data.prepare(cfg)" not in page  # code hidden
+
+
+def test_failed_run_page_shows_its_error_at_the_top(site):
+    rec = next(r for r in results.read_records(site / "results") if r["study"] == "broken")
+    page = (site / "report" / "broken" / f"{rec['run_id']}.html").read_text()
+    assert '<span class="failed">failed</span>: ValueError: asked to fail with x=0' in page
+
+
+def test_analysis_page_has_a_table_of_contents_of_its_sections(site):
+    page = (site / "report" / "analysis.html").read_text()
+    toc = re.search(r'<nav class="benchlib-toc">.*?</nav>', page, re.S).group(0)
+    links = re.findall(r'href="#([^"]+)">([^<]+)<', toc)
+    assert [t for _, t in links][:3] == ["All runs", "Failed runs", "Data preparation (notebook 00)"]
+    ids = parse(site / "report" / "analysis.html").ids
+    assert all(html.unescape(a) in ids for a, _ in links) and len(links) >= 8
+    assert page.index("benchlib-toc") < page.index("90 · Analysis")
+
+
+def test_report_zip_writes_one_archive_holding_the_site(site, monkeypatch, capsys):
+    monkeypatch.setenv("BENCHLIB_OUTPUTS", str(site))
+    assert main(["report", "--no-analysis", "--zip"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"report: {site / 'report' / 'index.html'}"
+    assert re.fullmatch(rf"zip: {re.escape(str(site / report.ZIP_NAME))} \(\d+\.\d MB; the "
+                        r"folder: \d+\.\d MB\)", out[1])
+    assert [p.name for p in site.glob("*.zip")] == [report.ZIP_NAME]
+    with zipfile.ZipFile(site / report.ZIP_NAME) as zf:
+        names = set(zf.namelist())
+        assert "benchlib-report/index.html" in names and "benchlib-report/analysis.html" in names
+        assert all(n.startswith("benchlib-report/") and not Path(n).name.startswith(".")
+                   for n in names)
+        on_disk = {f"benchlib-report/{p.relative_to(site / 'report').as_posix()}"
+                   for p in (site / "report").rglob("*") if p.is_file()}
+        assert names == on_disk
+        assert zf.read("benchlib-report/index.html") == (site / "report" / "index.html").read_bytes()
+
+
+def test_pages_are_kept_when_nothing_changed_and_redone_when_the_header_does(site):
+    rec = next(r for r in results.read_records(site / "results") if r["study"] == "data_prep")
+    page = site / "report" / "data_prep" / f"{rec['run_id']}.html"
+    before = page.stat().st_mtime_ns
+    report.build(site, analysis=False)
+    assert page.stat().st_mtime_ns == before
+    (site / "report" / "analysis.html").rename(site / "report" / "analysis.kept")
+    try:  # no analysis page: the run page no longer links to it, so it is made again
+        report.build(site, analysis=False)
+        assert page.stat().st_mtime_ns != before and "analysis.html" not in page.read_text()
+    finally:
+        (site / "report" / "analysis.kept").rename(site / "report" / "analysis.html")
+        report.build(site, analysis=False)
+
+
+# ---------------------------------------------------------------- in a browser
+
+@pytest.fixture(scope="module")
+def headless_chromium():
+    path, why = find_or_install_chromium()
+    if path is None:
+        pytest.skip(why)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=path, headless=True)
+        yield browser
+        browser.close()
+
+
+def test_landing_and_run_pages_render_from_file_offline_with_every_plot(site, headless_chromium):
+    report_dir = site / "report"
+    rec = next(r for r in results.read_records(site / "results") if r["study"] == "data_prep")
+    run_page = report_dir / "data_prep" / f"{rec['run_id']}.html"
+    for path, shot in [(report_dir / "index.html", "report_landing.png"),
+                       (run_page, "report_run.png"), (report_dir / "analysis.html", None)]:
+        page, requests = open_offline(headless_chromium, path)
+        try:
+            assert page.title()
+            images = page.locator("img").all()
+            assert not broken_images(page), f"{path.name}: images that did not load"
+            if path == run_page:
+                assert images, "the run page shows no plot"
+                # the header was laid out with the shared stylesheet: the parameters table
+                # is styled, not the browser's default
+                assert page.locator(".benchlib-params tr.set th").first.evaluate(
+                    "e => getComputedStyle(e).backgroundColor") == "rgb(255, 246, 214)"
+                page.get_by_text("Read next:").wait_for()
+            if path.name == "analysis.html":
+                assert len(images) >= 1
+            if shot:
+                screenshot(page, page.locator("h1").first, SCREENSHOTS / shot)
+            assert [u for u in requests if not u.startswith(("file://", "data:"))] == []
+        finally:
+            page.context.close()
+    assert (SCREENSHOTS / "report_landing.png").stat().st_size > 10_000
