@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 from benchlib.workbook import report_landing as landing
+from benchlib.workbook import testbed
 
 _clock = itertools.count()
 
@@ -86,7 +87,7 @@ def test_two_testbeds_give_two_lines_each_against_its_own_baseline():
     first, second = landing.findings(runs)
     assert (first.testbed.label, second.testbed.label) == ("T1", "T2")
     assert first.claims[0].figure.value == "1.13x" and second.claims[0].figure.value == "1.80x"
-    assert second.testbed.device == "2 x NVIDIA H100 80GB HBM3" and first.testbed.device == "no GPU"
+    assert second.testbed.device == "2 x NVIDIA H100 80GB HBM3" and first.testbed.device == "cpu"
     assert {r["env"]["hostname"] for _, r in second.claims[0].figure.sources} == {"b"}
 
 
@@ -122,11 +123,11 @@ def test_io_compares_only_within_the_same_data_set_and_mode():
                             ("train", "raw", 400.0), ("train", "preload", 600.0)]]
     [finding] = landing.findings(runs)
     subjects = [c.subject for c in finding.claims]
-    assert subjects == ["traverse on cpu: fastest preload",
-                        "traverse on cpu: preload against the slowest, raw",
-                        "train on cpu: fastest preload",
-                        "train on cpu: preload against the slowest, raw"]
-    assert [c.figure.value for c in finding.claims] == ["9,000", "9.00x", "600", "1.50x"]
+    assert subjects == ["train on cpu: fastest preload",
+                        "train on cpu: preload against the slowest, raw",
+                        "traverse on cpu: fastest preload",
+                        "traverse on cpu: preload against the slowest, raw"]
+    assert [c.figure.value for c in finding.claims] == ["600", "1.50x", "9,000", "9.00x"]
 
 
 def test_fault_line_gives_recovery_time_and_whether_the_loss_came_back():
@@ -189,18 +190,42 @@ def test_a_notebook_without_a_headline_says_so():
 
 
 def test_testbed_names_device_cpu_torch_cuda_and_driver():
-    bed = landing.testbed_of(record("s", IO, {}, gpus=("NVIDIA H100 80GB HBM3",) * 8,
-                                    driver="570.133.20"))
+    rec = record("s", IO, {}, gpus=("NVIDIA H100 80GB HBM3",) * 8, driver="570.133.20")
+    rec["testbed"] = testbed.from_env(rec["env"], commit="0123456789abcdef")
+    bed = landing.testbed_of(rec)
     assert dict(bed.describe()) == {
         "device": "8 x NVIDIA H100 80GB HBM3", "CPU": "Xeon, 8 logical cores",
         "torch": "2.14.1", "CUDA": "12.8", "driver": "570.133.20", "NCCL": "2.27.3",
-        "allocator": "glibc", "host": "box"}
-    cpu_only = landing.testbed_of(record("s", IO, {}))
+        "allocator": "glibc", "benchlib": "unknown (commit 0123456789)", "host": "box",
+        "testbed id": rec["testbed"]["id"]}
+    cpu_only = landing.testbed_of(record("s", IO, {}))  # a version 1 record: from its env
     assert (cpu_only.device, cpu_only.cuda, cpu_only.driver) == \
-        ("no GPU", "12.8 build, no CUDA device", "none")
+        ("cpu", "12.8 build, no CUDA device", "none")
 
 
 def test_findings_follow_the_notebooks_order():
     runs = dist_records() + [record("data_prep", "00_data_prep.ipynb", {},
                                     {"mydataset_samples": 10, "mydataset_source": "generated"})]
     assert [f.study for f in landing.findings(runs)] == ["data_prep", "dp_ddp"]
+
+
+def test_a_ratio_above_the_rank_count_is_flagged_with_the_threads_each_run_had():
+    runs = dist_records(ddp=955.0)
+    runs[0]["metrics"]["threads_per_rank"], runs[1]["metrics"]["threads_per_rank"] = 2, 1
+    [finding] = landing.findings(runs)
+    assert finding.claims[0].figure.value == "9.55x"
+    assert ("1 of these ratios exceed the rank count (e.g. 9.55x with 2x the ranks): more "
+            "than linear is not what more ranks give; the baseline ran 2 threads per rank and "
+            "this run 1") in finding.caveat
+    assert "exceed the rank count" not in landing.findings(dist_records(ddp=190.0))[0].caveat
+
+
+def test_a_rerun_of_a_row_counts_once_with_its_newest_ok_figure():
+    runs = dist_records()
+    again = dict(runs[1], run_id=runs[1]["run_id"] + "-2", finished_at="2026-01-01T02:00:00",
+                 metrics=sps(150, 147, 154, world_size=2, backend_used="gloo"))
+    failed = dict(runs[1], run_id=runs[1]["run_id"] + "-3", finished_at="2026-01-01T03:00:00",
+                  status="failed", error={"type": "LaunchError", "message": "timed out"})
+    [finding] = landing.findings([*runs, again, failed])
+    assert [c.figure.value for c in finding.claims] == ["1.50x"]  # the newest ok, once
+    assert finding.status == "3 of 4 runs ok, 1 failed"

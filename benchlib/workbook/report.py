@@ -6,6 +6,7 @@ and every run, as a static site that works from file:// with no network.
     outputs/report/<study>/<run_id>.html         each run's executed notebook, code hidden
     outputs/report/records/<study>/<run_id>.json each run's record, as the sweep wrote it
     outputs/report/static/notebook.css           JupyterLab's CSS, shared by the pages
+    outputs/report/compare.html                  notebook 95, when two result sets share a row
     outputs/benchlib-report.zip                  with --zip: the folder, to hand around
 
 HTML comes from nbconvert with `exclude_input=True` (what `--no-input` does; papermill's
@@ -26,6 +27,8 @@ from benchlib import atomic, paths
 from benchlib.workbook import report_landing as landing
 from benchlib.workbook import report_pages as pages
 from benchlib.errors import BenchlibError
+from benchlib.workbook import report_landing as landing
+from benchlib.workbook import report_pages as pages
 from benchlib.workbook import results, sweep
 
 ANALYSIS_NOTEBOOK = "90_analysis.ipynb"
@@ -46,10 +49,11 @@ STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;
 line-height:1.45;padding:0 1em}table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px
 solid #ccc;padding:.25em .6em;text-align:left;font-size:.9em;vertical-align:top}th{background:#f3f3f3}
 .ok{color:#17632a}.failed{color:#a31515;font-weight:bold}code{font-size:.85em}a{color:#0b57a4}
-.lede{font-size:1.05em}.findings{list-style:none;padding:0}.findings li{margin:0 0 1.1em;
+.lede{font-size:1.05em}.findings{list-style:none;padding:0}.findings>li{margin:0 0 1.1em;
 padding:.5em .8em;border-left:4px solid #0b57a4;background:#f7f9fc}.findings li.none{border-color:#a31515}
 .question{color:#444;font-style:italic}.headline{font-size:1.05em;margin:.25em 0}
-.src{font-size:.8em;color:#555;white-space:nowrap}.also{font-size:.9em;margin:.2em 0}
+.src{font-size:.8em;color:#555;white-space:nowrap}.also{font-size:.9em;margin:.2em 0 .3em;
+padding-left:1.2em}.also li{margin:.1em 0}
 .meta{font-size:.85em;color:#555}.caveat{font-size:.85em;color:#6b4e00}h3{margin-top:1.6em}"""
 
 
@@ -128,8 +132,8 @@ def _finding(f: landing.Finding, site: Site, analysis_sections: list[tuple[str, 
     if f.claims:
         lines.append(f'<div class="headline">{_claim(f.claims[0], site)}.</div>')
         if len(f.claims) > 1:
-            lines.append('<div class="also">Also: '
-                         + "; ".join(_claim(c, site) for c in f.claims[1:]) + ".</div>")
+            lines.append('<ul class="also">'
+                         + "".join(f"<li>{_claim(c, site)}</li>" for c in f.claims[1:]) + "</ul>")
     else:
         first = f.failed[0]
         err = first["error"] or {}
@@ -156,11 +160,14 @@ def _lede(records: list[dict[str, Any]], beds: dict[str, landing.Testbed]) -> st
     labels = len({b.label for b in beds.values()})
     first = min(r["started_at"] for r in records)[:16].replace("T", " ")
     last = max(r["finished_at"] for r in records)[:16].replace("T", " ")
+    sets = sorted({str(r.get("label")) for r in records})
+    in_sets = (f" in result set {html.escape(sets[0])}" if len(sets) == 1 else
+               f" in {len(sets)} result sets" if sets else "")
     return (f'<p class="lede">{len(records)} runs in {studies} studies ({ok} ok, '
-            f'{len(records) - ok} failed) on {labels} testbed(s), between {first} and {last} '
-            "UTC. Each line answers one study's question with its headline figure, its spread "
-            "(p10-p90) and n; every figure links to the executed notebook and the record it "
-            "came from.</p>")
+            f'{len(records) - ok} failed) on {labels} testbed(s){in_sets}, between {first} and '
+            f"{last} UTC. Each line answers one study's question with its headline figure "
+            "(the newest ok run of each row), its spread (p10-p90) and n; every figure links "
+            "to the executed notebook and the record it came from.</p>")
 
 
 def _testbeds(records: list[dict[str, Any]], beds: dict[str, landing.Testbed]) -> str:
@@ -207,8 +214,8 @@ def _study_table(study: str, records: list[dict[str, Any]], site: Site,
     cols = _varying(records)
     metric_name = landing.headline_metric(records[0])[0]
     several = len({beds[r["run_id"]].label for r in records}) > 1
-    sets = len({r.get("label") for r in records}) > 1  # history kept: which set a run is in
-    names = ["run", "status", *(["set"] if sets else []), *cols, metric_name,
+    sets = len({r.get("label") for r in records}) > 1  # history kept: say which set a run is in
+    names = ["run", "status", *["set"] * sets, *cols, metric_name,
              *(["testbed"] if several else []), "took", "finished", "error"]
     head = "".join(f"<th>{e(c)}</th>" for c in names)
     body = []
@@ -220,7 +227,7 @@ def _study_table(study: str, records: list[dict[str, Any]], site: Site,
         link += f' <span class="src">(<a href="{_rel(site.report_dir, site.records[run])}">record</a>)</span>'
         took = pages.duration_s(rec)
         cells = [link, f'<span class="{e(rec["status"])}">{e(rec["status"])}</span>']
-        cells += [e(str(rec.get("label")))] if sets else []
+        cells += [e(str(rec.get("label")))] * sets
         cells += [e(str(rec["params"].get(c))) for c in cols]
         cells += [e(landing.headline_metric(rec)[1])]
         cells += [e(beds[run].label)] if several else []
@@ -268,11 +275,12 @@ def _compare_link(outputs: Path, report_dir: Path) -> tuple[str, dict[str, Any] 
     what = f"{html.escape(pair[1])} against {html.escape(pair[0])}"
     if error is None:
         page = report_dir / "compare.html"
-        pages.convert(executed, page, report_dir, pages.analysis_header(report_dir, page),
-                      "Compared result sets · benchlib report")
-        return (f'<h2 id="compared">Compared</h2><p><a href="compare.html">{what}</a>: what got slower or '
-                "faster between the two newest result sets, and what changed</p>"), None
-    return (f'<h2>Compared</h2><p><span class="failed">comparing {what} failed: '
+        pages.convert(executed, page, report_dir,
+                      pages.analysis_header(report_dir, page, name="comparison"),
+                      f"{pair[1]} against {pair[0]} · benchlib report")
+        return (f'<h2 id="compared">Compared</h2><p><a href="compare.html">{what}</a>: what got '
+                "slower or faster between the two newest result sets, and what changed</p>"), None
+    return (f'<h2 id="compared">Compared</h2><p><span class="failed">comparing {what} failed: '
             f'{html.escape(error["message"])}</span></p>'), error
 
 
@@ -292,8 +300,8 @@ def build(outputs: Path, analysis: bool = True, zip_site: bool = False) -> Path:
     if analysis:
         executed, error = run_analysis(outputs)
         analysis_part = _analysis_link(executed, error, report_dir)
-        compare_part, compared = _compare_link(outputs, report_dir)
-        analysis_part += compare_part
+        link, compared = _compare_link(outputs, report_dir)
+        analysis_part += link
     sections = _analysis_sections(report_dir)
     records = results.read_records(outputs / "results")
     beds = landing.testbeds(records)
@@ -304,7 +312,7 @@ def build(outputs: Path, analysis: bool = True, zip_site: bool = False) -> Path:
         parts.append(analysis_part)
     else:
         parts.append(_lede(records, beds))
-        items = "".join(_finding(f, site, sections, error is None and analysis)
+        items = "".join(_finding(f, site, sections, error is None)
                         for f in landing.findings(records))
         parts.append(f'<h2 id="findings">Findings</h2><ul class="findings">{items}</ul>')
         parts += [analysis_part, _testbeds(records, beds), _failures(records, site),

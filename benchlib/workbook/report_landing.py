@@ -11,12 +11,15 @@ Pure functions over record dicts (`results.read_records`): no pandas, no I/O.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from benchlib.core.timing import quantile
+from benchlib.workbook import testbed
 
 Record = dict[str, Any]
 
@@ -43,57 +46,69 @@ BARE = ("dataset", "variant", "mode", "model", "arch", "strategy", "trainer", "l
 
 @dataclass(frozen=True)
 class Testbed:
-    """Where a record was measured: the machine and software its env names."""
+    """Where a record was measured (its `testbed`, see benchlib.workbook.testbed), as the
+    page shows it: the machine and software its env names."""
 
+    id: str
     host: str
-    device: str  # "no GPU" or "2 x NVIDIA H100 80GB HBM3"
+    device: str  # "cpu" or "2 x NVIDIA H100 80GB HBM3"
     cpu: str
     torch: str
     cuda: str
     driver: str
     nccl: str
     allocator: str
+    benchlib: str
     label: str = ""  # T1, T2, ... in order of first use
-
-    def key(self) -> tuple:
-        return (self.host, self.device, self.cpu, self.torch, self.cuda, self.driver,
-                self.nccl, self.allocator)
 
     def describe(self) -> list[tuple[str, str]]:
         return [("device", self.device), ("CPU", self.cpu), ("torch", self.torch),
                 ("CUDA", self.cuda), ("driver", self.driver), ("NCCL", self.nccl),
-                ("allocator", self.allocator), ("host", self.host)]
-
-    def short(self) -> str:
-        return f"{self.label} ({self.device}, {self.cpu}; torch {self.torch})"
+                ("allocator", self.allocator), ("benchlib", self.benchlib),
+                ("host", self.host), ("testbed id", self.id)]
 
 
 def testbed_of(record: Record) -> Testbed:
     env = record.get("env") or {}
-    gpus = [g.get("name", "?") for g in env.get("gpus") or []]
-    device = (f"{len(gpus)} x {gpus[0]}" if gpus and len(set(gpus)) == 1
-              else ", ".join(gpus) if gpus else "no GPU")
+    bed = record.get("testbed") or testbed.from_env(env)
+    identity = bed.get("identity") or {}
     cores = env.get("cpu_logical")
     cpu = (env.get("cpu_model") or "unknown CPU") + (f", {cores} logical cores" if cores else "")
     build = env.get("torch_cuda")
     cuda = (f"{build}" if env.get("cuda_available") else
             f"{build} build, no CUDA device" if build else "none (CPU build)")
-    return Testbed(host=str(env.get("hostname") or "unknown host"), device=device, cpu=cpu,
+    version = (env.get("packages") or {}).get("benchlib") or identity.get("benchlib")
+    commit = identity.get("commit")
+    return Testbed(id=str(bed.get("id")), host=str(bed.get("hosts") or env.get("hostname")
+                                                   or "unknown host"),
+                   device=testbed.devices(env), cpu=cpu,
                    torch=str((env.get("packages") or {}).get("torch") or "unknown"),
                    cuda=cuda, driver=str(env.get("nvidia_driver") or "none"),
                    nccl=str(env.get("nccl") or "none"),
-                   allocator=str((env.get("allocator") or {}).get("name") or "unknown"))
+                   allocator=testbed.allocator_name(env.get("allocator")),
+                   benchlib=f"{version or 'unknown'}" + (f" (commit {commit[:10]})" if commit
+                                                          else ""))
 
 
 def testbeds(records: list[Record]) -> dict[str, Testbed]:
     """run_id -> its testbed, labelled T1, T2, ... in the order they were first used."""
-    labels: dict[tuple, str] = {}
+    labels: dict[str, str] = {}
     out = {}
     for rec in sorted(records, key=lambda r: r["started_at"]):
         bed = testbed_of(rec)
-        label = labels.setdefault(bed.key(), f"T{len(labels) + 1}")
-        out[rec["run_id"]] = Testbed(*bed.key(), label=label)
+        label = labels.setdefault(bed.id, f"T{len(labels) + 1}")
+        out[rec["run_id"]] = dataclasses.replace(bed, label=label)
     return out
+
+
+def newest_ok(records: list[Record]) -> list[Record]:
+    """The newest ok record of each row (notebook and parameters): reruns and other
+    result sets of a row count once."""
+    newest: dict[str, Record] = {}
+    for rec in sorted((r for r in records if r["status"] == "ok"),
+                      key=lambda r: r["finished_at"]):
+        newest[json.dumps([rec["notebook"], rec["params"]], sort_keys=True, default=str)] = rec
+    return list(newest.values())
 
 
 # ---------------------------------------------------------------- figures and findings
@@ -251,6 +266,35 @@ def _shared_cores(records: list[Record], ranks: Callable[[Record], float]) -> st
     return ""
 
 
+def _above_linear(claims: list[Claim]) -> str:
+    """The caveat, only where the records show it: a ratio over a baseline that is more
+    than the ratio of their ranks, with the threads per rank each ran, when they differ."""
+    odd = []
+    for claim in claims:
+        fig = claim.figure
+        if fig is None or [role for role, _ in fig.sources] != ["", "baseline"]:
+            continue
+        run, base = fig.sources[0][1], fig.sources[1][1]
+        ranks = _ranks(run) / _ranks(base)
+        a, b = metric(run, "samples_per_s"), metric(base, "samples_per_s")
+        if a and b and ranks > 1 and a / b > ranks * 1.05:
+            odd.append((fig, run, base, ranks))
+    if not odd:
+        return ""
+    fig, run, base, ranks = odd[0]
+    text = (f"{len(odd)} of these ratios exceed the rank count (e.g. {fig.value} with "
+            f"{ranks:g}x the ranks): more than linear is not what more ranks give")
+    mine, theirs = metric(run, "threads_per_rank"), metric(base, "threads_per_rank")
+    if mine and theirs and mine != theirs:
+        text += (f"; the baseline ran {theirs:g} threads per rank and this run {mine:g}, and "
+                 "threads that compete for cores (other load, oversubscription) slow a run down")
+    return text + ". Rerun both on an idle machine before reading them as scaling."
+
+
+def _caveats(*texts: str) -> str:
+    return " ".join(t for t in texts if t)
+
+
 # ---------------------------------------------------------------- per notebook
 
 def _data_prep(ok: list[Record]) -> tuple[list[Claim], str]:
@@ -282,7 +326,7 @@ def _io(ok: list[Record]) -> tuple[list[Claim], str]:
     context = [n for n in varying if n in IO_CONTEXT]
     knobs = [n for n in varying if n not in IO_CONTEXT]
     claims = []
-    for group in _same(measured, tuple(context)).values():
+    for _, group in sorted(_same(measured, tuple(context)).items()):
         ranked = sorted(group, key=lambda r: -metric(r, "samples_per_s"))
         best, worst = ranked[0], ranked[-1]
         device = _device(group)
@@ -332,7 +376,8 @@ def _dist(ok: list[Record]) -> tuple[list[Claim], str]:
     if not claims:  # only single-process runs
         return [Claim(f"one process, {label(r, ['model', 'dataset'])}",
                       samples_figure(r, "epochs")) for r in ok], ""
-    return [c for _, c in sorted(claims, key=lambda oc: oc[0])], _shared_cores(ok, _ranks)
+    ordered = [c for _, c in sorted(claims, key=lambda oc: oc[0])]
+    return ordered, _caveats(_shared_cores(ok, _ranks), _above_linear(ordered))
 
 
 def _multinode(ok: list[Record]) -> tuple[list[Claim], str]:
@@ -355,7 +400,8 @@ def _multinode(ok: list[Record]) -> tuple[list[Claim], str]:
     if not claims:
         return [Claim(f"{r['params'].get('trainer')} on 1 rank", samples_figure(r, "epochs"))
                 for r in ok], ""
-    return [c for _, c in sorted(claims, key=lambda oc: oc[0])], _shared_cores(ok, _ranks)
+    ordered = [c for _, c in sorted(claims, key=lambda oc: oc[0])]
+    return ordered, _caveats(_shared_cores(ok, _ranks), _above_linear(ordered))
 
 
 def _fault(ok: list[Record]) -> tuple[list[Claim], str]:
@@ -420,7 +466,9 @@ def _framework(ok: list[Record]) -> tuple[list[Claim], str]:
     claims = [c for _, c in sorted(one, key=lambda oc: oc[0])] + \
         [c for _, c in sorted(more, key=lambda oc: oc[0])]
     ranks = [r for r in ok if (_num(r["params"].get("nproc_per_node")) or 1) > 1]
-    return claims, _shared_cores(ranks, lambda r: _num(r["params"].get("nproc_per_node")) or 1)
+    return claims, _caveats(
+        _shared_cores(ranks, lambda r: _num(r["params"].get("nproc_per_node")) or 1),
+        _above_linear(claims))
 
 
 HEADLINES: dict[str, Callable[[list[Record]], tuple[list[Claim], str]]] = {
@@ -444,7 +492,7 @@ def findings(records: list[Record]) -> list[Finding]:
     out = []
     for (study, _), runs in groups.items():
         notebook = max(runs, key=lambda r: r["started_at"])["notebook"]
-        ok = [r for r in runs if r["status"] == "ok"]
+        ok = newest_ok(runs)
         failed = sorted((r for r in runs if r["status"] != "ok"), key=lambda r: r["started_at"])
         claims, caveat = [], ""
         if ok:

@@ -1,4 +1,4 @@
-"""The report's notebook pages: nbconvert through benchlib/workbook/report_template, which keeps
+"""The report's notebook pages: nbconvert through benchlib/report_template, which keeps
 JupyterLab's look and drops everything it would fetch from a network, plus the header
 benchlib writes above a page's cells: for a run, what ran (parameters, the injected ones
 marked, status, testbed, duration) and where to read next; for the analysis, a table of
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import atomic
+from benchlib.errors import BenchlibError
 from benchlib.workbook.report_landing import Record, Testbed, headline_metric
 
 TEMPLATE_DIR = Path(__file__).with_name("report_template")
@@ -42,7 +43,8 @@ def _lab_static() -> Path:
     for folder in _exporter().template_paths:
         if (Path(folder) / "static" / "index.css").exists() and Path(folder).name == "lab":
             return Path(folder) / "static"
-    raise FileNotFoundError("nbconvert's lab template (static/index.css) was not found")
+    raise BenchlibError("nbconvert's lab template (static/index.css) was not found: "
+                        "pip install 'nbconvert>=7'")
 
 
 def _template_version() -> str:
@@ -116,11 +118,14 @@ def toc(page_html: str) -> str:
     return f'<nav class="benchlib-toc"><h2>Contents</h2><ol>{items}</ol></nav>' if items else ""
 
 
-def analysis_header(report_dir: Path, page: Path, failed: str = "") -> str:
+def analysis_header(report_dir: Path, page: Path, failed: str = "",
+                    name: str = "analysis") -> str:
+    """Above a page across runs (the analysis, the comparison): the way back to the index,
+    what failed (if it did), and the page's table of contents."""
     back = _href(page, report_dir / "index.html", report_dir)
     warning = f'<p class="benchlib-failed">{html.escape(failed)}</p>' if failed else ""
     return (f'<header class="benchlib-header"><nav class="benchlib-crumbs">'
-            f'<a href="{back}">benchlib report</a> &rsaquo; analysis</nav>{warning}'
+            f'<a href="{back}">benchlib report</a> &rsaquo; {html.escape(name)}</nav>{warning}'
             f"{TOC_MARK}</header>")
 
 

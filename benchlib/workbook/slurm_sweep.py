@@ -114,7 +114,7 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
              time_limit: str | None = None, force: bool = False, progress: bool = True,
              poll_s: float = 0.5, requeue: bool = False, exclusive: bool = True,
              label: str | None = None) -> Summary:
-    from tqdm.auto import tqdm
+    from benchlib.core import progress as progress_bar
 
     check_partition(rows, partition)
     # the partition is the testbed: two partitions sharing these outputs never mix
@@ -145,8 +145,8 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
         raise
     (sweep_dir / "job_ids").write_text("\n".join(jobs) + "\n")
     ids, several = " ".join(jobs), len(jobs) > 1
-    bar = tqdm(total=len(rows), initial=len(rows) - len(todo), unit="row",
-               disable=not progress, desc=f"sweep (Slurm job{'s' if several else ''} {ids})")
+    bar = progress_bar.bar(len(rows), f"sweep (Slurm job{'s' if several else ''} {ids})",
+                           unit="row", enabled=progress, initial=len(rows) - len(todo))
     left = {job_id: len(indices) for job_id, indices in jobs.items()}
     states: dict[str, dict[str, str]] = {}
     failing_since = None  # squeue failing: slurmctld restarting, say; give it a while
