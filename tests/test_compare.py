@@ -19,24 +19,26 @@ SLOW_ROW = {"num_workers": 1, "dataset": "mydataset"}
 
 def write_set(results_dir, label, env, *, slow=1.0, repeats=7, noise=0.02, seed=0,
               study="bench_io", key="repeats", metric="samples_per_s", rows=None,
-              data_path="/data/a"):
-    """One result set: a record per row, `repeats` per-repeat values around a known level
-    with `noise` relative spread; SLOW_ROW's values multiplied by `slow`."""
+              data_path="/data/a", launches=2):
+    """One result set: `launches` records per row (as `sweep --force` adds them), each
+    with `repeats` per-repeat values around a known level with `noise` relative spread;
+    SLOW_ROW's values multiplied by `slow`."""
     rng = np.random.default_rng(seed)
     bed = testbed.from_env(env, commit="c0ffee")
     rows = rows or [{"num_workers": w, "dataset": d} for w in (0, 1, 2)
                     for d in ("fashion-mnist", "mydataset")]
     for i, params in enumerate(rows):
         level = 100.0 * (i + 1) * (slow if params == SLOW_ROW else 1.0)
-        vals = level * (1 + noise * rng.standard_normal(repeats))
         params = {**params, "path": data_path}
-        rec = results.make_record(
-            run_id=results.run_id_for(study, "nb", params, bed["id"]) + f"-{label}", study=study,
-            notebook="nb.ipynb", params=params, env=env, started_at=results.now(), status="ok",
-            metrics={metric: float(np.median(vals))},
-            details={key: [{metric: float(v), "repeat": r} for r, v in enumerate(vals)]},
-            label=label, testbed=bed)
-        results.write_record(results_dir, rec)
+        for launch in range(launches):
+            vals = level * (1 + noise * rng.standard_normal(repeats))
+            rec = results.make_record(
+                run_id=results.run_id_for(study, "nb", params, bed["id"]) + f"-{label}-{launch}",
+                study=study, notebook="nb.ipynb", params=params, env=env,
+                started_at=results.now(), status="ok", metrics={metric: float(np.median(vals))},
+                details={key: [{metric: float(v), "repeat": r} for r, v in enumerate(vals)]},
+                label=label, testbed=bed)
+            results.write_record(results_dir, rec)
     return bed
 
 
@@ -53,6 +55,7 @@ def test_a_known_20_percent_slowdown_in_one_row_is_flagged_and_nothing_else(two_
     for threshold in (0.05, 0.10):
         c = compare.compare_sets("base", "new", two_sets, threshold)
         assert len(c.rows) == 6 and c.only_base == c.only_new == 0
+        assert set(c.rows["launches"]) == {"2/2"} and set(c.rows["n_base"]) == {14}
         slower = c.slower
         assert list(slower["row"]) == ["dataset=mydataset, num_workers=1"]
         assert slower.iloc[0]["ratio"] == pytest.approx(0.8, abs=0.03)
@@ -77,6 +80,29 @@ def test_noise_alone_is_never_slower_over_many_seeds(outputs):
     assert flagged == 0
 
 
+def test_one_launch_on_a_side_gets_an_interval_but_no_verdict(outputs):
+    rdir = outputs / "results"
+    write_set(rdir, "base", BASE_ENV, launches=1)
+    write_set(rdir, "new", NEW_ENV, slow=0.5, seed=3)
+    c = compare.compare_sets("base", "new", rdir)
+    assert set(c.rows["verdict"]) == {"inconclusive"} and c.exit_code() == 0
+    slow = c.rows[c.rows["row"] == "dataset=mydataset, num_workers=1"].iloc[0]
+    assert slow["ci95_high"] < 0.6 and slow["why"] == "1 launch"  # clear, but one launch
+    assert "inconclusive (1 launch)" in compare.table(c)["verdict"].tolist()
+    assert any("come from one launch on a side" in s for s in compare.sentences(c))
+
+
+def test_epochs_that_name_their_repeat_are_launches():
+    record = {"metrics": {"samples_per_s": 2.0}, "details": {"epochs": [
+        {"samples_per_s": 1.0, "repeat": 0}, {"samples_per_s": 2.0, "repeat": 0},
+        {"samples_per_s": 3.0, "repeat": 1}, {"samples_per_s": float("nan"), "repeat": 1}]}}
+    assert compare.launches(record, "samples_per_s") == [[1.0, 2.0], [3.0]]
+    assert compare.launches({"metrics": {"x": 1}, "details": {}}, "samples_per_s") == []
+    repeats = {"metrics": {}, "details": {"repeats": [{"total_s": 1.0, "repeat": 0},
+                                                      {"total_s": 2.0, "repeat": 1}]}}
+    assert compare.launches(repeats, "total_s") == [[1.0, 2.0]]  # one process's repeats
+
+
 def test_a_time_metric_is_slower_when_it_grows(outputs):
     rdir = outputs / "results"
     write_set(rdir, "base", BASE_ENV, key="epochs", metric="epoch_s", seed=1)
@@ -89,8 +115,8 @@ def test_a_time_metric_is_slower_when_it_grows(outputs):
 
 def test_fewer_than_five_repeats_give_the_range_and_inconclusive_never_an_interval(outputs):
     rdir = outputs / "results"
-    write_set(rdir, "base", BASE_ENV, repeats=3)
-    write_set(rdir, "new", NEW_ENV, repeats=3, slow=0.5, seed=5)
+    write_set(rdir, "base", BASE_ENV, repeats=3, launches=1)
+    write_set(rdir, "new", NEW_ENV, repeats=3, slow=0.5, seed=5, launches=1)
     c = compare.compare_sets("base", "new", rdir)
     assert set(c.rows["verdict"]) == {"inconclusive"} and c.exit_code() == 0
     row = c.rows.iloc[0]
@@ -116,6 +142,7 @@ def test_verdicts_against_the_threshold():
     assert compare.verdict(0.97, 1.03, 0.05) == "no change"
     assert compare.verdict(0.90, 1.01, 0.05) == "inconclusive"  # spans the threshold
     assert compare.verdict(None, None, 0.05) == "inconclusive"
+    assert compare.verdict(0.80, 0.90, 0.05, n_launches=1) == "inconclusive"
     assert compare.parse_threshold("5%") == 0.05 and compare.parse_threshold("0.1") == 0.1
     for bad in ("150%", "0", "x", "1.5"):
         with pytest.raises(compare.UsageError, match="threshold: "):
@@ -125,7 +152,7 @@ def test_verdicts_against_the_threshold():
 def test_cli_prints_the_table_and_what_changed_and_exits_1_on_a_slowdown(two_sets, capsys):
     assert main(["compare", "base", "new"]) == 1
     out = capsys.readouterr().out
-    assert out.startswith("base: base (6 ok records on node7, ")
+    assert out.startswith("base: base (12 ok records on node7, ")
     lines = out.splitlines()
     header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("study"))
     assert "ratio" in lines[header] and "95% interval" in lines[header]
@@ -159,7 +186,7 @@ def test_bad_input_gets_one_line_and_exit_2(two_sets, capsys):
     assert main(["compare", "base", "nosuch"]) == 2
     line = one_line_error(capsys)
     assert "nosuch: no result set with that label in" in line
-    assert "result sets here: new (6 ok), base (6 ok)" in line
+    assert "result sets here: new (12 ok), base (12 ok)" in line
     write_set(two_sets, "other", BASE_ENV, study="elsewhere")
     assert main(["compare", "base", "other"]) == 2
     assert ("no rows in common: base has studies bench_io, other has elsewhere"
@@ -220,7 +247,7 @@ def test_trend_shows_one_rows_metric_in_every_set(outputs):
     key, metric = compare.most_changed(c)
     assert json.loads(key)["params"] == SLOW_ROW and metric == "samples_per_s"
     history = compare.trend(rdir, key, metric)
-    assert list(history["label"]) == ["v1", "v2", "v3"] and set(history["n"]) == {7}
+    assert list(history["label"]) == ["v1", "v2", "v3"] and set(history["n"]) == {14}
     assert history[metric].is_monotonic_decreasing
     assert (history["low"] <= history[metric]).all() and (history[metric] <= history["high"]).all()
 

@@ -5,17 +5,18 @@ Rows are matched by study and parameters (where the data lives is left out of th
 match). For each metric with a direction (samples_per_s up, step_s down, ...) a row
 gets before and after (medians), the ratio new / base, and a bootstrap 95% interval of
 that ratio from the per-repeat values the records keep (`details.repeats` or
-`details.epochs`; several records of one row in a set are resampled as launches first,
-then their values). With fewer than 5 values on a side there is no interval: the range
-of possible ratios is shown with n, and the verdict is inconclusive.
+`details.epochs`), resampled as launches first, then values within each launch: each
+record of the row in the set is a launch (`sweep --force --label SAME` adds one), and
+notebook 30's epochs are grouped by the launch (`repeat`) they came from. With fewer
+than 5 values on a side there is no interval: the range of possible ratios is shown
+with n, and the verdict is inconclusive.
 
 The verdict is on speed (new performance / base: the ratio for a metric where higher is
 better, its inverse where lower is): `slower` when the whole interval lies below
 1 / (1 + threshold), `faster` when above 1 + threshold, `no change` when inside both,
-`inconclusive` when it crosses a boundary or there are too few values. An identical
-setup can only come out slower when noise shifts a whole interval past the threshold:
-the threshold covers what repeats inside one launch cannot see (launch-to-launch drift
-on a shared machine; README, "Did an upgrade make anything slower?").
+`inconclusive` when it crosses a boundary, with too few values, or with one launch on a
+side: repeats inside one process share its luck, and on a shared machine whole launches
+of one setup drift far apart (README, "Did an upgrade make anything slower?").
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ PRIMARY = ("samples_per_s", "busbw_gbps", "recovery_s", "total_s", "prep_s")
 # Parameters that say where things are, not what is measured: left out of the match.
 LOCATION_PARAMS = ("path", "val_path", "results_dir", "checkpoints_path", "train_dir")
 MIN_VALUES = 5  # DESIGN.md, "How a number is taken" 4: an interval only from 5+ values
+# A verdict needs launches on both sides: repeats inside one process share its luck (on
+# this shared machine whole launches of one setup ran 2x apart; README).
+MIN_LAUNCHES = 2
 DEFAULT_THRESHOLD = 0.10  # README, "Did an upgrade make anything slower?"
 RESAMPLES = 2000
 VERDICTS = ("slower", "inconclusive", "no change", "faster")
@@ -163,30 +167,37 @@ def row_key(record: dict[str, Any]) -> str:
                       sort_keys=True, default=str)
 
 
+def _per_repeat(record: dict[str, Any], metric: str) -> tuple[str, list[dict[str, Any]]]:
+    """(where, items): the record's per-repeat items that all hold `metric`."""
+    details = record.get("details") or {}
+    for key in ("repeats", "epochs"):
+        items = details.get(key)
+        if isinstance(items, list) and items and all(isinstance(i, dict) and metric in i
+                                                       for i in items):
+            return key, items
+    return "summary", [record["metrics"]] if metric in record["metrics"] else []
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def launches(record: dict[str, Any], metric: str) -> list[list[float]]:
+    """The metric's values in the record, one list per launch: its per-repeat values
+    (details.repeats, else details.epochs), else its one summary value. Epochs that name
+    their `repeat` came from one launch each (notebook 30 launches every repeat)."""
+    where, items = _per_repeat(record, metric)
+    groups: dict[Any, list[float]] = {}
+    for item in items:
+        launch = item.get("repeat", 0) if where == "epochs" else 0
+        if _number(item[metric]):
+            groups.setdefault(launch, []).append(float(item[metric]))
+    return [g for g in groups.values() if g]
+
+
 def values(record: dict[str, Any], metric: str) -> list[float]:
-    """The metric's per-repeat values the record keeps (details.repeats, else
-    details.epochs), else its one summary value; finite numbers only."""
-    details = record.get("details") or {}
-    for key in ("repeats", "epochs"):
-        items = details.get(key)
-        if isinstance(items, list) and items and all(isinstance(i, dict) and metric in i
-                                                       for i in items):
-            found = [i[metric] for i in items]
-            break
-    else:
-        found = [record["metrics"].get(metric)]
-    return [float(v) for v in found if isinstance(v, (int, float)) and not isinstance(v, bool)
-            and math.isfinite(v)]
-
-
-def _where_values_come_from(record: dict[str, Any], metric: str) -> str:
-    details = record.get("details") or {}
-    for key in ("repeats", "epochs"):
-        items = details.get(key)
-        if isinstance(items, list) and items and all(isinstance(i, dict) and metric in i
-                                                       for i in items):
-            return key
-    return "summary"
+    """All of the record's values of `metric` (launches() flattened)."""
+    return [v for g in launches(record, metric) for v in g]
 
 
 # ---------------------------------------------------------------------- statistics
@@ -210,13 +221,16 @@ def _boot_medians(groups: list[list[float]], rng, resamples: int):
     if len(groups) == 1:
         a = np.asarray(groups[0])
         return np.median(a[rng.integers(0, len(a), (resamples, len(a)))], axis=1)
-    arrays = [np.asarray(g) for g in groups]
-    out = np.empty(resamples)
-    for b in range(resamples):
-        picked = rng.integers(0, len(arrays), len(arrays))
-        out[b] = np.median(np.concatenate(
-            [arrays[i][rng.integers(0, len(arrays[i]), len(arrays[i]))] for i in picked]))
-    return out
+    lens = np.array([len(g) for g in groups])
+    padded = np.full((len(groups), lens.max()), np.nan)
+    for i, g in enumerate(groups):
+        padded[i, :len(g)] = g
+    picked = rng.integers(0, len(groups), (resamples, len(groups)))  # launches, resampled
+    size = lens[picked][..., None]  # then each picked launch's values, as many as it has
+    slot = np.arange(lens.max())
+    within = (rng.random((resamples, len(groups), lens.max())) * size).astype(int)
+    drawn = np.where(slot < size, padded[picked[..., None], within], np.nan)
+    return np.nanmedian(drawn.reshape(resamples, -1), axis=1)
 
 
 def ratio_interval(base: list[list[float]], new: list[list[float]], resamples: int = RESAMPLES,
@@ -237,10 +251,12 @@ def ratio_interval(base: list[list[float]], new: list[list[float]], resamples: i
                  len(flat_b), len(flat_n))
 
 
-def verdict(speed_low: float | None, speed_high: float | None, threshold: float) -> str:
+def verdict(speed_low: float | None, speed_high: float | None, threshold: float,
+            n_launches: int = MIN_LAUNCHES) -> str:
     """slower / faster / no change / inconclusive for a speed interval (new / base
-    performance, > 1 faster); None bounds (too few values) are inconclusive."""
-    if speed_low is None or speed_high is None:
+    performance, > 1 faster); None bounds (too few values), or fewer than MIN_LAUNCHES
+    launches on the side with fewest, are inconclusive."""
+    if speed_low is None or speed_high is None or n_launches < MIN_LAUNCHES:
         return "inconclusive"
     if speed_high < 1 / (1 + threshold):
         return "slower"
@@ -341,8 +357,8 @@ def compare(base: ResultSet, new: ResultSet, threshold: float = DEFAULT_THRESHOL
         for metric in wanted:
             if metric is None or not (_has(b_recs, metric) and _has(n_recs, metric)):
                 continue
-            b_vals = [v for v in (values(r, metric) for r in b_recs) if v]
-            n_vals = [v for v in (values(r, metric) for r in n_recs) if v]
+            b_vals = [g for r in b_recs for g in launches(r, metric)]
+            n_vals = [g for r in n_recs for g in launches(r, metric)]
             if statistics.median([v for g in b_vals for v in g]) <= 0:
                 continue
             r = ratio_interval(b_vals, n_vals, resamples)
@@ -358,9 +374,11 @@ def compare(base: ResultSet, new: ResultSet, threshold: float = DEFAULT_THRESHOL
                 "range_low": r.range_low, "range_high": r.range_high,
                 "n_base": r.n_base, "n_new": r.n_new,
                 "launches": f"{len(b_vals)}/{len(n_vals)}",
-                "values_from": _where_values_come_from(b_recs[0], metric),
+                "values_from": _per_repeat(b_recs[0], metric)[0],
                 "speed": speed, "speed_low": s_lo, "speed_high": s_hi,
-                "verdict": verdict(s_lo, s_hi, threshold), "key": key,
+                "verdict": verdict(s_lo, s_hi, threshold, min(len(b_vals), len(n_vals))),
+                "why": _why(r, s_lo, s_hi, threshold, min(len(b_vals), len(n_vals))),
+                "key": key,
             })
     if not out:
         asked = ", ".join(metrics) if metrics else "a primary metric (" + ", ".join(PRIMARY) + ")"
@@ -370,6 +388,16 @@ def compare(base: ResultSet, new: ResultSet, threshold: float = DEFAULT_THRESHOL
     rows = rows.sort_values(["order", "speed"]).drop(columns="order").reset_index(drop=True)
     return Comparison(base, new, threshold, rows, len(set(b_rows) - set(n_rows)),
                       len(set(n_rows) - set(b_rows)), env_diff(base.records, new.records))
+
+
+def _why(r: Ratio, low: float | None, high: float | None, threshold: float,
+         n_launches: int) -> str:
+    """Why a comparison is inconclusive ('' when it is not)."""
+    if r.low is None:
+        return f"n<{MIN_VALUES}"
+    if n_launches < MIN_LAUNCHES:
+        return "1 launch"
+    return "spans threshold" if verdict(low, high, threshold, n_launches) == "inconclusive" else ""
 
 
 def _has(records: list[dict[str, Any]], metric: str) -> bool:
@@ -478,9 +506,10 @@ def table(comparison: Comparison):
         "base": rows["base"].map(_num), "new": rows["new"].map(_num),
         "ratio": rows["ratio"].map(lambda x: f"{x:.3f}"),
         "95% interval": [interval_text(r) for _, r in rows.iterrows()],
-        "change": rows["speed"].map(change_text), "n": [f"{a}/{b}" for a, b in
-                                                         zip(rows["n_base"], rows["n_new"])],
-        "verdict": rows["verdict"],
+        "change": rows["speed"].map(change_text),
+        "n (launches)": [f"{a}/{b} ({launched})" for a, b, launched in
+                         zip(rows["n_base"], rows["n_new"], rows["launches"])],
+        "verdict": [f"{v} ({why})" if why else v for v, why in zip(rows["verdict"], rows["why"])],
     })
 
 
@@ -508,6 +537,12 @@ def sentences(comparison: Comparison) -> list[str]:
             out.append(f"{verdict_name.capitalize()} beyond {t} with 95% confidence: {listed}.")
     if not len(rows[rows["verdict"] == "slower"]):
         out.append(f"No row is slower beyond {t} with 95% confidence.")
+    single = rows[rows["why"] == "1 launch"]
+    if len(single):
+        out.append(f"{len(single)} comparison(s) come from one launch on a side: their interval "
+                   "shows the spread inside that launch only, not how far launches of one setup "
+                   "drift apart, so they get no verdict; add a launch with `sweep --force "
+                   "--label SAME`.")
     few = rows[rows["ci95_low"].isna()]
     if len(few):
         out.append(f"{len(few)} comparison(s) have fewer than {MIN_VALUES} values on a side "
