@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchlib.core import allocator
-from benchlib.workbook import results, testbed
+from benchlib.workbook import compare, results, testbed
 from benchlib.cli import main
 from benchlib.workbook.params import load_plan
 from benchlib.workbook.sweep import run_plan
@@ -165,6 +165,18 @@ def test_cli_label_and_dry_run_name_the_result_set(tmp_path, outputs, capsys):
     assert json.loads(record.read_text())["label"] == "first"
 
 
+def test_a_measurement_from_the_shell_adds_a_record_each_time(small_data, outputs, capsys):
+    args = ["io", "1", "cpu", "--path", str(small_data), "--dataset", "mydataset",
+            "--repeats", "1", "--warmup-steps", "1", "--label", "shell"]
+    assert main(args) == 0 and main(args) == 0
+    paths = [Path(line.split("record: ")[1]) for line in capsys.readouterr().out.splitlines()
+             if line.startswith("record: ")]
+    assert paths[1].name == paths[0].stem + "-2.json"  # the first one is kept
+    records = [json.loads(p.read_text()) for p in paths]
+    assert [r["label"] for r in records] == ["shell", "shell"]
+    assert records[0]["testbed"]["id"] == testbed.current()["id"]
+
+
 # ------------------------------------------------------------------------------ Slurm
 
 def test_two_partitions_sharing_one_outputs_folder_never_mix(slurm_cluster, tmp_path):
@@ -194,6 +206,8 @@ def test_two_partitions_sharing_one_outputs_folder_never_mix(slurm_cluster, tmp_
     compared = subprocess.run([sys.executable, "-m", "benchlib", "compare",
                                beds["debug"]["label"], beds["solo"]["label"]], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=120)
-    # trivial rows have no metric with a direction: bad input, said in one line
+    # the rows match (trivial rows have no metric with a direction to compare: one line)
     assert compared.returncode == 2
     assert compared.stderr.strip().splitlines()[-1].startswith("benchlib compare: metric: no row")
+    diff = {w: (b, a) for w, b, a in compare.env_diff([beds["debug"]], [beds["solo"]])}
+    assert diff["testbed partition"] == ("debug", "solo") and "testbed torch" not in diff

@@ -612,10 +612,10 @@ def forest_plot(comparison: Comparison, ax=None):
 def trend(results_dir: str | Path, key: str, metric: str):
     """One row's metric in every result set that has it, oldest first: median, the 95%
     interval of the median (5+ values) or the range, n."""
+    import numpy as np
     import pandas as pd
 
     from benchlib import paths
-    from benchlib.core.timing import median_ci95
 
     by_set: dict[str, list[dict[str, Any]]] = {}
     for r in results.read_records(paths.resolve(results_dir)):
@@ -623,16 +623,22 @@ def trend(results_dir: str | Path, key: str, metric: str):
             by_set.setdefault(r["label"], []).append(r)
     out = []
     for label, recs in by_set.items():
-        vals = sorted(v for r in recs for v in values(r, metric))
+        groups = [g for r in recs for g in launches(r, metric)]
+        vals = sorted(v for g in groups for v in g)
         if not vals:
             continue
-        low, high = median_ci95(vals) if len(vals) >= MIN_VALUES else (vals[0], vals[-1])
+        if len(vals) >= MIN_VALUES:  # resampled as compare() does: launches, then values
+            boot = _boot_medians(groups, np.random.default_rng(0), RESAMPLES)
+            low, high = (float(q) for q in np.percentile(boot, [2.5, 97.5]))
+        else:
+            low, high = vals[0], vals[-1]
         out.append({"label": label, "finished_at": max(r["finished_at"] for r in recs),
                     "testbed": recs[0]["testbed"]["name"], metric: statistics.median(vals),
-                    "low": low, "high": high, "n": len(vals),
+                    "low": low, "high": high, "n": len(vals), "launches": len(groups),
                     "interval": "95% CI" if len(vals) >= MIN_VALUES else "range"})
     return pd.DataFrame(out).sort_values("finished_at").reset_index(drop=True) if out else \
-        pd.DataFrame(columns=["label", "finished_at", "testbed", metric, "low", "high", "n"])
+        pd.DataFrame(columns=["label", "finished_at", "testbed", metric, "low", "high", "n",
+                              "launches", "interval"])
 
 
 def most_changed(comparison: Comparison) -> tuple[str, str]:
@@ -655,11 +661,11 @@ def trend_plot(history, metric: str, key: str, ax=None):
     ax.errorbar(x, history[metric], yerr=[history[metric] - history["low"],
                                           history["high"] - history[metric]],
                 fmt="o-", capsize=4, color="#2166ac")
-    ax.set_xticks(list(x), [f"{r.label}\n({r.interval}, n={r.n})" for r in history.itertuples()],
-                  fontsize=8)
+    ax.set_xticks(list(x), [f"{r.label}\n{r.interval}, n={r.n}\n{r.launches} launch(es)"
+                            for r in history.itertuples()], fontsize=8)
     row = json.loads(key)
     params = ", ".join(f"{k}={v}" for k, v in sorted(row["params"].items()))
     ax.set_title(f"{row['study']}: {metric} across result sets", fontsize=10)
     ax.set_ylabel(metric)
-    ax.text(0, -0.28, params, transform=ax.transAxes, fontsize=7, va="top", wrap=True)
+    ax.text(0, -0.42, params, transform=ax.transAxes, fontsize=7, va="top", wrap=True)
     return ax
