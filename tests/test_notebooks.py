@@ -49,7 +49,7 @@ def test_data_prep_and_analysis_notebooks_run_and_the_report_publishes(tmp_path,
     index = report.build(outputs)
     page = index.read_text()
     assert page.index("Analysis") < page.index("<h2>data_prep</h2>")
-    assert "1 runs: 1 ok, 0 failed." in page
+    assert "Study <code>data_prep</code>. 1 runs: 1 ok, 0 failed." in page
     analysis = (outputs / "report" / "analysis.html").read_text()
     assert "**1 runs**" not in analysis and "1 runs</strong> in 1 studies" in analysis
     assert "generated offline" in analysis
@@ -193,3 +193,36 @@ studies:
     assert "2 x 1: raw DDP's samples/s are" in analysis  # Lightning's overhead, same layout
     assert "1 restart(s), 2 step(s) redone" in analysis
     assert "it ended at the same loss as the uninterrupted run" in analysis
+
+
+STUDY_NOTEBOOKS = [p for p in NOTEBOOKS if p != TRIVIAL]
+
+
+@pytest.mark.parametrize("path", STUDY_NOTEBOOKS, ids=lambda p: p.name)
+def test_one_name_per_study_across_notebook_config_modules_and_sections(path):
+    """notebooks/NN_<study>.ipynb, <Study>Config (with study = "<study>"),
+    benchlib/studies/<study>.py, benchlib/analysis/<study>.py, its section in 90_analysis
+    and its parameter files params/<study>_*.yaml all say the same name."""
+    study = path.stem.split("_", 1)[1]
+    spec = NotebookSpec.read(path)
+    config = CONFIGS[spec.config]
+    assert config.study == study
+    assert config.__name__ == "".join(w.capitalize() for w in study.split("_")) + "Config"
+    package = ROOT / "benchlib"
+    if study != "analysis":
+        assert (package / "analysis" / f"{study}.py").is_file()
+        sections = [c.source for c in nbformat.read(ROOT / "notebooks" / "90_analysis.ipynb", 4).cells
+                    if c.cell_type == "markdown" and c.source.startswith(f"## {study}: ")]
+        assert len(sections) == 1
+        assert (package / "studies" / f"{study}.py").is_file()
+    for file in (ROOT / "params").glob("*.yaml"):
+        if file.name != "smoke_cpu.yaml":
+            assert file.stem.split("_seed")[0] in {p.stem.split("_", 1)[1] for p in STUDY_NOTEBOOKS}
+    assert report.study_name(path.name) == study
+
+
+@pytest.mark.parametrize("path", STUDY_NOTEBOOKS, ids=lambda p: p.name)
+def test_each_notebook_ends_with_what_to_read_next_and_why(path):
+    last = nbformat.read(path, 4).cells[-1]
+    assert last.cell_type == "markdown" and last.source.startswith("Read `")
+    assert last.source.count(". ") == 0 and ": " in last.source  # one sentence, with its why

@@ -164,11 +164,11 @@ def _store(args, notebook: str, run_id: str, params: dict, started_at: str, metr
 
 def cmd_io(args) -> int:
     """Seed 000's singlegpu.py / test_funcs.py: one setting measured, one record written."""
-    from benchlib.config import IOConfig
+    from benchlib.config import SingleDeviceIoConfig
     from benchlib.studies import single_device_io
     from benchlib.workbook import results
 
-    cfg = IOConfig(path=str(Path(args.path).resolve()), dataset=args.dataset,
+    cfg = SingleDeviceIoConfig(path=str(Path(args.path).resolve()), dataset=args.dataset,
                    variant=args.variant, mode=args.mode, device=args.device, model=args.model,
                    epochs=args.epochs, batch_size=args.batch_size, num_workers=args.num_workers,
                    repeats=args.repeats, warmup_steps=args.warmup_steps, profile=args.profile,
