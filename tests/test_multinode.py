@@ -23,6 +23,7 @@ def ddp_args(*extra):
             "--timeout", "60", *extra]
 
 
+@pytest.mark.distributed
 def test_two_torchrun_agents_form_one_job_of_two_nodes(tmp_path):
     out = launch("ddp", ddp_args(), tmp_path, "torchrun", nproc=1, nnodes=2,
                  timeout_s=120, join_timeout_s=60)
@@ -32,6 +33,7 @@ def test_two_torchrun_agents_form_one_job_of_two_nodes(tmp_path):
         assert f"rank {node}/2 (local 0)" in (tmp_path / f"rank{node}.log").read_text()
 
 
+@pytest.mark.distributed
 def test_a_node_that_never_joins_fails_within_the_join_timeout(tmp_path):
     argv = torchrun_argv("ddp", ddp_args(), 1, free_port(), nnodes=2, node_rank=0,
                          rdzv_id="lonely", join_timeout_s=5)

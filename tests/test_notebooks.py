@@ -36,6 +36,7 @@ def test_notebook_parameters_match_its_config_fields_and_defaults(path):
     assert spec.defaults() == fields
 
 
+@pytest.mark.notebook
 def test_data_prep_and_analysis_notebooks_run_and_the_report_publishes(tmp_path, outputs):
     data_dir = tmp_path / "data"
     args = ["run", "00_data_prep", "-p", "path", str(data_dir), "-p", "offline", "true",
@@ -59,6 +60,7 @@ def test_data_prep_and_analysis_notebooks_run_and_the_report_publishes(tmp_path,
     assert "<img" in run_page.read_text()  # the sample image grid
 
 
+@pytest.mark.notebook
 def test_report_marks_failed_runs_and_links_their_notebooks(tmp_path, outputs):
     main(["run", str(TRIVIAL), "-p", "fail", "true", "--study", "broken"])
     page = report.build(outputs, analysis=False).read_text()
@@ -68,17 +70,20 @@ def test_report_marks_failed_runs_and_links_their_notebooks(tmp_path, outputs):
     assert "ValueError" in (outputs / "report" / link).read_text()
 
 
+@pytest.mark.notebook
 def test_report_with_no_runs_says_how_to_make_some(outputs):
     page = report.build(outputs).read_text()
     assert "No runs yet" in page
     assert "No records yet" in (outputs / "report" / "analysis.html").read_text()
 
 
+@pytest.mark.notebook
 def test_cli_report_prints_the_index_path(outputs, capsys):
     assert main(["report", "--no-analysis"]) == 0
     assert capsys.readouterr().out.strip() == f"report: {outputs / 'report' / 'index.html'}"
 
 
+@pytest.mark.notebook
 def test_io_notebook_sweep_feeds_the_analysis_conclusions(tmp_path, outputs, small_data):
     file = tmp_path / "io.yaml"
     file.write_text(f"""
@@ -108,6 +113,7 @@ studies:
     assert "fashion-mnist, traverse (1 ep, s, cpu)" in analysis  # the seed-shaped table
 
 
+@pytest.mark.notebook
 def test_dp_ddp_notebook_sweep_gives_speedup_and_busbw_in_the_analysis(tmp_path, outputs, small_data):
     file = tmp_path / "dist.yaml"
     file.write_text(f"""
@@ -132,6 +138,7 @@ table:
     assert "<strong>speedup " in analysis and "Seed 002 on two P100s" in analysis
 
 
+@pytest.mark.notebook
 def test_framework_notebook_rows_scale_and_sit_beside_seed_003(tmp_path, outputs):
     file = tmp_path / "fw.yaml"
     file.write_text("""
@@ -160,6 +167,7 @@ grid: {nproc_per_node: [1, 2]}
     assert "on the same machine, same ResNet and timing (1 row(s)): <strong>" in analysis
 
 
+@pytest.mark.notebook
 def test_multinode_and_fault_tolerance_notebooks_feed_the_analysis(tmp_path, outputs, small_data):
     file = tmp_path / "mn.yaml"
     file.write_text(f"""
