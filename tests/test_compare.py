@@ -258,6 +258,7 @@ def test_the_threshold_default_is_the_same_in_the_cli_and_the_notebook():
     assert CompareConfig().threshold == compare.DEFAULT_THRESHOLD
 
 
+@pytest.mark.notebook
 def test_the_report_publishes_the_compare_notebook_when_two_sets_exist(two_sets, outputs):
     from benchlib.workbook import report
 
@@ -270,6 +271,7 @@ def test_the_report_publishes_the_compare_notebook_when_two_sets_exist(two_sets,
     assert "from benchlib import" not in html
 
 
+@pytest.mark.notebook
 def test_the_report_has_no_compare_page_with_one_set(outputs):
     from benchlib.workbook import report
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from benchlib.config import DistConfig
+from benchlib.config import DpVsDdpConfig
 from benchlib.distributed.device import choose_backend, dp_device_ids, gpu_index
 from benchlib.distributed.env import DistEnv, from_tcp, resolve
 from benchlib.errors import ConfigError, UsageError
@@ -89,13 +89,13 @@ def test_backend_choice():
 ])
 def test_dist_config_refuses_impossible_settings(kw, message):
     with pytest.raises(ConfigError) as info:
-        DistConfig(**kw)
+        DpVsDdpConfig(**kw)
     assert message in str(info.value)
 
 
 def test_nccl_on_a_cpu_only_machine_is_refused_before_launch(small_data):
     with pytest.raises(UsageError, match="backend: nccl needs CUDA"):
-        dp_vs_ddp.preflight(DistConfig(path=str(small_data), device="cpu", backend="nccl"))
+        dp_vs_ddp.preflight(DpVsDdpConfig(path=str(small_data), device="cpu", backend="nccl"))
 
 
 @pytest.mark.parametrize("kw, message", [
@@ -104,23 +104,23 @@ def test_nccl_on_a_cpu_only_machine_is_refused_before_launch(small_data):
 ])
 def test_models_and_data_of_other_shapes_are_refused(kw, message):
     with pytest.raises(ConfigError, match=message):
-        DistConfig(**kw)
+        DpVsDdpConfig(**kw)
 
 
 def test_warmup_covering_a_whole_epoch_is_refused_before_launch(small_data):
-    cfg = DistConfig(path=str(small_data), device="cpu", dataset="mydataset", model="toynet",
+    cfg = DpVsDdpConfig(path=str(small_data), device="cpu", dataset="mydataset", model="toynet",
                      batch_size=64, nproc_per_node=2, warmup_steps=3)
     with pytest.raises(ConfigError, match="warmup_steps: 3 leaves no timed step: an epoch here "
                                           "has 3 steps"):
         dp_vs_ddp.preflight(cfg)  # 300 samples / (64 x 2) = 3 steps
     with pytest.raises(ConfigError, match="warmup_steps: 100 leaves no timed step"):
-        dp_vs_ddp.preflight(DistConfig(device="cpu", dataset="synthetic", strategy="single",
+        dp_vs_ddp.preflight(DpVsDdpConfig(device="cpu", dataset="synthetic", strategy="single",
                                       nproc_per_node=1, warmup_steps=100))
 
 
 def test_more_ranks_than_cores_is_refused(small_data):
     with pytest.raises(ConfigError, match="nproc_per_node: 64 ranks asked for on this host, but only"):
-        dp_vs_ddp.preflight(DistConfig(path=str(small_data), device="cpu", nproc_per_node=64))
+        dp_vs_ddp.preflight(DpVsDdpConfig(path=str(small_data), device="cpu", nproc_per_node=64))
 
 
 # ------------------------------------------------ rank -> GPU on a K-GPU host (no GPU here)
@@ -174,12 +174,12 @@ def test_data_parallel_spans_exactly_the_devices_asked_for():
 def test_the_dp_study_passes_its_device_count_to_the_worker(tmp_path):
     from benchlib.studies import dp_vs_ddp
 
-    cfg = DistConfig(strategy="dp", nproc_per_node=2, path=str(tmp_path), dataset="synthetic",
-                     model="simplecnn")
+    cfg = DpVsDdpConfig(strategy="dp", nproc_per_node=2, path=str(tmp_path), dataset="synthetic",
+                        model="simplecnn")
     args = dp_vs_ddp.trainer_args(cfg)
     assert args[args.index("--dp-devices") + 1] == "2"
     assert "--dp-devices" not in dp_vs_ddp.trainer_args(
-        DistConfig(strategy="ddp", nproc_per_node=2, path=str(tmp_path), dataset="synthetic",
+        DpVsDdpConfig(strategy="ddp", nproc_per_node=2, path=str(tmp_path), dataset="synthetic",
                    model="simplecnn"))
 
 

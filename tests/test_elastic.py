@@ -24,6 +24,8 @@ from benchlib.launch.argv import torchrun_argv
 from benchlib.launch.launcher import free_port
 from benchlib.trainers import checkpoint, elastic
 
+pytestmark = pytest.mark.distributed
+
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 PROG = "benchlib.workers.elastic"
 REL = 1e-6

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from benchlib import reference
-from benchlib.config import FrameworkConfig
+from benchlib.config import FrameworkComparisonConfig
 from benchlib.core import loops
 from benchlib.core.models import build_model
 from benchlib.errors import ConfigError, UsageError
@@ -71,7 +71,7 @@ def test_training_flops_of_resnet50_are_three_forward_passes():
 
 
 def test_dlperf_settings_lr_is_global_batch_over_1000_and_steps_add_up():
-    cfg = FrameworkConfig(batch_size=128, nproc_per_node=2)
+    cfg = FrameworkComparisonConfig(batch_size=128, nproc_per_node=2)
     assert framework_comparison.learning_rate(cfg) == 0.256 and cfg.steps == 125
     args = framework_comparison.trainer_args(cfg)
     assert args[args.index("--max-steps") + 1] == "125"
@@ -86,7 +86,7 @@ def test_dlperf_settings_lr_is_global_batch_over_1000_and_steps_add_up():
 ])
 def test_framework_config_refuses_bad_values(kw, message):
     with pytest.raises(ConfigError, match=message):
-        FrameworkConfig(**kw)
+        FrameworkComparisonConfig(**kw)
 
 
 @pytest.mark.parametrize("kw, message", [
@@ -98,11 +98,11 @@ def test_framework_config_refuses_bad_values(kw, message):
 @NO_CUDA
 def test_what_this_machine_cannot_run_is_refused_before_launch(kw, message):
     with pytest.raises(UsageError, match=message):
-        framework_comparison.preflight(FrameworkConfig(**{"device": "cpu", **kw}))
+        framework_comparison.preflight(FrameworkComparisonConfig(**{"device": "cpu", **kw}))
 
 
 def test_an_image_folder_too_small_for_the_window_is_refused(small_data):
-    cfg = FrameworkConfig(path=str(small_data), dataset="imagefolder", device="cpu", batch_size=8)
+    cfg = FrameworkComparisonConfig(path=str(small_data), dataset="imagefolder", device="cpu", batch_size=8)
     with pytest.raises(ConfigError, match="the image folder has 40 training images: 5 steps of "
                                           "batch 8 x 1, fewer than the 125"):
         framework_comparison.preflight(cfg)

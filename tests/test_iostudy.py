@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from benchlib.cli import main
-from benchlib.config import IOConfig
+from benchlib.config import SingleDeviceIoConfig
 from benchlib.core import allocator
 from benchlib.errors import ConfigError, UsageError
 from benchlib.studies import single_device_io
@@ -16,7 +16,7 @@ NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine
 
 
 def test_run_summarises_repeats_with_spread(small_data):
-    cfg = IOConfig(path=str(small_data), dataset="mydataset", variant="preload", mode="train",
+    cfg = SingleDeviceIoConfig(path=str(small_data), dataset="mydataset", variant="preload", mode="train",
                    device="cpu", repeats=4, warmup_steps=2, epochs=2)
     result = single_device_io.run(cfg)
     m = result.metrics
@@ -35,7 +35,7 @@ def test_run_summarises_repeats_with_spread(small_data):
 
 
 def test_warmup_that_leaves_no_timed_step_is_refused(small_data):
-    cfg = IOConfig(path=str(small_data), dataset="mydataset", device="cpu", warmup_steps=5)
+    cfg = SingleDeviceIoConfig(path=str(small_data), dataset="mydataset", device="cpu", warmup_steps=5)
     with pytest.raises(ConfigError, match="warmup_steps: 5 leaves no timed step: an epoch of 300 "
                                           "samples has 5 steps"):
         single_device_io.run(cfg)
@@ -44,7 +44,7 @@ def test_warmup_that_leaves_no_timed_step_is_refused(small_data):
 @NO_CUDA
 def test_gpu_without_cuda_is_an_error_not_a_cpu_run(small_data):
     with pytest.raises(UsageError, match="device: gpu asked for, but torch .* sees no CUDA device"):
-        single_device_io.run(IOConfig(path=str(small_data), device="gpu"))
+        single_device_io.run(SingleDeviceIoConfig(path=str(small_data), device="gpu"))
 
 
 def test_cli_io_writes_a_record_with_profile_and_trace(small_data, outputs, capsys):
@@ -145,4 +145,4 @@ def test_unknown_or_missing_allocator_is_refused():
 
 def test_io_refuses_a_model_for_colour_images():
     with pytest.raises(ConfigError, match="model: 'resnet18' is not one of toynet, simplecnn, pyramidnet"):
-        IOConfig(model="resnet18")
+        SingleDeviceIoConfig(model="resnet18")

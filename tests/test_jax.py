@@ -54,6 +54,7 @@ def test_training_step_lowers_the_loss_on_a_fixed_batch():
     assert all(np.isfinite(losses)) and losses[-1] < 0.5 * losses[0]
 
 
+@pytest.mark.distributed
 def test_worker_times_a_tiny_run_and_writes_its_result(tmp_path):
     result = tmp_path / "result.json"
     out = subprocess.run(WORKER + ["--arch", "resnet18", "--batch-size", "2", "--image-size", "32",
@@ -69,6 +70,7 @@ def test_worker_times_a_tiny_run_and_writes_its_result(tmp_path):
     assert m["jax_version"] == jax.__version__
 
 
+@pytest.mark.distributed
 @pytest.mark.parametrize("args, message", [
     (["--batch-size", "0"], "batch_size: must be at least 1, got 0"),
     (["--arch", "vgg16"], "arch: 'vgg16' is not one of resnet18, resnet50"),
@@ -83,6 +85,7 @@ def test_worker_bad_input_is_one_line_naming_the_parameter(tmp_path, args, messa
     assert not result.exists()
 
 
+@pytest.mark.distributed
 def test_worker_without_jax_says_how_to_install_it(tmp_path):
     (tmp_path / "jax.py").write_text("raise ImportError('No module named jax')\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}

@@ -24,6 +24,8 @@ from browser import (NOTEBOOK, ROOT, LabServer, error_outputs, find_or_install_c
                      open_notebook, rendered_images, run_all_cells, screenshot, stop_tree)
 from conftest import TRIVIAL
 
+pytestmark = pytest.mark.notebook  # JupyterLab runs notebooks in a real browser
+
 VENV = Path(sys.prefix)
 SCREENSHOTS = ROOT / "outputs" / "screenshots"
 KERNEL = "benchlib (.venv)"  # the display name scripts/lab.sh registers

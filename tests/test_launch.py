@@ -1,5 +1,6 @@
 """Real processes on CPU: torchrun, mp.spawn and tcp:// ranks with gloo."""
 
+import os
 import socket
 import subprocess
 import sys
@@ -12,6 +13,9 @@ from benchlib.errors import LaunchError, UsageError
 from benchlib.launch.launcher import free_port, launch
 from benchlib.launch.supervise import start as start_process, supervise
 from benchlib.workers.allreduce import bus_factor
+from benchlib.workers.common import ABORT_AT_EXIT, ABORT_IN_INIT_ONCE
+
+pytestmark = pytest.mark.distributed
 
 
 def train_args(small_data, *extra):
@@ -151,6 +155,7 @@ def test_ranks_die_with_the_process_that_launched_them(tmp_path):
 import sys, time
 from pathlib import Path
 from benchlib.launch.supervise import start
+
 p = start([sys.executable, "-c", "import time; time.sleep(120)"],
           Path({str(tmp_path / 'child.log')!r}), "child", 0, None)
 print(p.popen.pid, flush=True)
@@ -172,16 +177,16 @@ time.sleep(120)
 @pytest.mark.parametrize("launcher", ["torchrun", "tcp"])
 def test_a_rank_that_crashes_while_joining_is_retried_once(small_data, tmp_path, launcher):
     once = tmp_path / "aborted-once"
-    out = launch("ddp", train_args(small_data, "--abort-in-init-once", str(once)),
-                 tmp_path / "logs", launcher, nproc=2, timeout_s=120)
+    out = launch("ddp", train_args(small_data), tmp_path / "logs", launcher, nproc=2,
+                 timeout_s=120, env={**os.environ, ABORT_IN_INIT_ONCE: str(once)})
     assert once.exists() and out.result["metrics"]["launch_retries"] == 1
     retries = (tmp_path / "logs" / "retries.log").read_text()
     assert "attempt 1: rank 1 on" in retries and "exited with code -6" in retries
 
 
 def test_a_rank_that_crashes_in_teardown_after_the_result_keeps_the_run(small_data, tmp_path):
-    out = launch("ddp", train_args(small_data, "--abort-at-exit"), tmp_path / "logs", "tcp",
-                 nproc=2, timeout_s=120)
+    out = launch("ddp", train_args(small_data), tmp_path / "logs", "tcp", nproc=2,
+                 timeout_s=120, env={**os.environ, ABORT_AT_EXIT: "1"})
     m = out.result["metrics"]
     assert m["world_size"] == 2 and m["samples_per_s"] > 0 and m["launch_retries"] == 0
     assert m["teardown_crash"].startswith("rank 1 on ") and "exited with code -6" in m["teardown_crash"]
@@ -269,3 +274,12 @@ def test_rank_0_whose_port_is_taken_says_so_in_one_line():
     assert done.stderr == (f"benchlib.workers.doctor: init_method: port {port} on 127.0.0.1 is "
                            "already in use, so rank 0 cannot host the rendezvous there; pick a "
                            "free port (tcp://HOST:PORT, --port or MASTER_PORT)\n")
+
+
+def test_the_test_only_faults_are_not_worker_flags():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "benchlib.workers.ddp", "--help"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "--abort" not in out and "--fail-at-step" in out  # notebook 35 uses --fail-at-step

@@ -73,6 +73,7 @@ def check_rank_logs(log_dir: Path, world_size: int) -> None:
         assert JOINED in text
 
 
+@pytest.mark.distributed
 def test_one_process_measures_every_epoch_of_every_repeat(small_data, tmp_path):
     # the seed's spellings: --gpus, --batch_size, --num_workers
     args = train_args(small_data, tmp_path, "--gpus", "1", "--batch_size", "32",
@@ -100,6 +101,7 @@ def test_one_process_measures_every_epoch_of_every_repeat(small_data, tmp_path):
     assert (tmp_path / "rank0.log").read_text().startswith("rank 0/1 (local 0) on ")
 
 
+@pytest.mark.distributed
 def test_lightnings_own_launcher_runs_two_nodes_of_one_process(small_data, tmp_path):
     port = str(free_port())
     args = train_args(small_data, tmp_path, "--devices", "1", "--nnodes", "2")
@@ -112,6 +114,7 @@ def test_lightnings_own_launcher_runs_two_nodes_of_one_process(small_data, tmp_p
     check_rank_logs(tmp_path, 2)
 
 
+@pytest.mark.distributed
 def test_torchrun_with_two_agents_runs_two_nodes(small_data, tmp_path):
     port = free_port()
     args = train_args(small_data, tmp_path, "--devices", "1", "--nnodes", "2")
@@ -132,6 +135,7 @@ def slurm_env(procid: int, ntasks: int, per_node: int, nnodes: int, **extra: str
                      **extra)
 
 
+@pytest.mark.distributed
 def test_two_slurm_tasks_run_as_slurm_would_start_them(small_data, tmp_path):
     port = str(free_port())  # else Lightning derives it from the job id
     args = train_args(small_data, tmp_path, "--devices", "2")
@@ -142,6 +146,7 @@ def test_two_slurm_tasks_run_as_slurm_would_start_them(small_data, tmp_path):
     check_rank_logs(tmp_path, 2)
 
 
+@pytest.mark.distributed
 @pytest.mark.parametrize("flags, expected", [
     (["--devices", "2"], ("devices: 2 per node, but Slurm runs 1 task(s) per node "
                           "(--ntasks-per-node=1); Lightning needs one task per device: "
@@ -161,6 +166,7 @@ def test_a_slurm_layout_lightning_would_hang_on_is_refused_in_one_line(tmp_path,
     assert time.monotonic() - start < 30  # before any process group is waited for
 
 
+@pytest.mark.distributed
 def test_a_failing_rank_stops_the_run_and_leaves_its_marker(small_data, tmp_path):
     # one node of two devices: Lightning's launcher starts rank 1 itself
     args = train_args(small_data, tmp_path, "--devices", "2", "--fail-at-step", "3",

@@ -71,14 +71,14 @@ def test_batched_data_is_fetched_by_index_tensors_every_sample_once_per_epoch(sm
 def test_batches_prefetched_during_start_up_are_left_out_and_the_record_says_so(small_data):
     """A slow first step lets 2 x num_workers batches pile up; they then arrive for free.
     (Shown by timing only on a quiet machine, so the test checks the rule and its use.)"""
-    from benchlib.config import IOConfig
+    from benchlib.config import SingleDeviceIoConfig
     from benchlib.studies import single_device_io
 
     assert loops.steady_state_warmup(1, 0) == (1, "warmup_steps")
     assert loops.steady_state_warmup(9, 2) == (9, "warmup_steps")
     warmup, why = loops.steady_state_warmup(1, 2)
     assert warmup == 4 and why.startswith("4 batches prefetched by 2 workers during start-up")
-    cfg = IOConfig(path=str(small_data), dataset="fashion-mnist", variant="preload", mode="traverse",
+    cfg = SingleDeviceIoConfig(path=str(small_data), dataset="fashion-mnist", variant="preload", mode="traverse",
                    device="cpu", repeats=1, warmup_steps=1, num_workers=2)
     m = single_device_io.run(cfg).metrics
     assert m["warmup_steps_excluded"] == 4 and m["warmup_reason"] == why

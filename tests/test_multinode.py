@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from benchlib.config import MultinodeConfig
+from benchlib.config import MultinodeLightningConfig
 from benchlib.errors import ConfigError, LaunchError, UsageError
 from benchlib.launch.argv import local_env, torchrun_argv
 from benchlib.launch.launcher import free_port, launch
@@ -23,6 +23,7 @@ def ddp_args(*extra):
             "--timeout", "60", *extra]
 
 
+@pytest.mark.distributed
 def test_two_torchrun_agents_form_one_job_of_two_nodes(tmp_path):
     out = launch("ddp", ddp_args(), tmp_path, "torchrun", nproc=1, nnodes=2,
                  timeout_s=120, join_timeout_s=60)
@@ -32,6 +33,7 @@ def test_two_torchrun_agents_form_one_job_of_two_nodes(tmp_path):
         assert f"rank {node}/2 (local 0)" in (tmp_path / f"rank{node}.log").read_text()
 
 
+@pytest.mark.distributed
 def test_a_node_that_never_joins_fails_within_the_join_timeout(tmp_path):
     argv = torchrun_argv("ddp", ddp_args(), 1, free_port(), nnodes=2, node_rank=0,
                          rdzv_id="lonely", join_timeout_s=5)
@@ -84,20 +86,20 @@ def test_local_launches_do_not_inherit_a_slurm_or_torchrun_layout():
 def test_multinode_config_names_what_to_change():
     with pytest.raises(ConfigError, match="launcher: lightning is Lightning's own launcher; "
                                           "trainer ddp starts with torchrun or srun"):
-        MultinodeConfig(trainer="ddp", launcher="lightning")
+        MultinodeLightningConfig(trainer="ddp", launcher="lightning")
     with pytest.raises(ConfigError, match="trainer: 'keras' is not one of lightning, ddp"):
-        MultinodeConfig(trainer="keras")
+        MultinodeLightningConfig(trainer="keras")
     with pytest.raises(ConfigError, match="nnodes: must be >= 1, got 0"):
-        MultinodeConfig(nnodes=0)
+        MultinodeLightningConfig(nnodes=0)
     with pytest.raises(ConfigError, match="nproc_per_node: 64 ranks asked for on this host"):
-        multinode_lightning.preflight(MultinodeConfig(device="cpu", nnodes=2, nproc_per_node=32))
+        multinode_lightning.preflight(MultinodeLightningConfig(device="cpu", nnodes=2, nproc_per_node=32))
 
 
 def test_lightning_gets_its_layout_and_not_the_ddp_only_flags():
-    args = worker_args(MultinodeConfig(trainer="lightning", nnodes=3, nproc_per_node=2))
+    args = worker_args(MultinodeLightningConfig(trainer="lightning", nnodes=3, nproc_per_node=2))
     assert args[args.index("--devices") + 1] == "2" and args[args.index("--nnodes") + 1] == "3"
     assert "--backend" not in args and "--log-interval" not in args
-    assert "--devices" not in worker_args(MultinodeConfig(trainer="ddp"))
+    assert "--devices" not in worker_args(MultinodeLightningConfig(trainer="ddp"))
 
 
 # ------------------------------------------------------------------ rendered Slurm scripts

@@ -36,6 +36,7 @@ def test_notebook_parameters_match_its_config_fields_and_defaults(path):
     assert spec.defaults() == fields
 
 
+@pytest.mark.notebook
 def test_data_prep_and_analysis_notebooks_run_and_the_report_publishes(tmp_path, outputs):
     data_dir = tmp_path / "data"
     args = ["run", "00_data_prep", "-p", "path", str(data_dir), "-p", "offline", "true",
@@ -50,7 +51,7 @@ def test_data_prep_and_analysis_notebooks_run_and_the_report_publishes(tmp_path,
     page = index.read_text()
     assert page.index('<h2 id="findings">') < page.index('<h2 id="analysis">') \
         < page.index('<h3 id="runs-data_prep">')
-    assert "1 runs: 1 ok, 0 failed." in page
+    assert "Study <code>data_prep</code>. 1 runs: 1 ok, 0 failed." in page
     analysis = (outputs / "report" / "analysis.html").read_text()
     assert "**1 runs**" not in analysis and "1 runs</strong> in 1 studies" in analysis
     assert "generated offline" in analysis
@@ -60,6 +61,7 @@ def test_data_prep_and_analysis_notebooks_run_and_the_report_publishes(tmp_path,
     assert "<img" in run_page.read_text()  # the sample image grid
 
 
+@pytest.mark.notebook
 def test_report_marks_failed_runs_and_links_their_notebooks(tmp_path, outputs):
     main(["run", str(TRIVIAL), "-p", "fail", "true", "--study", "broken"])
     page = report.build(outputs, analysis=False).read_text()
@@ -69,17 +71,20 @@ def test_report_marks_failed_runs_and_links_their_notebooks(tmp_path, outputs):
     assert "ValueError" in (outputs / "report" / link).read_text()
 
 
+@pytest.mark.notebook
 def test_report_with_no_runs_says_how_to_make_some(outputs):
     page = report.build(outputs).read_text()
     assert "No runs yet" in page
     assert "No records yet" in (outputs / "report" / "analysis.html").read_text()
 
 
+@pytest.mark.notebook
 def test_cli_report_prints_the_index_path(outputs, capsys):
     assert main(["report", "--no-analysis"]) == 0
     assert capsys.readouterr().out.strip() == f"report: {outputs / 'report' / 'index.html'}"
 
 
+@pytest.mark.notebook
 def test_io_notebook_sweep_feeds_the_analysis_conclusions(tmp_path, outputs, small_data):
     file = tmp_path / "io.yaml"
     file.write_text(f"""
@@ -109,6 +114,7 @@ studies:
     assert "fashion-mnist, traverse (1 ep, s, cpu)" in analysis  # the seed-shaped table
 
 
+@pytest.mark.notebook
 def test_dp_ddp_notebook_sweep_gives_speedup_and_busbw_in_the_analysis(tmp_path, outputs, small_data):
     file = tmp_path / "dist.yaml"
     file.write_text(f"""
@@ -133,6 +139,7 @@ table:
     assert "<strong>speedup " in analysis and "Seed 002 on two P100s" in analysis
 
 
+@pytest.mark.notebook
 def test_framework_notebook_rows_scale_and_sit_beside_seed_003(tmp_path, outputs):
     file = tmp_path / "fw.yaml"
     file.write_text("""
@@ -161,6 +168,7 @@ grid: {nproc_per_node: [1, 2]}
     assert "on the same machine, same ResNet and timing (1 row(s)): <strong>" in analysis
 
 
+@pytest.mark.notebook
 def test_multinode_and_fault_tolerance_notebooks_feed_the_analysis(tmp_path, outputs, small_data):
     file = tmp_path / "mn.yaml"
     file.write_text(f"""
@@ -194,3 +202,37 @@ studies:
     assert "2 x 1: raw DDP's samples/s are" in analysis  # Lightning's overhead, same layout
     assert "1 restart(s), 2 step(s) redone" in analysis
     assert "it ended at the same loss as the uninterrupted run" in analysis
+
+
+STUDY_NOTEBOOKS = [p for p in NOTEBOOKS if p != TRIVIAL]
+
+
+@pytest.mark.parametrize("path", STUDY_NOTEBOOKS, ids=lambda p: p.name)
+def test_one_name_per_study_across_notebook_config_modules_and_sections(path):
+    """notebooks/NN_<study>.ipynb, <Study>Config (with study = "<study>"),
+    benchlib/studies/<study>.py, benchlib/analysis/<study>.py, its section in 90_analysis
+    and its parameter files params/<study>_*.yaml all say the same name."""
+    study = path.stem.split("_", 1)[1]
+    spec = NotebookSpec.read(path)
+    config = CONFIGS[spec.config]
+    assert config.study == study
+    assert config.__name__ == "".join(w.capitalize() for w in study.split("_")) + "Config"
+    package = ROOT / "benchlib"
+    if study not in ("analysis", "compare"):  # read records of every study; no runs of their own
+        assert (package / "analysis" / f"{study}.py").is_file()
+        sections = [c.source for c in nbformat.read(ROOT / "notebooks" / "90_analysis.ipynb", 4).cells
+                    if c.cell_type == "markdown" and c.source.startswith(f"## {study}: ")]
+        assert len(sections) == 1
+        assert (package / "studies" / f"{study}.py").is_file()
+    studies = {p.stem.split("_", 1)[1] for p in STUDY_NOTEBOOKS}
+    for file in (ROOT / "params").glob("*.yaml"):
+        if file.name != "smoke_cpu.yaml":  # one row of every study
+            assert any(file.stem.startswith(f"{s}_") for s in studies), file.name
+    assert report.study_name(path.name) == study
+
+
+@pytest.mark.parametrize("path", STUDY_NOTEBOOKS, ids=lambda p: p.name)
+def test_each_notebook_ends_with_what_to_read_next_and_why(path):
+    last = nbformat.read(path, 4).cells[-1]
+    assert last.cell_type == "markdown" and last.source.startswith("Read `")
+    assert last.source.count(". ") == 0 and ": " in last.source  # one sentence, with its why

@@ -125,7 +125,7 @@ def test_landing_page_leads_with_findings_then_testbeds_failures_and_runs(site):
     figure = re.search(r'<strong><a href="([^"]+)">350</a></strong>', page)
     assert figure and figure.group(1) == f"data_prep/{data_prep['run_id']}.html"
     assert f'href="records/data_prep/{data_prep["run_id"]}.json">record</a>' in page
-    assert '<a href="analysis.html#Data-preparation-(notebook-00)">' in page
+    assert '<a href="analysis.html#data_prep:-data-preparation-(notebook-00)">' in page
 
 
 def test_run_page_says_what_ran_before_the_outputs_and_links_to_the_analysis(site):
@@ -138,7 +138,7 @@ def test_run_page_says_what_ran_before_the_outputs_and_links_to_the_analysis(sit
     assert re.search(r'<tr class="default"><th>seed</th><td>0</td>', header)
     assert '<span class="ok">ok</span>' in header and "testbed" in header
     assert re.search(r"UTC, \d+\.\d s \(local\)", header)
-    assert 'href="../analysis.html#Data-preparation-(notebook-00)"' in header
+    assert 'href="../analysis.html#data_prep:-data-preparation-(notebook-00)"' in header
     assert 'href="../records/data_prep/' in header and 'href="../index.html#runs-data_prep"' in header
     assert not re.search(r"(In|Out)\s*(&nbsp;)?\[\d*\]:", page)  # no prompts
     assert "jp-InputPrompt" not in page and "jp-OutputPrompt" not in page
@@ -155,7 +155,7 @@ def test_analysis_page_has_a_table_of_contents_of_its_sections(site):
     page = (site / "report" / "analysis.html").read_text()
     toc = re.search(r'<nav class="benchlib-toc">.*?</nav>', page, re.S).group(0)
     links = re.findall(r'href="#([^"]+)">([^<]+)<', toc)
-    assert [t for _, t in links][:3] == ["All runs", "Failed runs", "Data preparation (notebook 00)"]
+    assert [t for _, t in links][:3] == ["All runs", "Failed runs", "data_prep: data preparation (notebook 00)"]
     ids = parse(site / "report" / "analysis.html").ids
     assert all(html.unescape(a) in ids for a, _ in links) and len(links) >= 8
     assert page.index("benchlib-toc") < page.index("90 · Analysis")

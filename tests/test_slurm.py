@@ -9,9 +9,13 @@ import time
 from pathlib import Path
 
 
+import pytest
+
 from benchlib.slurm import arrays
 from benchlib.workbook import results
 from benchlib.workbook.params import load_plan
+
+pytestmark = pytest.mark.slurm
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,6 +5,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slurm
+
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = sys.executable
 
@@ -75,6 +79,7 @@ def test_a_failing_batch_job_is_reported_failed_with_its_exit_code(slurm_cluster
 
 ALLREDUCE = """
 import os, subprocess, torch, torch.distributed as dist
+
 first = subprocess.run(["scontrol", "show", "hostnames", os.environ["SLURM_NODELIST"]],
                        capture_output=True, text=True, check=True).stdout.split()[0]
 port = 20000 + int(os.environ["SLURM_JOB_ID"]) % 10000

@@ -2,11 +2,15 @@ import json
 
 import nbformat
 
+import pytest
+
 from benchlib.cli import main
 from benchlib.workbook import results
 from benchlib.workbook.params import load_plan
 from benchlib.workbook.sweep import run_plan
 from conftest import TRIVIAL, write_params
+
+pytestmark = pytest.mark.notebook
 
 
 def trivial_study(tmp_path, xs, failing=()):

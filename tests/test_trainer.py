@@ -4,6 +4,8 @@ import pytest
 
 from benchlib.launch.launcher import launch
 
+pytestmark = pytest.mark.distributed
+
 
 def test_ddp_matches_one_process_with_the_global_batch(small_data, tmp_path):
     common = ["--path", str(small_data), "--dataset", "mydataset", "--model", "toynet",

@@ -16,7 +16,9 @@ from pathlib import Path
 import yaml
 
 from benchlib import paths
-from benchlib.config.choices import DEFAULT_PORT, DEVICES
+from benchlib.cli.flags import add_config_flags, config_from
+from benchlib.config import DataPrepConfig, SingleDeviceIoConfig
+from benchlib.config.choices import DATASETS_PREPARED, DEFAULT_PORT, DEVICES
 from benchlib.errors import BenchlibError, UsageError
 
 
@@ -27,13 +29,9 @@ def _outputs(args) -> Path:
 
 
 def cmd_data(args) -> int:
-    from benchlib.config import DataPrepConfig
     from benchlib.data import manifest, prepare
 
-    cfg = DataPrepConfig(path=str(Path(args.path).resolve()), dataset=args.dataset,
-                         size=args.size, fashion_size=args.fashion_size, cifar_size=args.cifar_size,
-                         imagefolder_size=args.imagefolder_size,
-                         offline=args.offline, seed=args.seed)
+    cfg = config_from(args, DataPrepConfig, path=str(Path(args.path).resolve()))
     for name, entry in prepare.prepare(cfg).items():
         samples = ", ".join(f"{n} {split}" for split, n in entry["samples"].items())
         print(f"{name}: {entry['source']}, {samples}, {entry['bytes'] / 1e6:.1f} MB, "
@@ -200,15 +198,10 @@ def _store(args, notebook: str, run_id: str, params: dict, started_at: str, metr
 
 def cmd_io(args) -> int:
     """Seed 000's singlegpu.py / test_funcs.py: one setting measured, one record written."""
-    from benchlib.config import IOConfig
     from benchlib.studies import single_device_io
     from benchlib.workbook import results
 
-    cfg = IOConfig(path=str(Path(args.path).resolve()), dataset=args.dataset,
-                   variant=args.variant, mode=args.mode, device=args.device, model=args.model,
-                   epochs=args.epochs, batch_size=args.batch_size, num_workers=args.num_workers,
-                   repeats=args.repeats, warmup_steps=args.warmup_steps, profile=args.profile,
-                   export_trace=args.export_trace, seed=args.seed)
+    cfg = config_from(args, SingleDeviceIoConfig, path=str(Path(args.path).resolve()))
     single_device_io.preflight(cfg)  # bad input ends here: exit 2, nothing written
     params = cfg.as_dict()
     run_id, result_set = _new_run(args, "benchlib-io", params)
@@ -365,20 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("data", help="download or generate the data sets (seed: dataset_download.py)")
-    p.add_argument("--path", required=True, help="folder for the data sets")
-    p.add_argument("--size", type=int, default=60000, help="MyDataSet samples (default 60000)")
-    p.add_argument("--fashion-size", type=int, default=60000,
-                   help="generated FashionMNIST training images when offline (default 60000)")
-    p.add_argument("--cifar-size", type=int, default=50000,
-                   help="generated CIFAR-10 training images when offline (default 50000)")
-    p.add_argument("--imagefolder-size", type=int, default=1000,
-                   help="generated ImageNet-layout training JPEGs (default 1000)")
-    p.add_argument("--dataset", default="all",
-                   choices=["all", "fashion-mnist", "mydataset", "cifar10", "imagefolder"])
-    p.add_argument("--offline", action="store_true",
-                   help="generate FashionMNIST (IDX) and CIFAR-10 (pickle batches) instead of "
-                   "downloading them")
-    p.add_argument("--seed", type=int, default=0)
+    add_config_flags(p, DataPrepConfig, required=("path",),
+                     choices={"dataset": ["all", *DATASETS_PREPARED]})
     p.set_defaults(func=cmd_data)
 
     p = sub.add_parser("env", help="the environment every record stores")
@@ -470,21 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("io", help="single-device IO: seed 000's singlegpu.py and test_funcs.py")
-    p.add_argument("epochs", type=int, help="epochs per repeat (seed: total_epochs)")
-    p.add_argument("device", choices=DEVICES, help="gpu without CUDA is an error")
-    p.add_argument("--path", required=True, help="data folder made by `benchlib data`")
-    p.add_argument("--dataset", required=True, help="fashion-mnist or mydataset")
-    p.add_argument("--variant", default="raw", help="raw, preload, preload_batched, tensorclass, "
-                   "tensorclass_memmap or np_memmap (default raw)")
-    p.add_argument("--mode", default="train", help="traverse or train (default train)")
-    p.add_argument("--model", default="toynet", help="toynet (default) or simplecnn")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--num-workers", type=int, default=0)
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--warmup-steps", type=int, default=5)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--profile", action="store_true", help="top operators under torch.profiler")
-    p.add_argument("--export-trace", action="store_true", help="Chrome trace under outputs/traces/")
+    add_config_flags(p, SingleDeviceIoConfig, positional=("epochs", "device"),
+                     required=("path", "dataset"), choices={"device": DEVICES})
     p.add_argument("--study", default="io", help="study name of the record (default io)")
     p.add_argument("--outputs", help=outputs_help)
     p.add_argument("--label", help=label_help)

@@ -11,21 +11,14 @@ from benchlib.config.analysis import AnalysisConfig
 from benchlib.config.base import StudyConfig
 from benchlib.config.compare import CompareConfig
 from benchlib.config.data_prep import DataPrepConfig
-from benchlib.config.dp_vs_ddp import DistConfig
-from benchlib.config.fault_tolerance import ElasticConfig
-from benchlib.config.framework_comparison import FrameworkConfig
-from benchlib.config.multinode_lightning import MultinodeConfig
-from benchlib.config.single_device_io import IOConfig
+from benchlib.config.dp_vs_ddp import DpVsDdpConfig
+from benchlib.config.fault_tolerance import FaultToleranceConfig
+from benchlib.config.framework_comparison import FrameworkComparisonConfig
+from benchlib.config.multinode_lightning import MultinodeLightningConfig
+from benchlib.config.single_device_io import SingleDeviceIoConfig
 
-CONFIGS: dict[str, type[StudyConfig]] = {
-    "DataPrepConfig": DataPrepConfig,
-    "AnalysisConfig": AnalysisConfig,
-    "CompareConfig": CompareConfig,
-    "IOConfig": IOConfig,
-    "DistConfig": DistConfig,
-    "FrameworkConfig": FrameworkConfig,
-    "MultinodeConfig": MultinodeConfig,
-    "ElasticConfig": ElasticConfig,
-}
+CONFIGS: dict[str, type[StudyConfig]] = {c.__name__: c for c in (
+    DataPrepConfig, SingleDeviceIoConfig, DpVsDdpConfig, MultinodeLightningConfig,
+    FaultToleranceConfig, FrameworkComparisonConfig, AnalysisConfig, CompareConfig)}
 
 __all__ = ["CONFIGS", "StudyConfig", *CONFIGS]

@@ -1,9 +1,9 @@
-"""The comparison's parameters (notebook 95_compare): two result sets side by side.
-`study` here is a filter (only this study's rows), not the notebook's own study name."""
+"""The comparison's parameters (notebook 95_compare): two result sets side by side."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 from benchlib.config.base import StudyConfig
 from benchlib.errors import ConfigError
@@ -12,6 +12,8 @@ from benchlib.errors import ConfigError
 @dataclasses.dataclass
 class CompareConfig(StudyConfig):
     """The comparison notebook (95): two result sets side by side."""
+
+    study: ClassVar[str] = "compare"
 
     results_dir: str = "outputs/results"
     """Folder of result records (one sub-folder per study)."""
@@ -24,8 +26,8 @@ class CompareConfig(StudyConfig):
     """Smallest change in speed that counts (0.10 = 10%; README explains the default)."""
     metric: str = ""
     """One metric to compare ('all': every one with a direction); empty: each row's main one."""
-    study: str = ""
-    """Only this study; empty: every study both sets have."""
+    only_study: str = ""
+    """Only this study's rows (`benchlib compare --study`); empty: every study both sets have."""
 
     def validate(self) -> None:
         if not 0 < self.threshold < 1:

@@ -11,7 +11,7 @@ from benchlib.errors import ConfigError
 
 
 @dataclasses.dataclass
-class DistConfig(StudyConfig):
+class DpVsDdpConfig(StudyConfig):
     """DataParallel vs DDP (notebook 20): seed 002's single_gpu.py, data_parallel.py and
     distributed_data_parallel.py, launched as subprocesses."""
 
@@ -24,11 +24,11 @@ class DistConfig(StudyConfig):
     nproc_per_node: int = 2
     """ddp: ranks on this host; dp: the GPUs its one process spans; single: 1."""
     dataset: str = "cifar10"
-    """cifar10, fashion-mnist, mydataset or synthetic (no IO)."""
+    """cifar10, fashion-mnist, mydataset, imagefolder or synthetic (no IO)."""
     path: str = "outputs/data"
     """Folder prepared by `benchlib data`."""
     model: str = "pyramidnet"
-    """pyramidnet (seed 002), simplecnn or toynet (28x28 data only)."""
+    """pyramidnet (seed 002), simplecnn, toynet (28x28 data only), resnet18 or resnet50."""
     depth: int = 20
     """PyramidNet depth, 6n + 2 (the paper's CIFAR setting: 110)."""
     alpha: int = 48

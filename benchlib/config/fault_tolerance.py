@@ -11,7 +11,7 @@ from benchlib.errors import ConfigError
 
 
 @dataclasses.dataclass
-class ElasticConfig(StudyConfig):
+class FaultToleranceConfig(StudyConfig):
     """Fault tolerance (notebook 35, seed 001): an elastic run through torchrun with
     `--max-restarts`, a rank killed on purpose, the restart, the resume from the last
     checkpoint; and the same run uninterrupted, to compare the final loss."""

@@ -10,7 +10,7 @@ from benchlib.config.choices import ARCHS, BACKENDS, DEVICES, FRAMEWORK_DATASETS
 
 
 @dataclasses.dataclass
-class FrameworkConfig(StudyConfig):
+class FrameworkComparisonConfig(StudyConfig):
     """ResNet throughput measured the DLPerf way (notebook 40, seed 003): skip the first
     `skip_steps`, warm up `warmup_steps` more, average the next `timed_steps`."""
 

@@ -11,7 +11,7 @@ from benchlib.errors import ConfigError
 
 
 @dataclasses.dataclass
-class MultinodeConfig(StudyConfig):
+class MultinodeLightningConfig(StudyConfig):
     """Lightning DDP against raw DDP across nodes (notebook 30, seeds 000 and 001):
     the same model and data, `nnodes` x `nproc_per_node` ranks."""
 

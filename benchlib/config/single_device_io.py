@@ -11,7 +11,7 @@ from benchlib.errors import ConfigError
 
 
 @dataclasses.dataclass
-class IOConfig(StudyConfig):
+class SingleDeviceIoConfig(StudyConfig):
     """Single-device IO (notebook 10, `python -m benchlib io`): seed 000's singlegpu.py
     and test_funcs.py."""
 

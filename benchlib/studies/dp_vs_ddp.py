@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchlib import paths
-from benchlib.config import DistConfig
+from benchlib.config import DpVsDdpConfig
 from benchlib.launch.launcher import launch
 from benchlib.studies import checks
 
@@ -22,7 +22,7 @@ class DistResult:
     details: dict[str, Any]
 
 
-def trainer_args(cfg: DistConfig) -> list[str]:
+def trainer_args(cfg: DpVsDdpConfig) -> list[str]:
     args = ["--dataset", cfg.dataset, "--path", str(paths.resolve(cfg.path)), "--model", cfg.model,
             "--depth", str(cfg.depth), "--alpha", str(cfg.alpha), "--epochs", str(cfg.epochs),
             "--batch-size", str(cfg.batch_size), "--num-workers", str(cfg.num_workers),
@@ -34,7 +34,7 @@ def trainer_args(cfg: DistConfig) -> list[str]:
     return args
 
 
-def preflight(cfg: DistConfig) -> None:
+def preflight(cfg: DpVsDdpConfig) -> None:
     """Where the row runs: device and backend, one rank per device, an epoch with a timed
     step after the warm-up on the data prepared here."""
     cuda = checks.device_and_backend(cfg.device, cfg.backend)
@@ -44,7 +44,7 @@ def preflight(cfg: DistConfig) -> None:
     checks.steps_fit(cfg, per_step)
 
 
-def run(cfg: DistConfig, run_id: str = "interactive") -> DistResult:
+def run(cfg: DpVsDdpConfig, run_id: str = "interactive") -> DistResult:
     preflight(cfg)
     log_dir = paths.outputs_dir() / "logs" / run_id
     launcher = cfg.launcher if cfg.strategy == "ddp" else "single"
@@ -65,7 +65,7 @@ def run(cfg: DistConfig, run_id: str = "interactive") -> DistResult:
     return DistResult(metrics, details)
 
 
-def describe(cfg: DistConfig, result: DistResult) -> str:
+def describe(cfg: DpVsDdpConfig, result: DistResult) -> str:
     m = result.metrics
     how = f"{cfg.strategy}" + (f" via {cfg.launcher}, {m['world_size']} ranks" if cfg.strategy == "ddp" else "")
     line = (f"{how} on {m['device_name']}: {m['samples_per_s']:,.1f} samples/s "

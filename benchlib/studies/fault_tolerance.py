@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchlib import paths
-from benchlib.config import ElasticConfig
+from benchlib.config import FaultToleranceConfig
 from benchlib.core.metrics import without_params
 from benchlib.launch.launcher import launch
 from benchlib.studies import checks
@@ -24,7 +24,7 @@ class FaultResult:
     details: dict[str, Any]
 
 
-def worker_args(cfg: ElasticConfig, checkpoints: str, fail: bool) -> list[str]:
+def worker_args(cfg: FaultToleranceConfig, checkpoints: str, fail: bool) -> list[str]:
     data = ["--dummy", "--dummy-size", str(cfg.batch_size * cfg.nproc_per_node * max(cfg.max_steps, 1))] \
         if cfg.dataset == "dummy" else ["--dataset", cfg.dataset, "--path", str(paths.resolve(cfg.path))]
     args = [*data, "--model", cfg.model, "--epochs", str(cfg.epochs),
@@ -38,7 +38,7 @@ def worker_args(cfg: ElasticConfig, checkpoints: str, fail: bool) -> list[str]:
     return args
 
 
-def _launch(cfg: ElasticConfig, run_dir, fail: bool) -> dict[str, Any]:
+def _launch(cfg: FaultToleranceConfig, run_dir, fail: bool) -> dict[str, Any]:
     checkpoints = run_dir / "checkpoints"
     shutil.rmtree(checkpoints, ignore_errors=True)  # a fresh run, not a resume of the last one
     out = launch("elastic", worker_args(cfg, str(checkpoints), fail), run_dir / "logs",
@@ -47,7 +47,7 @@ def _launch(cfg: ElasticConfig, run_dir, fail: bool) -> dict[str, Any]:
     return {**out.result, "wall_s": out.wall_s}
 
 
-def preflight(cfg: ElasticConfig) -> None:
+def preflight(cfg: FaultToleranceConfig) -> None:
     """Where the row runs: the device, one rank per device, the data prepared."""
     cuda = checks.device_and_backend(cfg.device, "auto")
     checks.ranks_fit("nproc_per_node", cfg.nproc_per_node, cuda)
@@ -55,7 +55,7 @@ def preflight(cfg: ElasticConfig) -> None:
         checks.data_prepared(cfg.path, cfg.dataset)
 
 
-def run(cfg: ElasticConfig, run_id: str = "interactive") -> FaultResult:
+def run(cfg: FaultToleranceConfig, run_id: str = "interactive") -> FaultResult:
     preflight(cfg)
     root = paths.outputs_dir() / "logs" / run_id
     faulty = _launch(cfg, root / "interrupted", fail=True)
@@ -86,7 +86,7 @@ def steps_over_time(result: FaultResult):
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def describe(cfg: ElasticConfig, result: FaultResult) -> str:
+def describe(cfg: FaultToleranceConfig, result: FaultResult) -> str:
     m = result.metrics
     text = f"{cfg.nproc_per_node} ranks, "
     if m["restarts"]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from benchlib import paths, reference
-from benchlib.config import FrameworkConfig
+from benchlib.config import FrameworkComparisonConfig
 from benchlib.distributed.device import check_precision
 from benchlib.errors import ConfigError
 from benchlib.launch.launcher import launch
@@ -28,11 +28,11 @@ class FrameworkResult:
     details: dict[str, Any]
 
 
-def learning_rate(cfg: FrameworkConfig) -> float:
+def learning_rate(cfg: FrameworkComparisonConfig) -> float:
     return cfg.batch_size * cfg.nproc_per_node / 1000
 
 
-def trainer_args(cfg: FrameworkConfig) -> list[str]:
+def trainer_args(cfg: FrameworkComparisonConfig) -> list[str]:
     args = ["--model", cfg.arch, "--dataset", cfg.dataset, "--path", str(paths.resolve(cfg.path)),
             "--image-size", str(cfg.image_size), "--batch-size", str(cfg.batch_size),
             "--epochs", str(cfg.repeats), "--max-steps", str(cfg.steps),
@@ -52,7 +52,7 @@ def mfu(samples_per_s: float, devices: int, flops_per_sample: float, device_name
     return samples_per_s / devices * flops_per_sample / peak[0], peak[1]
 
 
-def preflight(cfg: FrameworkConfig) -> None:
+def preflight(cfg: FrameworkComparisonConfig) -> None:
     """Where the row runs: device, precision and backend, one rank per device, and an
     image folder big enough for the skipped, warm-up and timed steps."""
     cuda = checks.device_and_backend(cfg.device, cfg.backend)
@@ -72,7 +72,7 @@ def preflight(cfg: FrameworkConfig) -> None:
                               "use more images or fewer steps")
 
 
-def run(cfg: FrameworkConfig, run_id: str = "interactive") -> FrameworkResult:
+def run(cfg: FrameworkComparisonConfig, run_id: str = "interactive") -> FrameworkResult:
     preflight(cfg)
     strategy, launcher = ("ddp", cfg.launcher) if cfg.nproc_per_node > 1 else ("single", "single")
     out = launch(strategy, trainer_args(cfg), paths.outputs_dir() / "logs" / run_id,
@@ -96,7 +96,7 @@ def run(cfg: FrameworkConfig, run_id: str = "interactive") -> FrameworkResult:
 JAX_PRECISIONS = ("fp32", "amp_bf16")  # what benchlib.workers.jax_resnet runs
 
 
-def jax_skipped(cfg: FrameworkConfig) -> str | None:
+def jax_skipped(cfg: FrameworkComparisonConfig) -> str | None:
     """Why JAX is not measured beside this row, or None when it is."""
     import importlib.util
 
@@ -111,7 +111,7 @@ def jax_skipped(cfg: FrameworkConfig) -> str | None:
     return None
 
 
-def run_jax(cfg: FrameworkConfig, run_id: str) -> dict[str, Any]:
+def run_jax(cfg: FrameworkComparisonConfig, run_id: str) -> dict[str, Any]:
     """The same ResNet, batch, image size, learning rate and timing window in plain JAX
     (benchlib.core.jaxresnet), as a subprocess; its metrics prefixed `jax_`, and the ratio."""
     args = ["--arch", cfg.arch, "--batch-size", str(cfg.batch_size), "--image-size",
@@ -127,7 +127,7 @@ def run_jax(cfg: FrameworkConfig, run_id: str) -> dict[str, Any]:
     return {("" if k.startswith("jax_") else "jax_") + k: m[k] for k in keep}
 
 
-def beside_published(cfg: FrameworkConfig, result: FrameworkResult):
+def beside_published(cfg: FrameworkComparisonConfig, result: FrameworkResult):
     """Seed 003's rows for the same device count and the same batch size (or the
     nearest one the seed has, e.g. for a small CPU run), with ours on top."""
     import pandas as pd
@@ -148,7 +148,7 @@ def beside_published(cfg: FrameworkConfig, result: FrameworkResult):
     return pd.concat([ours, same[ours.columns]], ignore_index=True)
 
 
-def describe(cfg: FrameworkConfig, result: FrameworkResult) -> str:
+def describe(cfg: FrameworkComparisonConfig, result: FrameworkResult) -> str:
     m = result.metrics
     mfu_text = f"MFU {m['mfu']:.1%}" if m["mfu"] is not None else f"MFU unknown ({m['mfu_peak_source']})"
     text = (f"{cfg.arch} {cfg.dataset} {cfg.image_size}px, batch {cfg.batch_size} x "

@@ -10,7 +10,7 @@ for raw DDP, `srun python` with one task per device for Lightning.
 from __future__ import annotations
 
 from benchlib import paths
-from benchlib.config import MultinodeConfig
+from benchlib.config import MultinodeLightningConfig
 from benchlib.core.metrics import without_params
 from benchlib.core.timing import summarize
 from benchlib.errors import LaunchError
@@ -22,7 +22,7 @@ from benchlib.studies.dp_vs_ddp import DistResult, trainer_args
 _DDP_ONLY = ("--backend", "--log-interval")  # the Lightning worker picks these itself
 
 
-def worker_args(cfg: MultinodeConfig) -> list[str]:
+def worker_args(cfg: MultinodeLightningConfig) -> list[str]:
     args = trainer_args(cfg)
     if cfg.trainer == "lightning":
         for flag in _DDP_ONLY:
@@ -32,7 +32,7 @@ def worker_args(cfg: MultinodeConfig) -> list[str]:
     return args
 
 
-def preflight(cfg: MultinodeConfig) -> None:
+def preflight(cfg: MultinodeLightningConfig) -> None:
     """Where the row runs. Locally: the ranks fit this host and an epoch has a timed step.
     Under Slurm (`launcher: srun`) the layout Slurm must start; the partition's capacity
     is the Slurm sweep's check, made once before it submits."""
@@ -44,7 +44,7 @@ def preflight(cfg: MultinodeConfig) -> None:
     checks.steps_fit(cfg, cfg.batch_size * cfg.world_size)
 
 
-def run(cfg: MultinodeConfig, run_id: str = "interactive") -> DistResult:
+def run(cfg: MultinodeLightningConfig, run_id: str = "interactive") -> DistResult:
     """`repeats` launches; their epochs pooled into one spread (seed 000's --repeats)."""
     preflight(cfg)
     log_dir = paths.outputs_dir() / "logs" / run_id
@@ -70,7 +70,7 @@ def run(cfg: MultinodeConfig, run_id: str = "interactive") -> DistResult:
     return DistResult(metrics, {"epochs": epochs})
 
 
-def describe(cfg: MultinodeConfig, result: DistResult) -> str:
+def describe(cfg: MultinodeLightningConfig, result: DistResult) -> str:
     m = result.metrics
     return (f"{cfg.trainer} via {cfg.launcher}, {cfg.nnodes} node(s) x {cfg.nproc_per_node} on "
             f"{m['device_name']}: {m['samples_per_s']:,.1f} samples/s (p10 "

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from benchlib import paths
-from benchlib.config import IOConfig
+from benchlib.config import SingleDeviceIoConfig
 from benchlib.core import loops, progress
 from benchlib.core.models import build_model
 from benchlib.core.timing import summarize
@@ -46,19 +46,19 @@ class IOResult:
         return {"repeats": self.repeats, "steps": self.steps, "profile": self.profile}
 
 
-def _stepper(cfg: IOConfig, device: torch.device, seed: int) -> loops.Stepper:
+def _stepper(cfg: SingleDeviceIoConfig, device: torch.device, seed: int) -> loops.Stepper:
     torch.manual_seed(seed)
     model = build_model(cfg.model) if cfg.mode == "train" else None
     return loops.Stepper(cfg.mode, device, model, cfg.lr)
 
 
-def preflight(cfg: IOConfig) -> None:
+def preflight(cfg: SingleDeviceIoConfig) -> None:
     """Where the row runs: the device is there and the data set prepared."""
     check_device(cfg.device)
     checks.data_prepared(cfg.path, cfg.dataset)
 
 
-def run(cfg: IOConfig, run_id: str = "interactive") -> IOResult:
+def run(cfg: SingleDeviceIoConfig, run_id: str = "interactive") -> IOResult:
     preflight(cfg)
     device = device_for(cfg.device)
     prepared = storage.prepare(cfg.dataset, cfg.variant, cfg.path)
@@ -144,7 +144,7 @@ def steps_frame(result: IOResult):
                          "warmup": s["warmup"]})
 
 
-def describe(cfg: IOConfig, result: IOResult) -> str:
+def describe(cfg: SingleDeviceIoConfig, result: IOResult) -> str:
     """One line a person reads: what ran, and its headline numbers with spread."""
     m = result.metrics
     return (f"{cfg.dataset} {cfg.variant} {cfg.mode} on {m['device_name']}, "

@@ -27,6 +27,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from benchlib import atomic
+from benchlib.config import DpVsDdpConfig as STUDY  # its defaults are this worker's
 from benchlib.config.choices import SYNTHETIC_STEPS, TRAIN_DATASETS as DATASETS
 from benchlib.core import loops
 from benchlib.core.models import build_model
@@ -286,11 +287,11 @@ def parser(strategy: str) -> argparse.ArgumentParser:
     p.add_argument("--depth", type=int, default=20, help="PyramidNet depth (6n + 2)")
     p.add_argument("--alpha", type=int, default=48, help="PyramidNet widening")
     p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--batch-size", type=int, default=64, help="per device")
+    p.add_argument("--batch-size", type=int, default=STUDY.batch_size, help="per device")
     p.add_argument("--dp-devices", type=int, default=0,
                    help="dp: the GPUs DataParallel spans (0 = every visible one)")
     p.add_argument("--num-workers", type=int, default=0)
-    p.add_argument("--warmup-steps", type=int, default=5)
+    p.add_argument("--warmup-steps", type=int, default=STUDY.warmup_steps)
     p.add_argument("--max-steps", type=int, default=0, help="per epoch; 0 = the whole epoch")
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--momentum", type=float, default=0.9)

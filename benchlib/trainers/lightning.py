@@ -51,6 +51,7 @@ import lightning.pytorch as pl
 import torch
 from torch import nn
 
+from benchlib.config import MultinodeLightningConfig as STUDY  # its defaults are this worker's
 from benchlib.config import choices
 from benchlib.core import loops
 from benchlib.core.models import build_model
@@ -339,10 +340,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=1, help="the run is epochs x repeats epochs, "
                    "every epoch one sample")
     p.add_argument("--num-workers", "--num_workers", type=int, default=0, dest="num_workers")
-    p.add_argument("--warmup-steps", type=int, default=5, help="left out at every epoch's start")
+    p.add_argument("--warmup-steps", type=int, default=STUDY.warmup_steps,
+                   help="left out at every epoch's start")
     p.add_argument("--max-steps", type=int, default=0, help="per epoch; 0 = the whole epoch "
                    f"(synthetic: {choices.SYNTHETIC_STEPS})")
-    p.add_argument("--lr", type=float, default=0.1, help="SGD, as benchlib.trainers.ddp")
+    p.add_argument("--lr", type=float, default=STUDY.lr, help="SGD with momentum")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--image-size", type=int, default=224, help="imagefolder and synthetic")

@@ -236,8 +236,21 @@ def _study_table(study: str, records: list[dict[str, Any]], site: Site,
                   e((rec["error"] or {}).get("message", ""))]
         body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     ok = sum(r["status"] == "ok" for r in records)
-    return (f'<h3 id="runs-{e(study)}">{e(study)}</h3><p>{len(records)} runs: {ok} ok, '
-            f"{len(records) - ok} failed.</p><table><tr>{head}</tr>{''.join(body)}</table>")
+    names = ", ".join(sorted({study_name(r["notebook"]) for r in records}))
+    return (f'<h3 id="runs-{e(study)}">{e(study)}</h3><p>Study <code>{e(names)}</code>. '
+            f"{len(records)} runs: {ok} ok, {len(records) - ok} failed.</p>"
+            f"<table><tr>{head}</tr>{''.join(body)}</table>")
+
+
+def study_name(notebook: str) -> str:
+    """The study a record belongs to, from its notebook (`10_single_device_io.ipynb` is
+    single_device_io; `benchlib io (CLI)` is the CLI's run of the same study)."""
+    cli = {"benchlib io (CLI)": "single_device_io", "benchlib allreduce (CLI)": "allreduce"}
+    if notebook in cli:
+        return cli[notebook]
+    stem = notebook.removesuffix(".ipynb")
+    head, _, rest = stem.partition("_")
+    return rest if head.isdigit() and rest else stem
 
 
 def _analysis_link(executed: Path, error: dict[str, Any] | None, report_dir: Path) -> str:

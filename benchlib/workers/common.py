@@ -18,6 +18,10 @@ from benchlib.distributed.env import DistEnv, from_tcp, resolve
 from benchlib.distributed.group import barrier_and_destroy, init
 from benchlib.launch import protocol
 
+# Faults the tests inject through the environment (never through the user-facing flags):
+# rank 1 aborts once inside init (a path marks that it did), or after the result is written.
+ABORT_IN_INIT_ONCE = "BENCHLIB_TEST_ABORT_IN_INIT_ONCE"
+ABORT_AT_EXIT = "BENCHLIB_TEST_ABORT_AT_EXIT"
 Main = Callable[[argparse.Namespace, DistEnv, Any, str], dict[str, Any]]
 
 
@@ -40,8 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--group-of-one", action="store_true",
                    help="join a process group even as the only rank, so that one GPU runs "
                    "NCCL and DDP for real (the GPU check)")
-    g.add_argument("--abort-in-init-once", help=argparse.SUPPRESS)  # tests: a crash in init
-    g.add_argument("--abort-at-exit", action="store_true", help=argparse.SUPPRESS)  # in teardown
 
 
 def run_rank(main: Main, args: argparse.Namespace, env: DistEnv) -> None:
@@ -51,8 +53,9 @@ def run_rank(main: Main, args: argparse.Namespace, env: DistEnv) -> None:
           flush=True)
     device = device_for(args.device, env.local_rank)
     backend = choose_backend(device.type, args.backend)
-    if args.abort_in_init_once and env.rank == 1 and not Path(args.abort_in_init_once).exists():
-        Path(args.abort_in_init_once).touch()
+    once = os.environ.get(ABORT_IN_INIT_ONCE)
+    if once and env.rank == 1 and not Path(once).exists():
+        Path(once).touch()
         os.abort()  # what an init crash inside gloo/TCPStore looks like (SIGABRT)
     if env.world_size > 1 or args.group_of_one:
         init(env, backend, args.timeout)
@@ -67,7 +70,7 @@ def run_rank(main: Main, args: argparse.Namespace, env: DistEnv) -> None:
     barrier_and_destroy()
     if env.rank == 0:
         protocol.write_result(args.result, result)
-    if args.abort_at_exit and env.rank == 1:
+    if os.environ.get(ABORT_AT_EXIT) and env.rank == 1:
         os.abort()  # what gloo's teardown crash looks like (tests)
 
 
