@@ -29,15 +29,14 @@ from torch.utils.data import DataLoader, Dataset
 from benchlib import atomic
 from benchlib.config import DpVsDdpConfig as STUDY  # its defaults are this worker's
 from benchlib.config.choices import SYNTHETIC_STEPS, TRAIN_DATASETS as DATASETS
-from benchlib.core import loops
+from benchlib.core import loops, throughput
 from benchlib.core.models import build_model
-from benchlib.core.timing import summarize
-from benchlib.data import storage
+from benchlib.data import storage, transforms
 from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
 from benchlib.errors import ConfigError, InjectedFailure
-CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
+
 
 
 class SyntheticBatches:
@@ -58,35 +57,20 @@ class SyntheticBatches:
         return iter([(self.x, self.y)] * self.steps)
 
 
-IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-
-
 def build_dataset(name: str, path: str, augment: bool = True,
                   image_size: int = 224) -> tuple[Dataset, Any, tuple]:
-    """(dataset, collate_fn, input shape). CIFAR-10 gets seed 002's training transforms,
-    the ImageNet folder pytorch/examples' (RandomResizedCrop, flip)."""
+    """(dataset, collate_fn, input shape), with benchlib.data.transforms' training
+    transforms (their evaluation ones when not `augment`)."""
     from torch.utils.data import default_collate
 
+    from benchlib.data import datasets
+
     if name == "imagefolder":
-        from torchvision import transforms
-
-        from benchlib.data import datasets
-
-        steps = [transforms.RandomResizedCrop(image_size), transforms.RandomHorizontalFlip()] \
-            if augment else [transforms.Resize(image_size), transforms.CenterCrop(image_size)]
-        transform = transforms.Compose([*steps, transforms.ToTensor(),
-                                        transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
-        return datasets.imagefolder(path, "train", transform), default_collate, (3, image_size, image_size)
+        return (datasets.imagefolder(path, "train", transforms.imagefolder(image_size, augment)),
+                default_collate, (3, image_size, image_size))
     if name == "cifar10":
-        from torchvision import transforms
-
-        from benchlib.data import datasets
-
-        steps = [transforms.RandomCrop(32, padding=4), transforms.RandomHorizontalFlip()] \
-            if augment else []
-        transform = transforms.Compose([*steps, transforms.ToTensor(),
-                                        transforms.Normalize(CIFAR_MEAN, CIFAR_STD)])
-        return datasets.cifar10(path, train=True, transform=transform), default_collate, (3, 32, 32)
+        return (datasets.cifar10(path, train=True, transform=transforms.cifar10(augment)),
+                default_collate, (3, 32, 32))
     prepared = storage.prepare(name, "raw", path)
     return prepared.dataset, prepared.collate_fn, (1, 28, 28)
 
@@ -230,32 +214,18 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     for epoch in range(args.epochs):
         if sampler is not None:
             sampler.set_epoch(epoch)
-        times = loops.run_epoch(loader, step, args.warmup_steps, max_steps=args.max_steps or None,
-                                on_step=on_step)
-        data_s, compute_s, samples = times.timed()
-        if not samples:
-            raise ConfigError("warmup_steps", f"{args.warmup_steps} leaves no timed step of "
-                                              f"the {len(times.samples)} this epoch had")
-        mine = {"samples": sum(samples), "step_s": sum(data_s) + sum(compute_s),
-                "epoch_s": times.epoch_s}
-        everyone = gather_objects(mine)
-        slowest = max(r["step_s"] for r in everyone)
-        epochs.append({"epoch": epoch, "samples_per_s": sum(r["samples"] for r in everyone) / slowest,
-                       "epoch_s": max(r["epoch_s"] for r in everyone),
-                       "batch_s": sorted(d + c for d, c in zip(data_s, compute_s))[len(data_s) // 2],
-                       "data_s": sum(data_s) / len(data_s), "compute_s": sum(compute_s) / len(compute_s),
-                       "steps": len(times.samples), "loss_last": times.loss_last})
+        times = loops.run_epoch(loader, step, args.warmup_steps,
+                                max_steps=args.max_steps or None, on_step=on_step)
+        mine = throughput.rank_share(times.samples, times.data_s, times.compute_s, times.epoch_s,
+                                  times.loss_last, args.warmup_steps)
+        epochs.append({"epoch": epoch, **throughput.across_ranks(gather_objects(mine), env.rank)})
     utilisation = utilisation_thread.stop()
     if args.save_model and env.rank == 0:
         plain = model.module if hasattr(model, "module") else model
         with atomic.replacing(Path(args.train_dir) / "model.pt", suffix=".pt") as tmp:
             torch.save(plain.state_dict(), tmp)
     metrics = {
-        **summarize([e["samples_per_s"] for e in epochs], "samples_per_s"),
-        "epoch_s": summarize([e["epoch_s"] for e in epochs], "epoch_s")["epoch_s"],
-        "batch_s": summarize([e["batch_s"] for e in epochs], "batch_s")["batch_s"],
-        "data_s": summarize([e["data_s"] for e in epochs], "data_s")["data_s"],
-        "compute_s": summarize([e["compute_s"] for e in epochs], "compute_s")["compute_s"],
+        **throughput.run_figures(epochs),
         "world_size": env.world_size,
         "devices": devices if args.strategy == "dp" else env.world_size,
         "global_batch": batch * env.world_size,
@@ -265,7 +235,6 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         "model_params": sum(p.numel() for p in model.parameters()),
         "threads_per_rank": torch.get_num_threads(),
         "flops_per_sample": flops_per_sample,
-        "loss_last": epochs[-1]["loss_last"],
         **utilisation,
     }
     if args.strategy == "dp" and device.type != "cuda":
