@@ -22,7 +22,7 @@ from benchlib.core.models import ToyNet
 from benchlib.errors import PREEMPTED_EXIT_CODE
 from benchlib.launch.argv import torchrun_argv
 from benchlib.launch.launcher import free_port
-from benchlib.trainers import checkpoint, elastic, elastic_timeline
+from benchlib.trainers import checkpoint, elastic_timeline
 
 pytestmark = pytest.mark.distributed
 

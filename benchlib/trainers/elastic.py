@@ -42,9 +42,7 @@ from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
 from benchlib.errors import Preempted
 from benchlib.trainers import checkpoint, ddp
-from benchlib.trainers.elastic_timeline import TIMELINE, Timeline, read_timeline, summarize_run
-
-TIMELINE = "timeline.jsonl"
+from benchlib.trainers.elastic_timeline import Timeline, read_timeline, summarize_run
 
 
 class PreemptionFlag:
