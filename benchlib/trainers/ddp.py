@@ -159,35 +159,29 @@ def check_args(args: argparse.Namespace) -> None:
                           "raise max_steps")
 
 
-def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
-    torch.manual_seed(args.seed)
-    shape = (3, args.image_size, args.image_size)
-    if args.dataset != "synthetic":
-        dataset, collate, shape = build_dataset(args.dataset, args.path, not args.no_augment,
-                                                args.image_size)
-    model = build_model(args.model, shape, args.depth, args.alpha)
-    flops_per_sample = training_flops_per_sample(model, shape)
-    model, devices = wrap(model, args.strategy, device, args.dp_devices)
-    batch = args.batch_size * devices  # DataParallel splits one batch over its devices
+def _loader(args: argparse.Namespace, env: DistEnv, dataset: Dataset | None, collate: Any,
+            shape: tuple[int, ...], batch: int, device: torch.device):
+    """(loader, the DistributedSampler or None): synthetic batches made once on the device,
+    or the data set, split across ranks for DDP (DataParallel splits each batch itself)."""
+    if dataset is None:
+        return SyntheticBatches(batch, shape, args.max_steps or SYNTHETIC_STEPS, device,
+                                args.seed + env.rank), None
     sampler = None
-    if args.dataset == "synthetic":
-        loader = SyntheticBatches(batch, shape, args.max_steps or SYNTHETIC_STEPS, device,
-                                  args.seed + env.rank)
-    else:
-        if args.strategy == "ddp":
-            from torch.utils.data.distributed import DistributedSampler
+    if args.strategy == "ddp":
+        from torch.utils.data.distributed import DistributedSampler
 
-            sampler = DistributedSampler(dataset, num_replicas=env.world_size, rank=env.rank,
-                                         shuffle=not args.no_shuffle, seed=args.seed)
-        loader = DataLoader(dataset, batch_size=batch, sampler=sampler,
-                            shuffle=sampler is None and not args.no_shuffle,
-                            num_workers=args.num_workers, collate_fn=collate,
-                            pin_memory=device.type == "cuda",
-                            generator=torch.Generator().manual_seed(args.seed))
-    step = loops.Stepper("train", device, model, lr=args.lr, momentum=args.momentum,
-                         precision=args.precision, channels_last=args.channels_last,
-                         compile=args.compile)
-    losses: list[float] = []
+        sampler = DistributedSampler(dataset, num_replicas=env.world_size, rank=env.rank,
+                                     shuffle=not args.no_shuffle, seed=args.seed)
+    return DataLoader(dataset, batch_size=batch, sampler=sampler,
+                      shuffle=sampler is None and not args.no_shuffle,
+                      num_workers=args.num_workers, collate_fn=collate,
+                      pin_memory=device.type == "cuda",
+                      generator=torch.Generator().manual_seed(args.seed)), sampler
+
+
+def _step_hook(args: argparse.Namespace, env: DistEnv, losses: list[float]):
+    """What runs after every step: the first `record_losses` rank-averaged losses, the
+    injected failure notebook 35 asks for, and a log line every `log_interval` steps."""
     global_step = 0
 
     def on_step(loss: torch.Tensor) -> None:
@@ -203,6 +197,26 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         if args.log_interval and global_step % args.log_interval == 0 and env.rank == 0:
             print(f"step {global_step}: loss {loss.item():.4f}", flush=True)
 
+    return on_step
+
+
+def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
+    torch.manual_seed(args.seed)
+    shape, dataset, collate = (3, args.image_size, args.image_size), None, None
+    if args.dataset != "synthetic":
+        dataset, collate, shape = build_dataset(args.dataset, args.path, not args.no_augment,
+                                                args.image_size)
+    model = build_model(args.model, shape, args.depth, args.alpha)
+    flops_per_sample = training_flops_per_sample(model, shape)
+    model, devices = wrap(model, args.strategy, device, args.dp_devices)
+    batch = args.batch_size * devices  # DataParallel splits one batch over its devices
+    loader, sampler = _loader(args, env, dataset, collate, shape, batch, device)
+    step = loops.Stepper("train", device, model, lr=args.lr, momentum=args.momentum,
+                         precision=args.precision, channels_last=args.channels_last,
+                         compile=args.compile)
+    losses: list[float] = []
+    on_step = _step_hook(args, env, losses)
+
     gpus = []  # rank 0 watches its own GPU; DataParallel's process watches all it uses
     if device.type == "cuda" and env.rank == 0:
         gpus = model.device_ids if args.strategy == "dp" else [device.index]
@@ -216,8 +230,8 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
             sampler.set_epoch(epoch)
         times = loops.run_epoch(loader, step, args.warmup_steps,
                                 max_steps=args.max_steps or None, on_step=on_step)
-        mine = throughput.rank_share(times.samples, times.data_s, times.compute_s, times.epoch_s,
-                                  times.loss_last, args.warmup_steps)
+        mine = throughput.rank_share(times.samples, times.data_s, times.compute_s,
+                                     times.epoch_s, times.loss_last, args.warmup_steps)
         epochs.append({"epoch": epoch, **throughput.across_ranks(gather_objects(mine), env.rank)})
     utilisation = utilisation_thread.stop()
     if args.save_model and env.rank == 0:
