@@ -250,6 +250,11 @@ def test_trend_shows_one_rows_metric_in_every_set(outputs):
     assert list(history["label"]) == ["v1", "v2", "v3"] and set(history["n"]) == {14}
     assert history[metric].is_monotonic_decreasing
     assert (history["low"] <= history[metric]).all() and (history[metric] <= history["high"]).all()
+    trend_ax = compare_view.trend_plot(history, metric, key)
+    forest_ax = compare_view.forest_plot(c)
+    for ax in (trend_ax, forest_ax):  # every plot says what it shows, in units
+        assert ax.get_title() and (ax.get_xlabel() or ax.get_ylabel())
+    assert trend_ax.get_ylabel() == "samples_per_s" and "(>1: faster)" in forest_ax.get_xlabel()
 
 
 def test_the_threshold_default_is_the_same_in_the_cli_and_the_notebook():
