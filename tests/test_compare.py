@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from benchlib.workbook import compare, results, testbed
+from benchlib.workbook import compare, compare_view, results, testbed
 from benchlib.cli import main
 
 BASE_ENV = {"hostname": "node7", "cpu_model": "Xeon", "gpus": [], "python": "3.12.3",
@@ -88,8 +88,8 @@ def test_one_launch_on_a_side_gets_an_interval_but_no_verdict(outputs):
     assert set(c.rows["verdict"]) == {"inconclusive"} and c.exit_code() == 0
     slow = c.rows[c.rows["row"] == "dataset=mydataset, num_workers=1"].iloc[0]
     assert slow["ci95_high"] < 0.6 and slow["why"] == "1 launch"  # clear, but one launch
-    assert "inconclusive (1 launch)" in compare.table(c)["verdict"].tolist()
-    assert any("come from one launch on a side" in s for s in compare.sentences(c))
+    assert "inconclusive (1 launch)" in compare_view.table(c)["verdict"].tolist()
+    assert any("come from one launch on a side" in s for s in compare_view.sentences(c))
 
 
 def test_epochs_that_name_their_repeat_are_launches():
@@ -110,7 +110,7 @@ def test_a_time_metric_is_slower_when_it_grows(outputs):
     c = compare.compare_sets("base", "new", rdir, metrics=["epoch_s"])
     assert list(c.slower["row"]) == ["dataset=mydataset, num_workers=1"]
     assert c.slower.iloc[0]["speed"] == pytest.approx(0.8, abs=0.03)
-    assert compare.change_text(c.slower.iloc[0]["speed"]).endswith("slower")
+    assert compare_view.change_text(c.slower.iloc[0]["speed"]).endswith("slower")
 
 
 def test_fewer_than_five_repeats_give_the_range_and_inconclusive_never_an_interval(outputs):
@@ -121,9 +121,9 @@ def test_fewer_than_five_repeats_give_the_range_and_inconclusive_never_an_interv
     assert set(c.rows["verdict"]) == {"inconclusive"} and c.exit_code() == 0
     row = c.rows.iloc[0]
     assert row["ci95_low"] is None or math.isnan(row["ci95_low"])
-    text = compare.interval_text(row)
+    text = compare_view.interval_text(row)
     assert text.startswith("n=3/3 <5, range ") and row["range_low"] <= row["ratio"] <= row["range_high"]
-    assert any("fewer than 5 values" in s for s in compare.sentences(c))
+    assert any("fewer than 5 values" in s for s in compare_view.sentences(c))
 
 
 def test_records_of_one_row_in_a_set_pool_as_launches():
@@ -244,12 +244,17 @@ def test_trend_shows_one_rows_metric_in_every_set(outputs):
     for i, label in enumerate(("v1", "v2", "v3")):
         write_set(rdir, label, BASE_ENV, seed=i, slow=1 - 0.1 * i)
     c = compare.compare_sets("v1", "v3", rdir)
-    key, metric = compare.most_changed(c)
+    key, metric = compare_view.most_changed(c)
     assert json.loads(key)["params"] == SLOW_ROW and metric == "samples_per_s"
-    history = compare.trend(rdir, key, metric)
+    history = compare_view.trend(rdir, key, metric)
     assert list(history["label"]) == ["v1", "v2", "v3"] and set(history["n"]) == {14}
     assert history[metric].is_monotonic_decreasing
     assert (history["low"] <= history[metric]).all() and (history[metric] <= history["high"]).all()
+    trend_ax = compare_view.trend_plot(history, metric, key)
+    forest_ax = compare_view.forest_plot(c)
+    for ax in (trend_ax, forest_ax):  # every plot says what it shows, in units
+        assert ax.get_title() and (ax.get_xlabel() or ax.get_ylabel())
+    assert trend_ax.get_ylabel() == "samples_per_s" and "(>1: faster)" in forest_ax.get_xlabel()
 
 
 def test_the_threshold_default_is_the_same_in_the_cli_and_the_notebook():

@@ -22,7 +22,7 @@ from benchlib.core.models import ToyNet
 from benchlib.errors import PREEMPTED_EXIT_CODE
 from benchlib.launch.argv import torchrun_argv
 from benchlib.launch.launcher import free_port
-from benchlib.trainers import checkpoint, elastic
+from benchlib.trainers import checkpoint, elastic_timeline
 
 pytestmark = pytest.mark.distributed
 
@@ -68,7 +68,7 @@ def steps(result: dict, attempt: int | None = None) -> dict[int, float]:
 def wait_for_steps(folder: Path, n: int, proc: subprocess.Popen, timeout_s: float = 90) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and proc.poll() is None:
-        events = elastic.read_timeline(folder / elastic.TIMELINE)
+        events = elastic_timeline.read_timeline(folder / elastic_timeline.TIMELINE)
         if sum(e["event"] == "step" for e in events) >= n:
             return
         time.sleep(0.02)
@@ -296,7 +296,7 @@ def test_recoveries_are_read_from_the_timeline_of_all_attempts():
               {"event": "preempted", "attempt": 2, "step": 3, "t": 24.0},
               {"event": "start", "attempt": 3, "t": 30.0, "resumed_from_step": 3},
               {"event": "step", "attempt": 3, "step": 4, "t": 31.0}]
-    rows = elastic.recoveries(events)
+    rows = elastic_timeline.recoveries(events)
     assert [(r["cause"], r["steps_redone"], r["recovery_s"]) for r in rows] == [
         ("failure", 0, None), ("failure", 1, 20.5), ("preempted", 0, 7.5)]
 

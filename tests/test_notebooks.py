@@ -236,3 +236,23 @@ def test_each_notebook_ends_with_what_to_read_next_and_why(path):
     last = nbformat.read(path, 4).cells[-1]
     assert last.cell_type == "markdown" and last.source.startswith("Read `")
     assert last.source.count(". ") == 0 and ": " in last.source  # one sentence, with its why
+
+
+PLOT = re.compile(r"\bsns\.\w+\(|\.plot\(|plt\.subplots\(")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_plot_a_notebook_draws_has_a_title_and_axis_labels(path):
+    """Published pages are read by people who never ran the code: a cell that draws sets a
+    title and its axes' labels (images excepted, which have no axes), with units in the
+    labels where the quantity has one."""
+    for cell in nbformat.read(path, 4).cells:
+        src = cell.source
+        if cell.cell_type != "code" or not PLOT.search(src):
+            continue
+        assert re.search(r"title=|set_title\(|suptitle\(", src), f"{path.name}: no title in\n{src}"
+        if "imshow" not in src:
+            assert re.search(r"[xy]label=|set_[xy]label\(|set_axis_labels\(", src), \
+                f"{path.name}: no axis labels in\n{src}"
+        for unit_label in re.findall(r"ylabel=\"([^\"]+)\"", src):
+            assert re.search(r"\(|/s|^$|step|loss", unit_label), f"{path.name}: {unit_label!r} has no unit"

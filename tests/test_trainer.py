@@ -86,3 +86,23 @@ def test_the_result_line_says_what_a_result_holds():
                          "world_size": 4, "restarts": 1, "steps_redone": 3}) == (
         "result: 1,234.5 samples/s, step 0.05 s, 4 rank(s), 1 restart(s), 3 steps redone")
     assert summary_line({"samples_per_s": None}) == "result: no timed step (see the log above)"
+
+
+def test_every_trainer_builds_the_imagefolder_set_with_the_same_transforms(small_data):
+    """One set of transforms per data set: the DDP/Lightning trainers' and the elastic
+    trainer's ImageNet-layout sets agree, with and without augmentation, and evaluation
+    resizes to 256 before its 224 crop (pytorch/examples' recipe)."""
+    from benchlib.data import transforms
+    from benchlib.trainers.ddp import build_dataset
+    from benchlib.workers import elastic
+
+    for augment in (True, False):
+        ddp_set, _, shape = build_dataset("imagefolder", str(small_data), augment, 224)
+        flags = [str(small_data), "--dataset", "imagefolder", "--image-size", "224",
+                 *([] if augment else ["--no-augment"])]
+        elastic_set = elastic.build_data(elastic.parser().parse_args(flags))[0]
+        assert repr(ddp_set.transform) == repr(elastic_set.transform) \
+            == repr(transforms.imagefolder(224, augment))
+        assert ddp_set[0][0].shape == elastic_set[0][0].shape == (3, 224, 224) == shape
+    evaluation = transforms.imagefolder(224, augment=False).transforms
+    assert evaluation[0].size == 256 and evaluation[1].size == (224, 224)

@@ -266,11 +266,11 @@ def cmd_allreduce(args) -> int:
 
 def cmd_compare(args) -> int:
     """Two result sets side by side; exit 1 when a row is slower beyond the threshold."""
-    from benchlib.workbook import compare
+    from benchlib.workbook import compare, compare_view
 
     comparison = compare.compare_sets(args.base, args.new, _outputs(args) / "results",
                                       args.threshold, args.metric, args.study)
-    print(compare.text_report(comparison))
+    print(compare_view.text_report(comparison))
     return comparison.exit_code()
 
 

@@ -29,15 +29,14 @@ from torch.utils.data import DataLoader, Dataset
 from benchlib import atomic
 from benchlib.config import DpVsDdpConfig as STUDY  # its defaults are this worker's
 from benchlib.config.choices import SYNTHETIC_STEPS, TRAIN_DATASETS as DATASETS
-from benchlib.core import loops
+from benchlib.core import loops, throughput
 from benchlib.core.models import build_model
-from benchlib.core.timing import summarize
-from benchlib.data import storage
+from benchlib.data import storage, transforms
 from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
 from benchlib.errors import ConfigError, InjectedFailure
-CIFAR_MEAN, CIFAR_STD = (0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)
+
 
 
 class SyntheticBatches:
@@ -58,35 +57,20 @@ class SyntheticBatches:
         return iter([(self.x, self.y)] * self.steps)
 
 
-IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
-
-
 def build_dataset(name: str, path: str, augment: bool = True,
                   image_size: int = 224) -> tuple[Dataset, Any, tuple]:
-    """(dataset, collate_fn, input shape). CIFAR-10 gets seed 002's training transforms,
-    the ImageNet folder pytorch/examples' (RandomResizedCrop, flip)."""
+    """(dataset, collate_fn, input shape), with benchlib.data.transforms' training
+    transforms (their evaluation ones when not `augment`)."""
     from torch.utils.data import default_collate
 
+    from benchlib.data import datasets
+
     if name == "imagefolder":
-        from torchvision import transforms
-
-        from benchlib.data import datasets
-
-        steps = [transforms.RandomResizedCrop(image_size), transforms.RandomHorizontalFlip()] \
-            if augment else [transforms.Resize(image_size), transforms.CenterCrop(image_size)]
-        transform = transforms.Compose([*steps, transforms.ToTensor(),
-                                        transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
-        return datasets.imagefolder(path, "train", transform), default_collate, (3, image_size, image_size)
+        return (datasets.imagefolder(path, "train", transforms.imagefolder(image_size, augment)),
+                default_collate, (3, image_size, image_size))
     if name == "cifar10":
-        from torchvision import transforms
-
-        from benchlib.data import datasets
-
-        steps = [transforms.RandomCrop(32, padding=4), transforms.RandomHorizontalFlip()] \
-            if augment else []
-        transform = transforms.Compose([*steps, transforms.ToTensor(),
-                                        transforms.Normalize(CIFAR_MEAN, CIFAR_STD)])
-        return datasets.cifar10(path, train=True, transform=transform), default_collate, (3, 32, 32)
+        return (datasets.cifar10(path, train=True, transform=transforms.cifar10(augment)),
+                default_collate, (3, 32, 32))
     prepared = storage.prepare(name, "raw", path)
     return prepared.dataset, prepared.collate_fn, (1, 28, 28)
 
@@ -175,35 +159,29 @@ def check_args(args: argparse.Namespace) -> None:
                           "raise max_steps")
 
 
-def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
-    torch.manual_seed(args.seed)
-    shape = (3, args.image_size, args.image_size)
-    if args.dataset != "synthetic":
-        dataset, collate, shape = build_dataset(args.dataset, args.path, not args.no_augment,
-                                                args.image_size)
-    model = build_model(args.model, shape, args.depth, args.alpha)
-    flops_per_sample = training_flops_per_sample(model, shape)
-    model, devices = wrap(model, args.strategy, device, args.dp_devices)
-    batch = args.batch_size * devices  # DataParallel splits one batch over its devices
+def _loader(args: argparse.Namespace, env: DistEnv, dataset: Dataset | None, collate: Any,
+            shape: tuple[int, ...], batch: int, device: torch.device):
+    """(loader, the DistributedSampler or None): synthetic batches made once on the device,
+    or the data set, split across ranks for DDP (DataParallel splits each batch itself)."""
+    if dataset is None:
+        return SyntheticBatches(batch, shape, args.max_steps or SYNTHETIC_STEPS, device,
+                                args.seed + env.rank), None
     sampler = None
-    if args.dataset == "synthetic":
-        loader = SyntheticBatches(batch, shape, args.max_steps or SYNTHETIC_STEPS, device,
-                                  args.seed + env.rank)
-    else:
-        if args.strategy == "ddp":
-            from torch.utils.data.distributed import DistributedSampler
+    if args.strategy == "ddp":
+        from torch.utils.data.distributed import DistributedSampler
 
-            sampler = DistributedSampler(dataset, num_replicas=env.world_size, rank=env.rank,
-                                         shuffle=not args.no_shuffle, seed=args.seed)
-        loader = DataLoader(dataset, batch_size=batch, sampler=sampler,
-                            shuffle=sampler is None and not args.no_shuffle,
-                            num_workers=args.num_workers, collate_fn=collate,
-                            pin_memory=device.type == "cuda",
-                            generator=torch.Generator().manual_seed(args.seed))
-    step = loops.Stepper("train", device, model, lr=args.lr, momentum=args.momentum,
-                         precision=args.precision, channels_last=args.channels_last,
-                         compile=args.compile)
-    losses: list[float] = []
+        sampler = DistributedSampler(dataset, num_replicas=env.world_size, rank=env.rank,
+                                     shuffle=not args.no_shuffle, seed=args.seed)
+    return DataLoader(dataset, batch_size=batch, sampler=sampler,
+                      shuffle=sampler is None and not args.no_shuffle,
+                      num_workers=args.num_workers, collate_fn=collate,
+                      pin_memory=device.type == "cuda",
+                      generator=torch.Generator().manual_seed(args.seed)), sampler
+
+
+def _step_hook(args: argparse.Namespace, env: DistEnv, losses: list[float]):
+    """What runs after every step: the first `record_losses` rank-averaged losses, the
+    injected failure notebook 35 asks for, and a log line every `log_interval` steps."""
     global_step = 0
 
     def on_step(loss: torch.Tensor) -> None:
@@ -219,6 +197,26 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         if args.log_interval and global_step % args.log_interval == 0 and env.rank == 0:
             print(f"step {global_step}: loss {loss.item():.4f}", flush=True)
 
+    return on_step
+
+
+def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
+    torch.manual_seed(args.seed)
+    shape, dataset, collate = (3, args.image_size, args.image_size), None, None
+    if args.dataset != "synthetic":
+        dataset, collate, shape = build_dataset(args.dataset, args.path, not args.no_augment,
+                                                args.image_size)
+    model = build_model(args.model, shape, args.depth, args.alpha)
+    flops_per_sample = training_flops_per_sample(model, shape)
+    model, devices = wrap(model, args.strategy, device, args.dp_devices)
+    batch = args.batch_size * devices  # DataParallel splits one batch over its devices
+    loader, sampler = _loader(args, env, dataset, collate, shape, batch, device)
+    step = loops.Stepper("train", device, model, lr=args.lr, momentum=args.momentum,
+                         precision=args.precision, channels_last=args.channels_last,
+                         compile=args.compile)
+    losses: list[float] = []
+    on_step = _step_hook(args, env, losses)
+
     gpus = []  # rank 0 watches its own GPU; DataParallel's process watches all it uses
     if device.type == "cuda" and env.rank == 0:
         gpus = model.device_ids if args.strategy == "dp" else [device.index]
@@ -230,32 +228,18 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     for epoch in range(args.epochs):
         if sampler is not None:
             sampler.set_epoch(epoch)
-        times = loops.run_epoch(loader, step, args.warmup_steps, max_steps=args.max_steps or None,
-                                on_step=on_step)
-        data_s, compute_s, samples = times.timed()
-        if not samples:
-            raise ConfigError("warmup_steps", f"{args.warmup_steps} leaves no timed step of "
-                                              f"the {len(times.samples)} this epoch had")
-        mine = {"samples": sum(samples), "step_s": sum(data_s) + sum(compute_s),
-                "epoch_s": times.epoch_s}
-        everyone = gather_objects(mine)
-        slowest = max(r["step_s"] for r in everyone)
-        epochs.append({"epoch": epoch, "samples_per_s": sum(r["samples"] for r in everyone) / slowest,
-                       "epoch_s": max(r["epoch_s"] for r in everyone),
-                       "batch_s": sorted(d + c for d, c in zip(data_s, compute_s))[len(data_s) // 2],
-                       "data_s": sum(data_s) / len(data_s), "compute_s": sum(compute_s) / len(compute_s),
-                       "steps": len(times.samples), "loss_last": times.loss_last})
+        times = loops.run_epoch(loader, step, args.warmup_steps,
+                                max_steps=args.max_steps or None, on_step=on_step)
+        mine = throughput.rank_share(times.samples, times.data_s, times.compute_s,
+                                     times.epoch_s, times.loss_last, args.warmup_steps)
+        epochs.append({"epoch": epoch, **throughput.across_ranks(gather_objects(mine), env.rank)})
     utilisation = utilisation_thread.stop()
     if args.save_model and env.rank == 0:
         plain = model.module if hasattr(model, "module") else model
         with atomic.replacing(Path(args.train_dir) / "model.pt", suffix=".pt") as tmp:
             torch.save(plain.state_dict(), tmp)
     metrics = {
-        **summarize([e["samples_per_s"] for e in epochs], "samples_per_s"),
-        "epoch_s": summarize([e["epoch_s"] for e in epochs], "epoch_s")["epoch_s"],
-        "batch_s": summarize([e["batch_s"] for e in epochs], "batch_s")["batch_s"],
-        "data_s": summarize([e["data_s"] for e in epochs], "data_s")["data_s"],
-        "compute_s": summarize([e["compute_s"] for e in epochs], "compute_s")["compute_s"],
+        **throughput.run_figures(epochs),
         "world_size": env.world_size,
         "devices": devices if args.strategy == "dp" else env.world_size,
         "global_batch": batch * env.world_size,
@@ -265,7 +249,6 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         "model_params": sum(p.numel() for p in model.parameters()),
         "threads_per_rank": torch.get_num_threads(),
         "flops_per_sample": flops_per_sample,
-        "loss_last": epochs[-1]["loss_last"],
         **utilisation,
     }
     if args.strategy == "dp" and device.type != "cuda":

@@ -18,16 +18,15 @@ any of them got SIGTERM. A preempted run writes a checkpoint and exits with
 PREEMPTED_EXIT_CODE (75, EX_TEMPFAIL: "try again"); it writes no result record.
 
 Rank 0 appends every step and event to `<checkpoints>/timeline.jsonl`, across attempts,
-so the last attempt can report restarts, steps redone and recovery time for all of them.
+so the last attempt can report restarts, steps redone and recovery time for all of them
+(benchlib.trainers.elastic_timeline).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import signal
-import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,13 +38,11 @@ from torch.utils.data import DataLoader, Dataset, Subset
 from torch.utils.data.distributed import DistributedSampler
 
 from benchlib.core import loops
-from benchlib.core.timing import summarize
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
 from benchlib.errors import Preempted
 from benchlib.trainers import checkpoint, ddp
-
-TIMELINE = "timeline.jsonl"
+from benchlib.trainers.elastic_timeline import Timeline, read_timeline, summarize_run
 
 
 class PreemptionFlag:
@@ -107,115 +104,6 @@ class Position:
     batch: int = 0
     step: int = 0
     best_acc1_pct: float | None = None  # None until a validation ran (seed 001 left it unbound)
-
-
-class Timeline:
-    """Rank 0's append-only record: one JSON line per step and per event (start,
-    checkpoint, validate, preempted, end), with a wall-clock time `t`. Other ranks
-    hold an inactive one."""
-
-    def __init__(self, folder: Path, active: bool, fresh: bool):
-        self.path = folder / TIMELINE
-        self.file = None
-        self.attempt = 0
-        if active:
-            if fresh:
-                self.path.unlink(missing_ok=True)
-            self.attempt = sum(e["event"] == "start" for e in read_timeline(self.path))
-            self.file = open(self.path, "a", buffering=1)  # noqa: SIM115 (open for the run)
-            if self.path.stat().st_size and not self.path.read_bytes().endswith(b"\n"):
-                self.file.write("\n")  # a line a killed rank 0 left unfinished stays apart
-
-    def write(self, event: str, **fields: Any) -> None:
-        if self.file is not None:
-            line = {"event": event, "t": time.time(), "attempt": self.attempt, **fields}
-            self.file.write(json.dumps(line) + "\n")
-
-    def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
-
-
-def read_timeline(path: Path) -> list[dict[str, Any]]:
-    """The events; a last line cut off by a crash is left out."""
-    if not path.exists():
-        return []
-    events = []
-    for line in path.read_text().splitlines():
-        try:
-            events.append(json.loads(line))
-        except ValueError:
-            continue
-    return events
-
-
-def recoveries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per restart: what ended the attempt before it (failure or preemption), the
-    last step it finished, the step it resumed from, the steps redone, and recovery_s:
-    from that last finished step to the first step finished after the resume (failure
-    detection, restart, rendezvous, loading, and the first step)."""
-    rows: list[dict[str, Any]] = []
-    last_step: dict[str, Any] | None = None
-    last_kind, since = None, None
-    for e in events:
-        kind = e["event"]
-        if kind == "start" and e["attempt"] > 0 and last_kind == "end":
-            pass  # a launch after the run had ended (a requeue, a second submission): no restart
-        elif kind == "start" and e["attempt"] > 0:
-            if rows and "recovery_s" not in rows[-1]:  # that attempt never finished a step
-                rows[-1].update(recovery_s=None, steps_redone=0)
-            done = last_step["step"] if last_step else 0
-            resumed = e.get("resumed_from_step") or 0
-            since = last_step["t"] if last_step else None
-            rows.append({"attempt": e["attempt"],
-                         "cause": "preempted" if last_kind == "preempted" else "failure",
-                         "last_step_before": done, "resumed_from_step": resumed,
-                         "steps_redone": done - resumed})
-        elif kind == "step":
-            if rows and "recovery_s" not in rows[-1]:
-                rows[-1]["recovery_s"] = e["t"] - since if since is not None else None
-            last_step = e
-        last_kind = kind
-    return rows
-
-
-def summarize_run(events: list[dict[str, Any]],
-                  warmup_steps: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(metrics, one row per restart) from the timeline of all the run's attempts.
-    Time lost to a restart = recovery_s + redo_s (the time spent on the steps redone)."""
-    steps = [e for e in events if e["event"] == "step"]
-    rows = recoveries(events)
-    timed, seen = [], {}
-    for e in steps:  # each attempt warms up again (fresh processes, caches, allocator)
-        seen[e["attempt"]] = seen.get(e["attempt"], 0) + 1
-        if seen[e["attempt"]] > warmup_steps:
-            timed.append(e)
-    redo_s = 0.0
-    for r in rows:
-        redo_s += sum(e["step_s"] for e in steps if e["attempt"] == r["attempt"]
-                      and r["resumed_from_step"] < e["step"] <= r["last_step_before"])
-    saves = [e["save_s"] for e in events if e["event"] == "checkpoint"]
-    accs = [e["acc1_pct"] for e in events if e["event"] == "validate"]
-
-    def median(values: list[float]) -> float | None:
-        return statistics.median(values) if values else None
-
-    return {
-        **summarize([e["samples"] / e["step_s"] for e in timed], "samples_per_s"),
-        "step_s": median([e["step_s"] for e in timed]),
-        "data_s": median([e["data_s"] for e in timed]),
-        "compute_s": median([e["step_s"] - e["data_s"] for e in timed]),
-        "attempts": sum(e["event"] == "start" for e in events),
-        "restarts": len(rows),
-        "steps_redone": sum(r["steps_redone"] for r in rows),
-        "recovery_s": sum((r["recovery_s"] or 0.0 for r in rows), 0.0),
-        "redo_s": redo_s,
-        "final_step": steps[-1]["step"] if steps else 0,
-        "loss_last": steps[-1]["loss"] if steps else None,
-        "best_acc1_pct": max(accs) if accs else None,
-        "checkpoints_written": len(saves),
-        "checkpoint_s": median(saves),
-    }, rows
 
 
 def _scheduler(name: str, optimizer, steps_per_epoch: int, epochs: int, step_epochs: int,

@@ -53,9 +53,9 @@ from torch import nn
 
 from benchlib.config import MultinodeLightningConfig as STUDY  # its defaults are this worker's
 from benchlib.config import choices
-from benchlib.core import loops
+from benchlib.core import loops, throughput
 from benchlib.core.models import build_model
-from benchlib.core.timing import StepMarks, summarize
+from benchlib.core.timing import StepMarks
 from benchlib.distributed.device import check_device
 from benchlib.distributed.group import gather_objects
 from benchlib.distributed.lightning_env import Layout, global_rank, layout, read_int
@@ -161,26 +161,15 @@ class ThroughputTimer(pl.Callback):
         epoch_s = time.perf_counter() - self.epoch_start
         data_s = [self.marks.seconds(b, h) for b, h in zip(self.ends, self.handed)]
         compute_s = [self.marks.seconds(h, e) for h, e in zip(self.handed, self.ends[1:])]
-        w = self.warmup_steps
-        if len(self.samples) <= w:
-            raise ConfigError("warmup_steps", f"{w} leaves no timed step of the "
-                                              f"{len(self.samples)} this epoch had")
-        data, compute = data_s[w:], compute_s[w:]
-        mine = {"samples": sum(self.samples[w:]), "step_s": sum(data) + sum(compute),
-                "epoch_s": epoch_s, "loss_last": self.loss.item()}
+        mine = throughput.rank_share(self.samples, data_s, compute_s, epoch_s,
+                                     self.loss.item(), self.warmup_steps)
         everyone = gather_objects(mine)
         if trainer.global_rank != 0:
             return
-        slowest = max(range(len(everyone)), key=lambda r: everyone[r]["step_s"])
         index = len(self.epochs)
-        self.epochs.append({
-            "repeat": index // self.epochs_per_repeat, "epoch": index % self.epochs_per_repeat,
-            "samples_per_s": sum(r["samples"] for r in everyone) / everyone[slowest]["step_s"],
-            "epoch_s": max(r["epoch_s"] for r in everyone),
-            "batch_s": sorted(d + c for d, c in zip(data, compute))[len(data) // 2],
-            "data_s": sum(data) / len(data), "compute_s": sum(compute) / len(compute),
-            "steps": len(self.samples), "slowest_rank": slowest,
-            "loss_last": sum(r["loss_last"] for r in everyone) / len(everyone)})
+        self.epochs.append({"repeat": index // self.epochs_per_repeat,
+                            "epoch": index % self.epochs_per_repeat,
+                            **throughput.across_ranks(everyone)})
 
 
 class FailFast(pl.Callback):
@@ -290,9 +279,7 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool) -> dict | None:
     # the strategy's device: after fit Lightning has moved the module back to the CPU
     device = trainer.strategy.root_device
     metrics = {
-        **summarize([e["samples_per_s"] for e in timer.epochs], "samples_per_s"),
-        **{name: summarize([e[name] for e in timer.epochs], name)[name]
-           for name in ("epoch_s", "batch_s", "data_s", "compute_s")},
+        **throughput.run_figures(timer.epochs),
         "world_size": where.world_size, "nnodes": where.nnodes, "devices_per_node": where.devices,
         "global_batch": args.batch_size * where.world_size,
         "backend_used": trainer.strategy.process_group_backend if where.world_size > 1 else None,
@@ -304,7 +291,6 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool) -> dict | None:
         "model_params": sum(p.numel() for p in model.parameters()),
         "threads_per_rank": torch.get_num_threads(),
         "flops_per_sample": flops_per_sample,
-        "loss_last": timer.epochs[-1]["loss_last"],
         "fit_s": fit_s,
         "startup_s": timer.startup["first_step_at"] - timer.startup["process_started_at"],
         **timer.utilisation,

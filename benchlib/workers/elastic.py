@@ -118,10 +118,10 @@ def _class_folders(path: str, split: str) -> Path:
 def build_data(args: argparse.Namespace):
     """(train set, validation set or None, collate_fn, shape of one input)."""
     from torch.utils.data import default_collate
-    from torchvision import transforms
     from torchvision.datasets import FashionMNIST, ImageFolder
+    from torchvision.transforms import ToTensor
 
-    from benchlib.data import datasets, manifest, storage
+    from benchlib.data import datasets, manifest, storage, transforms
     from benchlib.trainers import ddp
 
     path = args.data or args.path
@@ -134,12 +134,10 @@ def build_data(args: argparse.Namespace):
                 storage.passthrough, shape)
     if args.dataset == "imagefolder":
         shape = (3, args.image_size, args.image_size)
-        norm = [transforms.ToTensor(), transforms.Normalize(ddp.IMAGENET_MEAN, ddp.IMAGENET_STD)]
-        crop = [transforms.RandomResizedCrop(args.image_size), transforms.RandomHorizontalFlip()]
-        center = [transforms.Resize(args.image_size * 256 // 224), transforms.CenterCrop(args.image_size)]
         train = ImageFolder(_class_folders(path, "train"),
-                            transforms.Compose((center if args.no_augment else crop) + norm))
-        val = ImageFolder(_class_folders(args.val_path, "val"), transforms.Compose(center + norm)) \
+                            transforms.imagefolder(args.image_size, not args.no_augment))
+        val = ImageFolder(_class_folders(args.val_path, "val"),
+                          transforms.imagefolder(args.image_size, augment=False)) \
             if args.val_path else None
         return train, val, default_collate, shape
     train, collate, shape = ddp.build_dataset(args.dataset, path, not args.no_augment)
@@ -150,11 +148,10 @@ def build_data(args: argparse.Namespace):
                          "fashion-mnist, cifar10 or imagefolder")
     root = paths.resolve(args.val_path)
     if args.dataset == "cifar10":
-        val = datasets.cifar10(root, train=False, transform=transforms.Compose(
-            [transforms.ToTensor(), transforms.Normalize(ddp.CIFAR_MEAN, ddp.CIFAR_STD)]))
+        val = datasets.cifar10(root, train=False, transform=transforms.cifar10(augment=False))
     else:
         manifest.describe(root, "fashion-mnist")
-        val = FashionMNIST(str(root), train=False, download=False, transform=transforms.ToTensor())
+        val = FashionMNIST(str(root), train=False, download=False, transform=ToTensor())
     return train, val, collate, shape
 
 

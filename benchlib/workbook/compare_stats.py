@@ -1,0 +1,81 @@
+"""The statistics of `benchlib compare`: the ratio new / base of two result sets' medians
+with a bootstrap 95% interval (launches resampled first, then values within each launch),
+and the verdict on it. See benchlib.workbook.compare for the rules."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from benchlib.core.timing import MIN_FOR_CI
+
+MIN_VALUES = MIN_FOR_CI  # an interval only from 5 or more values, as everywhere
+# A verdict needs launches on both sides: repeats inside one process share its luck (on
+# this shared machine whole launches of one setup ran 2x apart; README).
+MIN_LAUNCHES = 2
+RESAMPLES = 2000
+
+
+@dataclass
+class Ratio:
+    ratio: float  # new median / base median
+    low: float | None  # 95% bootstrap interval of the ratio; None with too few values
+    high: float | None
+    range_low: float  # the smallest and largest ratio of any two values
+    range_high: float
+    n_base: int
+    n_new: int
+
+
+def _boot_medians(groups: list[list[float]], rng, resamples: int):
+    """Bootstrap medians: values resampled within one launch; with several launches
+    (records), launches first, then values within each."""
+    import numpy as np
+
+    if len(groups) == 1:
+        a = np.asarray(groups[0])
+        return np.median(a[rng.integers(0, len(a), (resamples, len(a)))], axis=1)
+    lens = np.array([len(g) for g in groups])
+    padded = np.full((len(groups), lens.max()), np.nan)
+    for i, g in enumerate(groups):
+        padded[i, :len(g)] = g
+    picked = rng.integers(0, len(groups), (resamples, len(groups)))  # launches, resampled
+    size = lens[picked][..., None]  # then each picked launch's values, as many as it has
+    slot = np.arange(lens.max())
+    within = (rng.random((resamples, len(groups), lens.max())) * size).astype(int)
+    drawn = np.where(slot < size, padded[picked[..., None], within], np.nan)
+    return np.nanmedian(drawn.reshape(resamples, -1), axis=1)
+
+
+def ratio_interval(base: list[list[float]], new: list[list[float]], resamples: int = RESAMPLES,
+                   seed: int = 0) -> Ratio:
+    """new / base of the medians, with a seeded bootstrap 95% percentile interval when
+    both sides have at least MIN_VALUES values. `base`, `new`: values per record."""
+    import numpy as np
+
+    flat_b = [v for g in base for v in g]
+    flat_n = [v for g in new for v in g]
+    ratio = statistics.median(flat_n) / statistics.median(flat_b)
+    low = high = None
+    if min(len(flat_b), len(flat_n)) >= MIN_VALUES:
+        rng = np.random.default_rng(seed)
+        boot = _boot_medians(new, rng, resamples) / _boot_medians(base, rng, resamples)
+        low, high = (float(q) for q in np.percentile(boot, [2.5, 97.5]))
+    return Ratio(ratio, low, high, min(flat_n) / max(flat_b), max(flat_n) / min(flat_b),
+                 len(flat_b), len(flat_n))
+
+
+def verdict(speed_low: float | None, speed_high: float | None, threshold: float,
+            n_launches: int = MIN_LAUNCHES) -> str:
+    """slower / faster / no change / inconclusive for a speed interval (new / base
+    performance, > 1 faster); None bounds (too few values), or fewer than MIN_LAUNCHES
+    launches on the side with fewest, are inconclusive."""
+    if speed_low is None or speed_high is None or n_launches < MIN_LAUNCHES:
+        return "inconclusive"
+    if speed_high < 1 / (1 + threshold):
+        return "slower"
+    if speed_low > 1 + threshold:
+        return "faster"
+    if speed_low >= 1 / (1 + threshold) and speed_high <= 1 + threshold:
+        return "no change"
+    return "inconclusive"
