@@ -1,0 +1,66 @@
+"""The analysis' sentences follow the records: a comparison names the faster side with its
+interval, says "no clear difference" when the interval spans 1, and flips when the data
+flips; a caveat appears only when the records show its cause. Small hand-made frames."""
+
+import pandas as pd
+
+from benchlib.analysis import dp_vs_ddp, fault_tolerance, multinode_lightning, single_device_io
+from benchlib.analysis.verdict import Side, compare, side
+
+from test_analysis import dist_rows, io_rows, records
+
+
+def spread(sps, low, high, n=3):
+    return {"samples_per_s": sps, "samples_per_s_min": low, "samples_per_s_max": high,
+            "samples_per_s_n": float(n), "samples_per_s_p10": low, "samples_per_s_p90": high}
+
+
+def test_compare_states_the_ratio_with_a_bootstrap_ci_from_five_runs_each():
+    a = Side("A", 130.0, 120.0, 140.0, 5, "runs", (120.0, 125.0, 130.0, 135.0, 140.0))
+    b = Side("B", 100.0, 96.0, 104.0, 5, "runs", (96.0, 98.0, 100.0, 102.0, 104.0))
+    text = compare(a, b)
+    assert text.startswith("**A x1.30 over B** (95% CI ")
+    low, high = (float(x) for x in text.split("95% CI ")[1].split(",")[0].split("-"))
+    assert 1.1 < low < 1.3 < high < 1.5
+    assert text.endswith("n=5 and 5 runs)")
+    assert compare(b, a).startswith("**A x1.30 over B**")  # the faster is named first
+
+
+def test_compare_with_few_values_gives_the_range_and_no_verdict_from_one_value():
+    a = Side("A", 130.0, 125.0, 135.0, 3, "epochs")
+    b = Side("B", 100.0, 95.0, 105.0, 3, "epochs")
+    assert compare(a, b) == ("**A x1.30 over B** (range 1.19-1.42, n=3 and 3 epochs; "
+                             "too few runs for a 95% CI)")
+    one = Side("B", 100.0, 100.0, 100.0, 1, "epochs")
+    assert compare(a, one) == ("A/B 1.30 from n=3 and 1 epochs: too few values to say "
+                               "which is faster")
+    times = compare(Side("raw", 10.0, 9.0, 11.0, 3, "repeats"),
+                    Side("preload", 2.0, 1.8, 2.2, 3, "repeats"), higher_is_better=False)
+    assert times.startswith("**preload x5.00 over raw** (range 4.09-6.11")
+
+
+def dp_ddp_frame(dp_sps, ddp_sps):
+    return records([dist_rows(**spread(100.0, 95.0, 105.0)),
+                    dist_rows(strategy="dp", nproc_per_node=2.0, devices=2.0, global_batch=64.0,
+                              **spread(*dp_sps)),
+                    dist_rows(strategy="ddp", nproc_per_node=2.0, devices=2.0, global_batch=64.0,
+                              **spread(*ddp_sps))])
+
+
+def test_dp_vs_ddp_names_the_faster_strategy_and_flips_with_the_data():
+    ddp_ahead = dp_vs_ddp.conclusions(dp_vs_ddp.runs(dp_ddp_frame((120, 115, 125), (180, 170, 190))))
+    assert ("- 2 device(s), batch 32 per device: **DDP via torchrun x1.50 over DataParallel** "
+            "(range 1.36-1.65, n=3 and 3 epochs; too few runs for a 95% CI).") in ddp_ahead
+    dp_ahead = dp_vs_ddp.conclusions(dp_vs_ddp.runs(dp_ddp_frame((180, 170, 190), (120, 115, 125))))
+    assert "**DataParallel x1.50 over DDP via torchrun**" in dp_ahead
+    close = dp_vs_ddp.conclusions(dp_vs_ddp.runs(dp_ddp_frame((150, 140, 160), (152, 142, 162))))
+    assert "no clear difference between DDP via torchrun and DataParallel" in close
+    for text in (ddp_ahead, dp_ahead, close):
+        assert "what to expect" not in text
+
+
+def test_dp_vs_ddp_cpu_caveat_only_for_runs_on_cpu():
+    frame = dp_ddp_frame((120, 115, 125), (180, 170, 190))
+    assert "trained on CPU" in dp_vs_ddp.conclusions(dp_vs_ddp.runs(frame))
+    gpu = frame.assign(device="cuda", gpu="NVIDIA H100 80GB HBM3", device_name="NVIDIA H100 80GB HBM3")
+    assert "trained on CPU" not in dp_vs_ddp.conclusions(dp_vs_ddp.runs(gpu))
