@@ -64,3 +64,53 @@ def test_dp_vs_ddp_cpu_caveat_only_for_runs_on_cpu():
     assert "trained on CPU" in dp_vs_ddp.conclusions(dp_vs_ddp.runs(frame))
     gpu = frame.assign(device="cuda", gpu="NVIDIA H100 80GB HBM3", device_name="NVIDIA H100 80GB HBM3")
     assert "trained on CPU" not in dp_vs_ddp.conclusions(dp_vs_ddp.runs(gpu))
+
+
+def multinode_frame(light, ddp, **over):
+    def row(trainer, world, launcher, stats, launch_s):
+        return {"notebook": "30_multinode_lightning.ipynb", "study": "m", "trainer": trainer,
+                "launcher": launcher, "dataset": "fashion-mnist", "model": "toynet",
+                "depth": 20.0, "alpha": 48.0, "batch_size": 32.0, "device": "cpu",
+                "nnodes": float(world), "nproc_per_node": 1.0, "world_size": float(world),
+                "global_batch": 32.0 * world, "epoch_s": 1.0, "launch_s": launch_s,
+                "device_name": "cpu", **spread(*stats), **over}
+    return records([row("ddp", 1, "torchrun", (100, 95, 105), 5.0),
+                    row("ddp", 2, "torchrun", ddp, 6.0),
+                    row("lightning", 2, "lightning", light, 9.0)])
+
+
+def test_multinode_names_lightning_when_it_beats_raw_ddp():
+    lightning_ahead = multinode_lightning.conclusions(multinode_lightning.runs(
+        multinode_frame(light=(200, 190, 210), ddp=(150, 140, 160))))
+    assert ("- 2 x 1: **Lightning x1.33 over raw DDP** (range 1.19-1.50, n=3 and 3 epochs; too "
+            "few runs for a 95% CI); launch to result, Lightning +3.0 s against raw DDP."
+            ) in lightning_ahead
+    ddp_ahead = multinode_lightning.conclusions(multinode_lightning.runs(
+        multinode_frame(light=(150, 140, 160), ddp=(200, 190, 210))))
+    assert "**raw DDP x1.33 over Lightning**" in ddp_ahead
+
+
+def test_the_loopback_caveat_only_when_the_nodes_shared_a_host():
+    stats = {"light": (200, 190, 210), "ddp": (150, 140, 160)}
+    one = multinode_lightning.conclusions(multinode_lightning.runs(
+        multinode_frame(**stats, topology="one host")))
+    assert "- The multi-node runs here (2 x 1) put every node on one host" in one
+    assert "loopback" in one
+    real = multinode_lightning.conclusions(multinode_lightning.runs(
+        multinode_frame(**stats, topology="separate hosts")))
+    assert "loopback" not in real and "one host" not in real
+    # records from before the topology field: a local launcher ran every node here
+    assert "loopback" in multinode_lightning.conclusions(multinode_lightning.runs(
+        multinode_frame(**stats)))
+
+
+def test_launch_records_where_the_ranks_ran(tmp_path):
+    from benchlib.launch import protocol
+
+    for rank, host in enumerate(["node1", "node2", "node1"]):
+        (tmp_path / f"rank{rank}.log").write_text(
+            f"rank {rank}/3 (local 0) on {host}, via torchrun\nJOINED\n")
+    hosts = protocol.rank_hosts(tmp_path)
+    assert protocol.topology(hosts) == {"topology": "separate hosts",
+                                        "rank_hosts": "node1,node2", "host_count": 2}
+    assert protocol.topology(["h"])["topology"] == "one host"
