@@ -114,3 +114,32 @@ def test_launch_records_where_the_ranks_ran(tmp_path):
     assert protocol.topology(hosts) == {"topology": "separate hosts",
                                         "rank_hosts": "node1,node2", "host_count": 2}
     assert protocol.topology(["h"])["topology"] == "one host"
+
+
+def fault_row(**over):
+    base = {"notebook": "35_fault_tolerance.ipynb", "study": "f", "model": "toynet",
+            "dataset": "mydataset", "nproc_per_node": 2.0, "checkpoint_every": 4.0,
+            "fail_at_step": 6.0, "restarts": 1.0, "steps_redone": 2.0, "final_step": 8.0,
+            "recovery_s": 4.0, "restart_s": 3.0, "redo_s": 0.2, "checkpoint_s": 0.01,
+            "loss_last": 2.0, "loss_last_uninterrupted": 2.0, "loss_diff": 0.0,
+            "samples_per_s": 100.0}
+    return {**base, **over}
+
+
+def test_fault_tolerance_measures_steps_redone_and_splits_recovery_time():
+    within = fault_tolerance.conclusions(fault_tolerance.runs(records([fault_row()])))
+    assert ("- Steps redone stayed within restarts x (checkpoint_every - 1) in all 1 run(s) "
+            "that restarted (at most 2 redone).") in within
+    assert ("- Of 4.0 s of recovery (1 run(s)), 3.0 s (75%) passed before the restarted ranks "
+            "were ready") in within
+    assert "torchrun starting the processes" not in within
+    over = fault_tolerance.conclusions(fault_tolerance.runs(records([fault_row(steps_redone=5.0)])))
+    assert ("**More steps redone than a resume from the newest checkpoint should lose** in 1 "
+            "of 1 run(s): 5 redone with a checkpoint every 4 and 1 restart(s)") in over
+    assert "stayed within" not in over
+    first_step = fault_tolerance.conclusions(fault_tolerance.runs(records([fault_row(restart_s=1.0)])))
+    assert "1.0 s (25%) passed before" in first_step and "3.0 s on the first step" in first_step
+    old = records([{k: v for k, v in fault_row().items() if k != "restart_s"}])
+    assert "Of 4.0 s of recovery" not in fault_tolerance.conclusions(fault_tolerance.runs(old))
+    none = fault_tolerance.conclusions(fault_tolerance.runs(records([fault_row(restarts=0.0)])))
+    assert "Steps redone" not in none and "No restart" in none
