@@ -143,3 +143,35 @@ def test_fault_tolerance_measures_steps_redone_and_splits_recovery_time():
     assert "Of 4.0 s of recovery" not in fault_tolerance.conclusions(fault_tolerance.runs(old))
     none = fault_tolerance.conclusions(fault_tolerance.runs(records([fault_row(restarts=0.0)])))
     assert "Steps redone" not in none and "No restart" in none
+
+
+def io_frame(raw, preload, memmap=None):
+    rows = [io_rows(variant="raw", **times(*raw)), io_rows(variant="preload", **times(*preload))]
+    if memmap:
+        rows.append(io_rows(variant="np_memmap", **times(*memmap)))
+    return single_device_io.runs(records(rows))
+
+
+def times(median, low, high):
+    return {"total_s": median, "total_s_min": low, "total_s_max": high, "total_s_n": 3.0,
+            "total_s_p10": low, "total_s_p90": high}
+
+
+def test_io_says_what_costs_only_when_the_records_show_it():
+    decode = single_device_io.conclusions(io_frame((10, 9, 11), (2, 1.8, 2.2), (2.4, 2.2, 2.6)))
+    assert ("- FashionMNIST traverse on cpu (1 ep): **preload x5.00 over raw** (range 4.09-6.11, "
+            "n=3 and 3 repeats; too few runs for a 95% CI); raw takes **5.0x** as long as "
+            "preload") in decode
+    assert ("Decoded arrays read from storage take np_memmap 1.2x preload's time against raw's "
+            "5.0x: decoding each item every epoch, not reading from storage, is what costs."
+            ) in decode
+    unsupported = single_device_io.conclusions(io_frame((10, 9, 11), (2, 1.8, 2.2)))
+    assert "**preload x5.00 over raw**" in unsupported and "is what costs" not in unsupported
+
+
+def test_io_when_preload_does_not_help():
+    text = single_device_io.conclusions(io_frame((2.1, 1.9, 2.3), (2.0, 1.8, 2.2), (2.0, 1.9, 2.1)))
+    assert "no clear difference between preload and raw" in text
+    assert "is what costs" not in text and "over raw" not in text
+    slower = single_device_io.conclusions(io_frame((2.0, 1.9, 2.1), (3.0, 2.9, 3.1)))
+    assert "**raw x1.50 over preload**" in slower and "is what costs" not in slower
