@@ -175,3 +175,16 @@ def test_io_when_preload_does_not_help():
     assert "is what costs" not in text and "over raw" not in text
     slower = single_device_io.conclusions(io_frame((2.0, 1.9, 2.1), (3.0, 2.9, 3.1)))
     assert "**raw x1.50 over preload**" in slower and "is what costs" not in slower
+
+
+def test_the_seed_003_sentence_states_oneflows_measured_scaling():
+    from benchlib.analysis import framework_comparison
+
+    runs = framework_comparison.runs(records([{
+        "notebook": "40_framework_comparison.ipynb", "study": "fw", "arch": "resnet18",
+        "dataset": "synthetic", "image_size": 32.0, "batch_size": 4.0, "nproc_per_node": 1.0,
+        "precision": "fp32", "channels_last": False, "compile": False, "device": "cpu",
+        "samples_per_s": 10.0, "mfu": None, "device_name": "cpu"}]))
+    text = framework_comparison.conclusions(runs)
+    assert ("32 GPUs 16.0x (50%); OneFlow on the same machines 30.1x on 32 (94%).") in text
+    assert "almost linearly" not in text

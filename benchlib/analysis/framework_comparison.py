@@ -70,9 +70,11 @@ def conclusions(runs: pd.DataFrame) -> str:
                          f"{r['speedup']:.2f}x, efficiency {r['efficiency']:.0%}.")
     ref = dlperf()
     py = ref[(ref["framework"] == "PyTorch") & (ref["batch_size"] == 128)].set_index("devices")
+    of = ref[(ref["framework"] == "OneFlow") & (ref["batch_size"] == 128)].set_index("devices")
     parts.append(f"- Seed 003 (PyTorch 1.6, V100, batch 128): 8 GPUs gave {py.loc[8, 'speedup']:.2f}x "
-                 f"({py.loc[8, 'efficiency']:.0%}), 32 GPUs {py.loc[32, 'speedup']:.1f}x; "
-                 "OneFlow's rows scale almost linearly on the same machines.")
+                 f"({py.loc[8, 'efficiency']:.0%}), 32 GPUs {py.loc[32, 'speedup']:.1f}x "
+                 f"({py.loc[32, 'efficiency']:.0%}); OneFlow on the same machines "
+                 f"{of.loc[32, 'speedup']:.1f}x on 32 ({of.loc[32, 'efficiency']:.0%}).")
     if runs["mfu"].isna().all():
         parts.append("- MFU is unknown here: no published peak for this device (never invented).")
     else:
