@@ -188,3 +188,19 @@ def test_the_seed_003_sentence_states_oneflows_measured_scaling():
     text = framework_comparison.conclusions(runs)
     assert ("32 GPUs 16.0x (50%); OneFlow on the same machines 30.1x on 32 (94%).") in text
     assert "almost linearly" not in text
+
+
+def test_io_pools_only_runs_of_the_same_model_data_size_and_torch():
+    rows = [io_rows(num_workers=0.0, samples_per_s=100.0), io_rows(num_workers=2.0, samples_per_s=300.0),
+            io_rows(num_workers=0.0, samples_per_s=500.0, torch="2.6.0"),
+            io_rows(num_workers=2.0, samples_per_s=200.0, torch="2.6.0")]
+    best = single_device_io.best_workers(single_device_io.runs(records(rows)))
+    assert best[["torch", "num_workers"]].values.tolist() == [["2.5.1", 2], ["2.6.0", 0]]
+    for field, other in (("model", "resnet18"), ("samples", 700.0)):
+        mixed = [rows[0], rows[1], {**rows[2], "torch": "2.5.1", field: other},
+                 {**rows[3], "torch": "2.5.1", field: other}]
+        assert len(single_device_io.best_workers(single_device_io.runs(records(mixed)))) == 2
+    ratios = single_device_io.raw_over_preload(single_device_io.runs(records([
+        io_rows(total_s=10.0), io_rows(variant="preload", total_s=2.0),
+        io_rows(total_s=6.0, torch="2.6.0"), io_rows(variant="preload", total_s=3.0, torch="2.6.0")])))
+    assert sorted(ratios.values()) == [2.0, 5.0]
