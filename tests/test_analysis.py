@@ -156,7 +156,7 @@ def test_framework_comparison_scaling_mfu_and_jax_sentences():
     assert "fp32 on 2 devices: speedup 1.60x, efficiency 80%" in text
     assert "MFU is unknown here" in text and "JAX was not measured here (compare_jax is off)" in text
     curves = framework_comparison.speedup_curves(runs)
-    assert "PyTorch here, fp32" in set(curves["framework"])
+    assert "PyTorch here, fp32, batch 4" in set(curves["framework"])
     assert "No framework-comparison runs yet" in framework_comparison.conclusions(pd.DataFrame())
 
 

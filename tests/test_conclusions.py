@@ -204,3 +204,59 @@ def test_io_pools_only_runs_of_the_same_model_data_size_and_torch():
         io_rows(total_s=10.0), io_rows(variant="preload", total_s=2.0),
         io_rows(total_s=6.0, torch="2.6.0"), io_rows(variant="preload", total_s=3.0, torch="2.6.0")])))
     assert sorted(ratios.values()) == [2.0, 5.0]
+
+
+def fw_row(n, sps, **over):
+    return {"notebook": "40_framework_comparison.ipynb", "study": "fw", "arch": "resnet18",
+            "dataset": "synthetic", "image_size": 32.0, "batch_size": 4.0,
+            "nproc_per_node": float(n), "precision": "fp32", "channels_last": False,
+            "compile": False, "device": "auto", "samples_per_s": sps, "mfu": None,
+            "device_name": "cpu", "host": "h1", "cpu": "EPYC", "gpu": None, **over}
+
+
+def test_framework_speedup_curves_never_mix_batch_sizes():
+    from benchlib.analysis import framework_comparison
+
+    runs = framework_comparison.runs(records([
+        fw_row(1, 10.0), fw_row(2, 16.0), fw_row(1, 40.0, batch_size=32.0),
+        fw_row(2, 76.0, batch_size=32.0)]))
+    curves = framework_comparison.speedup_curves(runs).set_index(["framework", "devices"])
+    assert curves.loc[("PyTorch here, fp32, batch 4", 2), "speedup"] == 1.6
+    assert curves.loc[("PyTorch here, fp32, batch 32", 2), "speedup"] == 1.9
+    assert ("PyTorch (V100, seed 003, batch 32)", 1) in curves.index
+    assert not any("batch 128" in f for f, _ in curves.index)
+
+
+def test_speedup_baselines_match_the_hardware_not_the_device_parameter():
+    from benchlib.analysis import framework_comparison
+
+    # "auto" and "cuda" on one GPU host are the same machine: a baseline
+    gpu = {"gpu": "NVIDIA H100 80GB HBM3", "device_name": "NVIDIA H100 80GB HBM3"}
+    same = framework_comparison.runs(records([fw_row(1, 10.0, device="auto", **gpu),
+                                              fw_row(2, 18.0, device="cuda", **gpu)]))
+    assert same.set_index("nproc_per_node").loc[2, "speedup"] == 1.8
+    # device "cpu" on two hosts (or two CPU models) is two machines: no baseline
+    for other in ({"host": "h2"}, {"cpu": "Xeon"}, {"gpu": "NVIDIA H100 80GB HBM3"}):
+        runs = framework_comparison.runs(records([fw_row(1, 10.0, device="cpu"),
+                                                  fw_row(2, 18.0, device="cpu", **other)]))
+        assert pd.isna(runs.set_index("nproc_per_node").loc[2, "speedup"])
+    dist = records([dist_rows(**spread(100.0, 95.0, 105.0), host="h1"),
+                    dist_rows(strategy="ddp", nproc_per_node=2.0, devices=2.0, host="h2",
+                              **spread(150.0, 140.0, 160.0))])
+    def ddp_speedup(frame):
+        return dp_vs_ddp.runs(frame).set_index("strategy").loc["ddp", "speedup"]
+    assert pd.isna(ddp_speedup(dist))
+    assert ddp_speedup(dist.assign(host="h1")) == 1.5
+    assert pd.isna(ddp_speedup(dist.assign(host="h1", batch_size=[32.0, 64.0])))
+
+
+def test_load_results_gives_each_record_its_hardware(tmp_path):
+    from benchlib.workbook import results
+
+    env = {"hostname": "node7", "cpu_model": "AMD EPYC 9454",
+           "gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * 2, "packages": {"torch": "2.5.1"}}
+    results.write_record(tmp_path, results.make_record(
+        run_id="r1", study="s", notebook="n.ipynb", params={}, env=env,
+        started_at=results.now(), status="ok"))
+    df = results.load_results(tmp_path)
+    assert df.loc[0, "hardware"] == "2 x NVIDIA H100 80GB HBM3; AMD EPYC 9454; node7"
