@@ -260,3 +260,10 @@ def test_load_results_gives_each_record_its_hardware(tmp_path):
         started_at=results.now(), status="ok"))
     df = results.load_results(tmp_path)
     assert df.loc[0, "hardware"] == "2 x NVIDIA H100 80GB HBM3; AMD EPYC 9454; node7"
+
+
+def test_dp_vs_ddp_speedup_in_a_frame_of_mixed_studies():
+    frame = pd.concat([dp_ddp_frame((120, 115, 125), (180, 170, 190)),
+                       records([fw_row(1, 10.0, precision="amp_bf16")])], ignore_index=True)
+    runs = dp_vs_ddp.runs(frame).set_index("strategy")
+    assert runs.loc["ddp", "speedup"] == 1.8 and runs.loc["dp", "speedup"] == 1.2

@@ -23,8 +23,9 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
                                                    "alpha", "devices", "global_batch"))
     if runs.empty:
         return runs
-    if "precision" not in runs:
-        runs["precision"] = "fp32"  # records from before the parameter: fp32 is what ran
+    # the study has no precision parameter: fp32 is what its trainer runs (a frame of
+    # mixed studies holds NaN there, which groupby would drop)
+    runs["precision"] = runs["precision"].fillna("fp32") if "precision" in runs else "fp32"
     return with_speedup(runs, SAME_WORK, runs["strategy"] == "single", "devices")
 
 
