@@ -267,3 +267,15 @@ def test_dp_vs_ddp_speedup_in_a_frame_of_mixed_studies():
                        records([fw_row(1, 10.0, precision="amp_bf16")])], ignore_index=True)
     runs = dp_vs_ddp.runs(frame).set_index("strategy")
     assert runs.loc["ddp", "speedup"] == 1.8 and runs.loc["dp", "speedup"] == 1.2
+
+
+def test_on_a_slurm_testbed_the_partition_stands_for_the_host(tmp_path):
+    from benchlib.workbook import results, testbed
+
+    env = {"hostname": "n2", "cpu_model": "EPYC", "gpus": [], "packages": {}}
+    bed = testbed._finish({"kind": "slurm", "cluster": "c1", "partition": "gpu"}, "c1-gpu", None)
+    for host, run_id in (("n1", "a"), ("n2", "b")):
+        results.write_record(tmp_path, results.make_record(
+            run_id=run_id, study="s", notebook="n.ipynb", params={}, started_at=results.now(),
+            env={**env, "hostname": host}, status="ok", testbed=bed))
+    assert set(results.load_results(tmp_path)["hardware"]) == {"cpu; EPYC; c1/gpu"}
