@@ -299,6 +299,8 @@ def test_recoveries_are_read_from_the_timeline_of_all_attempts():
     rows = elastic_timeline.recoveries(events)
     assert [(r["cause"], r["steps_redone"], r["recovery_s"]) for r in rows] == [
         ("failure", 0, None), ("failure", 1, 20.5), ("preempted", 0, 7.5)]
+    # until the resumed attempt started (restart, imports, loading), the rest its first step
+    assert [r["restart_s"] for r in rows] == [6.0, 17.0, 6.5]
 
 
 def test_a_finished_run_launched_again_says_it_is_complete_and_keeps_its_result(tmp_path):

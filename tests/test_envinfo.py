@@ -41,3 +41,15 @@ def test_cli_env_prints_a_summary_and_json(capsys):
     assert "allocator" in out and "torch / torchvision / lightning" in out
     assert main(["env", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["hostname"] == socket.gethostname()
+
+
+def test_device_name_is_the_cpu_model_on_a_cpu_not_cpu():
+    import re
+    from pathlib import Path
+
+    import torch
+
+    name = envinfo.device_name(torch.device("cpu"))
+    listed = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
+    assert name == (listed.group(1).strip() if listed else platform.processor() or platform.machine())
+    assert name != "cpu" and envinfo.device_name("cpu") == name

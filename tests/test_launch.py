@@ -31,6 +31,7 @@ def test_two_rank_ddp_runs_with_each_launcher(small_data, tmp_path, launcher):
     m = out.result["metrics"]
     assert m["world_size"] == 2 and m["backend_used"] == "gloo" and m["global_batch"] == 32
     assert m["samples_per_s"] > 0 and m["threads_per_rank"] == 1  # 2 cores / 2 ranks
+    assert (m["topology"], m["host_count"]) == ("one host", 1)  # both ranks here: loopback
     for rank in (0, 1):
         log = (tmp_path / "logs" / f"rank{rank}.log").read_text()
         assert f"rank {rank}/2 (local {rank})" in log  # on a 2-GPU host: GPU 0 and GPU 1

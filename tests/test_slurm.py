@@ -116,6 +116,18 @@ def test_a_failing_row_is_recorded_with_its_slurm_log(slurm_cluster, tmp_path):
     table = plan(tmp_path, "  - {trainer: ddp, dataset: mydataset, model: toynet, "
                            "path: /nonexistent/data}\n")
     swept = benchlib(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
+    # data missing where the row looks: refused before anything is queued
+    assert swept.returncode == 2 and "path: /nonexistent/data has no mydataset data" in swept.stderr
+    assert not (tmp_path / "out" / "slurm").exists()
+    # data that passes the check but cannot be read: the row fails on its node
+    data = tmp_path / "broken"
+    data.mkdir()
+    (data / "mydataset.npz").write_text("not an npz")
+    (data / "manifest.json").write_text(json.dumps({"mydataset": {
+        "source": "generated", "samples": {"train": 300}, "files": ["mydataset.npz"]}}))
+    table = plan(tmp_path, "  - {trainer: ddp, dataset: mydataset, model: toynet, "
+                           f"path: {data}}}\n")
+    swept = benchlib(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
     assert swept.returncode == 1 and "0 ok, 1 failed" in swept.stdout
     (record,) = [json.loads(p.read_text())
                  for p in (tmp_path / "out" / "results" / "mn_slurm").glob("*.json")]
@@ -123,7 +135,7 @@ def test_a_failing_row_is_recorded_with_its_slurm_log(slurm_cluster, tmp_path):
     assert record["status"] == "failed" and log.name == "row-0.log" and log.exists()
     assert f"Slurm log: {log}" in swept.stderr
     message = record["error"]["message"]  # "rank R on nX exited with code 1; log: ..."
-    assert " on n" in message and "/nonexistent/data" in Path(message.split("log: ")[1]).read_text()
+    assert " on n" in message and "load_mydataset" in Path(message.split("log: ")[1]).read_text()
 
 
 def test_lightning_across_two_nodes_with_a_task_per_device(slurm_cluster, tmp_path):

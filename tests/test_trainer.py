@@ -2,6 +2,7 @@
 
 import pytest
 
+from benchlib.core import envinfo
 from benchlib.launch.launcher import launch
 
 pytestmark = pytest.mark.distributed
@@ -76,7 +77,7 @@ def test_a_worker_run_by_hand_ends_with_a_one_line_result():
     assert done.returncode == 0, done.stderr
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("result: ") and " samples/s (p10 " in last and "2 epochs), epoch " in last
-    assert last.endswith(", 1 rank(s), on cpu")
+    assert last.endswith(f", 1 rank(s), on {envinfo.cpu_model()}")
 
 
 def test_the_result_line_says_what_a_result_holds():

@@ -12,7 +12,19 @@ def ok_runs(df: pd.DataFrame, notebook: str, marker: str, ints: tuple[str, ...])
     if df.empty or marker not in df:
         return pd.DataFrame()
     runs = df[(df["notebook"] == notebook) & (df["status"] == "ok")]
-    return runs.astype({c: int for c in ints}).copy() if not runs.empty else runs.copy()
+    runs = runs.astype({c: int for c in ints}).copy() if not runs.empty else runs.copy()
+    return with_hardware(runs)
+
+
+def with_hardware(runs: pd.DataFrame) -> pd.DataFrame:
+    """`hardware`, what a baseline must share with a run: the device model and count, the
+    CPU model and the host (`results.load_results` writes it; a frame without it gets it
+    from its `gpu`, `cpu` and `host` columns, or "?" for what it lacks)."""
+    if runs.empty or "hardware" in runs:
+        return runs
+    parts = [runs[c].fillna("cpu" if c == "gpu" else "?").astype(str) if c in runs else "?"
+             for c in ("gpu", "cpu", "host")]
+    return runs.assign(hardware=parts[0] + "; " + parts[1] + "; " + parts[2])
 
 
 def with_speedup(runs: pd.DataFrame, same_work: list[str], baseline: pd.Series,

@@ -6,20 +6,26 @@ from __future__ import annotations
 import pandas as pd
 
 from benchlib.analysis.common import ok_runs, with_speedup
+from benchlib.analysis.verdict import compare, side
 from benchlib.reference import SEED002_P100
 
 
 NOTEBOOK = "20_dp_vs_ddp.ipynb"
-SAME_WORK = ["study", "dataset", "model", "depth", "alpha", "batch_size", "device"]
+# a speedup's baseline does the same work on the same hardware (not the same `device`
+# parameter: "auto" on a GPU host and "cuda" there are one machine, "cpu" on two hosts two)
+SAME_WORK = ["study", "dataset", "model", "depth", "alpha", "batch_size", "precision", "hardware"]
 
 
 def runs(df: pd.DataFrame) -> pd.DataFrame:
     """The ok runs of notebook 20, with speedup and efficiency against the single-device
-    run of the same study, data, model, per-device batch and device."""
+    run of the same study, data, model, per-device batch, precision and hardware."""
     runs = ok_runs(df, NOTEBOOK, "strategy", ("nproc_per_node", "batch_size", "depth",
                                                    "alpha", "devices", "global_batch"))
     if runs.empty:
         return runs
+    # the study has no precision parameter: fp32 is what its trainer runs (a frame of
+    # mixed studies holds NaN there, which groupby would drop)
+    runs["precision"] = runs["precision"].fillna("fp32") if "precision" in runs else "fp32"
     return with_speedup(runs, SAME_WORK, runs["strategy"] == "single", "devices")
 
 
@@ -52,13 +58,39 @@ def conclusions(runs: pd.DataFrame) -> str:
         how = "DataParallel" if r["strategy"] == "dp" else f"DDP via {r['launcher']}"
         parts.append(f"- **{how}** on {int(r['devices'])} device(s): {r['samples_per_s']:,.1f} "
                      f"samples/s, **speedup {r['speedup']:.2f}x**, efficiency {r['efficiency']:.0%}.")
+    parts += dp_against_ddp(runs)
     seed = seed002_table().set_index("strategy")["epoch_speedup"]
     parts.append(f"- Seed 002 on two P100s: DDP finished an epoch {seed['ddp']:.2f}x faster than one "
-                 f"GPU, DataParallel {seed['dp']:.2f}x; DDP ahead of DP is what to expect when "
-                 "each rank has its own device and cores.")
+                 f"GPU, DataParallel {seed['dp']:.2f}x.")
     devices = ", ".join(sorted(set(runs["device_name"])))
     threads = ", ".join(str(int(t)) for t in sorted(set(runs["threads_per_rank"].dropna())))
-    parts.append(f"- Measured on {devices} ({threads} thread(s) per rank). On a CPU-only host the "
-                 "ranks share its cores, so speedup says what the launch and the all-reduce "
-                 "cost there, not what more GPUs would give.")
+    parts.append(f"- Measured on {devices} ({threads} thread(s) per rank).")
+    if not on_cpu(runs).any():
+        return "\n".join(parts)
+    parts.append("- Some runs trained on CPU: there the ranks share the host's cores, so "
+                 "speedup says what the launch and the all-reduce cost, not what more GPUs "
+                 "would give.")
     return "\n".join(parts)
+
+
+def dp_against_ddp(runs: pd.DataFrame) -> list[str]:
+    """One sentence per device count and DDP launcher with both DP and DDP runs of the
+    same work: which is faster, by how much, with its interval (verdict.compare)."""
+    keys = [*SAME_WORK, "devices"]
+    parts = []
+    for key, group in runs[runs["strategy"] != "single"].groupby(keys):
+        dp = group[group["strategy"] == "dp"]
+        for launcher, ddp in group[group["strategy"] == "ddp"].groupby("launcher"):
+            if dp.empty:
+                continue
+            text = compare(side(f"DDP via {launcher}", ddp), side("DataParallel", dp))
+            where = dict(zip(keys, key))
+            parts.append(f"- {where['devices']} device(s), batch {where['batch_size']} per "
+                         f"device: {text}.")
+    return parts
+
+
+def on_cpu(runs: pd.DataFrame) -> pd.Series:
+    """The runs that trained on CPU: asked for it, or on a host that had no GPU."""
+    cpu = runs["device"].eq("cpu")
+    return cpu | runs["gpu"].isna() if "gpu" in runs else cpu

@@ -47,7 +47,40 @@ def conclusions(runs: pd.DataFrame) -> str:
             line += (f"; it ended at {same} loss as the uninterrupted run "
                      f"({r.loss_last:.6f} vs {r.loss_last_uninterrupted:.6f})")
         parts.append(line + ".")
-    parts.append("- Steps redone are at most `checkpoint_every - 1`: checkpointing more often "
-                 "trades a little time every few steps for less work lost per failure. Most of "
-                 "the recovery time is torchrun starting the processes again and importing torch.")
+    parts += [line for line in (redone_against_bound(runs), recovery_split(runs)) if line]
     return "\n".join(parts)
+
+
+def redone_against_bound(runs: pd.DataFrame) -> str | None:
+    """Whether the steps redone stayed within `restarts x (checkpoint_every - 1)`, the most
+    a resume from the newest checkpoint can lose, in the runs that restarted."""
+    restarted = runs[runs["restarts"] > 0]
+    if restarted.empty:
+        return None
+    bound = restarted["restarts"] * (restarted["checkpoint_every"] - 1)
+    over = restarted[restarted["steps_redone"] > bound]
+    if over.empty:
+        return (f"- Steps redone stayed within restarts x (checkpoint_every - 1) in all "
+                f"{len(restarted)} run(s) that restarted (at most "
+                f"{int(restarted['steps_redone'].max())} redone).")
+    which = ", ".join(f"{int(r.steps_redone)} redone with a checkpoint every "
+                      f"{int(r.checkpoint_every)} and {int(r.restarts)} restart(s)"
+                      for r in over.itertuples())
+    return (f"- **More steps redone than a resume from the newest checkpoint should lose** in "
+            f"{len(over)} of {len(restarted)} run(s): {which}; a checkpoint was missing or "
+            "not the newest.")
+
+
+def recovery_split(runs: pd.DataFrame) -> str | None:
+    """Where the recovery time went, from the records that split it (`restart_s`: until
+    the resumed attempt started; the rest: its first step)."""
+    if "restart_s" not in runs:
+        return None
+    split = runs[(runs["restarts"] > 0) & runs["restart_s"].notna() & (runs["recovery_s"] > 0)]
+    if split.empty:
+        return None
+    total, restart = split["recovery_s"].sum(), split["restart_s"].sum()
+    return (f"- Of {total:.1f} s of recovery ({len(split)} run(s)), {restart:.1f} s "
+            f"({restart / total:.0%}) passed before the restarted ranks were ready (failure "
+            f"detection, new processes, imports, rendezvous, loading the checkpoint) and "
+            f"{total - restart:.1f} s on the first step after the resume.")

@@ -14,13 +14,13 @@ NOTEBOOK = "40_framework_comparison.ipynb"
 
 def runs(df: pd.DataFrame) -> pd.DataFrame:
     """The ok runs of notebook 40, with speedup and efficiency against the one-device run
-    of the same arch, batch, image size, variant and device."""
+    of the same arch, batch per device, image size, variant (precision) and hardware."""
     runs = ok_runs(df, NOTEBOOK, "arch", ("nproc_per_node", "batch_size", "image_size"))
     if runs.empty:
         return runs
     runs["variant"] = runs["precision"] + runs["channels_last"].map({True: "+nhwc", False: ""}) \
         + runs["compile"].map({True: "+compile", False: ""})
-    keys = ["study", "arch", "dataset", "image_size", "batch_size", "variant", "device"]
+    keys = ["study", "arch", "dataset", "image_size", "batch_size", "variant", "hardware"]
     return with_speedup(runs, keys, runs["nproc_per_node"] == 1, "nproc_per_node")
 
 
@@ -36,20 +36,23 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
 
 def speedup_curves(runs: pd.DataFrame, batch_size: int | None = None) -> pd.DataFrame:
     """Every framework's speedup over devices from seed 003, plus ours, in one frame
-    (framework, devices, speedup) for a single plot. The batch size is ours when we
-    measured one that the seed has, else 128."""
+    (framework, devices, speedup) for a single plot; each curve is of one batch size
+    (named in it): the seed's at ours when we measured one that it has, else 128, ours one
+    curve per variant and batch size."""
     ref = dlperf()
     if batch_size is None:
         measured = set(runs["batch_size"]) if not runs.empty else set()
         batch_size = max(measured & set(ref["batch_size"]), default=128)
     curves = ref[(ref["batch_size"] == batch_size) & ref["speedup"].notna()]
-    curves = curves.assign(framework=curves["framework"] + " (V100, seed 003)")
+    curves = curves.assign(framework=curves["framework"] + f" (V100, seed 003, batch {batch_size})")
     out = [curves[["framework", "devices", "speedup"]]]
     if not runs.empty:
-        scaled = runs.groupby("variant").filter(lambda g: g["nproc_per_node"].nunique() > 1)
-        ours = scaled.dropna(subset=["speedup"]).groupby(["variant", "nproc_per_node"],
+        curve = ["variant", "batch_size"]
+        scaled = runs.groupby(curve).filter(lambda g: g["nproc_per_node"].nunique() > 1)
+        ours = scaled.dropna(subset=["speedup"]).groupby([*curve, "nproc_per_node"],
                                                          as_index=False)["speedup"].median()
-        out.append(pd.DataFrame({"framework": "PyTorch here, " + ours["variant"],
+        out.append(pd.DataFrame({"framework": "PyTorch here, " + ours["variant"] + ", batch "
+                                 + ours["batch_size"].astype(str),
                                  "devices": ours["nproc_per_node"], "speedup": ours["speedup"]}))
     return pd.concat(out, ignore_index=True)
 
@@ -70,9 +73,11 @@ def conclusions(runs: pd.DataFrame) -> str:
                          f"{r['speedup']:.2f}x, efficiency {r['efficiency']:.0%}.")
     ref = dlperf()
     py = ref[(ref["framework"] == "PyTorch") & (ref["batch_size"] == 128)].set_index("devices")
+    of = ref[(ref["framework"] == "OneFlow") & (ref["batch_size"] == 128)].set_index("devices")
     parts.append(f"- Seed 003 (PyTorch 1.6, V100, batch 128): 8 GPUs gave {py.loc[8, 'speedup']:.2f}x "
-                 f"({py.loc[8, 'efficiency']:.0%}), 32 GPUs {py.loc[32, 'speedup']:.1f}x; "
-                 "OneFlow's rows scale almost linearly on the same machines.")
+                 f"({py.loc[8, 'efficiency']:.0%}), 32 GPUs {py.loc[32, 'speedup']:.1f}x "
+                 f"({py.loc[32, 'efficiency']:.0%}); OneFlow on the same machines "
+                 f"{of.loc[32, 'speedup']:.1f}x on 32 ({of.loc[32, 'efficiency']:.0%}).")
     if runs["mfu"].isna().all():
         parts.append("- MFU is unknown here: no published peak for this device (never invented).")
     else:

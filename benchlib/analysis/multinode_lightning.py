@@ -6,10 +6,11 @@ from __future__ import annotations
 import pandas as pd
 
 from benchlib.analysis.common import ok_runs, with_speedup
+from benchlib.analysis.verdict import compare, side
 
 
 NOTEBOOK = "30_multinode_lightning.ipynb"
-SAME_WORK = ["study", "trainer", "dataset", "model", "depth", "alpha", "batch_size", "device"]
+SAME_WORK = ["study", "trainer", "dataset", "model", "depth", "alpha", "batch_size", "hardware"]
 
 
 def runs(df: pd.DataFrame) -> pd.DataFrame:
@@ -82,13 +83,39 @@ def conclusions(runs: pd.DataFrame) -> str:
                      f"{r.nproc_per_node}: {r.samples_per_s:,.1f} samples/s (p10-p90 "
                      f"{r.samples_per_s_p10:,.1f}-{r.samples_per_s_p90:,.1f}), speedup "
                      f"**{r.speedup:.2f}x**, efficiency {r.efficiency:.0%}.")
-    for o in lightning_overhead(runs).itertuples():
-        parts.append(f"- {o.nnodes} x {o.nproc_per_node}: raw DDP's samples/s are "
-                     f"{o.overhead:+.0%} against Lightning's (spread {o.overhead_low:+.0%} to "
-                     f"{o.overhead_high:+.0%}; positive: Lightning is slower); launch to result, "
-                     f"Lightning {o.extra_launch_s:+.1f} s against raw DDP.")
+    parts += lightning_against_ddp(runs)
     devices = ", ".join(sorted(set(runs["device_name"])))
-    parts.append(f"- Measured on {devices}. Nodes on one host share its cores and talk over "
-                 "loopback, so these figures show what the launchers and the process groups "
-                 "cost, not what a network between real nodes would.")
+    parts.append(f"- Measured on {devices}.")
+    shared = runs[(topology(runs) == "one host") & (runs["nnodes"] > 1)]
+    if not shared.empty:
+        layouts = ", ".join(sorted({f"{r.nnodes} x {r.nproc_per_node}" for r in shared.itertuples()}))
+        parts.append(f"- The multi-node runs here ({layouts}) put every node on one host: they "
+                     "shared its cores and talked over loopback, so they show what the launchers "
+                     "and the process groups cost, not what a network between nodes would.")
     return "\n".join(parts)
+
+
+def topology(runs: pd.DataFrame) -> pd.Series:
+    """Where each run's ranks ran (the record's `topology`, from the hosts in the ranks'
+    banners); records from before it: every launcher but srun starts its nodes here."""
+    recorded = runs["topology"] if "topology" in runs else pd.Series(None, index=runs.index,
+                                                                     dtype=object)
+    derived = runs["launcher"].map(lambda l: "unknown" if l == "srun" else "one host")
+    return recorded.fillna(derived)
+
+
+def lightning_against_ddp(runs: pd.DataFrame) -> list[str]:
+    """Per layout and work with both trainers: which trains faster, with its interval, and
+    the difference in time from launch to result."""
+    parts = []
+    keys = [k for k in SAME_WORK if k != "trainer"] + ["nnodes", "nproc_per_node"]
+    for key, group in runs.groupby(keys):
+        light, ddp = (group[group["trainer"] == t] for t in ("lightning", "ddp"))
+        if light.empty or ddp.empty:
+            continue
+        where = dict(zip(keys, key))
+        extra = light["launch_s"].median() - ddp["launch_s"].median()
+        parts.append(f"- {where['nnodes']} x {where['nproc_per_node']}: "
+                     f"{compare(side('Lightning', light), side('raw DDP', ddp))}; launch to "
+                     f"result, Lightning {extra:+.1f} s against raw DDP.")
+    return parts

@@ -6,11 +6,14 @@ from __future__ import annotations
 import pandas as pd
 
 from benchlib.analysis.common import spread
+from benchlib.analysis.verdict import compare, faster, side
 from benchlib.reference import SEED000_RAW_OVER_PRELOAD
 
 
 NOTEBOOKS = ("10_single_device_io.ipynb", "benchlib io (CLI)")
-SETUP = ["device_name", "epochs", "batch_size"]
+# what runs must share to be pooled or compared: the device (its model on CPU too), the
+# model trained, how much data (samples) and the torch that ran it, epochs and batch
+SETUP = ["device_name", "model", "samples", "torch", "epochs", "batch_size"]
 KEYS = [*SETUP, "dataset", "variant", "mode"]
 INT_PARAMS = ("num_workers", "epochs", "batch_size", "repeats", "warmup_steps")
 
@@ -23,7 +26,9 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
     io = df[df["notebook"].isin(NOTEBOOKS)]
     if "status" in io:
         io = io[io["status"] == "ok"]
-    return io.astype({c: int for c in INT_PARAMS if c in io}).copy()  # .copy(): one block
+    io = io.astype({c: int for c in INT_PARAMS if c in io}).copy()  # .copy(): one block
+    # records without a setup field pool only with each other (groupby drops NaN keys)
+    return io.assign(**{c: io[c].fillna("?") if c in io else "?" for c in SETUP})
 
 
 def workers_swept(io: pd.DataFrame) -> pd.DataFrame:
@@ -78,7 +83,7 @@ def _fewest_workers(io: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 def raw_over_preload(io: pd.DataFrame, dataset: str = "fashion-mnist",
                      mode: str = "traverse") -> dict[tuple, float]:
-    """Per setup (device, epochs, batch): how many times longer `raw` takes than
+    """Per setup (SETUP's values): how many times longer `raw` takes than
     `preload` (total seconds, fewest workers)."""
     rows = io[(io["dataset"] == dataset) & (io["mode"] == mode)]
     if rows.empty:
@@ -102,21 +107,53 @@ def conclusions(io: pd.DataFrame) -> str:
                      f"fastest with **num_workers={b['num_workers']}** "
                      f"({b['samples_per_s']:,.0f} samples/s; {b['others']}).")
     for mode in ("traverse", "train"):
-        for (device, epochs, _), ratio in raw_over_preload(io, mode=mode).items():
-            parts.append(_ratio_line(mode, device, epochs, ratio))
+        for setup, ratio in raw_over_preload(io, mode=mode).items():
+            parts.append(_ratio_line(io, mode, dict(zip(SETUP, setup)), ratio))
     devices = ", ".join(sorted(set(io["device_name"])))
     sources = ", ".join(sorted(set(io["data_source"])))
     parts.append(f"- Measured on {devices}; data: {sources}.")
     return "\n".join(parts)
 
 
-def _ratio_line(mode: str, device: str, epochs: int, ratio: float) -> str:
-    text = f"- FashionMNIST {mode} on {device} ({epochs} ep): raw takes **{ratio:.1f}x** as long as preload"
+DECODED_ON_DISK = ("np_memmap", "tensorclass_memmap")  # decoded once, read from storage
+
+
+def _ratio_line(io: pd.DataFrame, mode: str, setup: dict, ratio: float) -> str:
+    """raw against preload (seconds for the run's epochs, fewest workers, with interval),
+    seed 000's ratio beside it in traverse mode, and what the records say costs."""
+    sides = _sides(io, mode, setup)
+    text = (f"- FashionMNIST {mode} on {setup['device_name']} ({setup['epochs']} ep): "
+            f"{compare(sides['preload'], sides['raw'], higher_is_better=False)}; raw takes "
+            f"**{ratio:.1f}x** as long as preload")
     if mode == "traverse":
         seed = SEED000_RAW_OVER_PRELOAD
         verdict = ("agrees with" if 0.5 <= ratio / seed <= 2 else
                    "is well below" if ratio < seed else "is well above")
         text += (f"; seed 000 measured {seed:.1f}x on a GTX 1050, and this machine "
-                 f"{verdict} it (within a factor 2 counts as agreeing). Decoding each item "
-                 "every epoch, not the storage library, is what costs")
-    return text + "."
+                 f"{verdict} it (within a factor 2 counts as agreeing)")
+    return text + "." + _decoding_line(sides)
+
+
+def _sides(io: pd.DataFrame, mode: str, setup: dict) -> dict:
+    """Each variant's fewest-workers runs of FashionMNIST in `mode` on one setup, as
+    verdict sides of total seconds (several runs: one value each; one: its repeats)."""
+    rows = io[(io["dataset"] == "fashion-mnist") & (io["mode"] == mode)]
+    rows = rows[(rows[SETUP] == pd.Series(setup)).all(axis=1)]
+    rows = rows[rows["num_workers"] == rows.groupby(KEYS)["num_workers"].transform("min")]
+    return {v: side(v, g, "total_s", "repeats") for v, g in rows.groupby("variant")}
+
+
+def _decoding_line(sides: dict) -> str:
+    """Said only when the records show it: preload clearly faster than raw, and a variant
+    holding decoded arrays on storage clearly faster than raw too."""
+    if faster(sides["preload"], sides["raw"], higher_is_better=False) != "preload":
+        return ""
+    stored = [v for v in DECODED_ON_DISK
+              if v in sides and faster(sides[v], sides["raw"], higher_is_better=False) == v]
+    if not stored:
+        return ""
+    pre = sides["preload"].median
+    times = ", ".join(f"{v} {sides[v].median / pre:.1f}x" for v in stored)
+    return (f" Decoded arrays read from storage take {times} preload's time against raw's "
+            f"{sides['raw'].median / pre:.1f}x: decoding each item every epoch, not reading "
+            "from storage, is what costs.")

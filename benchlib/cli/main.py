@@ -31,7 +31,8 @@ def _outputs(args) -> Path:
 def cmd_data(args) -> int:
     from benchlib.data import manifest, prepare
 
-    cfg = config_from(args, DataPrepConfig, path=str(Path(args.path).resolve()))
+    # resolved as the rows resolve their `path`: `outputs/...` under $BENCHLIB_OUTPUTS
+    cfg = config_from(args, DataPrepConfig, path=str(paths.resolve(args.path)))
     for name, entry in prepare.prepare(cfg).items():
         samples = ", ".join(f"{n} {split}" for split, n in entry["samples"].items())
         print(f"{name}: {entry['source']}, {samples}, {entry['bytes'] / 1e6:.1f} MB, "

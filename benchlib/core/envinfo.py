@@ -50,6 +50,21 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def device_name(device: Any) -> str:
+    """What a record calls the device a number was measured on: the GPU's model, or on a
+    CPU the CPU's model (never just "cpu": two CPU hosts are two different machines)."""
+    if getattr(device, "type", str(device)).startswith("cuda"):
+        import torch
+
+        return torch.cuda.get_device_name(device)
+    return cpu_model()
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_model() -> str:
+    return _cpu_model()
+
+
 def _os_name() -> str:
     try:
         text = Path("/etc/os-release").read_text()

@@ -130,6 +130,7 @@ def launch(module: str, args: list[str], log_dir: Path, launcher: str = "torchru
     result = json.loads(result_file.read_text())
     result["metrics"]["launch_retries"] = attempt - 1
     result["metrics"]["teardown_crash"] = teardown
+    result["metrics"].update(protocol.topology(protocol.rank_hosts(log_dir)))
     return LaunchResult(log_dir, result, time.perf_counter() - start)
 
 

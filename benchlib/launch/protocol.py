@@ -35,6 +35,19 @@ def banner_host(log_text: str) -> str | None:
     return m["host"] if m is not None else None
 
 
+def rank_hosts(log_dir: Path) -> list[str]:
+    """The distinct hosts the ranks' banners name, sorted (none for logs without one)."""
+    hosts = {banner_host(f.read_text(errors="replace")) for f in Path(log_dir).glob("rank*.log")}
+    return sorted(h for h in hosts if h)
+
+
+def topology(hosts: list[str]) -> dict[str, object]:
+    """Where the ranks ran, for a record: `one host` (they talk over loopback, whatever
+    the number of "nodes") or `separate hosts` (over the network), the hosts, and how many."""
+    kind = "separate hosts" if len(hosts) > 1 else "one host" if hosts else "unknown"
+    return {"topology": kind, "rank_hosts": ",".join(hosts), "host_count": len(hosts)}
+
+
 def redirect_output(log_dir: str | None, rank: int) -> None:
     """This rank's stdout and stderr, merged, into <log_dir>/rank<R>.log."""
     if not log_dir:

@@ -85,7 +85,7 @@ def run(cfg: FrameworkComparisonConfig, run_id: str = "interactive") -> Framewor
     m["jax_skipped"] = jax_skipped(cfg)
     if m["jax_skipped"] is None:
         jax = run_jax(cfg, run_id)
-        wanted = "cpu" if m["device_name"] == "cpu" else "gpu"
+        wanted = "gpu" if m["device_type"] == "cuda" else "cpu"
         if jax["jax_backend"] != wanted:  # e.g. a CPU-only jaxlib on a GPU node
             m["jax_skipped"] = f"JAX ran on {jax['jax_backend']}, PyTorch on {wanted}: not comparable"
         else:

@@ -34,10 +34,12 @@ def worker_args(cfg: MultinodeLightningConfig) -> list[str]:
 
 def preflight(cfg: MultinodeLightningConfig) -> None:
     """Where the row runs. Locally: the ranks fit this host and an epoch has a timed step.
-    Under Slurm (`launcher: srun`) the layout Slurm must start; the partition's capacity
-    is the Slurm sweep's check, made once before it submits."""
+    Under Slurm (`launcher: srun`) the layout Slurm must start and the data it reads (the
+    allocation's devices are Slurm's to give); the partition's capacity is the Slurm
+    sweep's check, made once before it submits."""
     if cfg.launcher == "srun":
         check_layout(cfg.trainer, cfg.nnodes, cfg.nproc_per_node, gpu=cfg.device == "gpu")
+        checks.steps_fit(cfg, cfg.batch_size * cfg.world_size)
         return
     cuda = checks.device_and_backend(cfg.device, cfg.backend)
     checks.ranks_fit("nproc_per_node", cfg.world_size, cuda)

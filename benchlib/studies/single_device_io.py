@@ -22,7 +22,7 @@ import torch
 
 from benchlib import paths
 from benchlib.config import SingleDeviceIoConfig
-from benchlib.core import loops, progress
+from benchlib.core import envinfo, loops, progress
 from benchlib.core.models import build_model
 from benchlib.core.timing import summarize
 from benchlib.data import storage
@@ -32,7 +32,8 @@ from benchlib.studies import checks
 
 
 def device_name(device: torch.device) -> str:
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    """The GPU's model, or the CPU's on a CPU (envinfo.device_name)."""
+    return envinfo.device_name(device)
 
 
 @dataclass

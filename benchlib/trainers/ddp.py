@@ -29,7 +29,7 @@ from torch.utils.data import DataLoader, Dataset
 from benchlib import atomic
 from benchlib.config import DpVsDdpConfig as STUDY  # its defaults are this worker's
 from benchlib.config.choices import SYNTHETIC_STEPS, TRAIN_DATASETS as DATASETS
-from benchlib.core import loops, throughput
+from benchlib.core import envinfo, loops, throughput
 from benchlib.core.models import build_model
 from benchlib.data import storage, transforms
 from benchlib.distributed.device import dp_device_ids
@@ -244,7 +244,8 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         "devices": devices if args.strategy == "dp" else env.world_size,
         "global_batch": batch * env.world_size,
         "backend_used": backend if torch.distributed.is_initialized() else None,
-        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "device_name": envinfo.device_name(device),
+        "device_type": device.type,
         "peak_mem_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
         "model_params": sum(p.numel() for p in model.parameters()),
         "threads_per_rank": torch.get_num_threads(),

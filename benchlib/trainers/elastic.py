@@ -37,7 +37,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, Subset
 from torch.utils.data.distributed import DistributedSampler
 
-from benchlib.core import loops
+from benchlib.core import envinfo, loops
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
 from benchlib.errors import Preempted
@@ -343,7 +343,7 @@ class ElasticTrainer:
             "world_size": env.world_size, "global_batch": self.args.batch_size * env.world_size,
             "steps_per_epoch": self.steps_per_epoch, "epochs": self.args.epochs,
             "backend_used": self.backend if env.world_size > 1 else None,
-            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "device_name": envinfo.device_name(device),
             "model_params": sum(p.numel() for p in self.plain.parameters()),
             "threads_per_rank": torch.get_num_threads(),
             "resumed_from_step": self.plan.resume.step if self.plan.resume is not None else None,

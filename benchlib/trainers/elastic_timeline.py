@@ -59,7 +59,8 @@ def recoveries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per restart: what ended the attempt before it (failure or preemption), the
     last step it finished, the step it resumed from, the steps redone, and recovery_s:
     from that last finished step to the first step finished after the resume (failure
-    detection, restart, rendezvous, loading, and the first step)."""
+    detection, restart, rendezvous, loading, and the first step), and restart_s, the part
+    of it until the resumed attempt's `start` (everything but the first step)."""
     rows: list[dict[str, Any]] = []
     last_step: dict[str, Any] | None = None
     last_kind, since = None, None
@@ -76,7 +77,8 @@ def recoveries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             rows.append({"attempt": e["attempt"],
                          "cause": "preempted" if last_kind == "preempted" else "failure",
                          "last_step_before": done, "resumed_from_step": resumed,
-                         "steps_redone": done - resumed})
+                         "steps_redone": done - resumed,
+                         "restart_s": e["t"] - since if since is not None else None})
         elif kind == "step":
             if rows and "recovery_s" not in rows[-1]:
                 rows[-1]["recovery_s"] = e["t"] - since if since is not None else None
@@ -115,6 +117,7 @@ def summarize_run(events: list[dict[str, Any]],
         "restarts": len(rows),
         "steps_redone": sum(r["steps_redone"] for r in rows),
         "recovery_s": sum((r["recovery_s"] or 0.0 for r in rows), 0.0),
+        "restart_s": sum((r["restart_s"] or 0.0 for r in rows if r["recovery_s"]), 0.0),
         "redo_s": redo_s,
         "final_step": steps[-1]["step"] if steps else 0,
         "loss_last": steps[-1]["loss"] if steps else None,

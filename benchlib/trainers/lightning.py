@@ -53,7 +53,7 @@ from torch import nn
 
 from benchlib.config import MultinodeLightningConfig as STUDY  # its defaults are this worker's
 from benchlib.config import choices
-from benchlib.core import loops, throughput
+from benchlib.core import envinfo, loops, throughput
 from benchlib.core.models import build_model
 from benchlib.core.timing import StepMarks
 from benchlib.distributed.device import check_device
@@ -286,7 +286,7 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool) -> dict | None:
         "strategy": "ddp" if where.world_size > 1 else "single_device",
         "cluster_environment": where.environment,
         "lightning_version": lightning.__version__,
-        "device_name": torch.cuda.get_device_name(device) if cuda else "cpu",
+        "device_name": envinfo.device_name(device),
         "peak_mem_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
         "model_params": sum(p.numel() for p in model.parameters()),
         "threads_per_rank": torch.get_num_threads(),

@@ -197,6 +197,17 @@ def record_files(results_dir: Path) -> list[Path]:
 ENV_COLUMNS = {"hostname": "host", "cpu_model": "cpu"}
 
 
+def hardware(env: dict[str, Any], bed: dict[str, Any] | None = None) -> str:
+    """What a speedup's baseline must share with the run: device model and count, CPU
+    model, host (`2 x NVIDIA H100 80GB HBM3; AMD EPYC 9454; node07`). On a Slurm testbed
+    the partition stands for the host, as in the testbed itself: its array tasks land on
+    whichever of its nodes are free."""
+    identity = (bed or {}).get("identity") or {}
+    host = f"{identity.get('cluster') or 'slurm'}/{identity.get('partition')}" \
+        if identity.get("kind") == "slurm" else env.get("hostname") or "?"
+    return f"{testbed.devices(env)}; {env.get('cpu_model') or '?'}; {host}"
+
+
 def select(records: list[dict[str, Any]], study: str | None = None, label: str | None = None,
            testbed_id: str | None = None, latest: bool = False) -> list[dict[str, Any]]:
     """Records of one study, result set (label) or testbed (id or its first characters);
@@ -220,8 +231,8 @@ def load_results(results_dir: str | Path, study: str | None = None, *, label: st
     `label`, `testbed` (an id or its start) and `latest` select as `select()` does.
 
     Columns: run_id, study, notebook, status, error, started_at, finished_at, duration_s,
-    method_version, host, cpu, gpu, torch, executed_notebook, label, testbed (its name),
-    testbed_id, then every parameter and every metric under its own name.
+    method_version, host, cpu, gpu, torch, hardware, executed_notebook, label, testbed (its
+    name), testbed_id, then every parameter and every metric under its own name.
     """
     import pandas as pd
 
@@ -237,6 +248,7 @@ def load_results(results_dir: str | Path, study: str | None = None, *, label: st
         row.update({col: env.get(key) for key, col in ENV_COLUMNS.items()})
         row["gpu"] = ", ".join(g["name"] for g in env.get("gpus", [])) or None
         row["torch"] = env.get("packages", {}).get("torch")
+        row["hardware"] = hardware(env, rec["testbed"])
         row.update(rec["params"])
         row.update(rec["metrics"])
         rows.append(row)

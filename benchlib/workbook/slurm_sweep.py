@@ -28,8 +28,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from benchlib import atomic
+from benchlib import atomic, paths
 from benchlib.core import envinfo
+from benchlib.data.manifest import describe
 from benchlib.errors import ConfigError, SlurmError, UsageError
 from benchlib.slurm import arrays, commands
 from benchlib.slurm.capacity import check_layout, node_capacity
@@ -54,6 +55,29 @@ def check_partition(rows: list[Row], partition: str | None) -> None:
                              capacity=capacity)
             except ConfigError as e:
                 raise UsageError(f"{row.source}: {e} (partition {partition or 'default'})") from e
+
+
+NO_DATA = ("synthetic", "dummy")  # made in the process: nothing to prepare
+
+
+def check_data(rows: list[Row]) -> None:
+    """The other submit-side check: every data set the rows read is prepared where they
+    will look for it (`path`, resolved as the tasks resolve it: `outputs/...` under
+    $BENCHLIB_OUTPUTS), so no array task fails on missing data after it was queued."""
+    seen: set[tuple[Path, str]] = set()
+    for row in rows:
+        p = row.params
+        if "path" not in p or p.get("dataset", "synthetic") in NO_DATA:
+            continue
+        key = (paths.resolve(p["path"]), p["dataset"])
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            describe(p["path"], p["dataset"])
+        except UsageError as e:
+            raise UsageError(f"{row.source}: {e} (checked before submitting: the array "
+                             "tasks read the same path)") from e
 
 
 def write_plan(rows: list[Row], path: Path) -> None:
@@ -117,6 +141,7 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
     from benchlib.core import progress as progress_bar
 
     check_partition(rows, partition)
+    check_data(rows)
     # the partition is the testbed: two partitions sharing these outputs never mix
     rows = results.assign_result_set(rows, outputs / "results", label,
                                      testbed.slurm(partition))
