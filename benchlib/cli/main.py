@@ -113,23 +113,26 @@ def cmd_slurm_task(args) -> int:
 
 def cmd_slurm_script(args) -> int:
     """Print (or submit) an sbatch script for a multi-node training run."""
+    import benchlib.cli.slurm_script as ss
     from benchlib.slurm.commands import submit
     from benchlib.slurm.sbatch import training_script
 
-    import shlex
-
-    worker_args = shlex.split(args.worker_args)
+    worker_args = ss.split_worker_args(args.worker_args)
+    ss.check_worker_args(args.trainer, worker_args, args.nodes, args.devices)
+    outputs = ss.outputs_for(args.outputs)
+    log = args.output or ss.default_log(outputs)
     text = training_script(args.trainer, args.nodes, args.devices, worker_args,
-                           args.output, args.partition, args.time, args.gpu, args.port,
+                           log, args.partition, args.time, args.gpu, args.port,
                            args.requeue, check_capacity=not args.no_capacity_check,
                            max_restarts=args.max_restarts, exclusive=not args.share_nodes,
                            ntasks_per_node=args.ntasks_per_node, world_size=args.world_size)
     if not args.submit:
         print(text, end="")
         return 0
-    script = Path(args.output.replace("%j", "job")).with_suffix(".sbatch")
-    script.parent.mkdir(parents=True, exist_ok=True)
-    script.write_text(text)
+    script = ss.keep_script(text, args.trainer, outputs)
+    if "%" not in str(Path(log).parent):  # sbatch does not create the log's folder
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
+    print(f"script: {script}", file=sys.stderr)
     print(submit(script))
     return 0
 
@@ -405,7 +408,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition")
     p.add_argument("--time")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="rendezvous port on the first node")
-    p.add_argument("--output", default="outputs/slurm/%j.log", help="sbatch --output")
+    p.add_argument("--output", help="sbatch --output (default: OUTPUTS/slurm/%%x-%%j.log, "
+                   "the job's name and id)")
+    p.add_argument("--outputs", help=outputs_help + "; a submitted script is kept in its "
+                   "slurm/ under a name of its own")
     p.add_argument("--requeue", action="store_true", help="requeue after preemption")
     p.add_argument("--share-nodes", action="store_true", help="leave out --exclusive")
     p.add_argument("--ntasks-per-node", type=int,
@@ -415,7 +421,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not ask sinfo whether the partition's nodes have the devices")
     p.add_argument("--submit", action="store_true", help="sbatch it and print the job id")
     p.add_argument("--worker-args", default="",
-                   help="the worker's arguments as one string: \"--path data --model resnet50\"")
+                   help="the worker's arguments as one string: \"--path data --model resnet50\" "
+                   "(one flag alone: --worker-args=--dummy)")
     p.set_defaults(func=cmd_slurm_script)
 
     p = sub.add_parser("run", help="run one notebook with parameters and store its record")

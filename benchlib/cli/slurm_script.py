@@ -1,0 +1,85 @@
+"""`benchlib slurm-script`: the worker's arguments taken apart and checked, and where a
+rendered script is kept (each its own file under the outputs folder, never overwritten)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import time
+from pathlib import Path
+
+from benchlib import paths
+from benchlib.errors import UsageError
+
+# Worker flags slurm-script sets itself (Lightning), or that torchrun's layout decides
+# (ddp, elastic): a value the user gives in --worker-args would fight the script's.
+SET_BY_SCRIPT = {"lightning": {"--devices": "devices", "--gpus": "devices", "--nnodes": "nodes"}}
+TORCHRUN_LAYOUT = ("--init-method", "--rank", "--world-size", "--spawn", "--local-rank",
+                   "--nproc-per-node", "--master-port")
+
+
+def split_worker_args(text: str) -> list[str]:
+    """The --worker-args string as a list, the way a shell would split it."""
+    try:
+        return shlex.split(text)
+    except ValueError as e:  # "No closing quotation", "No escaped character"
+        raise UsageError(f"worker_args: cannot split {text!r} into arguments "
+                         f"({str(e).lower()}); balance its quotes") from None
+
+
+def _flags(worker_args: list[str]) -> list[tuple[str, str | None]]:
+    """(flag, value) for every --flag in the list: `--x 2` and `--x=2` alike."""
+    found = []
+    for i, arg in enumerate(worker_args):
+        if not arg.startswith("--"):
+            continue
+        flag, eq, value = arg.partition("=")
+        if not eq:
+            nxt = worker_args[i + 1] if i + 1 < len(worker_args) else None
+            value = nxt if nxt is not None and not nxt.startswith("--") else None
+        found.append((flag, value))
+    return found
+
+
+def check_worker_args(trainer: str, worker_args: list[str], nodes: int, devices: int) -> None:
+    """Refuse a worker flag that contradicts the layout the script gives the ranks."""
+    given = {"devices": devices, "nodes": nodes}
+    for flag, value in _flags(worker_args):
+        if trainer in SET_BY_SCRIPT and flag in SET_BY_SCRIPT[trainer]:
+            name = SET_BY_SCRIPT[trainer][flag]
+            if value != str(given[name]):
+                raise UsageError(f"worker_args: {flag} {value} conflicts with --{name} "
+                                 f"{given[name]}: the script passes the worker --devices and "
+                                 f"--nnodes from slurm-script's --devices and --nodes; give "
+                                 f"the count there only")
+        elif trainer != "lightning" and flag in TORCHRUN_LAYOUT:
+            raise UsageError(f"worker_args: {flag} is set by torchrun's layout in the script "
+                             f"(--nodes x --devices ranks); leave it out")
+
+
+def default_log(outputs: Path) -> str:
+    """sbatch --output when none is given: the outputs folder's slurm/, one log per job."""
+    return str(outputs / "slurm" / "%x-%j.log")
+
+
+def keep_script(text: str, trainer: str, outputs: Path) -> Path:
+    """Write the script as its own new file, outputs/slurm/benchlib-<trainer>-<time>[-n].sbatch
+    (created exclusively: an earlier script is never overwritten)."""
+    folder = outputs / "slurm"
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"benchlib-{trainer}-{time.strftime('%Y%m%dT%H%M%S')}"
+    for n in range(1000):
+        path = folder / (f"{stem}.sbatch" if n == 0 else f"{stem}-{n}.sbatch")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        return path
+    raise UsageError(f"output: {folder} already holds 1000 scripts named {stem}*")
+
+
+def outputs_for(option: str | None) -> Path:
+    """--outputs, else $BENCHLIB_OUTPUTS, else the project's outputs/."""
+    return Path(option).resolve() if option else paths.outputs_dir()

@@ -1,0 +1,79 @@
+"""Bad input and faults from the command line (issue 17): one line naming the parameter,
+exit 2, nothing half-written; nothing the user asked for silently ignored."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def benchlib(*args, env=None, timeout=120):
+    return subprocess.run([sys.executable, "-m", "benchlib", *args], cwd=ROOT,
+                          env={**os.environ, **(env or {})}, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def fake_sbatch(tmp_path) -> dict[str, str]:
+    """PATH with an sbatch that prints job id 42 (--parsable) and submits nothing."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\necho 42\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "BENCHLIB_OUTPUTS": str(tmp_path / "out")}
+
+
+def slurm_script(*args, env=None):
+    return benchlib("slurm-script", *args, "--no-capacity-check", env=env)
+
+
+def test_an_unbalanced_quote_in_worker_args_is_one_line_and_writes_nothing(tmp_path):
+    done = slurm_script("ddp", "--nodes", "2", "--devices", "1", "--worker-args",
+                        "--path 'my data --model toynet", "--submit", env=fake_sbatch(tmp_path))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == ("benchlib slurm-script: worker_args: cannot split \"--path 'my data "
+                           "--model toynet\" into arguments (no closing quotation); balance "
+                           "its quotes\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_lightning_device_count_in_worker_args_that_contradicts_devices_is_refused(tmp_path):
+    done = slurm_script("lightning", "--nodes", "2", "--devices", "4", "--worker-args",
+                        "--gpus 2 --model toynet")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == ("benchlib slurm-script: worker_args: --gpus 2 conflicts with "
+                           "--devices 4: the script passes the worker --devices and --nnodes "
+                           "from slurm-script's --devices and --nodes; give the count there "
+                           "only\n")
+    done = slurm_script("lightning", "--nodes", "2", "--devices", "4",
+                        "--worker-args=--nnodes=3 --model toynet")
+    assert done.returncode == 2 and "--nnodes 3 conflicts with --nodes 2" in done.stderr
+    same = slurm_script("lightning", "--nodes", "2", "--devices", "4", "--worker-args",
+                        "--gpus 4 --model toynet")
+    assert same.returncode == 0, same.stderr
+    assert "--gpus 4 --model toynet --devices 4 --nnodes 2" in same.stdout
+
+
+def test_a_rank_layout_in_torchrun_worker_args_is_refused(tmp_path):
+    done = slurm_script("ddp", "--nodes", "2", "--devices", "4", "--worker-args",
+                        "--world-size 8")
+    assert done.returncode == 2
+    assert done.stderr == ("benchlib slurm-script: worker_args: --world-size is set by "
+                           "torchrun's layout in the script (--nodes x --devices ranks); "
+                           "leave it out\n")
+
+
+def test_submitted_scripts_each_get_a_name_of_their_own_under_the_outputs_folder(tmp_path):
+    env = fake_sbatch(tmp_path)
+    kept = []
+    for _ in range(2):
+        done = slurm_script("ddp", "--nodes", "2", "--devices", "1", "--submit", env=env)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "42\n"
+        kept.append(Path(done.stderr.split("script: ")[1].split("\n")[0]))
+    assert kept[0] != kept[1]
+    assert sorted(kept) == sorted((tmp_path / "out" / "slurm").glob("benchlib-ddp-*.sbatch"))
+    log = tmp_path / "out" / "slurm" / "%x-%j.log"
+    assert all(f"#SBATCH --output={log}\n" in s.read_text() for s in kept)
+
