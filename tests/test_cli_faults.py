@@ -77,3 +77,33 @@ def test_submitted_scripts_each_get_a_name_of_their_own_under_the_outputs_folder
     log = tmp_path / "out" / "slurm" / "%x-%j.log"
     assert all(f"#SBATCH --output={log}\n" in s.read_text() for s in kept)
 
+
+def test_doctor_refuses_a_rank_or_world_size_without_an_init_method():
+    line = ("--rank and --world-size only mean something with --init-method tcp://HOST:PORT "
+            "(this process as one rank); without it doctor starts --nproc ranks here\n")
+    for args, name in ((["--world-size", "2", "--rank", "2"], "rank"),
+                       (["--world-size", "0"], "world_size"), (["--rank", "9"], "rank")):
+        done = benchlib("doctor", "--device", "cpu", *args)
+        assert done.returncode == 2 and done.stdout == ""
+        assert done.stderr == f"benchlib doctor: {name}: {line}"
+
+
+def test_doctor_with_an_init_method_checks_its_rank_and_refuses_local_launch_flags():
+    tcp = ["doctor", "--device", "cpu", "--init-method", "tcp://127.0.0.1:29999"]
+    done = benchlib(*tcp, "--rank", "9")
+    assert done.returncode == 2
+    assert done.stderr == "benchlib doctor: rank: must be in [0, 2), got 9\n"
+    done = benchlib(*tcp, "--world-size", "0")
+    assert done.returncode == 2
+    assert done.stderr == "benchlib doctor: world_size: must be >= 1, got 0\n"
+    done = benchlib(*tcp, "--nproc", "4")
+    assert done.returncode == 2
+    assert done.stderr == ("benchlib doctor: nproc: --nproc is for the ranks doctor starts "
+                           "here; with --init-method this process is one rank (--rank, "
+                           "--world-size, the port in the init method)\n")
+
+
+def test_a_rank_count_below_one_names_nproc():
+    done = benchlib("allreduce", "--device", "cpu", "--nproc", "0")
+    assert done.returncode == 2
+    assert done.stderr == "benchlib allreduce: nproc: must be >= 1, got 0\n"

@@ -227,11 +227,11 @@ def _check_distributed(args) -> None:
     import torch
 
     from benchlib.distributed.device import check_device, choose_backend
-    from benchlib.distributed.env import check_rank
     check_device(args.device)
     cuda = args.device == "gpu" or (args.device == "auto" and torch.cuda.is_available())
     choose_backend("cuda" if cuda else "cpu", args.backend)
-    check_rank(0, args.nproc)
+    if args.nproc < 1:
+        raise UsageError(f"nproc: must be >= 1, got {args.nproc}")
 
 
 def cmd_allreduce(args) -> int:
@@ -277,10 +277,37 @@ def cmd_compare(args) -> int:
     return comparison.exit_code()
 
 
+def _doctor_mode(args) -> None:
+    """--init-method: this process is one rank (--rank, --world-size); without it doctor
+    starts --nproc ranks here. A flag of the other mode is refused, never ignored."""
+    from benchlib.distributed.env import check_rank
+
+    local = {"nproc": args.nproc, "launcher": args.launcher, "port": args.port}
+    if not args.init_method:
+        for name in ("rank", "world_size"):
+            if getattr(args, name) is not None:
+                raise UsageError(f"{name}: --rank and --world-size only mean something with "
+                                 "--init-method tcp://HOST:PORT (this process as one rank); "
+                                 "without it doctor starts --nproc ranks here")
+        args.nproc = 2 if args.nproc is None else args.nproc
+        args.launcher = args.launcher or "torchrun"
+        return
+    for name, value in local.items():
+        if value is not None:
+            raise UsageError(f"{name}: --{name} is for the ranks doctor starts here; with "
+                             "--init-method this process is one rank (--rank, --world-size, "
+                             "the port in the init method)")
+    args.rank = 0 if args.rank is None else args.rank
+    args.world_size = 2 if args.world_size is None else args.world_size
+    check_rank(args.rank, args.world_size)
+    args.nproc = args.world_size
+
+
 def cmd_doctor(args) -> int:
     """Seed 004's toy test: through torchrun here, or this process as one rank of tcp://."""
     from benchlib.launch.launcher import launch
 
+    _doctor_mode(args)
     _check_distributed(args)
     if args.init_method:
         from benchlib.workers import doctor
@@ -485,8 +512,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", help="seed 004's toy test: init, a checked all_reduce, latency")
     distributed(p)
     p.add_argument("--init-method", help="tcp://HOST:PORT: run this process as one rank")
-    p.add_argument("--rank", type=int, default=0)
-    p.add_argument("--world-size", type=int, default=2)
+    p.add_argument("--rank", type=int, help="with --init-method: this process's rank (default 0)")
+    p.add_argument("--world-size", type=int,
+                   help="with --init-method: ranks in all (default 2)")
+    p.set_defaults(nproc=None, launcher=None)  # filled in by _doctor_mode
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("calibrate", help="benchmark: benchlib's loop vs a bare loop; fetch ceiling")
