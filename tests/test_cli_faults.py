@@ -107,3 +107,36 @@ def test_a_rank_count_below_one_names_nproc():
     done = benchlib("allreduce", "--device", "cpu", "--nproc", "0")
     assert done.returncode == 2
     assert done.stderr == "benchlib allreduce: nproc: must be >= 1, got 0\n"
+
+
+def test_a_data_path_that_is_a_file_is_called_a_file(tmp_path):
+    file = tmp_path / "notes.txt"
+    file.write_text("not data\n")
+    said = f"path: {file} is a file, not a folder; give the folder that holds (or is to hold) " \
+           "the data sets\n"
+    for command in (["io", "1", "cpu", "--dataset", "fashion-mnist"],
+                    ["data", "--dataset", "mydataset", "--size", "10", "--offline"],
+                    ["calibrate", "--steps", "1", "--rounds", "1"]):
+        done = benchlib(*command, "--path", str(file))
+        assert done.returncode == 2 and done.stdout == ""
+        assert done.stderr == f"benchlib {command[0]}: {said}"
+    assert file.read_text() == "not data\n"
+
+
+def test_the_data_hint_is_shell_quoted(tmp_path):
+    folder = tmp_path / "my data"
+    done = benchlib("io", "1", "cpu", "--dataset", "fashion-mnist", "--path", str(folder),
+                    env={"BENCHLIB_OUTPUTS": str(tmp_path / "out")})
+    assert done.returncode == 2
+    assert done.stderr == (f"benchlib io: path: {folder} has no fashion-mnist data; run "
+                           f"`python -m benchlib data --path '{folder}' --offline` first\n")
+
+
+def test_a_damaged_manifest_is_named_not_a_traceback(tmp_path):
+    (tmp_path / "manifest.json").write_text('{"fashion-mnist": ')
+    done = benchlib("io", "1", "cpu", "--dataset", "fashion-mnist", "--path", str(tmp_path))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"benchlib io: path: {tmp_path / 'manifest.json'} is not "
+                                  "valid JSON (")
+    assert done.stderr.endswith(f"; remove it and run `python -m benchlib data --path "
+                                f"{tmp_path} --offline` first\n")

@@ -331,6 +331,10 @@ def cmd_calibrate(args) -> int:
     for name in ("steps", "rounds", "batch_size"):
         if getattr(args, name) < 1:
             raise UsageError(f"{name}: must be >= 1, got {getattr(args, name)}")
+    if args.path:  # before minutes of measuring, not after
+        from benchlib.data.manifest import describe
+
+        describe(args.path, "fashion-mnist")
     device = device_for(args.device)
     shape = dict(model_name=args.model, batch_size=args.batch_size, steps=args.steps)
     loop = calibrate.loop_overhead(device, rounds=args.rounds, **shape)
