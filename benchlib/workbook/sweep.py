@@ -20,28 +20,10 @@ from typing import Any
 from benchlib import atomic
 from benchlib.core import envinfo
 from benchlib.errors import RecordError
-from benchlib.workbook import results, testbed
+from benchlib.workbook import kernels, results, testbed
 from benchlib.workbook.params import Row
 
 KERNEL = "python3"  # jupyter_client runs it with this interpreter, so .venv's packages
-
-
-def _ipc_kernel_manager():
-    """A kernel manager talking to its kernel over Unix sockets: no TCP ports opened on a
-    shared node, and no warning about unencrypted TCP for every row."""
-    from jupyter_client.manager import AsyncKernelManager
-
-    class IPCKernelManager(AsyncKernelManager):
-        def __init__(self, **kwargs):
-            # sockets of its own: jupyter_client's default ("kernel-ipc-N" in the current
-            # folder) is shared by concurrent sweeps, whose kernels then cross-talk
-            import tempfile
-            import uuid
-
-            own = Path(tempfile.gettempdir()) / f"benchlib-kernel-{uuid.uuid4().hex[:12]}"
-            super().__init__(transport="ipc", ip=str(own), **kwargs)
-
-    return IPCKernelManager
 
 
 @dataclass
@@ -106,12 +88,13 @@ def execute(notebook: Path, output: Path, parameters: dict[str, Any], env: dict[
     Returns None when it ran through, else the error."""
     import papermill
 
-    with atomic.replacing(output, suffix=".tmp.ipynb") as tmp, _environ(env):
+    with atomic.replacing(output, suffix=".tmp.ipynb") as tmp, _environ(env), \
+            kernels.kernel_folder() as folder:
         try:
             papermill.execute_notebook(
                 str(notebook), str(tmp), parameters=parameters, kernel_name=KERNEL,
                 progress_bar=False, cwd=str(notebook.parent), execution_timeout=timeout_s,
-                kernel_manager_class=_ipc_kernel_manager(),
+                kernel_manager_class=kernels.manager_class(folder),
             )
         except Exception as exc:  # the notebook's failure is the run's result
             return error_of(exc)
