@@ -186,21 +186,23 @@ def _new_run(args, notebook: str, params: dict) -> tuple[str, dict]:
         {"label": label, "testbed": bed}
 
 
-def _store(args, notebook: str, run_id: str, params: dict, started_at: str, metrics: dict,
-           details: dict, result_set: dict) -> Path:
-    """A record for a measurement run from the shell: the same schema as a notebook run's."""
-    from benchlib.core import envinfo
+def _store(args, notebook: str, run_id: str, params: dict, started: tuple[str, dict],
+           metrics: dict, details: dict, result_set: dict) -> Path:
+    """A record for a measurement run from the shell: the same schema as a notebook run's.
+    `started`: when, and the host's load then (results.now(), hostload.sample())."""
+    from benchlib.core import envinfo, hostload
     from benchlib.workbook import results
 
     record = results.make_record(
         run_id=run_id, study=args.study, notebook=notebook, params=params,
-        env=envinfo.collect(), started_at=started_at, status="ok", metrics=metrics,
-        details=details, **result_set)
+        env=envinfo.collect(), started_at=started[0], status="ok", metrics=metrics,
+        details=details, host_load=hostload.span(started[1], hostload.sample()), **result_set)
     return results.write_record(_outputs(args) / "results", record)
 
 
 def cmd_io(args) -> int:
     """Seed 000's singlegpu.py / test_funcs.py: one setting measured, one record written."""
+    from benchlib.core import hostload
     from benchlib.studies import single_device_io
     from benchlib.workbook import results
 
@@ -208,9 +210,9 @@ def cmd_io(args) -> int:
     single_device_io.preflight(cfg)  # bad input ends here: exit 2, nothing written
     params = cfg.as_dict()
     run_id, result_set = _new_run(args, "benchlib-io", params)
-    started_at = results.now()
+    started = results.now(), hostload.sample()
     result = single_device_io.run(cfg, run_id)
-    path = _store(args, "benchlib io (CLI)", run_id, params, started_at, result.metrics,
+    path = _store(args, "benchlib io (CLI)", run_id, params, started, result.metrics,
                   result.details(), result_set)
     print(single_device_io.describe(cfg, result))
     for row in result.profile:
@@ -236,6 +238,7 @@ def _check_distributed(args) -> None:
 
 def cmd_allreduce(args) -> int:
     """All-reduce bus bandwidth over message sizes, launched like the trainers."""
+    from benchlib.core import hostload
     from benchlib.launch.launcher import launch
     from benchlib.workbook import results
 
@@ -249,7 +252,7 @@ def cmd_allreduce(args) -> int:
     params = {"nproc_per_node": args.nproc, "launcher": args.launcher, "backend": args.backend,
               "device": args.device, "allreduce_max_bytes": args.max_bytes}
     run_id, result_set = _new_run(args, "benchlib-allreduce", params)
-    started_at = results.now()
+    started = results.now(), hostload.sample()
     out = launch("allreduce", ["--max-bytes", str(args.max_bytes), "--device", args.device,
                                "--backend", args.backend, "--iters", str(args.iters)],
                  _outputs(args) / "logs" / run_id, args.launcher, args.nproc,
@@ -261,7 +264,7 @@ def cmd_allreduce(args) -> int:
               f"{row['busbw_gbps']:10.3f}")
     print(f"peak busbw {m['busbw_gbps']:.3f} GB/s at {m['busbw_at_bytes']} B, {args.nproc} ranks, "
           f"{m['backend_used']}")
-    path = _store(args, "benchlib allreduce (CLI)", run_id, params, started_at, m,
+    path = _store(args, "benchlib allreduce (CLI)", run_id, params, started, m,
                   {"allreduce": out.result["details"]["sizes"]}, result_set)
     print(f"record: {path}")
     return 0

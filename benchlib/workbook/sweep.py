@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import atomic
-from benchlib.core import envinfo
+from benchlib.core import envinfo, hostload
 from benchlib.errors import RecordError
 from benchlib.workbook import kernels, results, testbed
 from benchlib.workbook.params import Row
@@ -113,7 +113,7 @@ def run_row(row: Row, outputs: Path, executor: dict[str, Any] | None = None) -> 
     rel_notebook = Path("runs") / row.study / f"{run_id}.ipynb"
     metrics_file = outputs / "runs" / row.study / f".{run_id}.metrics.json"
     metrics_file.unlink(missing_ok=True)
-    started_at = results.now()
+    started_at, load_start = results.now(), hostload.sample()
     kernel_env = {
         results.METRICS_FILE_VAR: str(metrics_file),
         "BENCHLIB_OUTPUTS": str(outputs),
@@ -121,12 +121,13 @@ def run_row(row: Row, outputs: Path, executor: dict[str, Any] | None = None) -> 
         "BENCHLIB_STUDY": row.study,
     }
     error = execute(row.notebook, outputs / rel_notebook, row.overrides, kernel_env, row.timeout_s)
+    load = hostload.span(load_start, hostload.sample())
     published = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
     metrics_file.unlink(missing_ok=True)
     fields = dict(run_id=run_id, study=row.study, notebook=row.notebook.name,
                   params=row.params, env=envinfo.collect(), started_at=started_at,
                   executed_notebook=str(rel_notebook), executor=executor, label=row.label,
-                  testbed=testbed.where_it_ran(row.testbed))
+                  testbed=testbed.where_it_ran(row.testbed), host_load=load)
     if error and executor and executor.get("log"):
         error["log"] = executor["log"]
     try:
