@@ -140,3 +140,18 @@ def test_a_damaged_manifest_is_named_not_a_traceback(tmp_path):
                                   "valid JSON (")
     assert done.stderr.endswith(f"; remove it and run `python -m benchlib data --path "
                                 f"{tmp_path} --offline` first\n")
+
+
+def test_slurm_script_refuses_a_port_or_restart_count_torchrun_would_fail_on():
+    done = slurm_script("ddp", "--nodes", "1", "--devices", "1", "--port", "70000")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "benchlib slurm-script: port: must be in 1024-65535, got 70000\n"
+    done = slurm_script("elastic", "--nodes", "1", "--devices", "1", "--max-restarts", "-1")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "benchlib slurm-script: max_restarts: must be >= 0, got -1\n"
+
+
+def test_overhead_with_no_rows_is_one_line():
+    done = benchlib("overhead", "--rows", "0")
+    assert done.returncode == 2
+    assert done.stderr == "benchlib overhead: rows: must be >= 1, got 0\n"

@@ -119,6 +119,7 @@ def cmd_slurm_script(args) -> int:
 
     worker_args = ss.split_worker_args(args.worker_args)
     ss.check_worker_args(args.trainer, worker_args, args.nodes, args.devices)
+    ss.check_numbers(args.port, args.max_restarts)
     outputs = ss.outputs_for(args.outputs)
     log = args.output or ss.default_log(outputs)
     text = training_script(args.trainer, args.nodes, args.devices, worker_args,
@@ -362,6 +363,8 @@ def cmd_overhead(args) -> int:
     from benchlib.workbook import sweep
     from benchlib.workbook.params import single_row
 
+    if args.rows < 1:
+        raise UsageError(f"rows: must be >= 1, got {args.rows}")
     notebook = Path(__file__).parents[1] / "resources" / "trivial.ipynb"
     with tempfile.TemporaryDirectory() as tmp:
         rows = [single_row(str(notebook), {"x": i}, "overhead") for i in range(args.rows)]

@@ -57,6 +57,15 @@ def check_worker_args(trainer: str, worker_args: list[str], nodes: int, devices:
                              f"(--nodes x --devices ranks); leave it out")
 
 
+def check_numbers(port: int, max_restarts: int) -> None:
+    """What sbatch and torchrun would take and fail on later, inside the job."""
+    from benchlib.distributed.env import check_port
+
+    check_port(port)
+    if max_restarts < 0:
+        raise UsageError(f"max_restarts: must be >= 0, got {max_restarts}")
+
+
 def default_log(outputs: Path) -> str:
     """sbatch --output when none is given: the outputs folder's slurm/, one log per job."""
     return str(outputs / "slurm" / "%x-%j.log")
