@@ -155,3 +155,18 @@ def test_overhead_with_no_rows_is_one_line():
     done = benchlib("overhead", "--rows", "0")
     assert done.returncode == 2
     assert done.stderr == "benchlib overhead: rows: must be >= 1, got 0\n"
+
+
+def test_a_launch_that_times_out_exits_1_not_0(tmp_path):
+    done = benchlib("doctor", "--device", "cpu", "--timeout", "1",
+                    env={"BENCHLIB_OUTPUTS": str(tmp_path / "out")})
+    assert done.returncode == 1
+    assert done.stderr == (f"benchlib doctor: timed out after 1 s; stopped all ranks; logs: "
+                           f"{tmp_path / 'out' / 'logs' / 'doctor'}\n")
+
+
+def test_a_launch_error_ends_a_command_with_75_only_for_preemption():
+    from benchlib.errors import LaunchError
+
+    assert LaunchError("preempted", 0, "h", 75).status() == 75
+    assert [LaunchError("x", 0, "h", code).status() for code in (None, 0, -9, 1)] == [1] * 4

@@ -573,7 +573,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except BenchlibError as e:
         print(f"benchlib {args.command}: {e}", file=sys.stderr)
-        return e.exit_code
+        return e.status()
     except KeyboardInterrupt:
         print(f"benchlib {args.command}: interrupted", file=sys.stderr)
         return 130

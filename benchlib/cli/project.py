@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except BenchlibError as e:
         print(f"benchlib project: {e}", file=sys.stderr)
-        return e.exit_code
+        return e.status()
 
 
 if __name__ == "__main__":
