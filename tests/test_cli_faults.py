@@ -170,3 +170,34 @@ def test_a_launch_error_ends_a_command_with_75_only_for_preemption():
 
     assert LaunchError("preempted", 0, "h", 75).status() == 75
     assert [LaunchError("x", 0, "h", code).status() for code in (None, 0, -9, 1)] == [1] * 4
+
+
+def test_an_outputs_folder_that_is_a_file_is_called_a_file(tmp_path):
+    file = tmp_path / "notes.txt"
+    file.write_text("x\n")
+    plan = tmp_path / "p.yaml"
+    plan.write_text(f"study: t\nnotebook: {ROOT / 'benchlib' / 'resources' / 'trivial.ipynb'}\n")
+    said = (f"outputs: {file} is a file, not a folder; give --outputs (or BENCHLIB_OUTPUTS) a "
+            "folder, new or one that holds outputs\n")
+    for command in (["sweep", str(plan), "--dry-run", "--outputs", str(file)],
+                    ["report", "--no-analysis", "--outputs", str(file)]):
+        done = benchlib(*command)
+        assert (done.returncode, done.stdout) == (2, "")
+        assert done.stderr == f"benchlib {command[0]}: {said}"
+    done = benchlib("slurm-script", "ddp", "--nodes", "1", "--devices", "1",
+                    "--no-capacity-check", "--submit", env={"BENCHLIB_OUTPUTS": str(file)})
+    assert done.returncode == 2 and done.stderr == f"benchlib slurm-script: {said}"
+    assert file.read_text() == "x\n"
+
+
+def test_slurm_task_with_a_file_that_is_not_a_plan_is_one_line(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text("study: t\n")
+    done = benchlib("slurm-task", str(plan), "0", "--outputs", str(tmp_path / "out"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"benchlib slurm-task: plan: {plan} is not a Slurm sweep's "
+                                  "plan.json (JSONDecodeError: ")
+    done = benchlib("slurm-task", str(tmp_path / "none.json"), "0")
+    assert done.returncode == 2
+    assert done.stderr == (f"benchlib slurm-task: plan: cannot read {tmp_path / 'none.json'} "
+                           "(No such file or directory)\n")

@@ -25,7 +25,15 @@ from benchlib.errors import BenchlibError, UsageError
 def _outputs(args) -> Path:
     if args.outputs:  # notebooks' `outputs/...` parameters follow it (paths.resolve)
         os.environ["BENCHLIB_OUTPUTS"] = str(Path(args.outputs).resolve())
-    return paths.outputs_dir()
+    return checked_outputs(paths.outputs_dir())
+
+
+def checked_outputs(folder: Path) -> Path:
+    """The outputs folder, unless a file is in its place."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"outputs: {folder} is a file, not a folder; give --outputs (or "
+                         "BENCHLIB_OUTPUTS) a folder, new or one that holds outputs")
+    return folder
 
 
 def cmd_data(args) -> int:
@@ -120,7 +128,7 @@ def cmd_slurm_script(args) -> int:
     worker_args = ss.split_worker_args(args.worker_args)
     ss.check_worker_args(args.trainer, worker_args, args.nodes, args.devices)
     ss.check_numbers(args.port, args.max_restarts)
-    outputs = ss.outputs_for(args.outputs)
+    outputs = checked_outputs(ss.outputs_for(args.outputs))
     log = args.output or ss.default_log(outputs)
     text = training_script(args.trainer, args.nodes, args.devices, worker_args,
                            log, args.partition, args.time, args.gpu, args.port,
