@@ -201,3 +201,15 @@ def test_slurm_task_with_a_file_that_is_not_a_plan_is_one_line(tmp_path):
     assert done.returncode == 2
     assert done.stderr == (f"benchlib slurm-task: plan: cannot read {tmp_path / 'none.json'} "
                            "(No such file or directory)\n")
+
+
+def test_options_nothing_would_use_are_refused_not_dropped(tmp_path):
+    done = slurm_script("lightning", "--nodes", "2", "--devices", "2", "--max-restarts", "3")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("benchlib slurm-script: max_restarts: only torchrun restarts ranks "
+                           "(trainers ddp, elastic); lightning runs a task per device under "
+                           "srun, which restarts nothing\n")
+    done = benchlib("run", str(ROOT / "benchlib" / "resources" / "trivial.ipynb"), "-p", "x", "1",
+                    "-p", "x", "2", env={"BENCHLIB_OUTPUTS": str(tmp_path / "out")})
+    assert done.returncode == 2 and not (tmp_path / "out").exists()
+    assert done.stderr == "benchlib run: param: x given more than once; give each parameter once\n"

@@ -127,7 +127,7 @@ def cmd_slurm_script(args) -> int:
 
     worker_args = ss.split_worker_args(args.worker_args)
     ss.check_worker_args(args.trainer, worker_args, args.nodes, args.devices)
-    ss.check_numbers(args.port, args.max_restarts)
+    ss.check_numbers(args.trainer, args.port, args.max_restarts)
     outputs = checked_outputs(ss.outputs_for(args.outputs))
     log = args.output or ss.default_log(outputs)
     text = training_script(args.trainer, args.nodes, args.devices, worker_args,
@@ -157,6 +157,10 @@ def _parse_param(pair: list[str]) -> tuple[str, object]:
 def cmd_run(args) -> int:
     from benchlib.workbook import params, results, sweep
 
+    names = [name for name, _ in args.param or []]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"param: {twice[0]} given more than once; give each parameter once")
     row = params.single_row(args.notebook, dict(map(_parse_param, args.param or [])), args.study)
     params.preflight([row])
     summary = sweep.run_plan([row], _outputs(args), force=args.force, progress=False,

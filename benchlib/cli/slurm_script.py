@@ -57,13 +57,17 @@ def check_worker_args(trainer: str, worker_args: list[str], nodes: int, devices:
                              f"(--nodes x --devices ranks); leave it out")
 
 
-def check_numbers(port: int, max_restarts: int) -> None:
-    """What sbatch and torchrun would take and fail on later, inside the job."""
+def check_numbers(trainer: str, port: int, max_restarts: int) -> None:
+    """What sbatch and torchrun would take and fail on later, inside the job, and a
+    restart count nothing would use."""
     from benchlib.distributed.env import check_port
 
     check_port(port)
     if max_restarts < 0:
         raise UsageError(f"max_restarts: must be >= 0, got {max_restarts}")
+    if max_restarts and trainer == "lightning":
+        raise UsageError("max_restarts: only torchrun restarts ranks (trainers ddp, elastic); "
+                         "lightning runs a task per device under srun, which restarts nothing")
 
 
 def default_log(outputs: Path) -> str:
