@@ -25,15 +25,7 @@ from benchlib.errors import BenchlibError, UsageError
 def _outputs(args) -> Path:
     if args.outputs:  # notebooks' `outputs/...` parameters follow it (paths.resolve)
         os.environ["BENCHLIB_OUTPUTS"] = str(Path(args.outputs).resolve())
-    return checked_outputs(paths.outputs_dir())
-
-
-def checked_outputs(folder: Path) -> Path:
-    """The outputs folder, unless a file is in its place."""
-    if folder.exists() and not folder.is_dir():
-        raise UsageError(f"outputs: {folder} is a file, not a folder; give --outputs (or "
-                         "BENCHLIB_OUTPUTS) a folder, new or one that holds outputs")
-    return folder
+    return paths.checked_outputs(paths.outputs_dir())
 
 
 def cmd_data(args) -> int:
@@ -121,29 +113,9 @@ def cmd_slurm_task(args) -> int:
 
 def cmd_slurm_script(args) -> int:
     """Print (or submit) an sbatch script for a multi-node training run."""
-    import benchlib.cli.slurm_script as ss
-    from benchlib.slurm.commands import submit
-    from benchlib.slurm.sbatch import training_script
+    import benchlib.cli.slurm_script as slurm_script
 
-    worker_args = ss.split_worker_args(args.worker_args)
-    ss.check_worker_args(args.trainer, worker_args, args.nodes, args.devices)
-    ss.check_numbers(args.trainer, args.port, args.max_restarts)
-    outputs = checked_outputs(ss.outputs_for(args.outputs))
-    log = args.output or ss.default_log(outputs)
-    text = training_script(args.trainer, args.nodes, args.devices, worker_args,
-                           log, args.partition, args.time, args.gpu, args.port,
-                           args.requeue, check_capacity=not args.no_capacity_check,
-                           max_restarts=args.max_restarts, exclusive=not args.share_nodes,
-                           ntasks_per_node=args.ntasks_per_node, world_size=args.world_size)
-    if not args.submit:
-        print(text, end="")
-        return 0
-    script = ss.keep_script(text, args.trainer, outputs)
-    if "%" not in str(Path(log).parent):  # sbatch does not create the log's folder
-        Path(log).parent.mkdir(parents=True, exist_ok=True)
-    print(f"script: {script}", file=sys.stderr)
-    print(submit(script))
-    return 0
+    return slurm_script.command(args)
 
 
 def _parse_param(pair: list[str]) -> tuple[str, object]:
@@ -293,37 +265,12 @@ def cmd_compare(args) -> int:
     return comparison.exit_code()
 
 
-def _doctor_mode(args) -> None:
-    """--init-method: this process is one rank (--rank, --world-size); without it doctor
-    starts --nproc ranks here. A flag of the other mode is refused, never ignored."""
-    from benchlib.distributed.env import check_rank
-
-    local = {"nproc": args.nproc, "launcher": args.launcher, "port": args.port}
-    if not args.init_method:
-        for name in ("rank", "world_size"):
-            if getattr(args, name) is not None:
-                raise UsageError(f"{name}: --rank and --world-size only mean something with "
-                                 "--init-method tcp://HOST:PORT (this process as one rank); "
-                                 "without it doctor starts --nproc ranks here")
-        args.nproc = 2 if args.nproc is None else args.nproc
-        args.launcher = args.launcher or "torchrun"
-        return
-    for name, value in local.items():
-        if value is not None:
-            raise UsageError(f"{name}: --{name} is for the ranks doctor starts here; with "
-                             "--init-method this process is one rank (--rank, --world-size, "
-                             "the port in the init method)")
-    args.rank = 0 if args.rank is None else args.rank
-    args.world_size = 2 if args.world_size is None else args.world_size
-    check_rank(args.rank, args.world_size)
-    args.nproc = args.world_size
-
-
 def cmd_doctor(args) -> int:
     """Seed 004's toy test: through torchrun here, or this process as one rank of tcp://."""
+    from benchlib.cli.doctor_mode import doctor_mode
     from benchlib.launch.launcher import launch
 
-    _doctor_mode(args)
+    doctor_mode(args)
     _check_distributed(args)
     if args.init_method:
         from benchlib.workers import doctor
@@ -537,7 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rank", type=int, help="with --init-method: this process's rank (default 0)")
     p.add_argument("--world-size", type=int,
                    help="with --init-method: ranks in all (default 2)")
-    p.set_defaults(nproc=None, launcher=None)  # filled in by _doctor_mode
+    p.set_defaults(nproc=None, launcher=None)  # filled in by doctor_mode
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("calibrate", help="benchmark: benchlib's loop vs a bare loop; fetch ceiling")

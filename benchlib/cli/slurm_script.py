@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 import time
 from pathlib import Path
 
@@ -96,3 +97,29 @@ def keep_script(text: str, trainer: str, outputs: Path) -> Path:
 def outputs_for(option: str | None) -> Path:
     """--outputs, else $BENCHLIB_OUTPUTS, else the project's outputs/."""
     return Path(option).resolve() if option else paths.outputs_dir()
+
+
+def command(args) -> int:
+    """`benchlib slurm-script`: print (or submit) an sbatch script for a multi-node run."""
+    from benchlib.slurm.commands import submit
+    from benchlib.slurm.sbatch import training_script
+
+    worker_args = split_worker_args(args.worker_args)
+    check_worker_args(args.trainer, worker_args, args.nodes, args.devices)
+    check_numbers(args.trainer, args.port, args.max_restarts)
+    outputs = paths.checked_outputs(outputs_for(args.outputs))
+    log = args.output or default_log(outputs)
+    text = training_script(args.trainer, args.nodes, args.devices, worker_args,
+                           log, args.partition, args.time, args.gpu, args.port,
+                           args.requeue, check_capacity=not args.no_capacity_check,
+                           max_restarts=args.max_restarts, exclusive=not args.share_nodes,
+                           ntasks_per_node=args.ntasks_per_node, world_size=args.world_size)
+    if not args.submit:
+        print(text, end="")
+        return 0
+    script = keep_script(text, args.trainer, outputs)
+    if "%" not in str(Path(log).parent):  # sbatch does not create the log's folder
+        Path(log).parent.mkdir(parents=True, exist_ok=True)
+    print(f"script: {script}", file=sys.stderr)
+    print(submit(script))
+    return 0
