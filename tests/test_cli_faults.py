@@ -213,3 +213,14 @@ def test_options_nothing_would_use_are_refused_not_dropped(tmp_path):
                     "-p", "x", "2", env={"BENCHLIB_OUTPUTS": str(tmp_path / "out")})
     assert done.returncode == 2 and not (tmp_path / "out").exists()
     assert done.stderr == "benchlib run: param: x given more than once; give each parameter once\n"
+
+
+def test_an_empty_node_list_is_refused_not_taken_for_the_default():
+    base = ["project", "--samples-per-s", "100", "--batch-size", "32", "--model", "resnet50",
+            "--intra-busbw", "100", "--inter-busbw", "10", "--devices-per-node", "8",
+            "--input-ceiling", "none"]
+    for nodes in ("", "1,,2"):
+        done = benchlib(*base, "--nodes", nodes)
+        assert (done.returncode, done.stdout) == (2, "")
+        assert done.stderr == (f"benchlib project: nodes: {nodes!r} is not a comma-separated "
+                               "list of counts\n")
