@@ -16,6 +16,10 @@ class BenchlibError(Exception):
 
     exit_code = 1
 
+    def status(self) -> int:
+        """The exit status a command ends with on this error."""
+        return self.exit_code
+
 
 class UsageError(BenchlibError):
     """Bad input: the message names the file, row or parameter and what is allowed."""
@@ -43,6 +47,11 @@ class LaunchError(BenchlibError):
                  exit_code: int | None = None, log_path: Path | None = None):
         self.rank, self.host, self.exit_code, self.log_path = rank, host, exit_code, log_path
         super().__init__(message)
+
+    def status(self) -> int:
+        """75 when the ranks were preempted (run it again to resume), else 1: never the
+        rank's own code, which is None after a timeout, 0 for a missing result, or negative."""
+        return PREEMPTED_EXIT_CODE if self.exit_code == PREEMPTED_EXIT_CODE else 1
 
 
 class RankError(BenchlibError):

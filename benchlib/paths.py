@@ -10,6 +10,8 @@ notebooks/ or a sweep runs it from anywhere. BENCHLIB_OUTPUTS moves all outputs
 import os
 from pathlib import Path
 
+from benchlib.errors import UsageError
+
 
 def project_root() -> Path:
     """BENCHLIB_ROOT, else the checkout this package sits in, else the working directory."""
@@ -24,6 +26,14 @@ def project_root() -> Path:
 def outputs_dir() -> Path:
     custom = os.environ.get("BENCHLIB_OUTPUTS")
     return Path(custom).expanduser().resolve() if custom else project_root() / "outputs"
+
+
+def checked_outputs(folder: Path) -> Path:
+    """The outputs folder, unless a file is in its place."""
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"outputs: {folder} is a file, not a folder; give --outputs (or "
+                         "BENCHLIB_OUTPUTS) a folder, new or one that holds outputs")
+    return folder
 
 
 def resolve(path: str | os.PathLike) -> Path:

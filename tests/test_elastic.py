@@ -315,3 +315,40 @@ def test_a_finished_run_launched_again_says_it_is_complete_and_keeps_its_result(
     m = json.loads((tmp_path / "result.json").read_text())["metrics"]
     assert m["final_step"] == done["final_step"] == 6 and m["restarts"] == 0
     assert m["attempts"] == 2 and m["loss_last"] == done["loss_last"]
+
+
+def _stopped_by_sigterm(tmp_path, target: str) -> tuple[int, str]:
+    """torchrun (no restarts) over 2 elastic ranks, SIGTERM to the agent or to rank 1 once
+    3 steps are done; its exit status and stderr."""
+    args = dummy_args(tmp_path, "--dummy-size", "100000", "--checkpoint-every", "0")
+    argv = torchrun_argv("elastic", args, 2, free_port(), max_restarts=0)
+    proc = subprocess.Popen(argv, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        wait_for_steps(tmp_path / "ckpt", 3, proc)
+        if target == "agent":
+            proc.send_signal(signal.SIGTERM)
+        else:
+            rank1 = re.search(r"pid (\d+)", (tmp_path / "logs" / "rank1.log").read_text())[1]
+            os.kill(int(rank1), signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("target", ["agent", "ranks"])
+def test_a_preempted_torchrun_exits_75_not_1(tmp_path, target):
+    code, err = _stopped_by_sigterm(tmp_path, target)
+    assert code == PREEMPTED_EXIT_CODE, err[-3000:]
+    assert err.strip().splitlines()[-1].startswith("torchrun: ")
+    assert "run it again to resume" in err.strip().splitlines()[-1]
+    assert checkpoint.latest(tmp_path / "ckpt") is not None  # and the ranks checkpointed
+
+
+def test_preemption_is_a_75_with_the_rest_75_or_stopped_by_torchrun():
+    from benchlib.launch.agent import preempted
+
+    assert preempted([75]) and preempted([75, 75]) and preempted([-15, 75])
+    assert not preempted([-15]) and not preempted([75, 1]) and not preempted([75, -9])
+    assert not preempted([])

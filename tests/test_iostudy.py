@@ -147,3 +147,16 @@ def test_unknown_or_missing_allocator_is_refused():
 def test_io_refuses_a_model_for_colour_images():
     with pytest.raises(ConfigError, match="model: 'resnet18' is not one of toynet, simplecnn, pyramidnet"):
         SingleDeviceIoConfig(model="resnet18")
+
+
+def test_a_sweep_row_whose_warmup_covers_the_epoch_is_refused_before_any_kernel_starts(
+        tmp_path, small_data, outputs, capsys):
+    # 300 MyDataSet samples at batch 64: 5 steps, all of them warm-up
+    file = tmp_path / "io.yaml"
+    file.write_text(f"study: io\nnotebook: 10_single_device_io\ndefaults: {{path: {small_data}, "
+                    "device: cpu, dataset: mydataset, epochs: 1, repeats: 1}\n"
+                    "table: [{warmup_steps: 5}]\n")
+    assert main(["sweep", str(file)]) == 2
+    assert capsys.readouterr().err == (f"benchlib sweep: {file}: row 1: warmup_steps: 5 leaves "
+                                       "no timed step: an epoch of 300 samples has 5 steps\n")
+    assert not outputs.exists()  # no kernel ran, no failed record

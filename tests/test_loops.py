@@ -82,3 +82,21 @@ def test_batches_prefetched_during_start_up_are_left_out_and_the_record_says_so(
                    device="cpu", repeats=1, warmup_steps=1, num_workers=2)
     m = single_device_io.run(cfg).metrics
     assert m["warmup_steps_excluded"] == 4 and m["warmup_reason"] == why
+
+
+def test_profiling_on_cpu_puts_no_kineto_lines_on_stderr():
+    import subprocess
+    import sys
+
+    code = ("import torch\nfrom benchlib.core import loops\nfrom benchlib.core.models import ToyNet\n"
+            "ds = torch.utils.data.TensorDataset(torch.rand(32, 1, 28, 28), "
+            "torch.randint(0, 10, (32,)))\n"
+            "step = loops.Stepper('train', torch.device('cpu'), ToyNet())\n"
+            "rows = loops.profile_steps(torch.utils.data.DataLoader(ds, batch_size=8), step, 2, None)\n"
+            "print(len(rows) > 0)\n")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "KINETO_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "True\n"
+    assert done.stderr == ""  # was: USDT profiler_start/stop, ERROR ... gpuGetDeviceCount failed

@@ -104,14 +104,20 @@ def test_lightning_gets_its_layout_and_not_the_ddp_only_flags():
 
 # ------------------------------------------------------------------ rendered Slurm scripts
 
+def srun_line(text: str) -> str:
+    """The script's srun command, without the status capture around it."""
+    [line] = [l for l in text.splitlines() if l.startswith("srun ")]
+    return line.removesuffix(" || status=$?")
+
+
 def test_every_value_in_a_rendered_script_stays_a_string():
     hostile = "data; rm -rf ~ $(reboot) `id`"
     text = training_script("ddp", 2, 4, ["--path", hostile], "logs/%j.log",
                            check_capacity=False)
-    srun_line = text.splitlines()[-1]
-    assert shlex.split(srun_line)[-1] == hostile  # one argument, nothing for the shell
-    assert '--rdzv-id "$SLURM_JOB_ID"' in srun_line  # benchlib's own shell, expanded by it
-    assert '--rdzv-endpoint "$head_node:29500"' in srun_line
+    srun = srun_line(text)
+    assert shlex.split(srun)[-1] == hostile  # one argument, nothing for the shell
+    assert '--rdzv-id "$SLURM_JOB_ID"' in srun  # benchlib's own shell, expanded by it
+    assert '--rdzv-endpoint "$head_node:29500"' in srun
     with pytest.raises(ConfigError, match=r"partition: 'gpu; rm -rf ~' may only hold letters"):
         training_script("ddp", 2, 4, [], "x.log", partition="gpu; rm -rf ~",
                         check_capacity=False)
@@ -120,15 +126,64 @@ def test_every_value_in_a_rendered_script_stays_a_string():
 def test_rendered_scripts_start_one_agent_per_node_or_one_task_per_device():
     ddp = training_script("ddp", 2, 4, [], "x.log", gpu=True, check_capacity=False)
     assert "#SBATCH --ntasks-per-node=1" in ddp and "#SBATCH --gpus-per-node=4" in ddp
-    assert "torch.distributed.run --nnodes 2 --rdzv-backend c10d" in ddp
+    assert "benchlib.launch.agent --nnodes 2 --rdzv-backend c10d" in ddp
     assert "--kill-on-bad-exit=1" in ddp and "--nproc-per-node 4" in ddp
     light = training_script("lightning", 2, 4, [], "x.log", requeue=True,
                             check_capacity=False)
     assert "#SBATCH --ntasks-per-node=4" in light and "#SBATCH --requeue" in light
-    assert light.splitlines()[-1].endswith("-m benchlib.workers.lightning --devices 4 --nnodes 2")
+    assert srun_line(light).endswith("-m benchlib.workers.lightning --devices 4 --nnodes 2")
     elastic = training_script("elastic", 2, 4, [], "x.log", requeue=True, max_restarts=3,
                               check_capacity=False)
     assert "--max-restarts 3 -m benchlib.workers.elastic" in elastic and "#SBATCH --requeue" in elastic
+
+
+def _run_script(tmp_path, requeue: bool, srun_exit: int, sigterm: bool = False):
+    """The rendered ddp script under bash, with an srun that exits `srun_exit` (after a
+    second) and an scontrol that records what it is asked; SIGTERM to the script while
+    srun runs, if asked. Its exit status and the scontrol calls."""
+    import os
+    import signal
+    import subprocess
+
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "srun").write_text(f"#!/bin/sh\ntouch {tmp_path}/started\nsleep 1\nexit {srun_exit}\n")
+    (bin_dir / "scontrol").write_text(f'#!/bin/sh\n[ "$1" = show ] && echo n1 && exit 0\n'
+                                      f'echo "$@" >> {calls}\n')
+    for tool in ("srun", "scontrol"):
+        (bin_dir / tool).chmod(0o755)
+    script = tmp_path / "job.sbatch"
+    script.write_text(training_script("ddp", 1, 1, [], "x.log", requeue=requeue,
+                                      check_capacity=False))
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "7",
+           "SLURM_JOB_NODELIST": "n1"}
+    proc = subprocess.Popen(["bash", str(script)], env=env, stderr=subprocess.PIPE, text=True)
+    if sigterm:
+        while not (tmp_path / "started").exists():
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    return proc.returncode, calls.read_text() if calls.exists() else "", err
+
+
+def test_a_preempted_step_makes_the_script_exit_75_and_requeue_only_when_asked(tmp_path):
+    code, calls, err = _run_script(tmp_path / "a", requeue=True, srun_exit=75)
+    assert (code, calls) == (75, "requeue 7\n")
+    assert err.strip().splitlines()[-1] == ("benchlib: preempted (step exit 75); exit 75: "
+                                            "requeued to resume")
+    code, calls, err = _run_script(tmp_path / "b", requeue=False, srun_exit=75)
+    assert (code, calls) == (75, "")
+    code, calls, _ = _run_script(tmp_path / "c", requeue=True, srun_exit=1)  # a crash
+    assert (code, calls) == (1, "")
+    code, calls, _ = _run_script(tmp_path / "d", requeue=True, srun_exit=0)
+    assert (code, calls) == (0, "")
+
+
+def test_sigterm_to_the_script_waits_for_the_step_then_exits_75_and_requeues(tmp_path):
+    # srun's own status after a preemption may be a killed task's (137) rather than 75
+    code, calls, err = _run_script(tmp_path / "a", requeue=True, srun_exit=137, sigterm=True)
+    assert (code, calls) == (75, "requeue 7\n"), err
+    assert "benchlib: SIGTERM: waiting for the ranks to checkpoint" in err
 
 
 def test_layouts_that_would_hang_or_cannot_fit_are_refused_with_what_to_change():

@@ -120,3 +120,32 @@ def test_sweep_executor_slurm_does_not_probe_this_machine(tmp_path, outputs, cap
     assert capsys.readouterr().out.startswith("run  t/")
     assert main(["sweep", str(file), "--dry-run"]) == 2  # locally the row would run here
     assert "row 1: device: gpu asked for, but torch" in capsys.readouterr().err
+
+
+def test_an_empty_table_is_refused_not_swept_as_0_ok(tmp_path, outputs, capsys):
+    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ntable: []\n")
+    assert main(["sweep", str(file)]) == 2
+    assert capsys.readouterr().err == (
+        f"benchlib sweep: {file}: table: empty, so nothing would run; give one mapping per row, "
+        "or leave table out to run the defaults once\n")
+    assert not outputs.exists()
+
+
+@pytest.mark.parametrize("text, message", [
+    ("study: t\nnotebook: {nb}\ntable: [{{x: 1}}]\ngrid: {{x: [1]}}\n",
+     ": give either table or grid, not both"),
+    ("studies:\n  - {{study: t, notebook: {nb}, table: 3}}\n",
+     ": studies[1]: table: must be a list of mappings"),
+])
+def test_file_level_errors_have_no_empty_segment(tmp_path, text, message):
+    file = write_params(tmp_path, text.format(nb=TRIVIAL))
+    with pytest.raises(UsageError) as info:
+        load_plan(file)
+    assert str(info.value).startswith(f"{file}{message}")
+    assert ": :" not in str(info.value)
+
+
+def test_a_run_with_a_bad_parameter_has_no_empty_segment(outputs, capsys):
+    assert main(["run", str(TRIVIAL), "-p", "z", "1"]) == 2
+    assert capsys.readouterr().err == ("benchlib run: run: z: not a parameter of trivial.ipynb; "
+                                       "allowed: x, fail, sleep_s\n")

@@ -25,7 +25,7 @@ from benchlib.errors import BenchlibError, UsageError
 def _outputs(args) -> Path:
     if args.outputs:  # notebooks' `outputs/...` parameters follow it (paths.resolve)
         os.environ["BENCHLIB_OUTPUTS"] = str(Path(args.outputs).resolve())
-    return paths.outputs_dir()
+    return paths.checked_outputs(paths.outputs_dir())
 
 
 def cmd_data(args) -> int:
@@ -114,25 +114,9 @@ def cmd_slurm_task(args) -> int:
 
 def cmd_slurm_script(args) -> int:
     """Print (or submit) an sbatch script for a multi-node training run."""
-    from benchlib.slurm.commands import submit
-    from benchlib.slurm.sbatch import training_script
+    import benchlib.cli.slurm_script as slurm_script
 
-    import shlex
-
-    worker_args = shlex.split(args.worker_args)
-    text = training_script(args.trainer, args.nodes, args.devices, worker_args,
-                           args.output, args.partition, args.time, args.gpu, args.port,
-                           args.requeue, check_capacity=not args.no_capacity_check,
-                           max_restarts=args.max_restarts, exclusive=not args.share_nodes,
-                           ntasks_per_node=args.ntasks_per_node, world_size=args.world_size)
-    if not args.submit:
-        print(text, end="")
-        return 0
-    script = Path(args.output.replace("%j", "job")).with_suffix(".sbatch")
-    script.parent.mkdir(parents=True, exist_ok=True)
-    script.write_text(text)
-    print(submit(script))
-    return 0
+    return slurm_script.command(args)
 
 
 def _parse_param(pair: list[str]) -> tuple[str, object]:
@@ -146,6 +130,10 @@ def _parse_param(pair: list[str]) -> tuple[str, object]:
 def cmd_run(args) -> int:
     from benchlib.workbook import params, results, sweep
 
+    names = [name for name, _ in args.param or []]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UsageError(f"param: {twice[0]} given more than once; give each parameter once")
     row = params.single_row(args.notebook, dict(map(_parse_param, args.param or [])), args.study)
     params.preflight([row])
     summary = sweep.run_plan([row], _outputs(args), force=args.force, progress=False,
@@ -184,21 +172,23 @@ def _new_run(args, notebook: str, params: dict) -> tuple[str, dict]:
         {"label": label, "testbed": bed}
 
 
-def _store(args, notebook: str, run_id: str, params: dict, started_at: str, metrics: dict,
-           details: dict, result_set: dict) -> Path:
-    """A record for a measurement run from the shell: the same schema as a notebook run's."""
-    from benchlib.core import envinfo
+def _store(args, notebook: str, run_id: str, params: dict, started: tuple[str, dict],
+           metrics: dict, details: dict, result_set: dict) -> Path:
+    """A record for a measurement run from the shell: the same schema as a notebook run's.
+    `started`: when, and the host's load then (results.now(), hostload.sample())."""
+    from benchlib.core import envinfo, hostload
     from benchlib.workbook import results
 
     record = results.make_record(
         run_id=run_id, study=args.study, notebook=notebook, params=params,
-        env=envinfo.collect(), started_at=started_at, status="ok", metrics=metrics,
-        details=details, **result_set)
+        env=envinfo.collect(), started_at=started[0], status="ok", metrics=metrics,
+        details=details, host_load=hostload.span(started[1], hostload.sample()), **result_set)
     return results.write_record(_outputs(args) / "results", record)
 
 
 def cmd_io(args) -> int:
     """Seed 000's singlegpu.py / test_funcs.py: one setting measured, one record written."""
+    from benchlib.core import hostload
     from benchlib.studies import single_device_io
     from benchlib.workbook import results
 
@@ -206,9 +196,9 @@ def cmd_io(args) -> int:
     single_device_io.preflight(cfg)  # bad input ends here: exit 2, nothing written
     params = cfg.as_dict()
     run_id, result_set = _new_run(args, "benchlib-io", params)
-    started_at = results.now()
+    started = results.now(), hostload.sample()
     result = single_device_io.run(cfg, run_id)
-    path = _store(args, "benchlib io (CLI)", run_id, params, started_at, result.metrics,
+    path = _store(args, "benchlib io (CLI)", run_id, params, started, result.metrics,
                   result.details(), result_set)
     print(single_device_io.describe(cfg, result))
     for row in result.profile:
@@ -225,15 +215,16 @@ def _check_distributed(args) -> None:
     import torch
 
     from benchlib.distributed.device import check_device, choose_backend
-    from benchlib.distributed.env import check_rank
     check_device(args.device)
     cuda = args.device == "gpu" or (args.device == "auto" and torch.cuda.is_available())
     choose_backend("cuda" if cuda else "cpu", args.backend)
-    check_rank(0, args.nproc)
+    if args.nproc < 1:
+        raise UsageError(f"nproc: must be >= 1, got {args.nproc}")
 
 
 def cmd_allreduce(args) -> int:
     """All-reduce bus bandwidth over message sizes, launched like the trainers."""
+    from benchlib.core import hostload
     from benchlib.launch.launcher import launch
     from benchlib.workbook import results
 
@@ -247,7 +238,7 @@ def cmd_allreduce(args) -> int:
     params = {"nproc_per_node": args.nproc, "launcher": args.launcher, "backend": args.backend,
               "device": args.device, "allreduce_max_bytes": args.max_bytes}
     run_id, result_set = _new_run(args, "benchlib-allreduce", params)
-    started_at = results.now()
+    started = results.now(), hostload.sample()
     out = launch("allreduce", ["--max-bytes", str(args.max_bytes), "--device", args.device,
                                "--backend", args.backend, "--iters", str(args.iters)],
                  _outputs(args) / "logs" / run_id, args.launcher, args.nproc,
@@ -259,7 +250,7 @@ def cmd_allreduce(args) -> int:
               f"{row['busbw_gbps']:10.3f}")
     print(f"peak busbw {m['busbw_gbps']:.3f} GB/s at {m['busbw_at_bytes']} B, {args.nproc} ranks, "
           f"{m['backend_used']}")
-    path = _store(args, "benchlib allreduce (CLI)", run_id, params, started_at, m,
+    path = _store(args, "benchlib allreduce (CLI)", run_id, params, started, m,
                   {"allreduce": out.result["details"]["sizes"]}, result_set)
     print(f"record: {path}")
     return 0
@@ -277,8 +268,10 @@ def cmd_compare(args) -> int:
 
 def cmd_doctor(args) -> int:
     """Seed 004's toy test: through torchrun here, or this process as one rank of tcp://."""
+    from benchlib.cli.doctor_mode import doctor_mode
     from benchlib.launch.launcher import launch
 
+    doctor_mode(args)
     _check_distributed(args)
     if args.init_method:
         from benchlib.workers import doctor
@@ -302,6 +295,10 @@ def cmd_calibrate(args) -> int:
     for name in ("steps", "rounds", "batch_size"):
         if getattr(args, name) < 1:
             raise UsageError(f"{name}: must be >= 1, got {getattr(args, name)}")
+    if args.path:  # before minutes of measuring, not after
+        from benchlib.data.manifest import describe
+
+        describe(args.path, "fashion-mnist")
     device = device_for(args.device)
     shape = dict(model_name=args.model, batch_size=args.batch_size, steps=args.steps)
     loop = calibrate.loop_overhead(device, rounds=args.rounds, **shape)
@@ -326,6 +323,8 @@ def cmd_overhead(args) -> int:
     from benchlib.workbook import sweep
     from benchlib.workbook.params import single_row
 
+    if args.rows < 1:
+        raise UsageError(f"rows: must be >= 1, got {args.rows}")
     notebook = Path(__file__).parents[1] / "resources" / "trivial.ipynb"
     with tempfile.TemporaryDirectory() as tmp:
         rows = [single_row(str(notebook), {"x": i}, "overhead") for i in range(args.rows)]
@@ -406,7 +405,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition")
     p.add_argument("--time")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="rendezvous port on the first node")
-    p.add_argument("--output", default="outputs/slurm/%j.log", help="sbatch --output")
+    p.add_argument("--output", help="sbatch --output (default: OUTPUTS/slurm/%%x-%%j.log, "
+                   "the job's name and id)")
+    p.add_argument("--outputs", help=outputs_help + "; a submitted script is kept in its "
+                   "slurm/ under a name of its own")
     p.add_argument("--requeue", action="store_true", help="requeue after preemption")
     p.add_argument("--share-nodes", action="store_true", help="leave out --exclusive")
     p.add_argument("--ntasks-per-node", type=int,
@@ -416,7 +418,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not ask sinfo whether the partition's nodes have the devices")
     p.add_argument("--submit", action="store_true", help="sbatch it and print the job id")
     p.add_argument("--worker-args", default="",
-                   help="the worker's arguments as one string: \"--path data --model resnet50\"")
+                   help="the worker's arguments as one string: \"--path data --model resnet50\" "
+                   "(one flag alone: --worker-args=--dummy)")
     p.set_defaults(func=cmd_slurm_script)
 
     p = sub.add_parser("run", help="run one notebook with parameters and store its record")
@@ -479,8 +482,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("doctor", help="seed 004's toy test: init, a checked all_reduce, latency")
     distributed(p)
     p.add_argument("--init-method", help="tcp://HOST:PORT: run this process as one rank")
-    p.add_argument("--rank", type=int, default=0)
-    p.add_argument("--world-size", type=int, default=2)
+    p.add_argument("--rank", type=int, help="with --init-method: this process's rank (default 0)")
+    p.add_argument("--world-size", type=int,
+                   help="with --init-method: ranks in all (default 2)")
+    p.set_defaults(nproc=None, launcher=None)  # filled in by doctor_mode
     p.set_defaults(func=cmd_doctor)
 
     p = sub.add_parser("calibrate", help="benchmark: benchlib's loop vs a bare loop; fetch ceiling")
@@ -528,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except BenchlibError as e:
         print(f"benchlib {args.command}: {e}", file=sys.stderr)
-        return e.exit_code
+        return e.status()
     except KeyboardInterrupt:
         print(f"benchlib {args.command}: interrupted", file=sys.stderr)
         return 130

@@ -98,7 +98,7 @@ def inputs_from_args(args) -> tuple[Inputs, list[tuple[int, int]]]:
         raise UsageError(f"single_process_limit: missing; {HOW['single_process_limit']}")
     _positive("devices_per_node", args.devices_per_node, HOW["devices_per_node"])
     try:
-        nodes = [int(n) for n in args.nodes.split(",")] if args.nodes else None
+        nodes = [int(n) for n in args.nodes.split(",")] if args.nodes is not None else None
     except ValueError:
         raise UsageError(f"nodes: {args.nodes!r} is not a comma-separated list of counts") from None
     grad, grad_source = _grad_bytes(args)
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except BenchlibError as e:
         print(f"benchlib project: {e}", file=sys.stderr)
-        return e.exit_code
+        return e.status()
 
 
 if __name__ == "__main__":

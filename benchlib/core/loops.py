@@ -186,11 +186,16 @@ def profile_steps(loader: DataLoader, step: Stepper, steps: int, trace_file: Pat
                   top: int = 15) -> list[dict[str, Any]]:
     """`steps` steps under torch.profiler (CPU, and CUDA when the device is CUDA); the top
     operators by self time. Kept apart from the timed repeats: the profiler costs time."""
+    import os
+
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU]
     if step.device.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
+    else:  # kineto's own stderr lines (profiler_start/stop, "ERROR ... gpuGetDeviceCount
+        # failed" on a host without CUDA) say nothing about a CPU run; read at its first use
+        os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     with profile(activities=activities, record_shapes=False) as prof:
         run_epoch(loader, step, warmup_steps=0, max_steps=steps)
     if trace_file is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,11 +24,32 @@ def log(message: str) -> None:
     print(f"benchlib data: {message}", file=sys.stderr, flush=True)
 
 
+def prepare_hint(root: Path) -> str:
+    """The command that prepares data under `root`, ready to paste into a shell."""
+    return f"run `python -m benchlib data --path {shlex.quote(str(root))} --offline` first"
+
+
+def check_folder(root: Path) -> Path:
+    """`root` if it is a folder or not there yet; a file there is refused."""
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"path: {root} is a file, not a folder; give the folder that holds "
+                         "(or is to hold) the data sets")
+    return root
+
+
 def read_manifest(path: str | Path) -> dict[str, Any]:
-    file = paths.resolve(path) / MANIFEST
+    file = check_folder(paths.resolve(path)) / MANIFEST
     if not file.exists():
         return {}
-    return json.loads(file.read_text())
+    try:
+        manifest = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise UsageError(f"path: {file} is not valid JSON ({e}); remove it and "
+                         f"{prepare_hint(file.parent)}") from None
+    if not isinstance(manifest, dict):
+        raise UsageError(f"path: {file} is not a manifest (a mapping of data set to entry); "
+                         f"remove it and {prepare_hint(file.parent)}")
+    return manifest
 
 
 def record_in_manifest(root: Path, name: str, entry: dict[str, Any]) -> None:
@@ -41,10 +63,7 @@ def describe(path: str | Path, dataset: str) -> dict[str, Any]:
     root = paths.resolve(path)
     entry = read_manifest(root).get(dataset)
     if entry is None or not all((root / f).exists() for f in entry["files"]):
-        raise UsageError(
-            f"path: {root} has no {dataset} data; "
-            f"run `python -m benchlib data --path {root} --offline` first"
-        )
+        raise UsageError(f"path: {root} has no {dataset} data; {prepare_hint(root)}")
     return entry
 
 

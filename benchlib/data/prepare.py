@@ -38,9 +38,11 @@ from benchlib.data.generate import (
     generate_imagefolder,
 )
 from benchlib.data.manifest import (
+    check_folder,
     describe,
     entry,
     log,
+    prepare_hint,
     read_manifest,
     record_in_manifest,
     reused,
@@ -156,7 +158,7 @@ PREPARERS = {"fashion-mnist": prepare_fashion_mnist, "mydataset": prepare_mydata
 
 def prepare(cfg: DataPrepConfig) -> dict[str, dict[str, Any]]:
     """Prepare the data sets `cfg` names under `cfg.path`; returns their manifest entries."""
-    root = paths.resolve(cfg.path)
+    root = check_folder(paths.resolve(cfg.path))
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -194,7 +196,7 @@ def verify(path: str | Path) -> list[dict[str, Any]]:
                      "dtype": dtype, "classes": int(len(np.unique(labels))),
                      "open_s": round(time.perf_counter() - start, 4)})
     if not rows:
-        raise BenchlibError(f"no data sets under {root}: run `python -m benchlib data --path {root}`")
+        raise BenchlibError(f"no data sets under {root}: {prepare_hint(root)}")
     return rows
 
 

@@ -31,12 +31,13 @@ def torchrun_argv(module: str, args: list[str], nproc_per_node: int, port: int,
                   rdzv_host: str = "127.0.0.1", max_restarts: int = 0,
                   join_timeout_s: float | None = None,
                   agent_log_dir: Path | None = None) -> list[str]:
-    """`torchrun` (as `python -m torch.distributed.run`, so this interpreter's torch runs).
+    """`torchrun` (as `python -m benchlib.launch.agent`: torch.distributed.run with this
+    interpreter's torch, exiting 75 when preempted, where torchrun itself exits 1).
     One node: --standalone. Several: a c10d rendezvous at HOST:PORT, one agent per node;
     the agents wait `join_timeout_s` for every node (torchrun's default: 600 s).
     `agent_log_dir` keeps the agent's own files (its error.json per attempt) with the
     run; without it torchrun leaves a torchelastic_* folder in /tmp per launch."""
-    argv = [sys.executable, "-m", "torch.distributed.run"]
+    argv = [sys.executable, "-m", "benchlib.launch.agent"]
     if nnodes == 1:
         argv += ["--standalone", "--nnodes", "1"]
     else:

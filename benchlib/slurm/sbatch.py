@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchlib.config.choices import DEFAULT_PORT
-from benchlib.errors import ConfigError
+from benchlib.errors import PREEMPTED_EXIT_CODE, ConfigError
 from benchlib.launch.argv import Shell, render, srun_argv
 from benchlib.slurm.capacity import check_layout, node_capacity
 
@@ -90,5 +90,23 @@ def training_script(trainer: str, nodes: int, devices: int, worker_args: list[st
         argv = srun_argv(trainer, worker_args, nodes, devices, port, max_restarts=max_restarts,
                          rdzv_id=Shell("$SLURM_JOB_ID"), head=Shell("$head_node"), python=python)
     body = ['head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-            "export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}", render(argv)]
+            "export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}", *preemption_aware(render(argv), requeue)]
     return script(job, body)
+
+
+def preemption_aware(command: str, requeue: bool) -> list[str]:
+    """`command`, with the script's exit status saying preemption: 75 when the ranks
+    stopped at a checkpoint (their agents exit 75) or Slurm sent this script SIGTERM (it
+    waits for the step, then exits); with `requeue`, it then puts the job back in the queue."""
+    again = ['    scontrol requeue "$SLURM_JOB_ID" || echo "benchlib: scontrol requeue failed" >&2']
+    return ["preempted=0",
+            "trap 'preempted=1; echo \"benchlib: SIGTERM: waiting for the ranks to checkpoint\" >&2' TERM",
+            "status=0",
+            f"{command} || status=$?",
+            f'if [ "$status" -eq {PREEMPTED_EXIT_CODE} ] || [ "$preempted" -eq 1 ]; then',
+            f'    echo "benchlib: preempted (step exit $status); exit {PREEMPTED_EXIT_CODE}: '
+            f'{"requeued" if requeue else "submit it again"} to resume" >&2',
+            *(again if requeue else []),
+            f"    exit {PREEMPTED_EXIT_CODE}",
+            "fi",
+            'exit "$status"']

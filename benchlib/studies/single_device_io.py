@@ -54,21 +54,30 @@ def _stepper(cfg: SingleDeviceIoConfig, device: torch.device, seed: int) -> loop
 
 
 def preflight(cfg: SingleDeviceIoConfig) -> None:
-    """Where the row runs: the device is there and the data set prepared."""
+    """Where the row runs: the device is there, the data set prepared, and an epoch of it
+    has a timed step after the warm-up (checked before a kernel starts, not inside it)."""
     check_device(cfg.device)
-    checks.data_prepared(cfg.path, cfg.dataset)
+    entry = checks.data_prepared(cfg.path, cfg.dataset)
+    _warmup_fits(cfg, entry["samples"]["train"])
+
+
+def _warmup_fits(cfg: SingleDeviceIoConfig, samples: int) -> tuple[int, str]:
+    """The warm-up steps and why, if an epoch of `samples` has a step after them."""
+    steps_per_epoch = math.ceil(samples / cfg.batch_size)
+    warmup, warmup_why = loops.steady_state_warmup(cfg.warmup_steps, cfg.num_workers)
+    if warmup >= steps_per_epoch:
+        raise ConfigError("warmup_steps", f"{warmup} leaves no timed step: an epoch of "
+                          f"{samples} samples has {steps_per_epoch} steps"
+                          + ("" if warmup == cfg.warmup_steps else f" ({warmup_why})"))
+    return warmup, warmup_why
 
 
 def run(cfg: SingleDeviceIoConfig, run_id: str = "interactive") -> IOResult:
     preflight(cfg)
     device = device_for(cfg.device)
     prepared = storage.prepare(cfg.dataset, cfg.variant, cfg.path)
+    warmup, warmup_why = _warmup_fits(cfg, prepared.samples)
     steps_per_epoch = math.ceil(prepared.samples / cfg.batch_size)
-    warmup, warmup_why = loops.steady_state_warmup(cfg.warmup_steps, cfg.num_workers)
-    if warmup >= steps_per_epoch:
-        raise ConfigError("warmup_steps", f"{warmup} leaves no timed step: an epoch of "
-                          f"{prepared.samples} samples has {steps_per_epoch} steps"
-                          + ("" if warmup == cfg.warmup_steps else f" ({warmup_why})"))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 

@@ -194,7 +194,7 @@ def die(error: BaseException, log_dir: str | None, rank: int, trainer: pl.Traine
     protocol.mark_failed(log_dir, rank, error)
     for child in _children(trainer):
         child.send_signal(signal.SIGKILL)
-    os._exit(error.exit_code if isinstance(error, BenchlibError) else 1)
+    os._exit(error.status() if isinstance(error, BenchlibError) else 1)
 
 
 def _children(trainer: pl.Trainer | None) -> list:
@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         rank = global_rank(os.environ, args.devices)
     except BenchlibError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
-        return e.exit_code
+        return e.status()
     launched_stderr = os.fdopen(os.dup(2), "w")  # where a layout error is also said
     protocol.redirect_output(args.log_dir, rank)
     try:
@@ -385,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
         local = read_int(os.environ, "SLURM_LOCALID", read_int(os.environ, "LOCAL_RANK", 0))
         if args.log_dir and local == 0:  # once per node
             print(f"{PROG}: {e}", file=launched_stderr, flush=True)
-        return e.exit_code
+        return e.status()
     print(protocol.banner(where.rank, where.world_size, where.local_rank,
                           f"from {where.environment}, node {where.node_rank}/{where.nnodes}"),
           flush=True)

@@ -139,6 +139,9 @@ def _expand(study: dict[str, Any], where: str) -> list[dict[str, Any]]:
     table = study.get("table", [{}])
     if not isinstance(table, list) or not all(isinstance(r, dict) for r in table):
         raise UsageError(f"{where}: table: must be a list of mappings (one per row)")
+    if not table:
+        raise UsageError(f"{where}: table: empty, so nothing would run; give one mapping per "
+                         "row, or leave table out to run the defaults once")
     return table
 
 
@@ -163,7 +166,7 @@ def study_rows(study: Any, where: str, notebooks: dict[Path, NotebookSpec]) -> l
         raise UsageError(f"{where}: execution_timeout: must be a positive number of seconds")
     rows = []
     for i, row in enumerate(_expand(study, where), start=1):
-        row_where = f"{where}row {i}"
+        row_where = f"{where}: row {i}"
         overrides = {**defaults, **row}
         params = check_row(spec, overrides, row_where)
         rows.append(Row(study["study"], path, params, overrides, row_where, timeout))
@@ -193,9 +196,9 @@ def load_plan(file: str | Path) -> list[Row]:
         if not isinstance(doc["studies"], list) or not doc["studies"]:
             raise UsageError(f"{name}: studies: must be a non-empty list")
         rows = [r for i, s in enumerate(doc["studies"], start=1)
-                for r in study_rows(s, f"{name}: studies[{i}]: ", notebooks)]
+                for r in study_rows(s, f"{name}: studies[{i}]", notebooks)]
     else:
-        rows = study_rows(doc, f"{name}: ", notebooks)
+        rows = study_rows(doc, name, notebooks)
     seen: dict[str, str] = {}
     for r in rows:
         if r.row_id in seen:
@@ -227,5 +230,5 @@ def single_row(notebook: str, overrides: dict[str, Any], study: str | None = Non
     """One run of one notebook (`python -m benchlib run`), checked like a table row."""
     path = find_notebook(notebook, "run")
     spec = NotebookSpec.read(path)
-    params = check_row(spec, overrides, "run: ")
+    params = check_row(spec, overrides, "run")
     return Row(study or path.stem, path, params, overrides, f"run {path.name}")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import atomic, paths
+from benchlib.core import hostload
 from benchlib.workbook import report_landing as landing
 from benchlib.workbook import report_pages as pages
 from benchlib.errors import BenchlibError
@@ -226,7 +227,8 @@ def _study_table(study: str, records: list[dict[str, Any]], site: Site,
             link = f'<a href="{_rel(site.report_dir, site.pages[run])}">{link}</a>'
         link += f' <span class="src">(<a href="{_rel(site.report_dir, site.records[run])}">record</a>)</span>'
         took = pages.duration_s(rec)
-        cells = [link, f'<span class="{e(rec["status"])}">{e(rec["status"])}</span>']
+        cells = [link, f'<span class="{e(rec["status"])}">{e(rec["status"])}</span>'
+                 + _busy(rec.get("host_load"))]
         cells += [e(str(rec.get("label")))] * sets
         cells += [e(str(rec["params"].get(c))) for c in cols]
         cells += [e(landing.headline_metric(rec)[1])]
@@ -240,6 +242,12 @@ def _study_table(study: str, records: list[dict[str, Any]], site: Site,
     return (f'<h3 id="runs-{e(study)}">{e(study)}</h3><p>Study <code>{e(names)}</code>. '
             f"{len(records)} runs: {ok} ok, {len(records) - ok} failed.</p>"
             f"<table><tr>{head}</tr>{''.join(body)}</table>")
+
+
+def _busy(host_load: dict[str, Any] | None) -> str:
+    """A flag beside the status of a run that started on a busy host."""
+    said = hostload.describe(host_load)
+    return f' <span class="busy">({html.escape(said)})</span>' if said else ""
 
 
 def study_name(notebook: str) -> str:

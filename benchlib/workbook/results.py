@@ -62,9 +62,10 @@ def make_record(*, run_id: str, study: str, notebook: str, params: dict, env: di
                 details: dict | None = None, error: dict | None = None,
                 executed_notebook: str | None = None,
                 executor: dict | None = None, label: str | None = None,
-                testbed: dict | None = None) -> dict[str, Any]:
+                testbed: dict | None = None,
+                host_load: dict | None = None) -> dict[str, Any]:
     """A record; `testbed` defaults to the one `env` describes, `label` to that testbed's
-    default result set dated today."""
+    default result set dated today; `host_load` is core.hostload.span() (None: unknown)."""
     if status not in STATUSES:
         raise RecordError(f"status: {status!r} is not one of {', '.join(STATUSES)}")
     clash = sorted(set(metrics or {}) & set(params))
@@ -86,6 +87,7 @@ def make_record(*, run_id: str, study: str, notebook: str, params: dict, env: di
         "details": details or {},
         "executed_notebook": executed_notebook,
         "executor": executor or {"name": "local"},  # where it ran: local, or Slurm job/log
+        "host_load": host_load,  # load average and cores at start and end, busy flag
         **_testbed_and_label(env, testbed, label),
     }
 

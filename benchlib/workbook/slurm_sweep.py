@@ -86,9 +86,16 @@ def write_plan(rows: list[Row], path: Path) -> None:
 
 
 def read_plan(plan: Path) -> list[Row]:
-    return [Row(r["study"], Path(r["notebook"]), r["params"], r["overrides"], r["source"],
-                r["timeout_s"], r.get("testbed"), r.get("label", ""))
-            for r in json.loads(Path(plan).read_text())["rows"]]
+    """The rows of a plan a Slurm sweep wrote; a file that is not one is a UsageError."""
+    try:
+        return [Row(r["study"], Path(r["notebook"]), r["params"], r["overrides"], r["source"],
+                    r["timeout_s"], r.get("testbed"), r.get("label", ""))
+                for r in json.loads(Path(plan).read_text())["rows"]]
+    except OSError as e:
+        raise UsageError(f"plan: cannot read {plan} ({e.strerror})") from None
+    except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
+        raise UsageError(f"plan: {plan} is not a Slurm sweep's plan.json "
+                         f"({type(e).__name__}: {e})") from None
 
 
 def read_row(plan: Path, index: int) -> Row:

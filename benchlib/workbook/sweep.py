@@ -18,30 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import atomic
-from benchlib.core import envinfo
+from benchlib.core import envinfo, hostload
 from benchlib.errors import RecordError
-from benchlib.workbook import results, testbed
+from benchlib.workbook import kernels, results, testbed
 from benchlib.workbook.params import Row
 
 KERNEL = "python3"  # jupyter_client runs it with this interpreter, so .venv's packages
-
-
-def _ipc_kernel_manager():
-    """A kernel manager talking to its kernel over Unix sockets: no TCP ports opened on a
-    shared node, and no warning about unencrypted TCP for every row."""
-    from jupyter_client.manager import AsyncKernelManager
-
-    class IPCKernelManager(AsyncKernelManager):
-        def __init__(self, **kwargs):
-            # sockets of its own: jupyter_client's default ("kernel-ipc-N" in the current
-            # folder) is shared by concurrent sweeps, whose kernels then cross-talk
-            import tempfile
-            import uuid
-
-            own = Path(tempfile.gettempdir()) / f"benchlib-kernel-{uuid.uuid4().hex[:12]}"
-            super().__init__(transport="ipc", ip=str(own), **kwargs)
-
-    return IPCKernelManager
 
 
 @dataclass
@@ -106,12 +88,13 @@ def execute(notebook: Path, output: Path, parameters: dict[str, Any], env: dict[
     Returns None when it ran through, else the error."""
     import papermill
 
-    with atomic.replacing(output, suffix=".tmp.ipynb") as tmp, _environ(env):
+    with atomic.replacing(output, suffix=".tmp.ipynb") as tmp, _environ(env), \
+            kernels.kernel_folder() as folder:
         try:
             papermill.execute_notebook(
                 str(notebook), str(tmp), parameters=parameters, kernel_name=KERNEL,
                 progress_bar=False, cwd=str(notebook.parent), execution_timeout=timeout_s,
-                kernel_manager_class=_ipc_kernel_manager(),
+                kernel_manager_class=kernels.manager_class(folder),
             )
         except Exception as exc:  # the notebook's failure is the run's result
             return error_of(exc)
@@ -130,7 +113,7 @@ def run_row(row: Row, outputs: Path, executor: dict[str, Any] | None = None) -> 
     rel_notebook = Path("runs") / row.study / f"{run_id}.ipynb"
     metrics_file = outputs / "runs" / row.study / f".{run_id}.metrics.json"
     metrics_file.unlink(missing_ok=True)
-    started_at = results.now()
+    started_at, load_start = results.now(), hostload.sample()
     kernel_env = {
         results.METRICS_FILE_VAR: str(metrics_file),
         "BENCHLIB_OUTPUTS": str(outputs),
@@ -138,12 +121,13 @@ def run_row(row: Row, outputs: Path, executor: dict[str, Any] | None = None) -> 
         "BENCHLIB_STUDY": row.study,
     }
     error = execute(row.notebook, outputs / rel_notebook, row.overrides, kernel_env, row.timeout_s)
+    load = hostload.span(load_start, hostload.sample())
     published = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
     metrics_file.unlink(missing_ok=True)
     fields = dict(run_id=run_id, study=row.study, notebook=row.notebook.name,
                   params=row.params, env=envinfo.collect(), started_at=started_at,
                   executed_notebook=str(rel_notebook), executor=executor, label=row.label,
-                  testbed=testbed.where_it_ran(row.testbed))
+                  testbed=testbed.where_it_ran(row.testbed), host_load=load)
     if error and executor and executor.get("log"):
         error["log"] = executor["log"]
     try:

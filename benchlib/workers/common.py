@@ -106,5 +106,5 @@ def entry(main: Main, parser: argparse.ArgumentParser, argv: list[str] | None = 
         run_rank(main, args, env)
     except BenchlibError as e:
         print(f"{parser.prog}: {e}", file=sys.stderr)
-        return e.exit_code
+        return e.status()
     return 0

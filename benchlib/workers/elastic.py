@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         env = resolve_env(args.dist_init_method)
     except BenchlibError as e:
         _refuse(None, e)
-        return e.exit_code
+        return e.status()
     terminal = os.fdopen(os.dup(2), "w", buffering=1) if args.log_dir else None
     protocol.redirect_output(args.log_dir, env.rank)  # append: a restarted rank adds to its log
     restarts = restart_count()
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         result = elastic.train(plan, device, backend, preemption)
     except BenchlibError as e:
         _refuse(terminal, e)
-        os._exit(e.exit_code)  # never wait in destroy_process_group for ranks that left
+        os._exit(e.status())  # never wait in destroy_process_group for ranks that left
     except Preempted as p:
         print(f"{p}; exiting with code {PREEMPTED_EXIT_CODE}: run again with --resume",
               flush=True)

@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         result = measure(args)
     except BenchlibError as e:
         print(f"{PROG}: {e}", file=sys.stderr)
-        return e.exit_code
+        return e.status()
     if args.result:
         atomic.write_json(Path(args.result), result)
     m = result["metrics"]
