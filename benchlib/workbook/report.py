@@ -25,8 +25,6 @@ from typing import Any
 
 from benchlib import atomic, paths
 from benchlib.core import hostload
-from benchlib.workbook import report_landing as landing
-from benchlib.workbook import report_pages as pages
 from benchlib.errors import BenchlibError
 from benchlib.workbook import report_landing as landing
 from benchlib.workbook import report_pages as pages

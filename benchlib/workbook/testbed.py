@@ -19,7 +19,6 @@ the same testbed, so `make run` twice adds to one set.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import json
