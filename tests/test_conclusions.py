@@ -5,7 +5,7 @@ flips; a caveat appears only when the records show its cause. Small hand-made fr
 import pandas as pd
 
 from benchlib.analysis import dp_vs_ddp, fault_tolerance, multinode_lightning, single_device_io
-from benchlib.analysis.verdict import Side, compare, side
+from benchlib.analysis.verdict import Side, compare
 
 from test_analysis import dist_rows, io_rows, records
 
