@@ -201,3 +201,48 @@ def test_benchlib_project_is_the_projection_command(capsys):
     assert capsys.readouterr().out.splitlines()[-1].startswith("median absolute error: ")
     assert benchlib(["project", "--devices-per-node", "0"]) == 2
     assert capsys.readouterr().err.startswith("benchlib project: ")
+
+
+def test_cpu_ranks_sharing_a_hosts_cores_get_a_share_of_its_compute_each():
+    # one rank measured with both of a 2-core host's threads: 1 s per batch of 8
+    inp = inputs(compute_s=1.0, batch_size=8, devices_per_node=4, host_cores=2,
+                 compute_threads=2, intra_busbw_gbps=1e12, inter_busbw_gbps=1e12)
+    df = project(inp, [(1, 1), (2, 1), (4, 1), (2, 2), (8, 2)]).set_index(["devices", "nodes"])
+    assert df.loc[(2, 1), "compute_s"] == pytest.approx(2.0)  # one core each: half as fast
+    assert df.loc[(4, 1), "compute_s"] == pytest.approx(4.0)  # half a core each
+    for size in [(2, 1), (4, 1)]:  # more ranks on one host: no more samples/s
+        assert df.loc[size, "samples_per_s"] == pytest.approx(8.0, rel=1e-6)
+        assert df.loc[size, "efficiency"] == pytest.approx(1 / size[0], rel=1e-6)
+    assert df.loc[(2, 2), "speedup"] == pytest.approx(2.0, rel=1e-6)  # one rank per host
+    assert df.loc[(8, 2), "speedup"] == pytest.approx(2.0, rel=1e-6)
+
+
+def test_shared_cores_leave_the_all_reduce_to_slow_the_host_further():
+    inp = inputs(compute_s=1.0, batch_size=8, devices_per_node=2, host_cores=2,
+                 compute_threads=2, intra_busbw_gbps=0.1)
+    row = project(inp, [(2, 1)]).iloc[0]
+    comm = ring_allreduce_s(RESNET50_BYTES, 2, 0.1)
+    assert row["samples_per_s"] == pytest.approx(16 / (2.0 + comm))
+    assert row["speedup"] < 1.0
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([*MEASURED, "--host-cores", "16"], "compute_threads: missing; CPU ranks sharing "
+                                        "--host-cores need --compute-threads"),
+    ([*MEASURED, "--compute-threads", "2"], "host_cores: missing; give --host-cores"),
+    ([*MEASURED, "--host-cores", "0", "--compute-threads", "2"], "host_cores: must be > 0, got 0"),
+])
+def test_shared_cores_need_both_the_hosts_cores_and_the_measured_threads(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"benchlib project: {message}") and err.count("\n") == 1
+
+
+def test_cli_shared_cores_halve_each_ranks_compute(capsys):
+    argv = ["--samples-per-s", "8", "--batch-size", "8", "--grad-bytes", "4e7",
+            "--intra-busbw", "1", "--input-ceiling", "none", "--devices-per-node", "2",
+            "--host-cores", "2", "--compute-threads", "2", "--nodes", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    # 2 ranks: 2 s of compute each + 2(1/2) x 40 MB / 1 GB/s = 40 ms all-reduce
+    assert re.search(r"^\s*2\s+1\s+7\.8\s+0\.98\s+49\.0\s+2040\.0\s+40\.0\s+compute$", out, re.M)
