@@ -215,6 +215,8 @@ def test_cpu_ranks_sharing_a_hosts_cores_get_a_share_of_its_compute_each():
         assert df.loc[size, "efficiency"] == pytest.approx(1 / size[0], rel=1e-6)
     assert df.loc[(2, 2), "speedup"] == pytest.approx(2.0, rel=1e-6)  # one rank per host
     assert df.loc[(8, 2), "speedup"] == pytest.approx(2.0, rel=1e-6)
+    assert list(df["dominant"]) == ["compute", "shared cores", "shared cores", "compute",
+                                    "shared cores"]
 
 
 def test_shared_cores_leave_the_all_reduce_to_slow_the_host_further():
@@ -245,4 +247,4 @@ def test_cli_shared_cores_halve_each_ranks_compute(capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     # 2 ranks: 2 s of compute each + 2(1/2) x 40 MB / 1 GB/s = 40 ms all-reduce
-    assert re.search(r"^\s*2\s+1\s+7\.8\s+0\.98\s+49\.0\s+2040\.0\s+40\.0\s+compute$", out, re.M)
+    assert re.search(r"^\s*2\s+1\s+7\.8\s+0\.98\s+49\.0\s+2040\.0\s+40\.0\s+shared cores$", out, re.M)

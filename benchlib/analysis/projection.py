@@ -145,8 +145,10 @@ def step_terms(inp: Inputs, devices: int, nodes: int) -> dict:
     step = max(compute + comm, input_s, single_s)
     if step > compute + comm:  # the node waits for its data path or its one process
         dominant = "input" if input_s >= single_s else "single-process"
-    else:
-        dominant = "compute" if compute >= comm else "communication"
+    elif compute < comm:
+        dominant = "communication"
+    else:  # CPU ranks slowed by sharing their host's cores, or compute itself
+        dominant = "shared cores" if compute > inp.compute_s * (1 + 1e-9) else "compute"
     return {"devices": devices, "nodes": nodes, "step_s": step, "compute_s": compute,
             "comm_s": comm, "input_s": input_s, "dominant": dominant,
             "samples_per_s": devices * inp.batch_size / step}
