@@ -95,7 +95,7 @@ def test_an_input_the_records_cannot_give_is_named_with_how_to_measure_it(change
     ({"framework": "MxNet"}, "framework: 'MxNet' is not one of OneFlow"),
     ({"batch_size": 100}, "batch_size: seed 003 has batch 32, 64, 128, 160, not 100"),
     ({"nodes": "1,two"}, "nodes: '1,two' is not comma-separated node counts"),
-    ({"what_ifs": "speed=2x"}, "what_ifs: 'speed=2x' is not NAME=VALUE or NAME=Nx"),
+    ({"what_ifs": "speed:2x"}, "what_ifs: 'speed:2x' is not NAME:VALUE or NAME:Nx"),
 ])
 def test_config_takes_validated_values_only(changes, message):
     with pytest.raises(ConfigError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
@@ -105,7 +105,7 @@ def test_config_takes_validated_values_only(changes, message):
 def test_curves_hold_each_what_if_and_doubling_the_input_ceiling_lifts_the_node_cap():
     cfg = ScalingProjectionConfig(nodes="2,4")
     inp = sp.build_inputs(cfg, pd.DataFrame())
-    df = sp.curves(inp, sp.sizes(cfg), cfg.what_ifs)
+    df = sp.curves(inp, sp.sizes(cfg), cfg.what_if_specs())
     assert list(df["case"].unique()) == ["as given", "what if inter_bw=2x",
                                          "what if input_ceiling=2x", "what if batch_size=256"]
     at32 = df[df["devices"] == 32].set_index("case")["samples_per_s"]
@@ -131,7 +131,7 @@ def test_conclusions_compute_the_check_and_each_runs_headline():
 def test_figures_have_titles_and_axis_units():
     cfg = ScalingProjectionConfig()
     inp = sp.build_inputs(cfg, pd.DataFrame())
-    df = sp.curves(inp, sp.sizes(cfg), cfg.what_ifs)
+    df = sp.curves(inp, sp.sizes(cfg), cfg.what_if_specs())
     scaling = sp.scaling_figure(df, "PyTorch")
     assert [a.get_ylabel() for a in scaling.axes] == ["samples/s (log)", "efficiency (% of linear)"]
     terms = sp.terms_figure(df[df["case"] == "as given"], "terms")

@@ -175,10 +175,10 @@ def sizes(cfg: ScalingProjectionConfig) -> list[tuple[int, int]]:
 
 # ---------------------------------------------------------------- curves and sentences
 
-def curves(inp: Inputs, at: list[tuple[int, int]], what_ifs: str) -> pd.DataFrame:
-    """The projection and each what-if, one frame with a `case` column ("as given" first)."""
-    cases = [("as given", inp)] + [(f"what if {spec}", what_if(inp, spec))
-                                   for spec in filter(None, what_ifs.split(","))]
+def curves(inp: Inputs, at: list[tuple[int, int]], what_ifs: list[str]) -> pd.DataFrame:
+    """The projection and each what-if (NAME=VALUE), one frame with a `case` column ("as
+    given" first)."""
+    cases = [("as given", inp)] + [(f"what if {spec}", what_if(inp, spec)) for spec in what_ifs]
     return pd.concat([project(i, at).assign(case=name) for name, i in cases], ignore_index=True)
 
 

@@ -66,8 +66,9 @@ class ScalingProjectionConfig(StudyConfig):
     """CPU ranks: the cores one node's ranks share (0: devices, nothing shared)."""
     nodes: str = ""
     """Comma-separated node counts; empty: powers of two up to 1024 devices."""
-    what_ifs: str = "inter_bw=2x,input_ceiling=2x,batch_size=256"
-    """Comma-separated what-ifs, NAME=Nx or NAME=VALUE (docs/projection.md)."""
+    what_ifs: str = "inter_bw:2x,input_ceiling:2x,batch_size:256"
+    """Comma-separated what-ifs, NAME:Nx or NAME:VALUE (the CLI's NAME=..., which a
+    notebook's parameters cell cannot hold: papermill reads one `=` per line)."""
 
     def validate(self) -> None:
         for name, forms in FORMS.items():
@@ -81,14 +82,18 @@ class ScalingProjectionConfig(StudyConfig):
         require_min("host_cores", self.host_cores, 0)
         if self.nodes and not re.fullmatch(r"\d+(,\d+)*", self.nodes):
             raise ConfigError("nodes", f"{self.nodes!r} is not comma-separated node counts")
-        for spec in filter(None, self.what_ifs.split(",")):
+        for spec in self.what_if_specs():
             name, _, value = spec.partition("=")
             if name not in WHAT_IF_NAMES or not re.fullmatch(r"[\d.]+x?", value):
-                raise ConfigError("what_ifs", f"{spec!r} is not NAME=VALUE or NAME=Nx, NAME one "
-                                  f"of {', '.join(WHAT_IF_NAMES)}")
+                raise ConfigError("what_ifs", f"{spec.replace('=', ':')!r} is not NAME:VALUE or "
+                                  f"NAME:Nx, NAME one of {', '.join(WHAT_IF_NAMES)}")
         if "dlperf" in self.sources().values() and self.batch_size not in DLPERF_BATCHES:
             raise ConfigError("batch_size", f"seed 003 has batch {', '.join(map(str, DLPERF_BATCHES))}"
                               f", not {self.batch_size}")
+
+    def what_if_specs(self) -> list[str]:
+        """The what-ifs as the model takes them: NAME=VALUE or NAME=Nx."""
+        return [spec.strip().replace(":", "=", 1) for spec in self.what_ifs.split(",") if spec.strip()]
 
     def sources(self) -> dict[str, str]:
         """Each text input's form: number, run id, newest, dlperf or none."""
