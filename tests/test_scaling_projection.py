@@ -124,8 +124,8 @@ def test_conclusions_compute_the_check_and_each_runs_headline():
                               "**8.2%** (worst: Paddle batch 128 on 16 GPUs, -52.0%)")
     assert text[1].startswith("Seed 003's PyTorch node (batch 128, 10 GB/s between nodes): "
                               "compute sets the step up to 4 device(s); from 8, **input** does")
-    assert text[2] == ("Run r1 (compute: run x (40, resnet18, cpu)): at every size; 47% "
-                       "efficiency at 1,024 devices.")
+    assert text[2] == ("Run r1 (compute: run x (40, resnet18, cpu)): compute sets the step at "
+                       "every size; 47% efficiency at 1,024 devices.")
 
 
 def test_figures_have_titles_and_axis_units():

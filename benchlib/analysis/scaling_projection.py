@@ -259,7 +259,7 @@ def conclusions(runs: pd.DataFrame) -> str:
              stops_sentence(project(inp, sizes(cfg)), f"Seed 003's PyTorch node (batch "
                             f"{cfg.batch_size}, {cfg.inter_busbw} GB/s between nodes)")]
     for _, r in runs.iterrows():
-        where = "at every size" if pd.isna(r.get("stops_at_devices")) else \
+        where = "compute sets the step at every size" if pd.isna(r.get("stops_at_devices")) else \
             f"from {int(r['stops_at_devices'])} devices, {r['stops_by']} sets the step"
         lines.append(f"Run {r['run_id']} (compute: {r['compute_source']}): {where}; "
                      f"{r['efficiency_largest']:.0%} efficiency at {int(r['largest_devices']):,} "
