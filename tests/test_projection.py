@@ -248,3 +248,21 @@ def test_cli_shared_cores_halve_each_ranks_compute(capsys):
     out = capsys.readouterr().out
     # 2 ranks: 2 s of compute each + 2(1/2) x 40 MB / 1 GB/s = 40 ms all-reduce
     assert re.search(r"^\s*2\s+1\s+7\.8\s+0\.98\s+49\.0\s+2040\.0\s+40\.0\s+shared cores$", out, re.M)
+
+
+def test_an_unknown_models_gradient_says_how_to_measure_it(capsys):
+    assert main([*without("--model"), "--model", "toynet"]) == 2
+    assert capsys.readouterr().err == (
+        "benchlib project: grad_bytes: unknown model 'toynet' (known: resnet18, resnet34, "
+        "resnet50, resnet101, vgg16, vit_b_16, mobilenet_v2); measure it: --grad-bytes 4 x "
+        "sum(p.numel() for p in model.parameters()) for fp32, or 4 x the model_params of the "
+        "model's one-device record (notebook 40)\n")
+
+
+def test_no_input_ceiling_prints_the_line_the_docs_show(capsys):
+    assert main(without("--input-ceiling")) == 2
+    line = capsys.readouterr().err.rstrip("\n")
+    assert line == ("benchlib project: input_ceiling: missing; measure the data path's samples/s "
+                    "on one node with the IO study (notebook 10) and give --input-ceiling, or "
+                    "--input-ceiling none for synthetic data")
+    assert line in DOCS.read_text().splitlines()

@@ -72,6 +72,9 @@ HOW = {
     "batch_size": "give --batch-size, the per-device batch the compute figure was measured at",
     "grad_bytes": "give --model with a known parameter count or --grad-bytes (parameters x 4 "
                   "for fp32 gradients)",
+    "grad_bytes_unknown": "measure it: --grad-bytes 4 x sum(p.numel() for p in "
+                          "model.parameters()) for fp32, or 4 x the model_params of the "
+                          "model's one-device record (notebook 40)",
     "devices_per_node": "give --devices-per-node",
     "input_ceiling": "measure the data path's samples/s on one node with the IO study "
                      "(notebook 10) and give --input-ceiling, or --input-ceiling none for "

@@ -135,8 +135,8 @@ def _grad_bytes(cfg: ScalingProjectionConfig, rec: pd.Series | None) -> tuple[fl
                                           f"({_label(rec)})"
     if cfg.model not in MODEL_PARAMS:
         raise UsageError(f"grad_bytes: unknown model {cfg.model!r} (known: "
-                         f"{', '.join(MODEL_PARAMS)}); measure it with a one-device run of "
-                         "notebook 40, whose record keeps model_params, or pick a known model")
+                         f"{', '.join(MODEL_PARAMS)}); give compute as the model's one-device "
+                         "record (notebook 40 keeps its model_params), or a known model")
     n = MODEL_PARAMS[cfg.model]
     return 4.0 * n, f"{cfg.model}: {n:,} parameters x 4 bytes (fp32 gradients)"
 

@@ -71,7 +71,7 @@ def _grad_bytes(args) -> tuple[float | None, str]:
         return args.grad_bytes, "given"
     if args.model not in MODEL_PARAMS:
         raise UsageError(f"grad_bytes: unknown model {args.model!r} (known: "
-                         f"{', '.join(MODEL_PARAMS)}); give --grad-bytes (parameters x 4 for fp32)")
+                         f"{', '.join(MODEL_PARAMS)}); {HOW['grad_bytes_unknown']}")
     n = MODEL_PARAMS[args.model]
     return 4.0 * n, f"{args.model}: {n:,} parameters x 4 bytes (fp32 gradients), torchvision"
 
