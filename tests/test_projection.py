@@ -219,6 +219,15 @@ def test_cpu_ranks_sharing_a_hosts_cores_get_a_share_of_its_compute_each():
                                     "shared cores"]
 
 
+def test_a_rank_measured_on_one_thread_gains_nothing_from_more_cores_and_loses_below_one():
+    inp = inputs(compute_s=0.2, batch_size=8, devices_per_node=4, host_cores=2,
+                 compute_threads=1, intra_busbw_gbps=1e12)
+    df = project(inp, [(1, 1), (2, 1), (4, 1)]).set_index("devices")
+    assert df["compute_s"].tolist() == pytest.approx([0.2, 0.2, 0.4])  # 2, 1, then 1/2 core each
+    assert df["speedup"].tolist() == pytest.approx([1.0, 2.0, 2.0], rel=1e-6)
+    assert df["dominant"].tolist() == ["compute", "compute", "shared cores"]
+
+
 def test_shared_cores_leave_the_all_reduce_to_slow_the_host_further():
     inp = inputs(compute_s=1.0, batch_size=8, devices_per_node=2, host_cores=2,
                  compute_threads=2, intra_busbw_gbps=0.1)

@@ -8,8 +8,9 @@ A node's data path (input_ceiling, samples/s: the IO study) and, for DataParalle
 process (single_process_limit) cap it:
     step_s = max(compute_s + comm_s, node samples / input_ceiling, node samples / single limit)
 CPU ranks share their host's cores (host_cores): one rank's compute_s grows as its share of
-the cores shrinks, compute_s x compute_threads / (host_cores / ranks on the host), so more
-ranks on one host add no compute, only all-reduce.
+the cores shrinks below the threads it was measured with, compute_s x compute_threads /
+min(compute_threads, host_cores / ranks on the host), so ranks beyond the cores add no
+compute, only all-reduce.
 Pure (numpy/pandas). A missing input raises UsageError saying how to measure or give it;
 nothing is filled in silently.
 """
@@ -132,9 +133,12 @@ def cores_per_rank(inp: Inputs, per_node: int) -> float | None:
 
 def rank_compute_s(inp: Inputs, per_node: int) -> float:
     """One rank's compute: compute_s, or for CPU ranks sharing a host's cores, compute_s
-    scaled by the cores it was measured with over the cores each rank now gets."""
+    scaled by the threads it was measured with over the cores each rank now gets (never
+    more cores than those threads: a rank gains nothing from cores it has no thread for)."""
     cores = cores_per_rank(inp, per_node)
-    return inp.compute_s if cores is None else inp.compute_s * inp.compute_threads / cores
+    if cores is None:
+        return inp.compute_s
+    return inp.compute_s * inp.compute_threads / min(inp.compute_threads, cores)
 
 
 def step_terms(inp: Inputs, devices: int, nodes: int) -> dict:
