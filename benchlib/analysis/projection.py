@@ -56,7 +56,7 @@ class Inputs:
     overlap: float = 0.0  # share of the all-reduce backward may hide (0: none)
     bucket_bytes: float = DEFAULT_BUCKET_MB * 2**20
     single_process_limit: float | None = None  # samples/s per node, DataParallel only
-    host_cores: int | None = None  # CPU ranks: the cores one node's ranks share (None: devices)
+    host_cores: float | None = None  # CPU ranks: cores free for one node's ranks (None: devices)
     compute_threads: int | None = None  # CPU ranks: the threads compute_s was measured with
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
@@ -208,7 +208,7 @@ def what_if(inp: Inputs, spec: str) -> Inputs:
         value = old / number if times else inp.batch_size / number
     else:
         value = old * number if times else number * (2**20 if key == "bucket_mb" else 1)
-    changes = {field: int(value) if key == "host_cores" else value}
+    changes = {field: value}
     if key == "batch_size":  # the compute time per sample stays
         changes = {field: int(value), "compute_s": inp.compute_s * int(value) / inp.batch_size}
     return dataclasses.replace(inp, **changes, sources={**inp.sources, field: f"what-if {spec}"})

@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", help="comma-separated node counts (default: up to 1024 devices)")
     p.add_argument("--strategy", choices=["ddp", "dp"], default="ddp")
     p.add_argument("--single-process-limit", type=float, help="dp: samples/s of one process per node")
-    p.add_argument("--host-cores", type=int, help="CPU ranks: the cores one node's ranks share")
+    p.add_argument("--host-cores", type=float,
+                   help="CPU ranks: the cores free for one node's ranks (may be a fraction)")
     p.add_argument("--compute-threads", type=int,
                    help="CPU ranks: the threads the one-device figure was measured with")
     p.add_argument("--what-if", action="append", default=[], metavar="NAME=VALUE|NAME=Nx",
