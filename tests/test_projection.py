@@ -275,3 +275,15 @@ def test_no_input_ceiling_prints_the_line_the_docs_show(capsys):
                     "on one node with the IO study (notebook 10) and give --input-ceiling, or "
                     "--input-ceiling none for synthetic data")
     assert line in DOCS.read_text().splitlines()
+
+
+def test_two_slurm_nodes_in_one_host_predicted_with_half_a_free_core_each(capsys):
+    # docs/projection.md, "Checked on the two-node Slurm test cluster"
+    argv = ["--samples-per-s", "4.4606", "--batch-size", "8", "--model", "resnet18",
+            "--inter-busbw", "0.94", "--input-ceiling", "none", "--devices-per-node", "1",
+            "--host-cores", "0.5", "--compute-threads", "1", "--nodes", "1,2"]
+    assert main(argv) == 0
+    row = re.search(r"^\s*2\s+2\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s+([\d.]+)\s+shared cores$",
+                    capsys.readouterr().out, re.M)
+    # 2 x 8 samples / (2 x 1.7935 s of compute + 2(1)/2 x 46.8 MB / 0.94 GB/s)
+    assert row and (row.group(1), row.group(2), row.group(3)) == ("4.4", "3636.7", "49.7")
