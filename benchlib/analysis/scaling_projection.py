@@ -304,7 +304,8 @@ def terms_figure(df: pd.DataFrame, title: str):
     changes = df[df["dominant"] != df["dominant"].shift()]
     for _, row in changes.iterrows():  # where the dominant term changes, its name
         ax.annotate(f"{row['dominant']} from here", (row["devices"], 1e3 * row["step_s"]),
-                    fontsize=8, textcoords="offset points", xytext=(0, 8), ha="center")
+                    fontsize=8, textcoords="offset points", xytext=(0, 8),
+                    ha="left" if row["devices"] == df["devices"].iloc[0] else "center")
     ax.set(xscale="log", yscale="log", xlabel="devices (log)", ylabel="ms per step (log)",
            title=title)
     ax.legend(fontsize=8)
@@ -328,7 +329,7 @@ def check_figure(table: pd.DataFrame):
                     alpha=0.15, label="within 10%")
     ax.set(xscale="log", yscale="log", xlabel="published samples/s (log)",
            ylabel="predicted samples/s (log)", xlim=(low, high), ylim=(low, high),
-           title="Seed 003: predicted from 1 node vs published (2 and 4 nodes)")
+           title="Seed 003: predicted from 1 node vs published\n(2 and 4 nodes of 8 V100s)")
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     return fig
