@@ -214,14 +214,51 @@ studies:
     assert "it ended at the same loss as the uninterrupted run" in analysis
 
 
+def _measured(outputs, run_id, study, notebook, params, metrics):
+    from benchlib.core import envinfo
+
+    results.write_record(outputs / "results", results.make_record(
+        run_id=run_id, study=study, notebook=notebook, params=params, env=envinfo.collect(),
+        started_at=results.now(), status="ok", metrics=metrics))
+
+
+@pytest.mark.notebook
+def test_scaling_projection_notebook_runs_without_records_and_from_measured_ones(outputs):
+    assert main(["run", "45_scaling_projection", "--study", "projection"]) == 0
+    [seed] = results.load_results(outputs / "results").to_dict("records")
+    assert seed["status"] == "ok" and seed["stops_at_devices"] == 8 and seed["stops_by"] == "input"
+    assert round(seed["check_median_abs_error_pct"], 1) == 8.2
+    _measured(outputs, "aaaaaaaaaaa1", "framework", "40_framework_comparison.ipynb",
+              {"arch": "resnet18", "dataset": "synthetic", "precision": "fp32",
+               "channels_last": False, "compile": False, "batch_size": 8, "nproc_per_node": 1},
+              {"samples_per_s": 8.0, "world_size": 1, "model_params": 11_689_512,
+               "threads_per_rank": 2, "device_name": "cpu"})
+    _measured(outputs, "bbbbbbbbbbb1", "dp_ddp", "20_dp_vs_ddp.ipynb",
+              {"strategy": "ddp", "model": "pyramidnet", "batch_size": 32, "nproc_per_node": 2},
+              {"samples_per_s": 100.0, "world_size": 2, "busbw_gbps": 1.5})
+    args = ["run", "45_scaling_projection", "--study", "projection", "-p", "compute", "newest",
+            "-p", "intra_busbw", "newest", "-p", "inter_busbw", '"1"', "-p", "input_ceiling",
+            "none", "-p", "devices_per_node", "2", "-p", "host_cores", "2"]
+    assert main(args) == 0
+    here = results.load_results(outputs / "results", "projection", latest=True).iloc[0]
+    assert here["compute_source"] == "run aaaaaaaaaaa1 (40_framework_comparison, resnet18, cpu)"
+    assert here["stops_at_devices"] == 2 and here["stops_by"] == "shared cores"
+    assert main([a if a != "none" else "newest" for a in args]) == 1  # no IO record to read
+    df = results.load_results(outputs / "results", "projection")
+    [failed] = df[df["status"] == "failed"].to_dict("records")
+    assert failed["error"].startswith(
+        "input_ceiling: no record that measures it under the results folder; run notebook 10")
+
+
 STUDY_NOTEBOOKS = [p for p in NOTEBOOKS if p != TRIVIAL]
 
 
 @pytest.mark.parametrize("path", STUDY_NOTEBOOKS, ids=lambda p: p.name)
 def test_one_name_per_study_across_notebook_config_modules_and_sections(path):
     """notebooks/NN_<study>.ipynb, <Study>Config (with study = "<study>"),
-    benchlib/studies/<study>.py, benchlib/analysis/<study>.py, its section in 90_analysis
-    and its parameter files params/<study>_*.yaml all say the same name."""
+    benchlib/studies/<study>.py (none for scaling_projection, which launches nothing),
+    benchlib/analysis/<study>.py, its section in 90_analysis and its parameter files
+    params/<study>_*.yaml all say the same name."""
     study = path.stem.split("_", 1)[1]
     spec = NotebookSpec.read(path)
     config = CONFIGS[spec.config]
@@ -233,7 +270,8 @@ def test_one_name_per_study_across_notebook_config_modules_and_sections(path):
         sections = [c.source for c in nbformat.read(ROOT / "notebooks" / "90_analysis.ipynb", 4).cells
                     if c.cell_type == "markdown" and c.source.startswith(f"## {study}: ")]
         assert len(sections) == 1
-        assert (package / "studies" / f"{study}.py").is_file()
+        if study != "scaling_projection":  # computes from records and tables; runs nothing
+            assert (package / "studies" / f"{study}.py").is_file()
     studies = {p.stem.split("_", 1)[1] for p in STUDY_NOTEBOOKS}
     for file in (ROOT / "params").glob("*.yaml"):
         if file.name != "smoke_cpu.yaml":  # one row of every study

@@ -57,7 +57,8 @@ BAD = [
      "row 1: size: must be >= 1, got -5"),
     ("study: t\nnotebook: nope\n",
      "notebook: 'nope' not found; known: 00_data_prep, 10_single_device_io, 20_dp_vs_ddp, "
-     "30_multinode_lightning, 35_fault_tolerance, 40_framework_comparison, 90_analysis"),
+     "30_multinode_lightning, 35_fault_tolerance, 40_framework_comparison, 45_scaling_projection, "
+     "90_analysis"),
     ("study: t\nnotebook: {nb}\ntable: [{{x: 1}}]\ngrid: {{x: [1]}}\n",
      "give either table or grid, not both"),
     ("study: t\nnotebook: {nb}\ngrid: {{x: 3}}\n",

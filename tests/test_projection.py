@@ -201,3 +201,89 @@ def test_benchlib_project_is_the_projection_command(capsys):
     assert capsys.readouterr().out.splitlines()[-1].startswith("median absolute error: ")
     assert benchlib(["project", "--devices-per-node", "0"]) == 2
     assert capsys.readouterr().err.startswith("benchlib project: ")
+
+
+def test_cpu_ranks_sharing_a_hosts_cores_get_a_share_of_its_compute_each():
+    # one rank measured with both of a 2-core host's threads: 1 s per batch of 8
+    inp = inputs(compute_s=1.0, batch_size=8, devices_per_node=4, host_cores=2,
+                 compute_threads=2, intra_busbw_gbps=1e12, inter_busbw_gbps=1e12)
+    df = project(inp, [(1, 1), (2, 1), (4, 1), (2, 2), (8, 2)]).set_index(["devices", "nodes"])
+    assert df.loc[(2, 1), "compute_s"] == pytest.approx(2.0)  # one core each: half as fast
+    assert df.loc[(4, 1), "compute_s"] == pytest.approx(4.0)  # half a core each
+    for size in [(2, 1), (4, 1)]:  # more ranks on one host: no more samples/s
+        assert df.loc[size, "samples_per_s"] == pytest.approx(8.0, rel=1e-6)
+        assert df.loc[size, "efficiency"] == pytest.approx(1 / size[0], rel=1e-6)
+    assert df.loc[(2, 2), "speedup"] == pytest.approx(2.0, rel=1e-6)  # one rank per host
+    assert df.loc[(8, 2), "speedup"] == pytest.approx(2.0, rel=1e-6)
+    assert list(df["dominant"]) == ["compute", "shared cores", "shared cores", "compute",
+                                    "shared cores"]
+
+
+def test_a_rank_measured_on_one_thread_gains_nothing_from_more_cores_and_loses_below_one():
+    inp = inputs(compute_s=0.2, batch_size=8, devices_per_node=4, host_cores=2,
+                 compute_threads=1, intra_busbw_gbps=1e12)
+    df = project(inp, [(1, 1), (2, 1), (4, 1)]).set_index("devices")
+    assert df["compute_s"].tolist() == pytest.approx([0.2, 0.2, 0.4])  # 2, 1, then 1/2 core each
+    assert df["speedup"].tolist() == pytest.approx([1.0, 2.0, 2.0], rel=1e-6)
+    assert df["dominant"].tolist() == ["compute", "compute", "shared cores"]
+
+
+def test_shared_cores_leave_the_all_reduce_to_slow_the_host_further():
+    inp = inputs(compute_s=1.0, batch_size=8, devices_per_node=2, host_cores=2,
+                 compute_threads=2, intra_busbw_gbps=0.1)
+    row = project(inp, [(2, 1)]).iloc[0]
+    comm = ring_allreduce_s(RESNET50_BYTES, 2, 0.1)
+    assert row["samples_per_s"] == pytest.approx(16 / (2.0 + comm))
+    assert row["speedup"] < 1.0
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([*MEASURED, "--host-cores", "16"], "compute_threads: missing; CPU ranks sharing "
+                                        "--host-cores need --compute-threads"),
+    ([*MEASURED, "--compute-threads", "2"], "host_cores: missing; give --host-cores"),
+    ([*MEASURED, "--host-cores", "0", "--compute-threads", "2"], "host_cores: must be > 0, got 0"),
+])
+def test_shared_cores_need_both_the_hosts_cores_and_the_measured_threads(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"benchlib project: {message}") and err.count("\n") == 1
+
+
+def test_cli_shared_cores_halve_each_ranks_compute(capsys):
+    argv = ["--samples-per-s", "8", "--batch-size", "8", "--grad-bytes", "4e7",
+            "--intra-busbw", "1", "--input-ceiling", "none", "--devices-per-node", "2",
+            "--host-cores", "2", "--compute-threads", "2", "--nodes", "1"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    # 2 ranks: 2 s of compute each + 2(1/2) x 40 MB / 1 GB/s = 40 ms all-reduce
+    assert re.search(r"^\s*2\s+1\s+7\.8\s+0\.98\s+49\.0\s+2040\.0\s+40\.0\s+shared cores$", out, re.M)
+
+
+def test_an_unknown_models_gradient_says_how_to_measure_it(capsys):
+    assert main([*without("--model"), "--model", "toynet"]) == 2
+    assert capsys.readouterr().err == (
+        "benchlib project: grad_bytes: unknown model 'toynet' (known: resnet18, resnet34, "
+        "resnet50, resnet101, vgg16, vit_b_16, mobilenet_v2); measure it: --grad-bytes 4 x "
+        "sum(p.numel() for p in model.parameters()) for fp32, or 4 x the model_params of the "
+        "model's one-device record (notebook 40)\n")
+
+
+def test_no_input_ceiling_prints_the_line_the_docs_show(capsys):
+    assert main(without("--input-ceiling")) == 2
+    line = capsys.readouterr().err.rstrip("\n")
+    assert line == ("benchlib project: input_ceiling: missing; measure the data path's samples/s "
+                    "on one node with the IO study (notebook 10) and give --input-ceiling, or "
+                    "--input-ceiling none for synthetic data")
+    assert line in DOCS.read_text().splitlines()
+
+
+def test_two_slurm_nodes_in_one_host_predicted_with_half_a_free_core_each(capsys):
+    # docs/projection.md, "Checked on the two-node Slurm test cluster"
+    argv = ["--samples-per-s", "4.4606", "--batch-size", "8", "--model", "resnet18",
+            "--inter-busbw", "0.94", "--input-ceiling", "none", "--devices-per-node", "1",
+            "--host-cores", "0.5", "--compute-threads", "1", "--nodes", "1,2"]
+    assert main(argv) == 0
+    row = re.search(r"^\s*2\s+2\s+([\d.]+)\s+[\d.]+\s+[\d.]+\s+([\d.]+)\s+([\d.]+)\s+shared cores$",
+                    capsys.readouterr().out, re.M)
+    # 2 x 8 samples / (2 x 1.7935 s of compute + 2(1)/2 x 46.8 MB / 0.94 GB/s)
+    assert row and (row.group(1), row.group(2), row.group(3)) == ("4.4", "3636.7", "49.7")

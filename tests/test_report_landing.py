@@ -229,3 +229,16 @@ def test_a_rerun_of_a_row_counts_once_with_its_newest_ok_figure():
     [finding] = landing.findings([*runs, again, failed])
     assert [c.figure.value for c in finding.claims] == ["1.50x"]  # the newest ok, once
     assert finding.status == "3 of 4 runs ok, 1 failed"
+
+
+def test_projection_line_gives_the_efficiency_at_the_largest_size_and_what_stops_it():
+    metrics = {"largest_devices": 1024, "efficiency_largest": 0.447, "stops_at_devices": 8,
+               "stops_by": "input", "check_median_abs_error_pct": 8.209,
+               "compute_source": "1-GPU row of seed 003 PyTorch batch 128"}
+    run = record("scaling_projection", "45_scaling_projection.ipynb", {"compute": "dlperf"}, metrics)
+    [finding] = landing.findings([run])
+    assert finding.question == "How far would these figures scale, and what stops them?"
+    assert finding.claims[0].text() == (
+        "projected from 1-GPU row of seed 003 PyTorch batch 128: 45% efficiency at 1,024 "
+        "devices; input sets the step from 8 devices; the model is 8.2% off seed 003's 2- "
+        "and 4-node rows (median)")

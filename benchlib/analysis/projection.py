@@ -7,6 +7,10 @@ of which `overlap` may hide, except the last bucket and never more than the back
 A node's data path (input_ceiling, samples/s: the IO study) and, for DataParallel, its one
 process (single_process_limit) cap it:
     step_s = max(compute_s + comm_s, node samples / input_ceiling, node samples / single limit)
+CPU ranks share their host's cores (host_cores): one rank's compute_s grows as its share of
+the cores shrinks below the threads it was measured with, compute_s x compute_threads /
+min(compute_threads, host_cores / ranks on the host), so ranks beyond the cores add no
+compute, only all-reduce.
 Pure (numpy/pandas). A missing input raises UsageError saying how to measure or give it;
 nothing is filled in silently.
 """
@@ -52,6 +56,8 @@ class Inputs:
     overlap: float = 0.0  # share of the all-reduce backward may hide (0: none)
     bucket_bytes: float = DEFAULT_BUCKET_MB * 2**20
     single_process_limit: float | None = None  # samples/s per node, DataParallel only
+    host_cores: float | None = None  # CPU ranks: cores free for one node's ranks (None: devices)
+    compute_threads: int | None = None  # CPU ranks: the threads compute_s was measured with
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
@@ -67,6 +73,9 @@ HOW = {
     "batch_size": "give --batch-size, the per-device batch the compute figure was measured at",
     "grad_bytes": "give --model with a known parameter count or --grad-bytes (parameters x 4 "
                   "for fp32 gradients)",
+    "grad_bytes_unknown": "measure it: --grad-bytes 4 x sum(p.numel() for p in "
+                          "model.parameters()) for fp32, or 4 x the model_params of the "
+                          "model's one-device record (notebook 40)",
     "devices_per_node": "give --devices-per-node",
     "input_ceiling": "measure the data path's samples/s on one node with the IO study "
                      "(notebook 10) and give --input-ceiling, or --input-ceiling none for "
@@ -77,6 +86,9 @@ HOW = {
                         "or give --inter-busbw (e.g. 10 for one 100 Gb/s link)",
     "single_process_limit": "DataParallel needs --single-process-limit: the samples/s of "
                             "the dp rows of notebook 20 on a full node",
+    "host_cores": "give --host-cores, the cores one node's CPU ranks share (nproc)",
+    "compute_threads": "CPU ranks sharing --host-cores need --compute-threads: the "
+                       "threads_per_rank of the one-device record compute_s came from",
 }
 
 
@@ -93,6 +105,9 @@ def validate(inp: Inputs, sizes: Sequence[tuple[int, int]]) -> None:
     if not 0 <= inp.overlap <= 1:
         raise UsageError(f"overlap: must be between 0 and 1, got {inp.overlap}")
     _positive("bucket_bytes", inp.bucket_bytes, "give --bucket-mb (DDP's bucket_cap_mb)")
+    if inp.host_cores is not None or inp.compute_threads is not None:
+        _positive("host_cores", inp.host_cores, HOW["host_cores"])
+        _positive("compute_threads", inp.compute_threads, HOW["compute_threads"])
     for devices, nodes in sizes:
         if not 1 <= nodes <= MAX_NODES:
             raise UsageError(f"nodes: must be between 1 and {MAX_NODES}, got {nodes}")
@@ -111,19 +126,37 @@ def exposed_comm_s(inp: Inputs, per_node: int, nodes: int) -> float:
     return total - hidden
 
 
+def cores_per_rank(inp: Inputs, per_node: int) -> float | None:
+    """CPU ranks: the cores each of a node's `per_node` ranks gets (None: devices)."""
+    return None if inp.host_cores is None else inp.host_cores / per_node
+
+
+def rank_compute_s(inp: Inputs, per_node: int) -> float:
+    """One rank's compute: compute_s, or for CPU ranks sharing a host's cores, compute_s
+    scaled by the threads it was measured with over the cores each rank now gets (never
+    more cores than those threads: a rank gains nothing from cores it has no thread for)."""
+    cores = cores_per_rank(inp, per_node)
+    if cores is None:
+        return inp.compute_s
+    return inp.compute_s * inp.compute_threads / min(inp.compute_threads, cores)
+
+
 def step_terms(inp: Inputs, devices: int, nodes: int) -> dict:
     """Every term of one step on `devices` over `nodes`, the step time and what sets it."""
     per_node = devices // nodes
     node_samples = per_node * inp.batch_size
-    comm = exposed_comm_s(inp, per_node, nodes)
+    compute = rank_compute_s(inp, per_node)
+    comm = exposed_comm_s(dataclasses.replace(inp, compute_s=compute), per_node, nodes)
     input_s = node_samples / inp.input_ceiling
     single_s = node_samples / inp.single_process_limit if inp.single_process_limit else 0.0
-    step = max(inp.compute_s + comm, input_s, single_s)
-    if step > inp.compute_s + comm:  # the node waits for its data path or its one process
+    step = max(compute + comm, input_s, single_s)
+    if step > compute + comm:  # the node waits for its data path or its one process
         dominant = "input" if input_s >= single_s else "single-process"
-    else:
-        dominant = "compute" if inp.compute_s >= comm else "communication"
-    return {"devices": devices, "nodes": nodes, "step_s": step, "compute_s": inp.compute_s,
+    elif compute < comm:
+        dominant = "communication"
+    else:  # CPU ranks slowed by sharing their host's cores, or compute itself
+        dominant = "shared cores" if compute > inp.compute_s * (1 + 1e-9) else "compute"
+    return {"devices": devices, "nodes": nodes, "step_s": step, "compute_s": compute,
             "comm_s": comm, "input_s": input_s, "dominant": dominant,
             "samples_per_s": devices * inp.batch_size / step}
 
@@ -154,7 +187,7 @@ def project(inp: Inputs, sizes: Sequence[tuple[int, int]]) -> pd.DataFrame:
 
 WHAT_IF = {"inter_bw": "inter_busbw_gbps", "intra_bw": "intra_busbw_gbps",
            "input_ceiling": "input_ceiling", "batch_size": "batch_size", "compute": "compute_s",
-           "overlap": "overlap", "bucket_mb": "bucket_bytes"}
+           "overlap": "overlap", "bucket_mb": "bucket_bytes", "host_cores": "host_cores"}
 
 
 def what_if(inp: Inputs, spec: str) -> Inputs:

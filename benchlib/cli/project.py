@@ -39,6 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nodes", help="comma-separated node counts (default: up to 1024 devices)")
     p.add_argument("--strategy", choices=["ddp", "dp"], default="ddp")
     p.add_argument("--single-process-limit", type=float, help="dp: samples/s of one process per node")
+    p.add_argument("--host-cores", type=float,
+                   help="CPU ranks: the cores free for one node's ranks (may be a fraction)")
+    p.add_argument("--compute-threads", type=int,
+                   help="CPU ranks: the threads the one-device figure was measured with")
     p.add_argument("--what-if", action="append", default=[], metavar="NAME=VALUE|NAME=Nx",
                    help=f"repeatable; NAME one of {', '.join(WHAT_IF)}")
     p.add_argument("--source", action="append", default=[], metavar="INPUT=TEXT",
@@ -68,7 +72,7 @@ def _grad_bytes(args) -> tuple[float | None, str]:
         return args.grad_bytes, "given"
     if args.model not in MODEL_PARAMS:
         raise UsageError(f"grad_bytes: unknown model {args.model!r} (known: "
-                         f"{', '.join(MODEL_PARAMS)}); give --grad-bytes (parameters x 4 for fp32)")
+                         f"{', '.join(MODEL_PARAMS)}); {HOW['grad_bytes_unknown']}")
     n = MODEL_PARAMS[args.model]
     return 4.0 * n, f"{args.model}: {n:,} parameters x 4 bytes (fp32 gradients), torchvision"
 
@@ -108,6 +112,7 @@ def inputs_from_args(args) -> tuple[Inputs, list[tuple[int, int]]]:
                  overlap=0.0 if args.overlap is None else args.overlap,
                  bucket_bytes=(DEFAULT_BUCKET_MB if args.bucket_mb is None else args.bucket_mb) * 2**20,
                  single_process_limit=args.single_process_limit if args.strategy == "dp" else None,
+                 host_cores=args.host_cores, compute_threads=args.compute_threads,
                  sources=_sources(args, grad_source))
     return inp, default_sizes(args.devices_per_node, nodes)
 

@@ -35,6 +35,7 @@ QUESTIONS = {
     "35_fault_tolerance.ipynb": "What does losing a rank cost?",
     "40_framework_comparison.ipynb": "How fast does ResNet train here, and how close to the "
                                      "hardware's peak (MFU)?",
+    "45_scaling_projection.ipynb": "How far would these figures scale, and what stops them?",
 }
 # parameters shown as their value alone in a run's label ("preload traverse"), the rest
 # as name=value ("num_workers=2")
@@ -471,6 +472,25 @@ def _framework(ok: list[Record]) -> tuple[list[Claim], str]:
         _above_linear(claims))
 
 
+def _projection(ok: list[Record]) -> tuple[list[Claim], str]:
+    claims = []
+    for rec in sorted(ok, key=lambda r: r["started_at"]):
+        m = rec.get("metrics") or {}
+        largest, stops = metric(rec, "largest_devices"), metric(rec, "stops_at_devices")
+        eff = metric(rec, "efficiency_largest")
+        if largest is None or eff is None:
+            continue
+        note = f"{m.get('stops_by')} sets the step from {stops:,.0f} devices" if stops else \
+            "compute sets the step at every size"
+        check = metric(rec, "check_median_abs_error_pct")
+        note += f"; the model is {check:.1f}% off seed 003's 2- and 4-node rows (median)" \
+            if check is not None else ""
+        claims.append(Claim(f"projected from {m.get('compute_source')}",
+                            Figure(f"{eff:.0%}", f"efficiency at {largest:,.0f} devices",
+                                   sources=[("", rec)]), note))
+    return claims, ""
+
+
 HEADLINES: dict[str, Callable[[list[Record]], tuple[list[Claim], str]]] = {
     "00_data_prep.ipynb": _data_prep,
     "10_single_device_io.ipynb": _io,
@@ -479,6 +499,7 @@ HEADLINES: dict[str, Callable[[list[Record]], tuple[list[Claim], str]]] = {
     "30_multinode_lightning.ipynb": _multinode,
     "35_fault_tolerance.ipynb": _fault,
     "40_framework_comparison.ipynb": _framework,
+    "45_scaling_projection.ipynb": _projection,
 }
 ORDER = list(HEADLINES)
 
