@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
+from benchlib.analysis import repeat_spread
 from benchlib.analysis.common import ok_runs, with_speedup
+from benchlib.config import FrameworkComparisonConfig
 from benchlib.reference import dlperf
 
 
 NOTEBOOK = "40_framework_comparison.ipynb"
+SPREAD_SHOWN = ["arch", "nproc_per_node", "variant", "batch_size"]
 
 
 def runs(df: pd.DataFrame) -> pd.DataFrame:
@@ -22,6 +25,11 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
         + runs["compile"].map({True: "+compile", False: ""})
     keys = ["study", "arch", "dataset", "image_size", "batch_size", "variant", "hardware"]
     return with_speedup(runs, keys, runs["nproc_per_node"] == 1, "nproc_per_node")
+
+
+def spreads(runs: pd.DataFrame) -> pd.DataFrame:
+    """Rows measured both ways (repeat_mode epoch and process): each one's spread."""
+    return repeat_spread.table(runs, FrameworkComparisonConfig.field_names(), SPREAD_SHOWN)
 
 
 def table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -84,6 +92,7 @@ def conclusions(runs: pd.DataFrame) -> str:
         top = runs.loc[runs["mfu"].idxmax()]
         parts.append(f"- Highest MFU: {top['mfu']:.1%} ({top['variant']}, {top['device_name']}).")
     parts.append(_jax_sentence(runs))
+    parts += repeat_spread.sentences(spreads(runs), SPREAD_SHOWN)
     if set(runs["image_size"]) != {224} or set(runs["arch"]) != {"resnet50"}:
         parts.append("- Some runs are not ResNet-50 at 224px: compare their scaling, not their "
                      "samples/s, with the published rows.")
