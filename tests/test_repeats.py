@@ -110,7 +110,7 @@ def test_jax_beside_a_process_row_is_launched_per_repeat_too(monkeypatch):
     def jax_launch(module, args, log_dir, *a, **kw):
         calls.append(args)
         r = len(calls)
-        metrics = {"samples_per_s": 10.0 * r, "step_s": 0.1, "compile_s": 2.0,
+        metrics = {"samples_per_s": 10.0 * r, "step_s": 0.1, "compile_s": 2.0, "timing": "window",
                    "jax_version": "0", "jax_backend": "cpu", "device_name": "cpu"}
         return LaunchResult(Path(log_dir), {"metrics": metrics, "details": {}}, 1.0)
 

@@ -110,4 +110,18 @@ def _jax_sentence(runs: pd.DataFrame) -> str:
     return (f"- JAX {measured['jax_version'].iloc[0]} on the same machine, same ResNet and timing "
             f"({len(measured)} row(s)): **{ratio.median():.2f}x PyTorch's samples/s** "
             f"(from {ratio.min():.2f}x to {ratio.max():.2f}x); its first step, the XLA compile, "
-            f"took {measured['jax_compile_s'].median():.1f} s.")
+            f"took {measured['jax_compile_s'].median():.1f} s.{_timed_apart(measured)}")
+
+
+def _timed_apart(measured: pd.DataFrame) -> str:
+    """A caveat for rows whose two figures were not timed the same way: JAX records from
+    before `timing` waited after every step, PyTorch's only at the end of the window."""
+    def column(name: str, before: str) -> pd.Series:
+        values = measured[name] if name in measured else pd.Series(index=measured.index)
+        return values.astype(object).where(values.notna(), before)
+
+    apart = int((column("jax_timing", "per_step") != column("timing", "window")).sum())
+    if not apart:
+        return ""
+    return (f" In {apart} of these row(s) JAX waited after every step and PyTorch only at the "
+            "end of its window: that ratio understates JAX wherever queuing steps overlaps them.")

@@ -142,7 +142,7 @@ def run_jax(cfg: FrameworkComparisonConfig, run_id: str) -> dict[str, Any]:
              "step_s": statistics.median(o["step_s"] for o in outs),
              "compile_s": statistics.median(o["compile_s"] for o in outs)}
     keep = ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "samples_per_s_n",
-            "step_s", "compile_s", "jax_version", "jax_backend", "device_name")
+            "step_s", "compile_s", "timing", "jax_version", "jax_backend", "device_name")
     return {("" if k.startswith("jax_") else "jax_") + k: m[k] for k in keep}
 
 
