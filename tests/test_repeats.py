@@ -59,8 +59,7 @@ def test_a_bad_repeat_mode_on_the_command_line_is_one_line_and_exit_2(tmp_path):
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
-        "benchlib run: 20_dp_vs_ddp.ipynb: repeat_mode: 'launch' is not one of epoch, "
-        "process"]
+        "benchlib run: run: repeat_mode: 'launch' is not one of epoch, process"]
 
 
 def test_process_mode_launches_once_per_repeat_and_summarizes_over_launches(fake):

@@ -227,5 +227,5 @@ def single_row(notebook: str, overrides: dict[str, Any], study: str | None = Non
     """One run of one notebook (`python -m benchlib run`), checked like a table row."""
     path = find_notebook(notebook, "run")
     spec = NotebookSpec.read(path)
-    params = check_row(spec, overrides, path.name)
+    params = check_row(spec, overrides, "run")
     return Row(study or path.stem, path, params, overrides, f"run {path.name}")
