@@ -68,6 +68,7 @@ def test_worker_times_a_tiny_run_and_writes_its_result(tmp_path):
     assert m["jax_backend"] == "cpu" and m["model_params"] == 11_689_512
     assert m["compile_s"] > m["step_s"] > 0 and m["lr"] == 0.002
     assert m["jax_version"] == jax.__version__
+    assert m["timing"] == "window"  # timed as PyTorch is: one wait at the end of the window
 
 
 @pytest.mark.distributed

@@ -129,10 +129,14 @@ table:
   - {{strategy: single, nproc_per_node: 1}}
   - {{strategy: ddp, launcher: torchrun, nproc_per_node: 2, allreduce: true,
      allreduce_max_bytes: 65536}}
+  - {{strategy: ddp, launcher: torchrun, nproc_per_node: 2, epochs: 1, repeats: 2,
+     repeat_mode: process}}
 """)
     assert main(["sweep", str(file), "--no-progress"]) == 0
     df = results.load_results(outputs / "results")
-    ddp = df[df["strategy"] == "ddp"].iloc[0]
+    process = df[df["repeat_mode"] == "process"].iloc[0]
+    assert process["samples_per_s_n"] == 2 and process["launches"] == 2  # one value a launch
+    ddp = df[(df["strategy"] == "ddp") & (df["repeat_mode"] == "epoch")].iloc[0]
     assert ddp["world_size"] == 2 and ddp["global_batch"] == 16 and ddp["busbw_gbps"] > 0
     assert (outputs / "logs" / ddp["run_id"] / "train" / "rank1.log").exists()
 
@@ -140,6 +144,7 @@ table:
     analysis = (outputs / "report" / "analysis.html").read_text()
     assert "<strong>DDP via torchrun</strong> on 2 device(s)" in analysis
     assert "<strong>speedup " in analysis and "Seed 002 on two P100s" in analysis
+    assert "over 2 epochs of one launch" in analysis and "over 2 launches" in analysis
 
 
 @pytest.mark.notebook

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import pandas as pd
 
+from benchlib.analysis import repeat_spread
 from benchlib.analysis.common import ok_runs, with_speedup
 from benchlib.analysis.verdict import compare, side
+from benchlib.config import DpVsDdpConfig
 from benchlib.reference import SEED002_P100
 
 
 NOTEBOOK = "20_dp_vs_ddp.ipynb"
 # a speedup's baseline does the same work on the same hardware (not the same `device`
 # parameter: "auto" on a GPU host and "cuda" there are one machine, "cpu" on two hosts two)
+SPREAD_SHOWN = ["strategy", "launcher", "devices", "model", "dataset"]
 SAME_WORK = ["study", "dataset", "model", "depth", "alpha", "batch_size", "precision", "hardware"]
 
 
@@ -41,6 +44,11 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(["devices", "strategy"]).round(3).reset_index(drop=True)
 
 
+def spreads(runs: pd.DataFrame) -> pd.DataFrame:
+    """Rows measured both ways (repeat_mode epoch and process): each one's spread."""
+    return repeat_spread.table(runs, DpVsDdpConfig.field_names(), SPREAD_SHOWN)
+
+
 def seed002_table() -> pd.DataFrame:
     """Seed 002's own figures (PyramidNet, CIFAR-10, Tesla P100, batch 64)."""
     table = pd.DataFrame(SEED002_P100)
@@ -59,6 +67,7 @@ def conclusions(runs: pd.DataFrame) -> str:
         parts.append(f"- **{how}** on {int(r['devices'])} device(s): {r['samples_per_s']:,.1f} "
                      f"samples/s, **speedup {r['speedup']:.2f}x**, efficiency {r['efficiency']:.0%}.")
     parts += dp_against_ddp(runs)
+    parts += repeat_spread.sentences(spreads(runs), SPREAD_SHOWN)
     seed = seed002_table().set_index("strategy")["epoch_speedup"]
     parts.append(f"- Seed 002 on two P100s: DDP finished an epoch {seed['ddp']:.2f}x faster than one "
                  f"GPU, DataParallel {seed['dp']:.2f}x.")
@@ -83,7 +92,8 @@ def dp_against_ddp(runs: pd.DataFrame) -> list[str]:
         for launcher, ddp in group[group["strategy"] == "ddp"].groupby("launcher"):
             if dp.empty:
                 continue
-            text = compare(side(f"DDP via {launcher}", ddp), side("DataParallel", dp))
+            text = compare(side(f"DDP via {launcher}", ddp, within=repeat_spread.within(ddp)),
+                           side("DataParallel", dp, within=repeat_spread.within(dp)))
             where = dict(zip(keys, key))
             parts.append(f"- {where['devices']} device(s), batch {where['batch_size']} per "
                          f"device: {text}.")

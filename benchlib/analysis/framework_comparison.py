@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
+from benchlib.analysis import repeat_spread
 from benchlib.analysis.common import ok_runs, with_speedup
+from benchlib.config import FrameworkComparisonConfig
 from benchlib.reference import dlperf
 
 
 NOTEBOOK = "40_framework_comparison.ipynb"
+SPREAD_SHOWN = ["arch", "nproc_per_node", "variant", "batch_size"]
 
 
 def runs(df: pd.DataFrame) -> pd.DataFrame:
@@ -22,6 +25,11 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
         + runs["compile"].map({True: "+compile", False: ""})
     keys = ["study", "arch", "dataset", "image_size", "batch_size", "variant", "hardware"]
     return with_speedup(runs, keys, runs["nproc_per_node"] == 1, "nproc_per_node")
+
+
+def spreads(runs: pd.DataFrame) -> pd.DataFrame:
+    """Rows measured both ways (repeat_mode epoch and process): each one's spread."""
+    return repeat_spread.table(runs, FrameworkComparisonConfig.field_names(), SPREAD_SHOWN)
 
 
 def table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -84,6 +92,7 @@ def conclusions(runs: pd.DataFrame) -> str:
         top = runs.loc[runs["mfu"].idxmax()]
         parts.append(f"- Highest MFU: {top['mfu']:.1%} ({top['variant']}, {top['device_name']}).")
     parts.append(_jax_sentence(runs))
+    parts += repeat_spread.sentences(spreads(runs), SPREAD_SHOWN)
     if set(runs["image_size"]) != {224} or set(runs["arch"]) != {"resnet50"}:
         parts.append("- Some runs are not ResNet-50 at 224px: compare their scaling, not their "
                      "samples/s, with the published rows.")
@@ -101,4 +110,18 @@ def _jax_sentence(runs: pd.DataFrame) -> str:
     return (f"- JAX {measured['jax_version'].iloc[0]} on the same machine, same ResNet and timing "
             f"({len(measured)} row(s)): **{ratio.median():.2f}x PyTorch's samples/s** "
             f"(from {ratio.min():.2f}x to {ratio.max():.2f}x); its first step, the XLA compile, "
-            f"took {measured['jax_compile_s'].median():.1f} s.")
+            f"took {measured['jax_compile_s'].median():.1f} s.{_timed_apart(measured)}")
+
+
+def _timed_apart(measured: pd.DataFrame) -> str:
+    """A caveat for rows whose two figures were not timed the same way: JAX records from
+    before `timing` waited after every step, PyTorch's only at the end of the window."""
+    def column(name: str, before: str) -> pd.Series:
+        values = measured[name] if name in measured else pd.Series(index=measured.index)
+        return values.astype(object).where(values.notna(), before)
+
+    apart = int((column("jax_timing", "per_step") != column("timing", "window")).sum())
+    if not apart:
+        return ""
+    return (f" In {apart} of these row(s) JAX waited after every step and PyTorch only at the "
+            "end of its window: that ratio understates JAX wherever queuing steps overlaps them.")

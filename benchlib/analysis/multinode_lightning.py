@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import pandas as pd
 
+from benchlib.analysis import repeat_spread
 from benchlib.analysis.common import ok_runs, with_speedup
 from benchlib.analysis.verdict import compare, side
+from benchlib.config import MultinodeLightningConfig
 
 
 NOTEBOOK = "30_multinode_lightning.ipynb"
+SPREAD_SHOWN = ["trainer", "launcher", "nnodes", "nproc_per_node", "model"]
 SAME_WORK = ["study", "trainer", "dataset", "model", "depth", "alpha", "batch_size", "hardware"]
 
 
@@ -48,6 +51,11 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
         .round(3).reset_index(drop=True)
 
 
+def spreads(runs: pd.DataFrame) -> pd.DataFrame:
+    """Rows measured both ways (repeat_mode epoch and process): each one's spread."""
+    return repeat_spread.table(runs, MultinodeLightningConfig.field_names(), SPREAD_SHOWN)
+
+
 def lightning_overhead(runs: pd.DataFrame) -> pd.DataFrame:
     """Lightning against raw DDP for the same layout and work: how much slower Lightning
     trains (samples/s; the spread pairs p10 against p90) and starts (launch to result)."""
@@ -84,6 +92,7 @@ def conclusions(runs: pd.DataFrame) -> str:
                      f"{r.samples_per_s_p10:,.1f}-{r.samples_per_s_p90:,.1f}), speedup "
                      f"**{r.speedup:.2f}x**, efficiency {r.efficiency:.0%}.")
     parts += lightning_against_ddp(runs)
+    parts += repeat_spread.sentences(spreads(runs), SPREAD_SHOWN)
     devices = ", ".join(sorted(set(runs["device_name"])))
     parts.append(f"- Measured on {devices}.")
     shared = runs[(topology(runs) == "one host") & (runs["nnodes"] > 1)]
@@ -115,7 +124,8 @@ def lightning_against_ddp(runs: pd.DataFrame) -> list[str]:
             continue
         where = dict(zip(keys, key))
         extra = light["launch_s"].median() - ddp["launch_s"].median()
-        parts.append(f"- {where['nnodes']} x {where['nproc_per_node']}: "
-                     f"{compare(side('Lightning', light), side('raw DDP', ddp))}; launch to "
+        pair = [side(name, g, within=repeat_spread.within(g))
+                for name, g in (("Lightning", light), ("raw DDP", ddp))]
+        parts.append(f"- {where['nnodes']} x {where['nproc_per_node']}: {compare(*pair)}; launch to "
                      f"result, Lightning {extra:+.1f} s against raw DDP.")
     return parts

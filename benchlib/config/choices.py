@@ -24,3 +24,8 @@ STRATEGIES = ("single", "dp", "ddp")
 LAUNCHERS = ("torchrun", "mp_spawn", "tcp")  # how DDP ranks start on one host
 MULTINODE_TRAINERS = ("lightning", "ddp")
 MULTINODE_LAUNCHERS = ("torchrun", "lightning", "srun")
+
+# what one sample of a run's spread is: an epoch inside one launch (all of them pooled
+# over the launches), or a whole launch (a fresh process per repeat: its median over its
+# epochs), which also sees start-up, placement and whatever else differs between runs
+REPEAT_MODES = ("epoch", "process")

@@ -6,7 +6,7 @@ import dataclasses
 from typing import ClassVar
 
 from benchlib.config.base import StudyConfig, check_training, require_choice, require_min
-from benchlib.config.choices import BACKENDS, LAUNCHERS, STRATEGIES
+from benchlib.config.choices import BACKENDS, LAUNCHERS, REPEAT_MODES, STRATEGIES
 from benchlib.errors import ConfigError
 
 
@@ -34,7 +34,12 @@ class DpVsDdpConfig(StudyConfig):
     alpha: int = 48
     """PyramidNet widening (the paper's CIFAR setting: 270)."""
     epochs: int = 1
-    """Epochs; each is one sample of the spread."""
+    """Epochs per launch."""
+    repeats: int = 1
+    """Launches of the whole run, each with fresh processes."""
+    repeat_mode: str = "epoch"
+    """One sample of the spread: epoch (every epoch of every launch) or process (each
+    launch, its median over its epochs)."""
     batch_size: int = 32
     """Per device (seed 002: 64)."""
     num_workers: int = 0
@@ -62,7 +67,9 @@ class DpVsDdpConfig(StudyConfig):
         require_choice("strategy", self.strategy, STRATEGIES)
         require_choice("launcher", self.launcher, LAUNCHERS)
         require_choice("backend", self.backend, BACKENDS)
+        require_choice("repeat_mode", self.repeat_mode, REPEAT_MODES)
         require_min("nproc_per_node", self.nproc_per_node, 1)
+        require_min("repeats", self.repeats, 1)
         if self.strategy == "single" and self.nproc_per_node != 1:
             raise ConfigError("nproc_per_node", "single runs one process on one device: set 1 "
                               "(dp: the GPUs its one process spans; ddp: ranks per node)")

@@ -6,7 +6,8 @@ import dataclasses
 from typing import ClassVar
 
 from benchlib.config.base import StudyConfig, require_choice, require_min
-from benchlib.config.choices import ARCHS, BACKENDS, DEVICES, FRAMEWORK_DATASETS, LAUNCHERS, PRECISIONS
+from benchlib.config.choices import (ARCHS, BACKENDS, DEVICES, FRAMEWORK_DATASETS, LAUNCHERS,
+                                     PRECISIONS, REPEAT_MODES)
 
 
 @dataclasses.dataclass
@@ -45,7 +46,10 @@ class FrameworkComparisonConfig(StudyConfig):
     compare_jax: bool = True
     """Also train the same ResNet in JAX here, same timing (one device, synthetic data)."""
     repeats: int = 3
-    """Repeats of the window; the median is reported."""
+    """Repeats of the window, each one sample of the spread; the median is reported."""
+    repeat_mode: str = "epoch"
+    """epoch (the repeats are windows in one launch) or process (a fresh launch of one
+    window per repeat; JAX beside it the same)."""
     num_workers: int = 4
     """DataLoader workers per rank (imagefolder)."""
     device: str = "auto"
@@ -64,6 +68,7 @@ class FrameworkComparisonConfig(StudyConfig):
         require_choice("launcher", self.launcher, LAUNCHERS)
         require_choice("device", self.device, DEVICES)
         require_choice("backend", self.backend, BACKENDS)
+        require_choice("repeat_mode", self.repeat_mode, REPEAT_MODES)
         for name in ("batch_size", "nproc_per_node", "timed_steps", "repeats", "timeout_s"):
             require_min(name, getattr(self, name), 1)
         for name in ("skip_steps", "warmup_steps", "num_workers"):

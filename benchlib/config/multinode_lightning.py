@@ -6,7 +6,7 @@ import dataclasses
 from typing import ClassVar
 
 from benchlib.config.base import StudyConfig, check_training, require_choice, require_min
-from benchlib.config.choices import BACKENDS, MULTINODE_LAUNCHERS, MULTINODE_TRAINERS
+from benchlib.config.choices import BACKENDS, MULTINODE_LAUNCHERS, MULTINODE_TRAINERS, REPEAT_MODES
 from benchlib.errors import ConfigError
 
 
@@ -37,9 +37,12 @@ class MultinodeLightningConfig(StudyConfig):
     alpha: int = 48
     """PyramidNet widening."""
     epochs: int = 2
-    """Epochs per launch (seed: 5); each is one sample of the spread."""
+    """Epochs per launch (seed: 5)."""
     repeats: int = 1
-    """Launches of the whole run (seed: 10): the spread includes start-up and placement."""
+    """Launches of the whole run (seed: 10), each with fresh processes."""
+    repeat_mode: str = "epoch"
+    """One sample of the spread: epoch (every epoch of every launch) or process (each
+    launch, its median over its epochs: the spread includes start-up and placement)."""
     batch_size: int = 32
     """Per device (seed 000: 32)."""
     num_workers: int = 0
@@ -65,6 +68,7 @@ class MultinodeLightningConfig(StudyConfig):
         require_choice("trainer", self.trainer, MULTINODE_TRAINERS)
         require_choice("launcher", self.launcher, MULTINODE_LAUNCHERS)
         require_choice("backend", self.backend, BACKENDS)
+        require_choice("repeat_mode", self.repeat_mode, REPEAT_MODES)
         if self.trainer == "ddp" and self.launcher == "lightning":
             raise ConfigError("launcher", "lightning is Lightning's own launcher; trainer ddp "
                               "starts with torchrun or srun")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchlib.core.timing import summarize
+from benchlib.core.timing import WINDOW, summarize
 from benchlib.errors import ConfigError
 
 # figures kept per epoch and summarized (median) over the run, besides samples_per_s
@@ -48,7 +48,7 @@ def across_ranks(shares: list[dict[str, float]], reporter: int = 0) -> dict[str,
 
 def run_figures(epochs: list[dict[str, Any]]) -> dict[str, Any]:
     """A run's metrics over its epochs: samples/s with its spread, and the median of each
-    per-epoch time."""
-    return {**summarize([e["samples_per_s"] for e in epochs], "samples_per_s"),
+    per-epoch time; `timing` names the method (timing.WINDOW)."""
+    return {**summarize([e["samples_per_s"] for e in epochs], "samples_per_s"), "timing": WINDOW,
             **{name: summarize([e[name] for e in epochs], name)[name] for name in PER_EPOCH},
             "loss_last": epochs[-1]["loss_last"]}

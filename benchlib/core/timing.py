@@ -86,6 +86,18 @@ def median_ci95(values: Sequence[float], resamples: int = 2000, seed: int = 0) -
     return quantile(medians, 0.025), quantile(medians, 0.975)
 
 
+# How a record's samples/s was timed (its `timing` metric), so that figures taken two
+# ways are not compared unawares:
+# - WINDOW: the timed steps' samples over their time, nothing synchronized inside the
+#   window and one synchronize at its end (PyTorch: StepMarks, CUDA events on a GPU and
+#   the host clock on CPU; JAX: the host clock and one block_until_ready). Every PyTorch
+#   trainer but the elastic one, and JAX beside them (notebook 40).
+# - PER_STEP: the median over steps of each step's samples over its host-clock time, every
+#   step ended by a synchronize (the elastic trainer: its loss all-reduce, which it needs
+#   each step to agree on stopping); the per-step sync is in every step's time.
+WINDOW = "window"
+PER_STEP = "per_step"
+
 MIN_FOR_CI = 5  # fewer independent values than this: the range, not a bootstrap interval
 
 

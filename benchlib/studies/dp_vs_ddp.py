@@ -13,7 +13,7 @@ from typing import Any
 from benchlib import paths
 from benchlib.config import DpVsDdpConfig
 from benchlib.launch.launcher import launch
-from benchlib.studies import checks
+from benchlib.studies import checks, repeats
 
 
 @dataclass
@@ -45,14 +45,18 @@ def preflight(cfg: DpVsDdpConfig) -> None:
 
 
 def run(cfg: DpVsDdpConfig, run_id: str = "interactive") -> DistResult:
+    """`repeats` launches of the trainer; samples/s over epochs or launches as
+    `repeat_mode` says (benchlib.studies.repeats); then the all-reduce, once."""
     preflight(cfg)
     log_dir = paths.outputs_dir() / "logs" / run_id
     launcher = cfg.launcher if cfg.strategy == "ddp" else "single"
     nproc = cfg.nproc_per_node if cfg.strategy == "ddp" else 1
-    trained = launch(cfg.strategy, trainer_args(cfg), log_dir / "train", launcher, nproc,
-                     timeout_s=cfg.timeout_s)
-    metrics = {**trained.result["metrics"], "launch_s": trained.wall_s, "log_dir": str(log_dir)}
-    details = {**trained.result["details"], "allreduce": []}
+    launched = [launch(cfg.strategy, trainer_args(cfg),
+                       log_dir / ("train" if cfg.repeats == 1 else f"train-{r}"), launcher, nproc,
+                       timeout_s=cfg.timeout_s) for r in range(cfg.repeats)]
+    figures, details = repeats.figures(cfg.repeat_mode, launched)
+    metrics = {**launched[0].result["metrics"], **figures, "log_dir": str(log_dir)}
+    details = {**launched[0].result["details"], **details, "allreduce": []}
     if cfg.allreduce and nproc > 1:
         reduced = launch("allreduce", ["--max-bytes", str(cfg.allreduce_max_bytes),
                                        "--device", cfg.device, "--backend", cfg.backend,
@@ -68,8 +72,10 @@ def run(cfg: DpVsDdpConfig, run_id: str = "interactive") -> DistResult:
 def describe(cfg: DpVsDdpConfig, result: DistResult) -> str:
     m = result.metrics
     how = f"{cfg.strategy}" + (f" via {cfg.launcher}, {m['world_size']} ranks" if cfg.strategy == "ddp" else "")
+    unit = "launches" if cfg.repeat_mode == "process" else "epochs"
     line = (f"{how} on {m['device_name']}: {m['samples_per_s']:,.1f} samples/s "
-            f"(p10 {m['samples_per_s_p10']:,.1f}, p90 {m['samples_per_s_p90']:,.1f}), "
+            f"(p10 {m['samples_per_s_p10']:,.1f}, p90 {m['samples_per_s_p90']:,.1f} over "
+            f"{m['samples_per_s_n']} {unit}), "
             f"batch {m['batch_s'] * 1e3:.0f} ms, global batch {m['global_batch']}")
     if m.get("busbw_gbps") is not None:
         line += f"; all-reduce busbw {m['busbw_gbps']:.2f} GB/s"

@@ -11,15 +11,17 @@ the precision (benchlib/reference/peak_flops.csv); without a known peak it is No
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
 from benchlib import paths, reference
 from benchlib.config import FrameworkComparisonConfig
+from benchlib.core.timing import summarize
 from benchlib.distributed.device import check_precision
 from benchlib.errors import ConfigError
 from benchlib.launch.launcher import launch
-from benchlib.studies import checks
+from benchlib.studies import checks, repeats
 
 
 @dataclass
@@ -35,12 +37,21 @@ def learning_rate(cfg: FrameworkComparisonConfig) -> float:
 def trainer_args(cfg: FrameworkComparisonConfig) -> list[str]:
     args = ["--model", cfg.arch, "--dataset", cfg.dataset, "--path", str(paths.resolve(cfg.path)),
             "--image-size", str(cfg.image_size), "--batch-size", str(cfg.batch_size),
-            "--epochs", str(cfg.repeats), "--max-steps", str(cfg.steps),
+            "--epochs", str(windows_per_launch(cfg)), "--max-steps", str(cfg.steps),
             "--warmup-steps", str(cfg.skip_steps + cfg.warmup_steps),
             "--lr", str(learning_rate(cfg)), "--momentum", "0.9", "--precision", cfg.precision,
             "--num-workers", str(cfg.num_workers), "--device", cfg.device, "--backend", cfg.backend,
             "--timeout", str(cfg.timeout_s), "--seed", str(cfg.seed), "--log-interval", "0"]
     return args + ["--channels-last"] * cfg.channels_last + ["--compile"] * cfg.compile
+
+
+def windows_per_launch(cfg: FrameworkComparisonConfig) -> int:
+    """repeat_mode epoch: every repeat a window in one launch; process: one each."""
+    return cfg.repeats if cfg.repeat_mode == "epoch" else 1
+
+
+def launch_count(cfg: FrameworkComparisonConfig) -> int:
+    return cfg.repeats if cfg.repeat_mode == "process" else 1
 
 
 def mfu(samples_per_s: float, devices: int, flops_per_sample: float, device_name: str,
@@ -75,9 +86,12 @@ def preflight(cfg: FrameworkComparisonConfig) -> None:
 def run(cfg: FrameworkComparisonConfig, run_id: str = "interactive") -> FrameworkResult:
     preflight(cfg)
     strategy, launcher = ("ddp", cfg.launcher) if cfg.nproc_per_node > 1 else ("single", "single")
-    out = launch(strategy, trainer_args(cfg), paths.outputs_dir() / "logs" / run_id,
-                 launcher, cfg.nproc_per_node, timeout_s=cfg.timeout_s)
-    m = dict(out.result["metrics"])
+    log_dir = paths.outputs_dir() / "logs" / run_id
+    count = launch_count(cfg)
+    launched = [launch(strategy, trainer_args(cfg), log_dir if count == 1 else log_dir / f"train-{r}",
+                       launcher, cfg.nproc_per_node, timeout_s=cfg.timeout_s) for r in range(count)]
+    figures, details = repeats.figures(cfg.repeat_mode, launched)
+    m = {**launched[0].result["metrics"], **figures}
     m["mfu"], m["mfu_peak_source"] = mfu(m["samples_per_s"], m["world_size"],
                                           m["flops_per_sample"], m["device_name"], cfg.precision)
     m["lr"] = learning_rate(cfg)
@@ -90,7 +104,7 @@ def run(cfg: FrameworkComparisonConfig, run_id: str = "interactive") -> Framewor
             m["jax_skipped"] = f"JAX ran on {jax['jax_backend']}, PyTorch on {wanted}: not comparable"
         else:
             m.update(jax, jax_over_pytorch=jax["jax_samples_per_s"] / m["samples_per_s"])
-    return FrameworkResult(m, out.result["details"])
+    return FrameworkResult(m, {**launched[0].result["details"], **details})
 
 
 JAX_PRECISIONS = ("fp32", "amp_bf16")  # what benchlib.workers.jax_resnet runs
@@ -117,13 +131,18 @@ def run_jax(cfg: FrameworkComparisonConfig, run_id: str) -> dict[str, Any]:
     args = ["--arch", cfg.arch, "--batch-size", str(cfg.batch_size), "--image-size",
             str(cfg.image_size), "--skip-steps", str(cfg.skip_steps), "--warmup-steps",
             str(cfg.warmup_steps), "--timed-steps", str(cfg.timed_steps), "--repeats",
-            str(cfg.repeats), "--lr", str(learning_rate(cfg)), "--seed", str(cfg.seed),
+            str(windows_per_launch(cfg)), "--lr", str(learning_rate(cfg)), "--seed", str(cfg.seed),
             "--precision", cfg.precision]
-    out = launch("jax_resnet", args, paths.outputs_dir() / "logs" / run_id / "jax",
-                 "single", timeout_s=cfg.timeout_s)
-    m = out.result["metrics"]
-    keep = ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "step_s", "compile_s",
-            "jax_version", "jax_backend", "device_name")
+    log_dir, count = paths.outputs_dir() / "logs" / run_id / "jax", launch_count(cfg)
+    outs = [launch("jax_resnet", args, log_dir if count == 1 else log_dir / f"launch-{r}",
+                   "single", timeout_s=cfg.timeout_s).result["metrics"] for r in range(count)]
+    m = outs[0]
+    if count > 1:  # process: one window per launch, summarized over the launches
+        m = {**m, **summarize([o["samples_per_s"] for o in outs], "samples_per_s"),
+             "step_s": statistics.median(o["step_s"] for o in outs),
+             "compile_s": statistics.median(o["compile_s"] for o in outs)}
+    keep = ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "samples_per_s_n",
+            "step_s", "compile_s", "timing", "jax_version", "jax_backend", "device_name")
     return {("" if k.startswith("jax_") else "jax_") + k: m[k] for k in keep}
 
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 from benchlib import paths
 from benchlib.config import MultinodeLightningConfig
 from benchlib.core.metrics import without_params
-from benchlib.core.timing import summarize
 from benchlib.errors import LaunchError
 from benchlib.launch.launcher import launch
 from benchlib.slurm.capacity import check_layout
-from benchlib.studies import checks
+from benchlib.studies import checks, repeats
 from benchlib.studies.dp_vs_ddp import DistResult, trainer_args
 
 _DDP_ONLY = ("--backend", "--log-interval")  # the Lightning worker picks these itself
@@ -47,29 +46,27 @@ def preflight(cfg: MultinodeLightningConfig) -> None:
 
 
 def run(cfg: MultinodeLightningConfig, run_id: str = "interactive") -> DistResult:
-    """`repeats` launches; their epochs pooled into one spread (seed 000's --repeats)."""
+    """`repeats` launches (seed 000's --repeats); samples/s over every epoch of them, or over
+    the launches, as `repeat_mode` says (benchlib.studies.repeats)."""
     preflight(cfg)
     log_dir = paths.outputs_dir() / "logs" / run_id
     module = "lightning" if cfg.trainer == "lightning" else "ddp"
-    launches, epochs = [], []
+    launched = []
     for repeat in range(cfg.repeats):
         where = log_dir / ("train" if cfg.repeats == 1 else f"train-{repeat}")
-        trained = launch(module, worker_args(cfg), where, cfg.launcher,
-                         cfg.nproc_per_node, timeout_s=cfg.timeout_s, nnodes=cfg.nnodes,
-                         join_timeout_s=cfg.join_timeout_s,
-                         srun_torchrun=cfg.trainer == "ddp")
-        launches.append((trained.result["metrics"], trained.wall_s))
-        epochs += [{**e, "repeat": repeat} for e in trained.result["details"]["epochs"]]
-    metrics = {**launches[0][0], "log_dir": str(log_dir),
-               **summarize([e["samples_per_s"] for e in epochs], "samples_per_s"),
-               "epoch_s": summarize([e["epoch_s"] for e in epochs], "epoch_s")["epoch_s"],
-               "launch_s": summarize([w for _, w in launches], "launch_s")["launch_s"],
-               "launch_retries": sum(m.get("launch_retries", 0) for m, _ in launches)}
+        launched.append(launch(module, worker_args(cfg), where, cfg.launcher,
+                               cfg.nproc_per_node, timeout_s=cfg.timeout_s, nnodes=cfg.nnodes,
+                               join_timeout_s=cfg.join_timeout_s,
+                               srun_torchrun=cfg.trainer == "ddp"))
+    figures, details = repeats.figures(cfg.repeat_mode, launched)
+    metrics = {**launched[0].result["metrics"], **figures, "log_dir": str(log_dir),
+               "launch_retries": sum(out.result["metrics"].get("launch_retries", 0)
+                                     for out in launched)}
     metrics = without_params(metrics, cfg)
     if metrics["world_size"] != cfg.world_size:
         raise LaunchError(f"world_size: the run had {metrics['world_size']} ranks, "
                           f"{cfg.nnodes} x {cfg.nproc_per_node} = {cfg.world_size} were asked for")
-    return DistResult(metrics, {"epochs": epochs})
+    return DistResult(metrics, details)
 
 
 def describe(cfg: MultinodeLightningConfig, result: DistResult) -> str:

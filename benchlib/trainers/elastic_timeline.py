@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchlib.core.timing import summarize
+from benchlib.core.timing import PER_STEP, summarize
 
 TIMELINE = "timeline.jsonl"
 
@@ -110,6 +110,7 @@ def summarize_run(events: list[dict[str, Any]],
 
     return {
         **summarize([e["samples"] / e["step_s"] for e in timed], "samples_per_s"),
+        "timing": PER_STEP,
         "step_s": median([e["step_s"] for e in timed]),
         "data_s": median([e["data_s"] for e in timed]),
         "compute_s": median([e["step_s"] - e["data_s"] for e in timed]),

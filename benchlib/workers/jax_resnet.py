@@ -4,8 +4,11 @@ same machine.
 
 One synthetic batch is made once on the device (NHWC, uniform in [0, 1), labels 0..9).
 Each repeat runs `skip_steps`, then `warmup_steps` more, neither timed, then
-`timed_steps`, each followed by block_until_ready() before the clock is read; the repeat's
-throughput is batch x timed_steps / their time, and the median over repeats is reported.
+`timed_steps` timed as one window, as PyTorch's are (benchlib.core.timing.WINDOW): the
+device is waited for before the window, nothing inside it, and once at its end (one
+block_until_ready), so the host keeps queuing steps as PyTorch's does; the repeat's
+throughput is batch x timed_steps / the window's time, and the median over repeats is
+reported. step_s is the window's time over its steps.
 SGD momentum 0.9, lr = batch / 1000 (DLPerf), no weight decay, as the PyTorch side.
 `compile_s` is the first step's time: tracing, XLA compilation and one step.
 """
@@ -20,7 +23,7 @@ import time
 from pathlib import Path
 
 from benchlib import atomic
-from benchlib.core.timing import summarize
+from benchlib.core.timing import WINDOW, summarize
 from benchlib.errors import BenchlibError, ConfigError, UsageError
 
 PROG = "benchlib.workers.jax_resnet"
@@ -73,6 +76,18 @@ def threads() -> dict:
             "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
 
 
+def timed_window(step, state, x, y, steps: int, pending):
+    """(state, loss, seconds) of `steps` steps timed as one window: what was queued before
+    (`pending`, the last untimed step's loss) is waited for first, then the steps are
+    queued without waiting and the clock is read after one block_until_ready at the end."""
+    pending.block_until_ready()
+    start = time.perf_counter()
+    for _ in range(steps):
+        state, loss = step(state, x, y)
+    loss.block_until_ready()
+    return state, loss, time.perf_counter() - start
+
+
 def measure(args: argparse.Namespace) -> dict:
     try:
         import jax
@@ -99,16 +114,9 @@ def measure(args: argparse.Namespace) -> dict:
     for r in range(args.repeats):
         for _ in range(args.skip_steps + args.warmup_steps):
             state, loss = step(state, x, y)
-        loss.block_until_ready()
-        step_s = []
-        for _ in range(args.timed_steps):
-            start = time.perf_counter()
-            state, loss = step(state, x, y)
-            loss.block_until_ready()
-            step_s.append(time.perf_counter() - start)
-        window_s = sum(step_s)
+        state, loss, window_s = timed_window(step, state, x, y, args.timed_steps, loss)
         repeats.append({"repeat": r, "samples_per_s": args.batch_size * args.timed_steps / window_s,
-                        "step_s": statistics.median(step_s), "window_s": window_s,
+                        "step_s": window_s / args.timed_steps, "window_s": window_s,
                         "loss_last": float(loss)})
         print(f"repeat {r}: {repeats[-1]['samples_per_s']:.2f} samples/s, "
               f"step {repeats[-1]['step_s'] * 1e3:.1f} ms, loss {float(loss):.4f}", flush=True)
@@ -117,6 +125,7 @@ def measure(args: argparse.Namespace) -> dict:
         **summarize([r["samples_per_s"] for r in repeats], "samples_per_s"),
         "step_s": statistics.median(r["step_s"] for r in repeats),
         "compile_s": compile_s,
+        "timing": WINDOW,
         "framework": "jax",
         "jax_version": jax.__version__,
         "jaxlib_version": _jaxlib_version(),

@@ -1,0 +1,44 @@
+"""A run's repeats as its `repeat_mode` says, for the studies that launch workers
+(dp_vs_ddp, multinode_lightning, framework_comparison).
+
+- `epoch`: every epoch of every launch is one sample of the spread. Epochs inside one
+  process share its luck (where its threads landed, what the allocator did, how busy
+  the host was while it ran), so their spread understates how much a rerun moves.
+- `process`: each launch is one sample, its figure the median over its own epochs;
+  the spread then includes start-up, placement and whatever differs between runs.
+
+Either way the details keep every epoch (naming its launch, `repeat`) and every
+launch's figure (`launches`), so the analysis can show both spreads side by side.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from benchlib.core.throughput import PER_EPOCH
+from benchlib.core.timing import summarize
+
+
+def per_launch(launched: list[Any]) -> list[dict[str, Any]]:
+    """Each launch's figure: its median samples/s over its epochs, its epochs, its wall time."""
+    return [{"repeat": r, "samples_per_s": out.result["metrics"]["samples_per_s"],
+             "epochs": len(out.result["details"]["epochs"]), "launch_s": out.wall_s}
+            for r, out in enumerate(launched)]
+
+
+def figures(repeat_mode: str, launched: list[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(metrics, details) of a row's launches (each a launch() result): samples/s
+    summarized over epochs or over launches as `repeat_mode` says, the other per-epoch
+    times as medians over every epoch, and the launches' wall time."""
+    epochs = [{**e, "repeat": r} for r, out in enumerate(launched)
+              for e in out.result["details"]["epochs"]]
+    launches = per_launch(launched)
+    samples = launches if repeat_mode == "process" else epochs
+    metrics = {**summarize([s["samples_per_s"] for s in samples], "samples_per_s"),
+               "launch_s": statistics.median(out.wall_s for out in launched),
+               "launches": len(launched)}
+    for name in PER_EPOCH:
+        if epochs and all(name in e for e in epochs):
+            metrics[name] = summarize([e[name] for e in epochs], name)[name]
+    return metrics, {"epochs": epochs, "launches": launches}

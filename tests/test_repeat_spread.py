@@ -1,0 +1,88 @@
+"""Where the same row has records of both repeat modes, the analysis shows both spreads
+(p10-p90 over the median) side by side with a sentence computed from them."""
+
+import pandas as pd
+
+from benchlib.analysis import dp_vs_ddp, framework_comparison, multinode_lightning, repeat_spread
+
+from test_analysis import dist_rows, records
+
+
+def ddp(mode, median, p10, p90, n, **over):
+    return dist_rows(strategy="ddp", nproc_per_node=2.0, devices=2.0, global_batch=64.0,
+                     samples_per_s=median, samples_per_s_p10=p10, samples_per_s_p90=p90,
+                     samples_per_s_min=p10, samples_per_s_max=p90, samples_per_s_n=float(n),
+                     repeat_mode=mode, **over)
+
+
+def test_both_spreads_are_shown_for_a_row_measured_both_ways():
+    df = records([dist_rows(), ddp("epoch", 100.0, 98.0, 102.0, 6, epochs=6.0, repeats=1.0),
+                  ddp("process", 100.0, 90.0, 110.0, 6, epochs=2.0, repeats=6.0)])
+    spreads = dp_vs_ddp.spreads(dp_vs_ddp.runs(df))
+    assert len(spreads) == 1
+    line = spreads.iloc[0]
+    assert (line["epoch_spread"], line["process_spread"]) == (0.04, 0.2)
+    assert (line["epoch_n"], line["process_n"]) == (6, 6)
+    text = dp_vs_ddp.conclusions(dp_vs_ddp.runs(df))
+    assert ("- Repeats of strategy ddp, launcher torchrun, devices 2, model pyramidnet, "
+            "dataset cifar10: spread (p10-p90 over the median) 4.0% over 6 epochs of one "
+            "launch, 20.0% over 6 launches: the spread across launches is 5.0x the spread "
+            "inside one, so an interval from epochs understates how much a rerun moves.") in text
+
+
+def test_the_sentence_flips_when_the_launches_agree_more_than_the_epochs():
+    df = records([ddp("epoch", 100.0, 85.0, 115.0, 6), ddp("process", 100.0, 95.0, 105.0, 5)])
+    text = dp_vs_ddp.conclusions(dp_vs_ddp.runs(df))
+    assert "the spread inside one launch is 3.0x the spread across launches" in text
+    same = records([ddp("epoch", 100.0, 95.0, 105.0, 6), ddp("process", 100.0, 94.5, 105.5, 5)])
+    assert "about the same either way (ratio 1.10)" in dp_vs_ddp.conclusions(dp_vs_ddp.runs(same))
+
+
+def test_no_spread_sentence_without_both_modes_of_the_same_row():
+    one_mode = records([ddp("process", 100.0, 90.0, 110.0, 6), ddp(None, 100.0, 98.0, 102.0, 6,
+                                                                       batch_size=64.0)])
+    assert dp_vs_ddp.spreads(dp_vs_ddp.runs(one_mode)).empty
+    assert "Repeats of" not in dp_vs_ddp.conclusions(dp_vs_ddp.runs(one_mode))
+    # a record from before repeat_mode counts as epoch; another model is another row
+    old = records([ddp(None, 100.0, 98.0, 102.0, 6), ddp("process", 100.0, 90.0, 110.0, 6)])
+    assert len(dp_vs_ddp.spreads(dp_vs_ddp.runs(old))) == 1
+    other = records([ddp("epoch", 100.0, 98.0, 102.0, 6),
+                     ddp("process", 100.0, 90.0, 110.0, 6, model="simplecnn")])
+    assert dp_vs_ddp.spreads(dp_vs_ddp.runs(other)).empty
+
+
+def test_a_record_of_launches_is_compared_as_launches_not_epochs():
+    df = records([ddp("process", 150.0, 140.0, 160.0, 3),
+                  dist_rows(strategy="dp", nproc_per_node=2.0, devices=2.0, samples_per_s=100.0,
+                            samples_per_s_min=95.0,
+                            samples_per_s_max=105.0, samples_per_s_n=3.0, repeat_mode="process")])
+    assert "n=3 and 3 launches" in dp_vs_ddp.conclusions(dp_vs_ddp.runs(df))
+
+
+def test_multinode_and_framework_show_the_spreads_too():
+    def mn(mode, p10, p90):
+        return {"notebook": "30_multinode_lightning.ipynb", "study": "m", "trainer": "ddp",
+                "launcher": "torchrun", "dataset": "fashion-mnist", "model": "toynet",
+                "depth": 20.0, "alpha": 48.0, "batch_size": 32.0, "device": "cpu", "nnodes": 1.0,
+                "nproc_per_node": 2.0, "world_size": 2.0, "global_batch": 64.0, "epoch_s": 1.0,
+                "launch_s": 5.0, "device_name": "cpu", "samples_per_s": 100.0,
+                "samples_per_s_p10": p10, "samples_per_s_p90": p90, "samples_per_s_n": 5.0,
+                "repeat_mode": mode}
+    runs = multinode_lightning.runs(records([mn("epoch", 99.0, 101.0), mn("process", 90.0, 110.0)]))
+    assert "the spread across launches is 10.0x" in multinode_lightning.conclusions(runs)
+
+    def fw(mode, p10, p90):
+        return {"notebook": "40_framework_comparison.ipynb", "study": "f", "arch": "resnet18",
+                "dataset": "synthetic", "image_size": 64.0, "batch_size": 8.0,
+                "nproc_per_node": 1.0, "precision": "fp32", "channels_last": False,
+                "compile": False, "samples_per_s": 10.0, "samples_per_s_p10": p10,
+                "samples_per_s_p90": p90, "samples_per_s_n": 5.0, "mfu": None,
+                "device_name": "cpu", "repeat_mode": mode, "repeats": 5.0}
+    runs = framework_comparison.runs(records([fw("epoch", 9.9, 10.1), fw("process", 9.0, 11.0)]))
+    assert len(framework_comparison.spreads(runs)) == 1
+    assert "the spread across launches is 10.0x" in framework_comparison.conclusions(runs)
+
+
+def test_spread_is_p10_to_p90_over_the_median():
+    assert repeat_spread.relative_spread(pd.Series(
+        {"samples_per_s": 200.0, "samples_per_s_p10": 190.0, "samples_per_s_p90": 230.0})) == 0.2
