@@ -45,3 +45,19 @@ def test_fewer_than_five_values_get_their_range_not_a_95_percent_interval():
     assert spread_text(few, "x", ".1f") == "range 10.0-12.0, n=3"
     five = summarize([10.0, 12.0, 11.0, 10.5, 11.5], "x")
     assert spread_text(five, "x", ".1f").startswith("95% CI ") and five["x_ci95_low"] <= 11.0
+
+
+def test_values_from_inside_one_process_get_no_95_percent_interval():
+    """Epochs or repeats of one launch share its luck: however many, no bootstrap
+    interval is claimed for them; the same values from separate launches get one."""
+    from benchlib.core import throughput
+    from benchlib.core.timing import spread_text
+
+    values = [10.0, 12.0, 11.0, 10.5, 11.5, 10.8]
+    inside = summarize(values, "x", independent=False)
+    assert math.isnan(inside["x_ci95_low"]) and inside["x_n"] == 6
+    assert spread_text(inside, "x", ".1f") == "range 10.0-12.0, n=6"
+    assert spread_text(summarize(values, "x"), "x", ".1f").startswith("95% CI ")
+    epochs = [{"samples_per_s": v, "epoch_s": 1.0, "batch_s": 0.1, "data_s": 0.01,
+               "compute_s": 0.09, "loss_last": 1.0} for v in values]
+    assert math.isnan(throughput.run_figures(epochs)["samples_per_s_ci95_low"])

@@ -49,6 +49,7 @@ def across_ranks(shares: list[dict[str, float]], reporter: int = 0) -> dict[str,
 def run_figures(epochs: list[dict[str, Any]]) -> dict[str, Any]:
     """A run's metrics over its epochs: samples/s with its spread, and the median of each
     per-epoch time; `timing` names the method (timing.WINDOW)."""
-    return {**summarize([e["samples_per_s"] for e in epochs], "samples_per_s"), "timing": WINDOW,
+    return {**summarize([e["samples_per_s"] for e in epochs], "samples_per_s",
+                                 independent=False), "timing": WINDOW,
             **{name: summarize([e[name] for e in epochs], name)[name] for name in PER_EPOCH},
             "loss_last": epochs[-1]["loss_last"]}

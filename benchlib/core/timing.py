@@ -101,13 +101,16 @@ PER_STEP = "per_step"
 MIN_FOR_CI = 5  # fewer independent values than this: the range, not a bootstrap interval
 
 
-def summarize(values: Sequence[float], name: str) -> dict[str, float]:
+def summarize(values: Sequence[float], name: str, independent: bool = True) -> dict[str, float]:
     """`name` (median), `name_p10`, `name_p90`, `name_min`, `name_max`, `name_n`, and
     `name_ci95_low`/`_high`: a bootstrap interval of the median from `MIN_FOR_CI` or more
-    values, NaN below that (with 2-4 values a bootstrap gives back about the range, and
-    calling it a 95% interval would overstate it: read min-max and n instead)."""
+    independent values, NaN otherwise. Below that a bootstrap gives back about the range,
+    and calling it a 95% interval would overstate it: read min-max and n instead. Values
+    taken inside one process (its epochs, its repeats, its rounds: `independent=False`)
+    share its luck, so their bootstrap would be too narrow: they get no interval either."""
     ordered = sorted(v for v in values if v is not None and math.isfinite(v))
-    low, high = median_ci95(ordered) if len(ordered) >= MIN_FOR_CI else (math.nan, math.nan)
+    enough = independent and len(ordered) >= MIN_FOR_CI
+    low, high = median_ci95(ordered) if enough else (math.nan, math.nan)
     return {
         name: statistics.median(ordered) if ordered else math.nan,
         f"{name}_p10": quantile(ordered, 0.10),
@@ -121,9 +124,10 @@ def summarize(values: Sequence[float], name: str) -> dict[str, float]:
 
 
 def spread_text(stats: dict[str, float], name: str, fmt: str = ",.3f") -> str:
-    """'95% CI a-b, n' from 5 values up, else 'range a-b, n' (see summarize)."""
+    """'95% CI a-b, n' where summarize made an interval (5 or more independent values),
+    else 'range a-b, n'."""
     n = stats[f"{name}_n"]
-    if n >= MIN_FOR_CI:
+    if n >= MIN_FOR_CI and math.isfinite(stats[f"{name}_ci95_low"]):
         return (f"95% CI {stats[f'{name}_ci95_low']:{fmt}}-{stats[f'{name}_ci95_high']:{fmt}}, "
                 f"n={n}")
     return f"range {stats[f'{name}_min']:{fmt}}-{stats[f'{name}_max']:{fmt}}, n={n}"

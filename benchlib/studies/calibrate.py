@@ -25,6 +25,12 @@ from benchlib.data import storage
 from benchlib.errors import UsageError
 
 
+def _rounds(values, name: str) -> dict[str, float]:
+    """Rounds taken inside this one process share its luck: median, p10/p90, range and
+    n, and no 95% interval (benchlib.core.timing.summarize)."""
+    return summarize(values, name, independent=False)
+
+
 def _bare_loop(model, optimizer, loss_fn, x, y, steps: int, clock: StepClock) -> float:
     start = clock.now()
     for _ in range(steps):
@@ -77,8 +83,8 @@ def loop_overhead(device: torch.device, model_name: str = "toynet", batch_size: 
     ratios = [o / b for o, b in zip(ours, bare)]
     # what benchlib's loop adds to each step: the difference of the two step times
     extra_us = [(batch_size / o - batch_size / b) * 1e6 for o, b in zip(ours, bare)]
-    return {**summarize(ratios, "ratio"), **summarize(bare, "bare_samples_per_s"),
-            **summarize(ours, "benchlib_samples_per_s"), **summarize(extra_us, "extra_us_per_step"),
+    return {**_rounds(ratios, "ratio"), **_rounds(bare, "bare_samples_per_s"),
+            **_rounds(ours, "benchlib_samples_per_s"), **_rounds(extra_us, "extra_us_per_step"),
             "model": model_name, "batch_size": batch_size, "steps": steps}
 
 
@@ -98,8 +104,8 @@ def event_vs_wall(device: torch.device, model_name: str = "toynet", batch_size: 
         reported.append(steps * batch_size / step_total)
         wall.append(steps * batch_size / times.epoch_s)
         ratios.append(reported[-1] / wall[-1])
-    return {**summarize(ratios, "event_over_wall"), **summarize(reported, "reported_samples_per_s"),
-            **summarize(wall, "wall_samples_per_s"), "model": model_name,
+    return {**_rounds(ratios, "event_over_wall"), **_rounds(reported, "reported_samples_per_s"),
+            **_rounds(wall, "wall_samples_per_s"), "model": model_name,
             "batch_size": batch_size, "steps": steps,
             "clock": "cuda events" if device.type == "cuda" else "host clock"}
 
@@ -131,11 +137,11 @@ def fetch_ceiling(path: str, dataset: str = "fashion-mnist", batch_size: int = 6
             copy_sps.append(n / copy_s)
             gather_sps.append(n / gather_s)
             loader_sps.append(n / times.epoch_s)
-    return {**summarize([lo / c for lo, c in zip(loader_sps, copy_sps)], "share_of_copy"),
-            **summarize([lo / g for lo, g in zip(loader_sps, gather_sps)], "share_of_gather"),
-            **summarize(copy_sps, "copy_samples_per_s"),
-            **summarize(gather_sps, "gather_samples_per_s"),
-            **summarize(loader_sps, "preload_batched_samples_per_s"),
+    return {**_rounds([lo / c for lo, c in zip(loader_sps, copy_sps)], "share_of_copy"),
+            **_rounds([lo / g for lo, g in zip(loader_sps, gather_sps)], "share_of_gather"),
+            **_rounds(copy_sps, "copy_samples_per_s"),
+            **_rounds(gather_sps, "gather_samples_per_s"),
+            **_rounds(loader_sps, "preload_batched_samples_per_s"),
             "bytes_per_sample": images[0].numel() * images.element_size(), "samples": n}
 
 

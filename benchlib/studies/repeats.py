@@ -35,7 +35,8 @@ def figures(repeat_mode: str, launched: list[Any]) -> tuple[dict[str, Any], dict
               for e in out.result["details"]["epochs"]]
     launches = per_launch(launched)
     samples = launches if repeat_mode == "process" else epochs
-    metrics = {**summarize([s["samples_per_s"] for s in samples], "samples_per_s"),
+    metrics = {**summarize([s["samples_per_s"] for s in samples], "samples_per_s",
+                           independent=repeat_mode == "process"),
                "launch_s": statistics.median(out.wall_s for out in launched),
                "launches": len(launched)}
     for name in PER_EPOCH:

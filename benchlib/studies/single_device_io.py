@@ -110,8 +110,8 @@ def run(cfg: SingleDeviceIoConfig, run_id: str = "interactive") -> IOResult:
     bar.close()
     step_s = [d + c for d, c in zip(all_data, all_compute)]
     metrics: dict[str, Any] = {
-        **summarize([r["samples_per_s"] for r in repeats], "samples_per_s"),
-        **summarize([r["total_s"] for r in repeats], "total_s"),
+        **summarize([r["samples_per_s"] for r in repeats], "samples_per_s", independent=False),
+        **summarize([r["total_s"] for r in repeats], "total_s", independent=False),
         **{k: v for k, v in summarize(step_s, "step_s").items() if not k.startswith("step_s_ci")},
         "data_s": summarize(all_data, "data_s")["data_s"],
         "compute_s": summarize(all_compute, "compute_s")["compute_s"],

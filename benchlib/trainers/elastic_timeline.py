@@ -109,7 +109,8 @@ def summarize_run(events: list[dict[str, Any]],
         return statistics.median(values) if values else None
 
     return {
-        **summarize([e["samples"] / e["step_s"] for e in timed], "samples_per_s"),
+        **summarize([e["samples"] / e["step_s"] for e in timed], "samples_per_s",
+                     independent=False),
         "timing": PER_STEP,
         "step_s": median([e["step_s"] for e in timed]),
         "data_s": median([e["data_s"] for e in timed]),

@@ -122,7 +122,7 @@ def measure(args: argparse.Namespace) -> dict:
               f"step {repeats[-1]['step_s'] * 1e3:.1f} ms, loss {float(loss):.4f}", flush=True)
 
     metrics = {
-        **summarize([r["samples_per_s"] for r in repeats], "samples_per_s"),
+        **summarize([r["samples_per_s"] for r in repeats], "samples_per_s", independent=False),
         "step_s": statistics.median(r["step_s"] for r in repeats),
         "compile_s": compile_s,
         "timing": WINDOW,
