@@ -78,6 +78,17 @@ def test_rows_become_one_array_per_allocation_shape(tmp_path):
     assert arrays.index_ranges([8, 0, 1, 2, 5, 7]) == "0-2,5,7-8"
 
 
+def test_a_preempted_array_task_exits_75_and_requeues_only_with_requeue(tmp_path):
+    """The sweep's array tasks end like a training script when Slurm preempts them (the
+    same lines, run for real in test_multinode's preemption tests)."""
+    asked = arrays.array_script("s", [0], (1, 1, 0), tmp_path, tmp_path, None, None, requeue=True)
+    assert "#SBATCH --requeue\n" in asked and 'scontrol requeue "$SLURM_JOB_ID"' in asked
+    assert "trap 'preempted=1;" in asked and "    exit 75\n" in asked
+    assert 'slurm-task' in asked.split("trap", 1)[1]  # the task runs inside the trap
+    plain = arrays.array_script("s", [0], (1, 1, 0), tmp_path, tmp_path, None, None)
+    assert "scontrol requeue" not in plain and "    exit 75\n" in plain
+
+
 def test_a_sweep_runs_as_job_arrays_and_its_rows_use_srun_over_the_allocation(
         slurm_cluster, tmp_path):
     env = {**slurm_cluster, "BENCHLIB_OUTPUTS": str(tmp_path / "out")}

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.launch.argv import Shell, render
-from benchlib.slurm.sbatch import Job, script
+from benchlib.slurm.sbatch import Job, preemption_aware, script
 
 
 def row_shape(p: dict[str, Any], partition_gpus: int = 0) -> tuple[int, int, int]:
@@ -58,4 +58,6 @@ def array_script(study: str, indices: list[int], shape: tuple[int, int, int],
                     array=index_ranges(indices), requeue=requeue, exclusive=exclusive)
     task = [sys.executable, "-m", "benchlib", "slurm-task", str(sweep_dir / "plan.json"),
             Shell('"$SLURM_ARRAY_TASK_ID"')]
-    return script(job, [render(task)], {"BENCHLIB_OUTPUTS": str(outputs)})
+    # a task Slurm preempts exits 75 like a training script, and with --requeue goes back
+    # in the queue: its row then runs again (a failed record of the set is replaced)
+    return script(job, preemption_aware(render(task), requeue), {"BENCHLIB_OUTPUTS": str(outputs)})
