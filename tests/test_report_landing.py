@@ -242,3 +242,12 @@ def test_projection_line_gives_the_efficiency_at_the_largest_size_and_what_stops
         "projected from 1-GPU row of seed 003 PyTorch batch 128: 45% efficiency at 1,024 "
         "devices; input sets the step from 8 devices; the model is 8.2% off seed 003's 2- "
         "and 4-node rows (median)")
+
+
+def test_dataparallel_line_names_its_devices():
+    runs = dist_records()
+    runs.append(record("dp_ddp", DIST, {**WORK, "strategy": "dp", "launcher": "torchrun",
+                                        "nproc_per_node": 2}, sps(104, 101, 106, devices=2)))
+    [finding] = landing.findings(runs)
+    dp = next(c.text() for c in finding.claims if c.text().startswith("DataParallel"))
+    assert dp.startswith("DataParallel on 2 device(s): 1.04x over one process"), dp

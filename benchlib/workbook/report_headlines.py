@@ -74,7 +74,7 @@ def _dist(ok: list[Record]) -> tuple[list[Claim], str]:
             ranks = int(ranks_of(rec))
             backend = m.get("backend_used") or m.get("backend") or p.get("backend")
             if p.get("strategy") == "dp":
-                subject, order = f"DataParallel on {ranks} device_text(s)", (2, "")
+                subject, order = f"DataParallel on {ranks} device(s)", (2, "")
             else:
                 subject = f"DDP via {p.get('launcher')} on {ranks} {backend} ranks"
                 order = (0 if p.get("launcher") == "torchrun" else 1, p.get("launcher"))
