@@ -245,6 +245,14 @@ def test_the_rank_torchrun_stopped_with_sigterm_is_never_blamed(tmp_path):
     assert (rank, host, code, path) == (1, "vm", 1, tmp_path / "rank1.log")
 
 
+def _doctor_as_rank(rank: int, port: int) -> subprocess.CompletedProcess:
+    """`benchlib doctor` as one rank of two at tcp://127.0.0.1:PORT, with a 3 s timeout."""
+    return subprocess.run([sys.executable, "-m", "benchlib", "doctor", "--init-method",
+                           f"tcp://127.0.0.1:{port}", "--rank", str(rank), "--world-size", "2",
+                           "--timeout", "3", "--device", "cpu"],
+                          capture_output=True, text=True, timeout=120)
+
+
 def test_a_tcp_rank_whose_port_never_answers_ends_after_its_timeout_with_one_line():
     """Something that accepts connections and never speaks holds the port: torch's own
     timeout does not end that wait; the join's watchdog does, saying what it waited for."""
@@ -252,10 +260,7 @@ def test_a_tcp_rank_whose_port_never_answers_ends_after_its_timeout_with_one_lin
         deaf.bind(("127.0.0.1", 0))
         deaf.listen(8)
         port = deaf.getsockname()[1]
-        done = subprocess.run([sys.executable, "-m", "benchlib", "doctor", "--init-method",
-                               f"tcp://127.0.0.1:{port}", "--rank", "1", "--world-size", "2",
-                               "--timeout", "3", "--device", "cpu"],
-                              capture_output=True, text=True, timeout=120)
+        done = _doctor_as_rank(1, port)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
         f"rank 1: no process group at 127.0.0.1:{port} within 3 s (timeout): the other 1 "
@@ -267,10 +272,7 @@ def test_rank_0_whose_port_is_taken_says_so_in_one_line():
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        done = subprocess.run([sys.executable, "-m", "benchlib", "doctor", "--init-method",
-                               f"tcp://127.0.0.1:{port}", "--rank", "0", "--world-size", "2",
-                               "--timeout", "3", "--device", "cpu"],
-                              capture_output=True, text=True, timeout=120)
+        done = _doctor_as_rank(0, port)
     assert done.returncode == 2
     assert done.stderr == (f"benchlib.workers.doctor: init_method: port {port} on 127.0.0.1 is "
                            "already in use, so rank 0 cannot host the rendezvous there; pick a "

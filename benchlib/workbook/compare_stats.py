@@ -27,7 +27,7 @@ class Ratio:
     n_new: int
 
 
-def _boot_medians(groups: list[list[float]], rng, resamples: int):
+def boot_medians(groups: list[list[float]], rng, resamples: int):
     """Bootstrap medians: values resampled within one launch; with several launches
     (records), launches first, then values within each."""
     import numpy as np
@@ -59,7 +59,7 @@ def ratio_interval(base: list[list[float]], new: list[list[float]], resamples: i
     low = high = None
     if min(len(flat_b), len(flat_n)) >= MIN_VALUES:
         rng = np.random.default_rng(seed)
-        boot = _boot_medians(new, rng, resamples) / _boot_medians(base, rng, resamples)
+        boot = boot_medians(new, rng, resamples) / boot_medians(base, rng, resamples)
         low, high = (float(q) for q in np.percentile(boot, [2.5, 97.5]))
     return Ratio(ratio, low, high, min(flat_n) / max(flat_b), max(flat_n) / min(flat_b),
                  len(flat_b), len(flat_n))

@@ -11,7 +11,7 @@ from typing import Any
 
 from benchlib.workbook import results
 from benchlib.workbook.compare import DIRECTIONS, VERDICTS, Comparison, launches, row_key
-from benchlib.workbook.compare_stats import MIN_VALUES, RESAMPLES, _boot_medians
+from benchlib.workbook.compare_stats import MIN_VALUES, RESAMPLES, boot_medians
 
 def _num(x: float | None) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
@@ -164,7 +164,7 @@ def trend(results_dir: str | Path, key: str, metric: str):
         if not vals:
             continue
         if len(vals) >= MIN_VALUES:  # resampled as compare() does: launches, then values
-            boot = _boot_medians(groups, np.random.default_rng(0), RESAMPLES)
+            boot = boot_medians(groups, np.random.default_rng(0), RESAMPLES)
             low, high = (float(q) for q in np.percentile(boot, [2.5, 97.5]))
         else:
             low, high = vals[0], vals[-1]

@@ -5,14 +5,13 @@ of. One function per notebook; HEADLINES maps notebooks to them, in reading orde
 from __future__ import annotations
 
 import statistics
-from typing import Any, Callable
+from typing import Callable
 
 from benchlib.core.timing import quantile
 from benchlib.workbook.report_figures import (
-    Claim, Figure, above_linear_caveat, device_text, joined_caveats, label, metric,
+    Claim, Record, Figure, above_linear_caveat, device_text, joined_caveats, label, metric,
     number, ranks_of, ratio_figure, same_work, samples_figure, shared_cores_caveat, varying_params)
 
-Record = dict[str, Any]
 
 
 def _data_prep(ok: list[Record]) -> tuple[list[Claim], str]:

@@ -15,13 +15,11 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from benchlib.workbook import testbed
-from benchlib.workbook.report_figures import Claim, metric, samples_figure
+from benchlib.workbook.report_figures import Claim, Record, metric, samples_figure
 from benchlib.workbook.report_headlines import HEADLINES, ORDER
 
-Record = dict[str, Any]
 
 QUESTIONS = {
     "00_data_prep.ipynb": "Which data sets are here, real or generated?",
