@@ -1,5 +1,6 @@
 """Real processes on CPU: torchrun, mp.spawn and tcp:// ranks with gloo."""
 
+import json
 import os
 import socket
 import subprocess
@@ -13,7 +14,7 @@ from benchlib.errors import LaunchError, UsageError
 from benchlib.launch.launcher import free_port, launch
 from benchlib.launch.supervise import start as start_process, supervise
 from benchlib.workers.allreduce import bus_factor
-from benchlib.workers.common import ABORT_AT_EXIT, ABORT_IN_INIT_ONCE
+from benchlib.workers.bootstrap import ABORT_AT_EXIT, ABORT_IN_INIT_ONCE
 
 pytestmark = pytest.mark.distributed
 
@@ -286,3 +287,20 @@ def test_the_test_only_faults_are_not_worker_flags():
     out = subprocess.run([sys.executable, "-m", "benchlib.workers.ddp", "--help"],
                          capture_output=True, text=True, check=True).stdout
     assert "--abort" not in out and "--fail-at-step" in out  # notebook 35 uses --fail-at-step
+
+
+def test_a_plain_worker_refusing_its_input_says_one_line_with_exit_2_and_a_marker(tmp_path):
+    """The bootstrap every worker shares: a BenchlibError inside the work is one line
+    (in the rank's log and on the terminal), the rank's failure marker, exit 2, no result."""
+    done = subprocess.run([sys.executable, "-m", "benchlib.workers.allreduce", "--device", "cpu",
+                           "--log-dir", str(tmp_path), "--result", str(tmp_path / "result.json")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    line = ("benchlib.workers.allreduce: world_size: all-reduce bandwidth needs at least 2 "
+            "ranks (or one with --group-of-one: busbw is then 0, algbw the local copy)\n")
+    assert done.returncode == 2 and done.stderr == line, done.stdout + done.stderr
+    log = (tmp_path / "rank0.log").read_text()
+    assert log.startswith("rank 0/1 (local 0) on ") and log.endswith(line)
+    assert "Traceback" not in log
+    marker = json.loads((tmp_path / "rank0.failed").read_text())
+    assert marker["error"].startswith("ConfigError: world_size: all-reduce bandwidth needs")
+    assert not (tmp_path / "result.json").exists()

@@ -55,7 +55,7 @@ def worker_defaults(parser):
 @pytest.mark.parametrize("parser, config, own", [
     ("benchlib.trainers.ddp", DpVsDdpConfig, set()),
     # the Lightning worker counts epochs per repeat from the seed's positional argument
-    ("benchlib.trainers.lightning", MultinodeLightningConfig, {"epochs"}),
+    ("benchlib.workers.lightning", MultinodeLightningConfig, {"epochs"}),
 ])
 def test_workers_default_to_their_studys_defaults(parser, config, own):
     import importlib

@@ -1,6 +1,8 @@
 """The rank protocol: what a worker leaves behind for the launcher that watches it, and
 how the launcher reads it. Written here and read here, nowhere else:
 
+    <log_dir>/run.json         the worker's parameters as data ({name: value}), written by
+                               the study's launch and read by every rank (`--config`)
     <log_dir>/rank<R>.log      the rank's merged stdout/stderr; its first line is the
                                rank banner (`rank R/W (local L) on HOST, ...`)
     JOINED                     printed once the rank is in the process group
@@ -17,11 +19,36 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from benchlib import atomic
+from benchlib.errors import UsageError
 
 JOINED = "joined the process group"
+RUN_CONFIG = "run.json"
 _BANNER = re.compile(r"^rank \d+/\d+ \(local \d+\) on (?P<host>\S+),", re.M)
+
+
+def write_run_config(log_dir: Path, module: str, params: dict[str, Any]) -> Path:
+    """The worker's parameters, beside its logs: what the ranks read (`--config`), and
+    what a user reruns one rank from by hand."""
+    path = Path(log_dir) / RUN_CONFIG
+    atomic.write_json(path, {"worker": f"benchlib.workers.{module}", "params": params})
+    return path
+
+
+def read_run_config(path: str) -> dict[str, Any]:
+    """The parameters of a run.json; a missing or malformed file is one UsageError."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UsageError(f"config: {path} does not exist") from None
+    except (OSError, json.JSONDecodeError) as e:
+        raise UsageError(f"config: {path} is not a readable JSON file ({e})") from None
+    params = data.get("params") if isinstance(data, dict) else None
+    if not isinstance(params, dict):
+        raise UsageError(f"config: {path} has no \"params\" object ({{name: value}})")
+    return params
 
 
 def banner(rank: int, world_size: int, local_rank: int, where: str) -> str:
@@ -71,6 +98,12 @@ def mark_failed(log_dir: str | None, rank: int, error: BaseException) -> None:
         atomic.write_json(Path(log_dir) / f"rank{rank}.failed",
                           {"time": time.time(), "host": socket.gethostname(),
                            "error": f"{type(error).__name__}: {error}"[:500]})
+
+
+def clear_failed(log_dir: str | None, rank: int) -> None:
+    """A restarted rank's: the failure of the attempt before was recovered from."""
+    if log_dir:
+        (Path(log_dir) / f"rank{rank}.failed").unlink(missing_ok=True)
 
 
 def failure_marks(log_dir: Path) -> list[tuple[float, int, str]]:

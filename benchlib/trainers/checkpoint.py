@@ -36,6 +36,8 @@ import numpy as np
 import torch
 
 from benchlib import atomic
+from benchlib.distributed.env import DistEnv
+from benchlib.distributed.group import gather_objects
 from benchlib.errors import UsageError
 
 FORMAT = 1
@@ -224,3 +226,12 @@ def set_rng_state(state: dict[str, Any], device: torch.device) -> None:
 def _tuples(value: Any) -> Any:
     """random.setstate wants tuples; a checkpoint may hand lists back."""
     return tuple(_tuples(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def check_same_step(step: int | None, env: DistEnv) -> None:
+    """Every rank must resume from the same step; a folder that is not shared by all
+    nodes shows up here, not as a hang or a silently diverged model."""
+    steps = gather_objects(step)
+    if len(set(steps)) > 1:
+        raise UsageError(f"checkpoints_path: the ranks found different checkpoints (steps by rank: "
+                         f"{steps}); it must be one folder that every node shares")

@@ -42,57 +42,8 @@ from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
 from benchlib.errors import Preempted
 from benchlib.trainers import checkpoint, ddp
+from benchlib.trainers.preemption import PreemptionFlag, agree, ignore_sigterm
 from benchlib.trainers.elastic_timeline import Timeline, read_timeline, summarize_run
-
-
-class PreemptionFlag:
-    """SIGTERM (what Slurm sends before it kills, and torchrun when it stops its
-    workers) asks for a checkpoint at the next step boundary. The handler only sets a
-    flag: printing from it could interrupt a print of the main thread. A second
-    SIGTERM is not waited for: it kills at once."""
-
-    def __init__(self) -> None:
-        self.requested_at: float | None = None
-
-    def install(self) -> None:
-        signal.signal(signal.SIGTERM, self._handler)
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        if self.requested_at is not None:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-        self.requested_at = time.time()
-
-
-def ignore_sigterm(worker_id: int) -> None:
-    """DataLoader workers leave SIGTERM to the main process, which stops them itself
-    after its checkpoint (Slurm signals every process of the job step)."""
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
-
-class DummyImages(Dataset):
-    """`--dummy`: `n` samples without files (seed 001's FakeData, without its cost per
-    image): item i is image i % 64 of a pool made once from the seed, so the samples are
-    the same on every rank and every attempt, and a whole batch is one indexing op
-    (`__getitems__`; use `storage.passthrough` as the collate_fn)."""
-
-    POOL = 64
-
-    def __init__(self, n: int, shape: tuple[int, ...], num_classes: int, seed: int):
-        g = torch.Generator().manual_seed(seed)
-        self.n, pool = n, min(n, self.POOL)
-        self.images = torch.rand(pool, *shape, generator=g)
-        self.labels = torch.randint(num_classes, (pool,), generator=g)
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int):
-        return self.images[i % len(self.labels)], self.labels[i % len(self.labels)]
-
-    def __getitems__(self, indices: list[int]):
-        index = torch.as_tensor(indices) % len(self.labels)
-        return self.images[index], self.labels[index]
 
 
 @dataclass
@@ -140,27 +91,6 @@ class Plan:
 def _log(env: DistEnv, message: str) -> None:
     if env.rank == 0:
         print(message, flush=True)
-
-
-def _agree(loss: torch.Tensor, stop: bool, env: DistEnv) -> tuple[float, bool]:
-    """The rank-averaged loss, and whether any rank was asked to stop: one all_reduce."""
-    if env.world_size == 1:
-        return loss.item(), stop
-    packed = torch.tensor([loss.item(), float(stop)], dtype=torch.float64, device=loss.device)
-    dist.all_reduce(packed)
-    total, flags = packed.tolist()
-    return total / env.world_size, flags > 0
-
-
-def _check_same_checkpoint(step: int | None, env: DistEnv) -> None:
-    """Every rank must resume from the same step; a folder that is not shared by all
-    nodes shows up here, not as a hang or a silently diverged model."""
-    from benchlib.errors import UsageError
-
-    steps = gather_objects(step)
-    if len(set(steps)) > 1:
-        raise UsageError(f"checkpoints_path: the ranks found different checkpoints (steps by rank: "
-                         f"{steps}); it must be one folder that every node shares")
 
 
 def _inject_failure(plan: Plan, step: int) -> None:
@@ -227,7 +157,7 @@ class ElasticTrainer:
         self.pos = Position()
         if state is not None:
             self._restore(state)
-        _check_same_checkpoint(self.pos.step if state is not None else None, env)
+        checkpoint.check_same_step(self.pos.step if state is not None else None, env)
         self.timeline = Timeline(plan.folder, env.rank == 0,
                                  fresh=state is None and plan.restart_count == 0)
         self.timeline.write("start", restart_count=plan.restart_count, world_size=env.world_size,
@@ -298,7 +228,7 @@ class ElasticTrainer:
         handed = time.perf_counter()
         loss = self.stepper(x, y)
         self.scheduler.step()
-        mean_loss, stop = _agree(loss, self.preemption.requested_at is not None, env)
+        mean_loss, stop = agree(loss, self.preemption.requested_at is not None, env)
         step_s = time.perf_counter() - start
         end_of_epoch = batch + 1 == self.steps_per_epoch
         self.pos = Position(epoch + 1 if end_of_epoch else epoch, 0 if end_of_epoch else batch + 1,

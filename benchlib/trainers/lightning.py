@@ -12,11 +12,9 @@ Lightning runs several processes three ways, and each works here:
                it is the node's local rank 0 and starts local ranks 1..K-1 itself by
                running the same command line again with LOCAL_RANK set
 
-Every process works out its global rank from its environment before Lightning starts
-(`layout()` makes the same choice of cluster environment as Lightning), so that its
-output goes to `<log-dir>/rank<R>.log` from the first line, and checks that the
-launcher's layout matches --devices and --nnodes: where Lightning would wait forever for ranks that
-never come, the run stops at once with one line naming the parameter to change.
+The worker (benchlib.workers.lightning) finds each process's rank and checks the
+launcher's layout before Lightning starts; `fit` trains, and hands any failure to the
+worker's bootstrap at once.
 
 Repeats: one fit of `epochs x repeats` epochs in which every epoch is one sample of the
 spread. Lightning's own launcher can start its local ranks only once per process, and a
@@ -36,39 +34,35 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import socket
-import sys
 import time
-import traceback
-import warnings
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 import lightning
 import lightning.pytorch as pl
 import torch
 from torch import nn
 
-from benchlib.config import MultinodeLightningConfig as STUDY  # its defaults are this worker's
 from benchlib.config import choices
 from benchlib.core import envinfo, loops, throughput
 from benchlib.core.models import build_model
 from benchlib.core.timing import StepMarks
 from benchlib.distributed.device import check_device
-from benchlib.distributed.group import gather_objects
-from benchlib.distributed.lightning_env import Layout, global_rank, layout, read_int
-from benchlib.errors import BenchlibError, ConfigError, InjectedFailure, RankError, UsageError
+from benchlib.distributed.group import barrier_and_destroy, gather_objects
+from benchlib.distributed.lightning_env import Layout
+from benchlib.errors import InjectedFailure, RankError, UsageError
+from benchlib.launch import protocol
 from benchlib.trainers.ddp import (
     SyntheticBatches,
     UtilisationSampler,
     build_dataset,
     training_flops_per_sample,
 )
-from benchlib.launch import protocol
 
-PROG = "benchlib.workers.lightning"
+# what a failure is handed to, with the Trainer when there is one (its local ranks)
+OnFailure = Callable[[BaseException, "pl.Trainer | None"], NoReturn]
 _IMPORTED_AT = time.time()  # torch and Lightning are imported by now
 
 
@@ -173,31 +167,18 @@ class ThroughputTimer(pl.Callback):
 
 
 class FailFast(pl.Callback):
-    """A rank whose step raised: traceback into its log, `rank<R>.failed` beside it, the
-    local ranks it started stopped, and out at once (not waiting in a collective for
-    ranks that will never come)."""
+    """A rank whose step raised hands the error to `on_failure` at once (the worker's
+    bootstrap: traceback into its log, `rank<R>.failed`, the local ranks it started
+    stopped, exit), rather than wait in a collective for ranks that will never come."""
 
-    def __init__(self, log_dir: str | None, rank: int):
-        self.log_dir, self.rank = log_dir, rank
+    def __init__(self, on_failure: OnFailure):
+        self.on_failure = on_failure
 
     def on_exception(self, trainer, pl_module, exception):
-        die(exception, self.log_dir, self.rank, trainer)
+        self.on_failure(exception, trainer)
 
 
-def die(error: BaseException, log_dir: str | None, rank: int, trainer: pl.Trainer | None = None):
-    if isinstance(error, BenchlibError):
-        print(f"{PROG}: {error}", file=sys.stderr)
-    else:
-        traceback.print_exception(error)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    protocol.mark_failed(log_dir, rank, error)
-    for child in _children(trainer):
-        child.send_signal(signal.SIGKILL)
-    os._exit(error.status() if isinstance(error, BenchlibError) else 1)
-
-
-def _children(trainer: pl.Trainer | None) -> list:
+def local_ranks(trainer: pl.Trainer | None) -> list:
     """The local ranks Lightning's launcher started from this process (way 3 only)."""
     launcher = getattr(trainer.strategy, "launcher", None) if trainer is not None else None
     return list(getattr(launcher, "procs", []))
@@ -235,8 +216,9 @@ def make_loader_factory(args: argparse.Namespace, dataset, collate) -> Callable:
     return make
 
 
-def fit(args: argparse.Namespace, where: Layout, cuda: bool) -> dict | None:
-    """Train; rank 0 returns the result, the other ranks None."""
+def fit(args: argparse.Namespace, where: Layout, cuda: bool, on_failure: OnFailure) -> dict | None:
+    """Train; rank 0 returns the result, the other ranks None. A failure, inside fit or
+    in a local rank this process started, goes to `on_failure` (which does not return)."""
     pl.seed_everything(args.seed, verbose=False)
     dataset = collate = None
     shape = (3, args.image_size, args.image_size)
@@ -251,34 +233,47 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool) -> dict | None:
     module = BenchModule(model, make_loader_factory(args, dataset, collate), args.lr,
                          args.momentum, args.fail_at_step, args.fail_rank)
     timer = ThroughputTimer(args.warmup_steps, args.epochs)
-    trainer = build_trainer(args, where, cuda, [timer, FailFast(args.log_dir, where.rank)])
+    trainer = build_trainer(args, where, cuda, [timer, FailFast(on_failure)])
     chosen = getattr(trainer.strategy, "cluster_environment", None)
     if chosen is not None and type(chosen).__name__ != where.environment:
         raise UsageError(f"cluster environment: Lightning chose {type(chosen).__name__}; "
                          "benchlib runs under torchrun, srun or Lightning's own launcher")
     try:
-        # (no reset_peak_memory_stats here: before fit no device is current, and it
-        # would open a CUDA context on GPU 0 in every rank; a fresh process starts at 0)
-        timer.startup["fit_called_at"] = time.time()
-        trainer.fit(module)
-        fit_s = time.time() - timer.startup["fit_called_at"]
-        if trainer.global_rank != where.rank or trainer.world_size != where.world_size:
-            raise RankError(f"Lightning placed this process at rank {trainer.global_rank}/"
-                            f"{trainer.world_size}, benchlib expected {where.rank}/"
-                            f"{where.world_size}")
-        from benchlib.distributed.group import barrier_and_destroy
-
-        barrier_and_destroy()  # nobody leaves while another rank is still in a collective
-        for child in _children(trainer):  # Lightning's launcher: this node's other ranks
-            if (code := child.wait(args.timeout)) != 0:
-                raise RankError(f"local rank process {child.pid} exited with code {code}")
+        fit_s = _fit_and_leave(trainer, module, timer, where, args.timeout)
     except BaseException as e:  # noqa: BLE001 - errors inside fit already ended in FailFast
-        die(e, args.log_dir, where.rank, trainer)
+        on_failure(e, trainer)
     if where.rank != 0:
         return None
+    metrics = {**_metrics(args, where, trainer, model, timer, cuda),
+               "flops_per_sample": flops_per_sample, "fit_s": fit_s}
+    return {"metrics": metrics, "details": {"epochs": timer.epochs, "host": socket.gethostname(),
+                                            "startup_rank0": startup_breakdown(timer.startup)}}
+
+
+def _fit_and_leave(trainer: pl.Trainer, module: BenchModule, timer: ThroughputTimer,
+                   where: Layout, timeout_s: float) -> float:
+    """trainer.fit, then every rank leaves the process group together and the local ranks
+    this process started are waited for; the seconds fit took."""
+    # (no reset_peak_memory_stats here: before fit no device is current, and it
+    # would open a CUDA context on GPU 0 in every rank; a fresh process starts at 0)
+    timer.startup["fit_called_at"] = time.time()
+    trainer.fit(module)
+    fit_s = time.time() - timer.startup["fit_called_at"]
+    if trainer.global_rank != where.rank or trainer.world_size != where.world_size:
+        raise RankError(f"Lightning placed this process at rank {trainer.global_rank}/"
+                        f"{trainer.world_size}, benchlib expected {where.rank}/{where.world_size}")
+    barrier_and_destroy()  # nobody leaves while another rank is still in a collective
+    for child in local_ranks(trainer):  # Lightning's launcher: this node's other ranks
+        if (code := child.wait(timeout_s)) != 0:
+            raise RankError(f"local rank process {child.pid} exited with code {code}")
+    return fit_s
+
+
+def _metrics(args: argparse.Namespace, where: Layout, trainer: pl.Trainer, model: nn.Module,
+             timer: ThroughputTimer, cuda: bool) -> dict[str, Any]:
     # the strategy's device: after fit Lightning has moved the module back to the CPU
     device = trainer.strategy.root_device
-    metrics = {
+    return {
         **throughput.run_figures(timer.epochs),
         "world_size": where.world_size, "nnodes": where.nnodes, "devices_per_node": where.devices,
         "global_batch": args.batch_size * where.world_size,
@@ -290,13 +285,9 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool) -> dict | None:
         "peak_mem_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
         "model_params": sum(p.numel() for p in model.parameters()),
         "threads_per_rank": torch.get_num_threads(),
-        "flops_per_sample": flops_per_sample,
-        "fit_s": fit_s,
         "startup_s": timer.startup["first_step_at"] - timer.startup["process_started_at"],
         **timer.utilisation,
     }
-    return {"metrics": metrics, "details": {"epochs": timer.epochs, "host": socket.gethostname(),
-                                            "startup_rank0": startup_breakdown(timer.startup)}}
 
 
 def startup_breakdown(t: dict[str, float]) -> dict[str, float]:
@@ -308,91 +299,3 @@ def startup_breakdown(t: dict[str, float]) -> dict[str, float]:
             "prepare_s": t["fit_called_at"] - t["imported_at"],
             "launch_and_join_s": joined - t["fit_called_at"],
             "to_first_step_s": t["first_step_at"] - joined}
-
-
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description="Lightning DDP training on one or more "
-                                "nodes (seed 000's lightning_multinode.py)")
-    p.add_argument("total_epochs", nargs="?", type=int, help="epochs per repeat (or --epochs)")
-    p.add_argument("--epochs", type=int, help="epochs per repeat (default 1)")
-    p.add_argument("--path", default="outputs/data", help="data sets folder")
-    p.add_argument("--dataset", default="fashion-mnist", choices=choices.TRAIN_DATASETS)
-    p.add_argument("--model", default="toynet", choices=choices.MODELS)
-    p.add_argument("--devices", "--gpus", type=int, dest="devices",
-                   help="processes (GPUs) per node; default: the launcher's, else 1")
-    p.add_argument("--nnodes", type=int, help="nodes; default: the launcher's, else 1")
-    p.add_argument("--batch-size", "--batch_size", type=int, default=32, dest="batch_size",
-                   help="per device")
-    p.add_argument("--repeats", type=int, default=1, help="the run is epochs x repeats epochs, "
-                   "every epoch one sample")
-    p.add_argument("--num-workers", "--num_workers", type=int, default=0, dest="num_workers")
-    p.add_argument("--warmup-steps", type=int, default=STUDY.warmup_steps,
-                   help="left out at every epoch's start")
-    p.add_argument("--max-steps", type=int, default=0, help="per epoch; 0 = the whole epoch "
-                   f"(synthetic: {choices.SYNTHETIC_STEPS})")
-    p.add_argument("--lr", type=float, default=STUDY.lr, help="SGD with momentum")
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--image-size", type=int, default=224, help="imagefolder and synthetic")
-    p.add_argument("--depth", type=int, default=20, help="PyramidNet depth (6n + 2)")
-    p.add_argument("--alpha", type=int, default=48, help="PyramidNet widening")
-    p.add_argument("--no-augment", action="store_true")
-    p.add_argument("--device", default="auto", choices=choices.DEVICES)
-    p.add_argument("--timeout", type=float, default=120.0,
-                   help="seconds for the rendezvous and every collective")
-    p.add_argument("--log-dir", help="each rank writes <log-dir>/rank<R>.log")
-    p.add_argument("--result", help="rank 0 writes its result here (JSON)")
-    p.add_argument("--fail-at-step", type=int, default=0, help="fault injection (tests)")
-    p.add_argument("--fail-rank", type=int, default=0)
-    return p
-
-
-def check_args(args: argparse.Namespace) -> None:
-    if None not in (args.total_epochs, args.epochs) and args.total_epochs != args.epochs:
-        raise ConfigError("epochs", f"given twice, as {args.total_epochs} and --epochs "
-                                    f"{args.epochs}")
-    args.epochs = args.epochs or args.total_epochs or 1
-    for name in ("epochs", "repeats", "batch_size", "devices", "nnodes"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            raise ConfigError(name, f"must be >= 1, got {getattr(args, name)}")
-    for name in ("num_workers", "warmup_steps", "max_steps"):
-        if getattr(args, name) < 0:
-            raise ConfigError(name, f"must be >= 0, got {getattr(args, name)}")
-    if args.max_steps and args.warmup_steps >= args.max_steps:
-        raise ConfigError("warmup_steps", f"{args.warmup_steps} leaves no timed step of "
-                                          f"--max-steps {args.max_steps}")
-    if args.timeout <= 0:
-        raise ConfigError("timeout", f"must be > 0 seconds, got {args.timeout}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    # num_workers is a parameter here, not an oversight
-    warnings.filterwarnings("ignore", ".*does not have many workers.*")
-    args = parser().parse_args(argv)
-    try:
-        check_args(args)
-        rank = global_rank(os.environ, args.devices)
-    except BenchlibError as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        return e.status()
-    launched_stderr = os.fdopen(os.dup(2), "w")  # where a layout error is also said
-    protocol.redirect_output(args.log_dir, rank)
-    try:
-        where = layout(os.environ, args.devices, args.nnodes)
-        cuda = use_cuda(args.device, where.devices)
-    except BenchlibError as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        local = read_int(os.environ, "SLURM_LOCALID", read_int(os.environ, "LOCAL_RANK", 0))
-        if args.log_dir and local == 0:  # once per node
-            print(f"{PROG}: {e}", file=launched_stderr, flush=True)
-        return e.status()
-    print(protocol.banner(where.rank, where.world_size, where.local_rank,
-                          f"from {where.environment}, node {where.node_rank}/{where.nnodes}"),
-          flush=True)
-    try:
-        result = fit(args, where, cuda)
-        if result is not None:
-            protocol.write_result(args.result, result)
-    except BaseException as e:  # noqa: BLE001 - every failure ends the same way, at once
-        die(e, args.log_dir, where.rank)
-    return 0

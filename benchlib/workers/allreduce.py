@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 from benchlib.distributed.env import DistEnv
 from benchlib.errors import ConfigError
-from benchlib.workers.common import entry
+from benchlib.workers.bootstrap import entry
 
 
 def bus_factor(world_size: int) -> float:

@@ -18,7 +18,7 @@ import torch.distributed as dist
 
 from benchlib.distributed.env import DistEnv
 from benchlib.errors import RankError
-from benchlib.workers.common import entry
+from benchlib.workers.bootstrap import entry
 
 
 def check(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:

@@ -1,7 +1,7 @@
 """`python -m benchlib.workers.dp`: dp training (see benchlib.trainers.ddp)."""
 
 from benchlib.trainers.ddp import check_args, parser, train
-from benchlib.workers.common import entry
+from benchlib.workers.bootstrap import entry
 
 if __name__ == "__main__":
     raise SystemExit(entry(train, parser("dp"), check=check_args))

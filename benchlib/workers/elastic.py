@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
-import traceback
 from pathlib import Path
 
 from benchlib import paths
@@ -30,10 +28,12 @@ from benchlib.config.base import require_min
 from benchlib.config.choices import BACKENDS, DEVICES, MODELS, PRECISIONS
 from benchlib.distributed.device import check_precision, choose_backend, device_for
 from benchlib.distributed.env import DistEnv, resolve
-from benchlib.distributed.group import barrier_and_destroy, init
-from benchlib.errors import PREEMPTED_EXIT_CODE, BenchlibError, ConfigError, Preempted, UsageError
+from benchlib.distributed.group import init
+from benchlib.errors import ConfigError, UsageError
 from benchlib.launch import protocol
 from benchlib.trainers import checkpoint, elastic
+from benchlib.trainers.preemption import PreemptionFlag
+from benchlib.workers.bootstrap import Worker, run
 
 PROG = "benchlib.workers.elastic"
 DATASETS = ("imagefolder", "cifar10", "fashion-mnist", "mydataset")
@@ -121,7 +121,7 @@ def build_data(args: argparse.Namespace):
     from torchvision.datasets import FashionMNIST, ImageFolder
     from torchvision.transforms import ToTensor
 
-    from benchlib.data import datasets, manifest, storage, transforms
+    from benchlib.data import datasets, dummy, manifest, storage, transforms
     from benchlib.trainers import ddp
 
     path = args.data or args.path
@@ -130,7 +130,7 @@ def build_data(args: argparse.Namespace):
             raise UsageError("val_path: --dummy has no validation set; leave --val-path out")
         shape = (1, 28, 28) if args.model == "toynet" else (3, args.image_size, args.image_size)
         classes = 1000 if args.model.startswith("resnet") else 10
-        return (elastic.DummyImages(args.dummy_size, shape, classes, args.seed), None,
+        return (dummy.DummyImages(args.dummy_size, shape, classes, args.seed), None,
                 storage.passthrough, shape)
     if args.dataset == "imagefolder":
         shape = (3, args.image_size, args.image_size)
@@ -212,58 +212,42 @@ def join(env: DistEnv, backend: str, timeout_s: float, restarts: int) -> None:
                           rank=env.rank, world_size=env.world_size, timeout=timeout)
 
 
-def _refuse(terminal, error: BenchlibError) -> None:
-    """Bad input: one line in the rank's log and where the user started the run."""
-    line = f"{PROG}: {error}"
-    print(line, file=sys.stderr, flush=True)
-    if terminal is not None:
-        print(line, file=terminal, flush=True)
+class Elastic(Worker):
+    """Its place in the bootstrap (benchlib.workers.bootstrap): the rank from torchrun's or
+    srun's variables; a restarted rank appends to its log and clears the failure marker of
+    the attempt before (it was recovered from); the checkpoints are checked before the
+    rank joins the others; SIGTERM stops it at the next step boundary (exit 75)."""
 
+    prog = PROG
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        env = resolve_env(args.dist_init_method)
-    except BenchlibError as e:
-        _refuse(None, e)
-        return e.status()
-    terminal = os.fdopen(os.dup(2), "w", buffering=1) if args.log_dir else None
-    protocol.redirect_output(args.log_dir, env.rank)  # append: a restarted rank adds to its log
-    restarts = restart_count()
-    print(protocol.banner(env.rank, env.world_size, env.local_rank,
-                          f"from {env.source}, master {env.master_addr}:{env.master_port}, "
-                          f"restart {restarts}, pid {os.getpid()}"), flush=True)
-    if restarts and args.log_dir:  # the failure before was recovered from: blame none of it
-        Path(args.log_dir, f"rank{env.rank}.failed").unlink(missing_ok=True)
-    preemption = elastic.PreemptionFlag()
-    preemption.install()
-    try:
+    def parser(self) -> argparse.ArgumentParser:
+        return parser()
+
+    def find(self, args: argparse.Namespace) -> DistEnv:
+        return resolve_env(args.dist_init_method)
+
+    def place(self, args: argparse.Namespace, env: DistEnv) -> DistEnv:
+        self.restarts = restart_count()
+        if self.restarts:  # the failure before was recovered from: blame none of it
+            protocol.clear_failed(args.log_dir, env.rank)
+        self.preemption = PreemptionFlag()
+        self.preemption.install()
+        return env
+
+    def describe(self, args: argparse.Namespace, env: DistEnv) -> str:
+        return (f"from {env.source}, master {env.master_addr}:{env.master_port}, "
+                f"restart {self.restarts}, pid {os.getpid()}")
+
+    def work(self, args: argparse.Namespace, env: DistEnv) -> dict:
         plan = preflight(args, env)
         device = device_for(args.device, env.local_rank)
         backend = choose_backend(device.type, args.backend)
         check_precision(args.precision, device.type)
         if env.world_size > 1:
-            join(env, backend, args.timeout, restarts)
+            join(env, backend, args.timeout, self.restarts)
             print(f"{protocol.JOINED} ({backend})", flush=True)
-        result = elastic.train(plan, device, backend, preemption)
-    except BenchlibError as e:
-        _refuse(terminal, e)
-        os._exit(e.status())  # never wait in destroy_process_group for ranks that left
-    except Preempted as p:
-        print(f"{p}; exiting with code {PREEMPTED_EXIT_CODE}: run again with --resume",
-              flush=True)
-        barrier_and_destroy()  # every rank stopped at the same step boundary
-        return PREEMPTED_EXIT_CODE
-    except BaseException as e:  # noqa: BLE001 (anything else: traceback, marker, exit 1)
-        traceback.print_exc()
-        sys.stdout.flush()
-        protocol.mark_failed(args.log_dir, env.rank, e)
-        os._exit(1)
-    barrier_and_destroy()
-    if env.rank == 0:
-        protocol.write_result(args.result, result)
-    return 0
+        return elastic.train(plan, device, backend, self.preemption)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run(Elastic()))

@@ -1,7 +1,134 @@
 """`python -m benchlib.workers.lightning`: Lightning DDP training on one or more nodes,
-started by torchrun, srun or Lightning's own launcher (see benchlib.trainers.lightning)."""
+started by torchrun, srun or Lightning's own launcher (see benchlib.trainers.lightning).
 
-from benchlib.trainers.lightning import main
+    torchrun --nnodes M --nproc-per-node K -m benchlib.workers.lightning EPOCHS ...
+    srun --nodes M --ntasks-per-node K python -m benchlib.workers.lightning EPOCHS ...
+    MASTER_ADDR=... MASTER_PORT=... NODE_RANK=N python -m benchlib.workers.lightning ...
+
+Its place in the bootstrap (benchlib.workers.bootstrap): the rank is found from the
+launcher's variables before Lightning starts, so that the output goes to
+`<log-dir>/rank<R>.log` from the first line; `place` checks the launcher's layout against
+--devices and --nnodes (where Lightning would wait forever for ranks that never come, the
+run stops at once with one line naming the parameter to change); Lightning joins the
+process group itself, inside fit, and leaves it there too."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import warnings
+
+from benchlib.config import MultinodeLightningConfig as STUDY  # its defaults are this worker's
+from benchlib.config import choices
+from benchlib.config.base import require_min
+from benchlib.distributed.lightning_env import Layout, global_rank, layout, read_int
+from benchlib.errors import ConfigError
+from benchlib.workers.bootstrap import Early, Worker, fail, run
+
+PROG = "benchlib.workers.lightning"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=PROG, description="Lightning DDP training on one or more "
+                                "nodes (seed 000's lightning_multinode.py)")
+    p.add_argument("total_epochs", nargs="?", type=int, help="epochs per repeat (or --epochs)")
+    p.add_argument("--epochs", type=int, help="epochs per repeat (default 1)")
+    p.add_argument("--path", default="outputs/data", help="data sets folder")
+    p.add_argument("--dataset", default="fashion-mnist", choices=choices.TRAIN_DATASETS)
+    p.add_argument("--model", default="toynet", choices=choices.MODELS)
+    p.add_argument("--devices", "--gpus", type=int, dest="devices",
+                   help="processes (GPUs) per node; default: the launcher's, else 1")
+    p.add_argument("--nnodes", type=int, help="nodes; default: the launcher's, else 1")
+    p.add_argument("--batch-size", "--batch_size", type=int, default=32, dest="batch_size",
+                   help="per device")
+    p.add_argument("--repeats", type=int, default=1, help="the run is epochs x repeats epochs, "
+                   "every epoch one sample")
+    p.add_argument("--num-workers", "--num_workers", type=int, default=0, dest="num_workers")
+    p.add_argument("--warmup-steps", type=int, default=STUDY.warmup_steps,
+                   help="left out at every epoch's start")
+    p.add_argument("--max-steps", type=int, default=0, help="per epoch; 0 = the whole epoch "
+                   f"(synthetic: {choices.SYNTHETIC_STEPS})")
+    p.add_argument("--lr", type=float, default=STUDY.lr, help="SGD with momentum")
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--image-size", type=int, default=224, help="imagefolder and synthetic")
+    p.add_argument("--depth", type=int, default=20, help="PyramidNet depth (6n + 2)")
+    p.add_argument("--alpha", type=int, default=48, help="PyramidNet widening")
+    p.add_argument("--no-augment", action="store_true")
+    p.add_argument("--device", default="auto", choices=choices.DEVICES)
+    p.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds for the rendezvous and every collective")
+    p.add_argument("--log-dir", help="each rank writes <log-dir>/rank<R>.log")
+    p.add_argument("--result", help="rank 0 writes its result here (JSON)")
+    p.add_argument("--fail-at-step", type=int, default=0, help="fault injection (tests)")
+    p.add_argument("--fail-rank", type=int, default=0)
+    return p
+
+
+def check_args(args: argparse.Namespace) -> None:
+    if None not in (args.total_epochs, args.epochs) and args.total_epochs != args.epochs:
+        raise ConfigError("epochs", f"given twice, as {args.total_epochs} and --epochs "
+                                    f"{args.epochs}")
+    args.epochs = args.epochs or args.total_epochs or 1
+    for name in ("epochs", "repeats", "batch_size", "devices", "nnodes"):
+        if getattr(args, name) is not None:
+            require_min(name, getattr(args, name), 1)
+    for name in ("num_workers", "warmup_steps", "max_steps"):
+        require_min(name, getattr(args, name), 0)
+    if args.max_steps and args.warmup_steps >= args.max_steps:
+        raise ConfigError("warmup_steps", f"{args.warmup_steps} leaves no timed step of "
+                                          f"--max-steps {args.max_steps}")
+    if args.timeout <= 0:
+        raise ConfigError("timeout", f"must be > 0 seconds, got {args.timeout}")
+
+
+class Lightning(Worker):
+    prog = PROG
+
+    def __init__(self):
+        self.trainer = None  # once fit has built it: the local ranks to stop on a failure
+
+    def parser(self) -> argparse.ArgumentParser:
+        return parser()
+
+    def check(self, args: argparse.Namespace) -> None:
+        # num_workers is a parameter here, not an oversight
+        warnings.filterwarnings("ignore", ".*does not have many workers.*")
+        check_args(args)
+
+    def find(self, args: argparse.Namespace) -> Early:
+        local = read_int(os.environ, "SLURM_LOCALID", read_int(os.environ, "LOCAL_RANK", 0))
+        return Early(global_rank(os.environ, args.devices), local)
+
+    def place(self, args: argparse.Namespace, early: Early) -> Layout:
+        from benchlib.trainers.lightning import use_cuda
+
+        where = layout(os.environ, args.devices, args.nnodes)
+        self.cuda = use_cuda(args.device, where.devices)
+        return where
+
+    def describe(self, args: argparse.Namespace, where: Layout) -> str:
+        return f"from {where.environment}, node {where.node_rank}/{where.nnodes}"
+
+    def work(self, args: argparse.Namespace, where: Layout) -> dict | None:
+        from benchlib.trainers.lightning import fit
+
+        def failed(error: BaseException, trainer) -> None:
+            self.trainer = trainer
+            fail(self, args.log_dir, where.rank, error)
+
+        return fit(args, where, self.cuda, failed)
+
+    def leave(self) -> None:
+        """fit left the process group and waited for its local ranks."""
+
+    def stop_local_ranks(self) -> None:
+        from benchlib.trainers.lightning import local_ranks
+
+        for child in local_ranks(self.trainer):
+            child.send_signal(signal.SIGKILL)
+
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run(Lightning()))

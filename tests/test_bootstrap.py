@@ -1,0 +1,84 @@
+"""The workers' one bootstrap (benchlib.workers.bootstrap): the parameters of a run.json
+under the command line's flags, and bad run.json files refused in one line."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from benchlib.errors import ConfigError, UsageError
+from benchlib.launch import protocol
+from benchlib.trainers.ddp import check_args, parser as ddp_parser, train
+from benchlib.workers.bootstrap import Plain, parse
+from benchlib.workers.elastic import Elastic
+from benchlib.workers.lightning import Lightning
+
+
+def ddp_worker() -> Plain:
+    return Plain(train, ddp_parser("ddp"), check_args)
+
+
+def run_json(tmp_path, params) -> str:
+    return str(protocol.write_run_config(tmp_path, "ddp", params))
+
+
+def test_a_run_json_gives_the_parameters_and_a_flag_given_as_well_wins(tmp_path):
+    path = run_json(tmp_path, {"model": "toynet", "batch_size": 7, "lr": 0.5,
+                               "channels_last": True, "device": "cpu"})
+    args = parse(ddp_worker().parser(), ["--config", path, "--batch-size", "9"])
+    assert (args.model, args.batch_size, args.lr, args.channels_last, args.device) == \
+        ("toynet", 9, 0.5, True, "cpu")
+    plain = parse(ddp_worker().parser(), [])
+    assert (plain.model, plain.channels_last) == ("pyramidnet", False)  # the parser's defaults
+
+
+@pytest.mark.parametrize("worker", [Elastic(), Lightning()])
+def test_the_elastic_and_lightning_workers_read_a_run_json_too(tmp_path, worker):
+    args = parse(worker.parser(), ["--config", run_json(tmp_path, {"batch_size": 5})])
+    assert args.batch_size == 5
+
+
+@pytest.mark.parametrize("params, error, message", [
+    ({"batch_sise": 8}, ConfigError, "config: {path}: 'batch_sise' is not a parameter of "
+                                     "benchlib.workers.ddp; it takes alpha, backend, batch_size"),
+    ({"model": "vit"}, ConfigError, "model: 'vit' (in {path}) is not one of pyramidnet, "
+                                    "simplecnn, toynet, resnet18, resnet50"),
+    ({"compile": 1}, ConfigError, "compile: 1 (in {path}) must be true or false"),
+    ({"epochs": True}, ConfigError, "epochs: True (in {path}) must be a value, not true or false"),
+])
+def test_a_run_json_with_a_bad_parameter_is_refused_naming_it(tmp_path, params, error, message):
+    path = run_json(tmp_path, params)
+    with pytest.raises(error) as e:
+        parse(ddp_worker().parser(), ["--config", path])
+    assert str(e.value).startswith(message.format(path=path))
+
+
+def test_a_missing_or_malformed_run_json_is_one_line(tmp_path):
+    with pytest.raises(UsageError, match=f"config: {tmp_path / 'nope.json'} does not exist"):
+        parse(ddp_worker().parser(), ["--config", str(tmp_path / "nope.json")])
+    (tmp_path / "bad.json").write_text('{"worker": "x"}')
+    with pytest.raises(UsageError, match='has no "params" object'):
+        parse(ddp_worker().parser(), ["--config", str(tmp_path / "bad.json")])
+
+
+def test_a_worker_started_from_a_run_json_trains_with_its_parameters(tmp_path):
+    """What a study's launch does, by hand: the worker's parameters in a file beside the
+    logs, one flag on top; the run's result says which were used."""
+    path = run_json(tmp_path, {"dataset": "synthetic", "model": "simplecnn", "image_size": 32,
+                               "batch_size": 6,
+                               "max_steps": 50, "warmup_steps": 1, "device": "cpu",
+                               "log_interval": 0})
+    done = subprocess.run([sys.executable, "-m", "benchlib.workers.single", "--config", path,
+                           "--max-steps", "4", "--log-dir", str(tmp_path / "logs"),
+                           "--result", str(tmp_path / "result.json")],
+                          capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["metrics"]["global_batch"] == 6
+    assert sum(e["steps"] for e in result["details"]["epochs"]) == 4  # the flag won over 50
+    bad = subprocess.run([sys.executable, "-m", "benchlib.workers.single", "--config",
+                          str(tmp_path / "missing.json")],
+                         capture_output=True, text=True, timeout=180, check=False)
+    assert bad.returncode == 2
+    assert bad.stderr == f"benchlib.workers.single: config: {tmp_path / 'missing.json'} does not exist\n"
