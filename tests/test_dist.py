@@ -176,9 +176,8 @@ def test_the_dp_study_passes_its_device_count_to_the_worker(tmp_path):
 
     cfg = DpVsDdpConfig(strategy="dp", nproc_per_node=2, path=str(tmp_path), dataset="synthetic",
                         model="simplecnn")
-    args = dp_vs_ddp.trainer_args(cfg)
-    assert args[args.index("--dp-devices") + 1] == "2"
-    assert "--dp-devices" not in dp_vs_ddp.trainer_args(
+    assert dp_vs_ddp.trainer_params(cfg)["dp_devices"] == 2
+    assert "dp_devices" not in dp_vs_ddp.trainer_params(
         DpVsDdpConfig(strategy="ddp", nproc_per_node=2, path=str(tmp_path), dataset="synthetic",
                    model="simplecnn"))
 

@@ -73,10 +73,8 @@ def test_training_flops_of_resnet50_are_three_forward_passes():
 def test_dlperf_settings_lr_is_global_batch_over_1000_and_steps_add_up():
     cfg = FrameworkComparisonConfig(batch_size=128, nproc_per_node=2)
     assert framework_comparison.learning_rate(cfg) == 0.256 and cfg.steps == 125
-    args = framework_comparison.trainer_args(cfg)
-    assert args[args.index("--max-steps") + 1] == "125"
-    assert args[args.index("--warmup-steps") + 1] == "25"
-    assert args[args.index("--momentum") + 1] == "0.9"
+    params = framework_comparison.trainer_params(cfg)
+    assert (params["max_steps"], params["warmup_steps"], params["momentum"]) == (125, 25, 0.9)
 
 
 @pytest.mark.parametrize("kw, message", [

@@ -14,7 +14,7 @@ from benchlib.launch.supervise import start as start_process, supervise
 from benchlib.slurm.capacity import check_layout
 from benchlib.slurm.sbatch import training_script
 from benchlib.studies import multinode_lightning
-from benchlib.studies.multinode_lightning import worker_args
+from benchlib.studies.multinode_lightning import worker_params
 
 
 def ddp_args(*extra):
@@ -96,10 +96,10 @@ def test_multinode_config_names_what_to_change():
 
 
 def test_lightning_gets_its_layout_and_not_the_ddp_only_flags():
-    args = worker_args(MultinodeLightningConfig(trainer="lightning", nnodes=3, nproc_per_node=2))
-    assert args[args.index("--devices") + 1] == "2" and args[args.index("--nnodes") + 1] == "3"
-    assert "--backend" not in args and "--log-interval" not in args
-    assert "--devices" not in worker_args(MultinodeLightningConfig(trainer="ddp"))
+    params = worker_params(MultinodeLightningConfig(trainer="lightning", nnodes=3, nproc_per_node=2))
+    assert (params["devices"], params["nnodes"]) == (2, 3)
+    assert "backend" not in params and "log_interval" not in params
+    assert "devices" not in worker_params(MultinodeLightningConfig(trainer="ddp"))
 
 
 # ------------------------------------------------------------------ rendered Slurm scripts

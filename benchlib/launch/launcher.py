@@ -58,13 +58,14 @@ class LaunchResult:
     wall_s: float
 
 
-def launch(module: str, args: list[str], log_dir: Path, launcher: str = "torchrun",
+def launch(module: str, args: list[str] | dict[str, Any], log_dir: Path, launcher: str = "torchrun",
            nproc: int = 1, port: int | None = None, timeout_s: float = 600.0,
            env: dict[str, str] | None = None, nnodes: int = 1, max_restarts: int = 0,
            join_timeout_s: float | None = None, srun_torchrun: bool = True) -> LaunchResult:
     """Run `benchlib.workers.<module>` with `nproc` ranks per node on `nnodes` nodes the
-    `launcher` way; rank 0's result.json is returned. Workers get `--log-dir` and
-    `--result` added.
+    `launcher` way; rank 0's result.json is returned. `args` are the worker's flags, or
+    its parameters as data ({name: value}): written to `<log_dir>/run.json`, which every
+    rank reads (`--config`). Workers get `--log-dir` and `--result` added.
 
     Locally, several nodes are several torchrun agents (or Lightning node processes) on
     this host; `srun` spreads them over the current Slurm allocation, as `srun torchrun`
@@ -91,6 +92,8 @@ def launch(module: str, args: list[str], log_dir: Path, launcher: str = "torchru
     _clear_logs(log_dir)
     for notes in ("retries.log", "teardown.log"):  # an earlier launch's
         (log_dir / notes).unlink(missing_ok=True)
+    if isinstance(args, dict):  # the parameters as data, beside the logs
+        args = ["--config", str(protocol.write_run_config(log_dir, module, args))]
     result_file = log_dir / "result.json"
     common = [*args, "--log-dir", str(log_dir), "--result", str(result_file)]
     env = thread_env(nproc if launcher == "srun" else nproc * nnodes, env)

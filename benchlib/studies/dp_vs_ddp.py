@@ -22,16 +22,17 @@ class DistResult:
     details: dict[str, Any]
 
 
-def trainer_args(cfg: DpVsDdpConfig) -> list[str]:
-    args = ["--dataset", cfg.dataset, "--path", str(paths.resolve(cfg.path)), "--model", cfg.model,
-            "--depth", str(cfg.depth), "--alpha", str(cfg.alpha), "--epochs", str(cfg.epochs),
-            "--batch-size", str(cfg.batch_size), "--num-workers", str(cfg.num_workers),
-            "--warmup-steps", str(cfg.warmup_steps), "--max-steps", str(cfg.max_steps),
-            "--lr", str(cfg.lr), "--seed", str(cfg.seed), "--device", cfg.device,
-            "--backend", cfg.backend, "--timeout", str(cfg.timeout_s), "--log-interval", "0"]
+def trainer_params(cfg: DpVsDdpConfig) -> dict[str, Any]:
+    """The trainer worker's parameters (its run.json) for this row."""
+    params = {"dataset": cfg.dataset, "path": str(paths.resolve(cfg.path)), "model": cfg.model,
+              "depth": cfg.depth, "alpha": cfg.alpha, "epochs": cfg.epochs,
+              "batch_size": cfg.batch_size, "num_workers": cfg.num_workers,
+              "warmup_steps": cfg.warmup_steps, "max_steps": cfg.max_steps, "lr": cfg.lr,
+              "seed": cfg.seed, "device": cfg.device, "backend": cfg.backend,
+              "timeout": cfg.timeout_s, "log_interval": 0}
     if getattr(cfg, "strategy", "ddp") == "dp":  # one process over exactly the devices asked for
-        args += ["--dp-devices", str(cfg.nproc_per_node)]
-    return args
+        params["dp_devices"] = cfg.nproc_per_node
+    return params
 
 
 def preflight(cfg: DpVsDdpConfig) -> None:
@@ -51,16 +52,15 @@ def run(cfg: DpVsDdpConfig, run_id: str = "interactive") -> DistResult:
     log_dir = paths.outputs_dir() / "logs" / run_id
     launcher = cfg.launcher if cfg.strategy == "ddp" else "single"
     nproc = cfg.nproc_per_node if cfg.strategy == "ddp" else 1
-    launched = [launch(cfg.strategy, trainer_args(cfg),
+    launched = [launch(cfg.strategy, trainer_params(cfg),
                        log_dir / ("train" if cfg.repeats == 1 else f"train-{r}"), launcher, nproc,
                        timeout_s=cfg.timeout_s) for r in range(cfg.repeats)]
     figures, details = repeats.figures(cfg.repeat_mode, launched)
     metrics = {**launched[0].result["metrics"], **figures, "log_dir": str(log_dir)}
     details = {**launched[0].result["details"], **details, "allreduce": []}
     if cfg.allreduce and nproc > 1:
-        reduced = launch("allreduce", ["--max-bytes", str(cfg.allreduce_max_bytes),
-                                       "--device", cfg.device, "--backend", cfg.backend,
-                                       "--timeout", str(cfg.timeout_s)],
+        reduced = launch("allreduce", {"max_bytes": cfg.allreduce_max_bytes, "device": cfg.device,
+                                       "backend": cfg.backend, "timeout": cfg.timeout_s},
                          log_dir / "allreduce", launcher, nproc, timeout_s=cfg.timeout_s)
         ar = reduced.result["metrics"]
         metrics.update(busbw_gbps=ar["busbw_gbps"], algbw_gbps=ar["algbw_gbps"],

@@ -24,24 +24,24 @@ class FaultResult:
     details: dict[str, Any]
 
 
-def worker_args(cfg: FaultToleranceConfig, checkpoints: str, fail: bool) -> list[str]:
-    data = ["--dummy", "--dummy-size", str(cfg.batch_size * cfg.nproc_per_node * max(cfg.max_steps, 1))] \
-        if cfg.dataset == "dummy" else ["--dataset", cfg.dataset, "--path", str(paths.resolve(cfg.path))]
-    args = [*data, "--model", cfg.model, "--epochs", str(cfg.epochs),
-            "--max-steps", str(cfg.max_steps), "--batch-size", str(cfg.batch_size),
-            "--lr", str(cfg.lr), "--lr-schedule", "cosine", "--seed", str(cfg.seed),
-            "--checkpoint-every", str(cfg.checkpoint_every), "--checkpoints-path", checkpoints,
-            "--resume-or-start", "--device", cfg.device, "--timeout", str(cfg.timeout_s),
-            "--log-interval", "0"]
+def worker_params(cfg: FaultToleranceConfig, checkpoints: str, fail: bool) -> dict[str, Any]:
+    """The elastic worker's parameters (its run.json); `fail`: with the injected failure."""
+    data = {"dummy": True, "dummy_size": cfg.batch_size * cfg.nproc_per_node * max(cfg.max_steps, 1)} \
+        if cfg.dataset == "dummy" else {"dataset": cfg.dataset, "path": str(paths.resolve(cfg.path))}
+    params = {**data, "model": cfg.model, "epochs": cfg.epochs, "max_steps": cfg.max_steps,
+              "batch_size": cfg.batch_size, "lr": cfg.lr, "lr_schedule": "cosine",
+              "seed": cfg.seed, "checkpoint_every": cfg.checkpoint_every,
+              "checkpoints_path": checkpoints, "resume_or_start": True, "device": cfg.device,
+              "timeout": cfg.timeout_s, "log_interval": 0}
     if fail and cfg.fail_at_step:
-        args += ["--fail-at-step", str(cfg.fail_at_step), "--fail-rank", str(cfg.fail_rank)]
-    return args
+        params.update(fail_at_step=cfg.fail_at_step, fail_rank=cfg.fail_rank)
+    return params
 
 
 def _launch(cfg: FaultToleranceConfig, run_dir, fail: bool) -> dict[str, Any]:
     checkpoints = run_dir / "checkpoints"
     shutil.rmtree(checkpoints, ignore_errors=True)  # a fresh run, not a resume of the last one
-    out = launch("elastic", worker_args(cfg, str(checkpoints), fail), run_dir / "logs",
+    out = launch("elastic", worker_params(cfg, str(checkpoints), fail), run_dir / "logs",
                  "torchrun", cfg.nproc_per_node, timeout_s=cfg.timeout_s,
                  max_restarts=cfg.max_restarts)
     return {**out.result, "wall_s": out.wall_s}

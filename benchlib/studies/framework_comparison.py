@@ -34,15 +34,16 @@ def learning_rate(cfg: FrameworkComparisonConfig) -> float:
     return cfg.batch_size * cfg.nproc_per_node / 1000
 
 
-def trainer_args(cfg: FrameworkComparisonConfig) -> list[str]:
-    args = ["--model", cfg.arch, "--dataset", cfg.dataset, "--path", str(paths.resolve(cfg.path)),
-            "--image-size", str(cfg.image_size), "--batch-size", str(cfg.batch_size),
-            "--epochs", str(windows_per_launch(cfg)), "--max-steps", str(cfg.steps),
-            "--warmup-steps", str(cfg.skip_steps + cfg.warmup_steps),
-            "--lr", str(learning_rate(cfg)), "--momentum", "0.9", "--precision", cfg.precision,
-            "--num-workers", str(cfg.num_workers), "--device", cfg.device, "--backend", cfg.backend,
-            "--timeout", str(cfg.timeout_s), "--seed", str(cfg.seed), "--log-interval", "0"]
-    return args + ["--channels-last"] * cfg.channels_last + ["--compile"] * cfg.compile
+def trainer_params(cfg: FrameworkComparisonConfig) -> dict[str, Any]:
+    """The trainer worker's parameters (its run.json): DLPerf's settings for this row."""
+    return {"model": cfg.arch, "dataset": cfg.dataset, "path": str(paths.resolve(cfg.path)),
+            "image_size": cfg.image_size, "batch_size": cfg.batch_size,
+            "epochs": windows_per_launch(cfg), "max_steps": cfg.steps,
+            "warmup_steps": cfg.skip_steps + cfg.warmup_steps, "lr": learning_rate(cfg),
+            "momentum": 0.9, "precision": cfg.precision, "num_workers": cfg.num_workers,
+            "device": cfg.device, "backend": cfg.backend, "timeout": cfg.timeout_s,
+            "seed": cfg.seed, "log_interval": 0, "channels_last": cfg.channels_last,
+            "compile": cfg.compile}
 
 
 def windows_per_launch(cfg: FrameworkComparisonConfig) -> int:
@@ -88,7 +89,7 @@ def run(cfg: FrameworkComparisonConfig, run_id: str = "interactive") -> Framewor
     strategy, launcher = ("ddp", cfg.launcher) if cfg.nproc_per_node > 1 else ("single", "single")
     log_dir = paths.outputs_dir() / "logs" / run_id
     count = launch_count(cfg)
-    launched = [launch(strategy, trainer_args(cfg), log_dir if count == 1 else log_dir / f"train-{r}",
+    launched = [launch(strategy, trainer_params(cfg), log_dir if count == 1 else log_dir / f"train-{r}",
                        launcher, cfg.nproc_per_node, timeout_s=cfg.timeout_s) for r in range(count)]
     figures, details = repeats.figures(cfg.repeat_mode, launched)
     m = {**launched[0].result["metrics"], **figures}

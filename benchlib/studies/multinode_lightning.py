@@ -9,6 +9,8 @@ for raw DDP, `srun python` with one task per device for Lightning.
 
 from __future__ import annotations
 
+from typing import Any
+
 from benchlib import paths
 from benchlib.config import MultinodeLightningConfig
 from benchlib.core.metrics import without_params
@@ -16,19 +18,19 @@ from benchlib.errors import LaunchError
 from benchlib.launch.launcher import launch
 from benchlib.slurm.capacity import check_layout
 from benchlib.studies import checks, repeats
-from benchlib.studies.dp_vs_ddp import DistResult, trainer_args
+from benchlib.studies.dp_vs_ddp import DistResult, trainer_params
 
-_DDP_ONLY = ("--backend", "--log-interval")  # the Lightning worker picks these itself
+_DDP_ONLY = ("backend", "log_interval")  # the Lightning worker picks these itself
 
 
-def worker_args(cfg: MultinodeLightningConfig) -> list[str]:
-    args = trainer_args(cfg)
+def worker_params(cfg: MultinodeLightningConfig) -> dict[str, Any]:
+    """The worker's parameters (its run.json): the DDP trainer's, or Lightning's with the
+    layout it checks its launcher against."""
+    params = trainer_params(cfg)
     if cfg.trainer == "lightning":
-        for flag in _DDP_ONLY:
-            i = args.index(flag)
-            del args[i:i + 2]
-        args += ["--devices", str(cfg.nproc_per_node), "--nnodes", str(cfg.nnodes)]
-    return args
+        params = {k: v for k, v in params.items() if k not in _DDP_ONLY}
+        params.update(devices=cfg.nproc_per_node, nnodes=cfg.nnodes)
+    return params
 
 
 def preflight(cfg: MultinodeLightningConfig) -> None:
@@ -54,7 +56,7 @@ def run(cfg: MultinodeLightningConfig, run_id: str = "interactive") -> DistResul
     launched = []
     for repeat in range(cfg.repeats):
         where = log_dir / ("train" if cfg.repeats == 1 else f"train-{repeat}")
-        launched.append(launch(module, worker_args(cfg), where, cfg.launcher,
+        launched.append(launch(module, worker_params(cfg), where, cfg.launcher,
                                cfg.nproc_per_node, timeout_s=cfg.timeout_s, nnodes=cfg.nnodes,
                                join_timeout_s=cfg.join_timeout_s,
                                srun_torchrun=cfg.trainer == "ddp"))
