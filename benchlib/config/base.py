@@ -79,6 +79,21 @@ class StudyConfig:
         return dataclasses.asdict(self)
 
 
+def require_counts(values: Any, at_least_one: tuple[str, ...]) -> None:
+    """The counts of a training run, in a config or a worker's parsed flags: each of
+    `at_least_one` >= 1 (None: not given), workers, warm-up and step counts >= 0, and a
+    warm-up that leaves a timed step in every epoch."""
+    for name in at_least_one:
+        if getattr(values, name) is not None:
+            require_min(name, getattr(values, name), 1)
+    for name in ("num_workers", "warmup_steps", "max_steps"):
+        require_min(name, getattr(values, name), 0)
+    if values.max_steps and values.warmup_steps >= values.max_steps:
+        raise ConfigError("warmup_steps", f"{values.warmup_steps} leaves no timed step of the "
+                          f"{values.max_steps} steps per epoch (max_steps); lower warmup_steps "
+                          "or raise max_steps")
+
+
 def check_training(cfg: Any) -> None:
     """The checks every trainer's config shares (dp_vs_ddp, multinode_lightning)."""
     require_choice("dataset", cfg.dataset, TRAIN_DATASETS)
@@ -92,10 +107,4 @@ def check_training(cfg: Any) -> None:
     if cfg.model.startswith("resnet") and cfg.dataset in GRAY_28:
         raise ConfigError("model", f"{cfg.model} takes 3-channel images: use cifar10, "
                           "imagefolder or synthetic, or toynet / simplecnn / pyramidnet")
-    for name in ("epochs", "batch_size", "timeout_s"):
-        require_min(name, getattr(cfg, name), 1)
-    for name in ("num_workers", "warmup_steps", "max_steps"):
-        require_min(name, getattr(cfg, name), 0)
-    if cfg.max_steps and cfg.warmup_steps >= cfg.max_steps:
-        raise ConfigError("warmup_steps", f"{cfg.warmup_steps} leaves no timed step of "
-                          f"max_steps {cfg.max_steps}")
+    require_counts(cfg, ("epochs", "batch_size", "timeout_s"))

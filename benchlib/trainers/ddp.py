@@ -28,6 +28,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from benchlib import atomic
 from benchlib.config import DpVsDdpConfig as STUDY  # its defaults are this worker's
+from benchlib.config.base import require_counts
 from benchlib.config.choices import SYNTHETIC_STEPS, TRAIN_DATASETS as DATASETS
 from benchlib.core import envinfo, loops, throughput
 from benchlib.core.models import build_model
@@ -35,7 +36,7 @@ from benchlib.data import storage, transforms
 from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
-from benchlib.errors import ConfigError, InjectedFailure
+from benchlib.errors import InjectedFailure
 
 
 
@@ -153,10 +154,7 @@ def wrap(model: nn.Module, strategy: str, device: torch.device,
 
 def check_args(args: argparse.Namespace) -> None:
     """What the arguments alone say cannot work, refused before any rank starts."""
-    if args.max_steps and args.warmup_steps >= args.max_steps:
-        raise ConfigError("warmup_steps", f"{args.warmup_steps} leaves no timed step of the "
-                          f"{args.max_steps} steps per epoch (max_steps); lower warmup_steps or "
-                          "raise max_steps")
+    require_counts(args, ("epochs", "batch_size"))
 
 
 def _loader(args: argparse.Namespace, env: DistEnv, dataset: Dataset | None, collate: Any,

@@ -21,7 +21,7 @@ import warnings
 
 from benchlib.config import MultinodeLightningConfig as STUDY  # its defaults are this worker's
 from benchlib.config import choices
-from benchlib.config.base import require_min
+from benchlib.config.base import require_counts
 from benchlib.distributed.lightning_env import Layout, global_rank, layout, read_int
 from benchlib.errors import ConfigError
 from benchlib.workers.bootstrap import Early, Worker, fail, run
@@ -71,14 +71,7 @@ def check_args(args: argparse.Namespace) -> None:
         raise ConfigError("epochs", f"given twice, as {args.total_epochs} and --epochs "
                                     f"{args.epochs}")
     args.epochs = args.epochs or args.total_epochs or 1
-    for name in ("epochs", "repeats", "batch_size", "devices", "nnodes"):
-        if getattr(args, name) is not None:
-            require_min(name, getattr(args, name), 1)
-    for name in ("num_workers", "warmup_steps", "max_steps"):
-        require_min(name, getattr(args, name), 0)
-    if args.max_steps and args.warmup_steps >= args.max_steps:
-        raise ConfigError("warmup_steps", f"{args.warmup_steps} leaves no timed step of "
-                                          f"--max-steps {args.max_steps}")
+    require_counts(args, ("epochs", "repeats", "batch_size", "devices", "nnodes"))
     if args.timeout <= 0:
         raise ConfigError("timeout", f"must be > 0 seconds, got {args.timeout}")
 
