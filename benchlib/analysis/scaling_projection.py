@@ -1,176 +1,22 @@
-"""The scaling_projection study (notebook 45): the projection's inputs resolved from a config
-(numbers, records, or seed 003's tables), its curves with what-ifs, which term sets the step,
-the check against seed 003, and the sentences notebook 90 shows.
+"""The scaling_projection study (notebook 45): the projection's curves with what-ifs, which
+term sets the step, the check against seed 003 in a sentence, the sentences notebook 90
+shows, and the figures.
 
-The model itself is benchlib.analysis.projection; the check, projection_check. Every input
-keeps where it came from; one that cannot be found raises UsageError naming it and how to
-measure it, never a guess.
+The model itself is benchlib.analysis.projection; its inputs, resolved from a config
+(numbers, records, or seed 003's tables) each with where it came from, projection_inputs
+(build_inputs and sizes are importable from here as before); the check, projection_check.
 """
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
-from benchlib import reference
 from benchlib.analysis import projection_check
-from benchlib.analysis.projection import (HOW, MODEL_PARAMS, Inputs, default_sizes, project,
-                                          what_if)
+from benchlib.analysis.projection import Inputs, project, what_if
+from benchlib.analysis.projection_inputs import build_inputs, sizes
 from benchlib.config import ScalingProjectionConfig
-from benchlib.config.scaling_projection import input_form
-from benchlib.errors import UsageError
 
 NOTEBOOK = "45_scaling_projection.ipynb"
-COMPUTE_NOTEBOOKS = ("40_framework_comparison.ipynb", "20_dp_vs_ddp.ipynb")
-IO_NOTEBOOK = "10_single_device_io.ipynb"
-MEASURE = {  # how to measure an input the records lack
-    "compute": "run notebook 40 (or 20, strategy single) on one device, or give samples/s",
-    "intra_busbw": "run notebook 20 with allreduce: true on one node, or give GB/s",
-    "inter_busbw": "run the all-reduce study across two nodes, or give GB/s",
-    "input_ceiling": "run notebook 10 in traverse mode with the training's num_workers, "
-                     "give samples/s, or none for synthetic data",
-}
-
-
-# ---------------------------------------------------------------- inputs from records
-
-def _ok(records: pd.DataFrame) -> pd.DataFrame:
-    return records[records["status"] == "ok"] if not records.empty else records
-
-
-def _compute_candidates(records: pd.DataFrame) -> pd.DataFrame:
-    """One-device fp32 training records (notebook 40, else 20's single rows), best first:
-    notebook 40 on synthetic data (compute only), then the newest."""
-    ok = _ok(records)
-    if ok.empty or "world_size" not in ok:
-        return ok
-    ok = ok[ok["notebook"].isin(COMPUTE_NOTEBOOKS) & (ok["world_size"] == 1)
-            & ok["samples_per_s"].notna()]
-    for col, unwanted in (("strategy", "dp"), ("channels_last", True), ("compile", True)):
-        if col in ok:
-            ok = ok[ok[col] != unwanted]
-    if "precision" in ok:
-        ok = ok[ok["precision"].isna() | (ok["precision"] == "fp32")]
-    synthetic = ok["dataset"].eq("synthetic") & ok["notebook"].eq(COMPUTE_NOTEBOOKS[0])
-    return ok.assign(_synthetic=synthetic).sort_values(["_synthetic", "started_at"],
-                                                       ascending=False)
-
-
-def _candidates(name: str, records: pd.DataFrame) -> pd.DataFrame:
-    """The records that measure input `name`, newest first."""
-    if name == "compute":
-        return _compute_candidates(records)
-    ok = _ok(records)
-    column = "busbw_gbps" if name.endswith("busbw") else "samples_per_s"
-    if ok.empty or column not in ok:
-        return ok.iloc[0:0]
-    ok = ok[ok[column].notna()]
-    if name == "input_ceiling":
-        mode = ok["mode"] if "mode" in ok else pd.Series(None, index=ok.index)
-        ok = ok[(ok["notebook"] == IO_NOTEBOOK) & (mode == "traverse")]
-    return ok.sort_values("started_at", ascending=False)
-
-
-def record_for(name: str, value: str, records: pd.DataFrame) -> pd.Series:
-    """The record input `name` is read from: run id `value`, or the best `newest` one."""
-    found = _candidates(name, records)
-    if value != "newest":
-        found = found[found["run_id"] == value] if not found.empty else found
-    if found.empty:
-        what = f"no record {value} that measures it" if value != "newest" else \
-            "no record that measures it"
-        raise UsageError(f"{name}: {what} under the results folder; {MEASURE[name]}")
-    return found.iloc[0]
-
-
-def _label(rec: pd.Series) -> str:
-    what = rec.get("arch") if isinstance(rec.get("arch"), str) else rec.get("model")
-    return f"run {rec['run_id']} ({rec['notebook'].removesuffix('.ipynb')}, {what}, " \
-           f"{rec.get('device_name') or rec.get('device')})"
-
-
-def _dlperf(cfg: ScalingProjectionConfig) -> tuple[projection_check.NodeFit, float | None]:
-    fits = projection_check.fit_dlperf(reference.dlperf())
-    fit = next((f for f in fits if (f.framework, f.batch_size) == (cfg.framework, cfg.batch_size)),
-               None)
-    if fit is None:
-        raise UsageError(f"compute: seed 003 has no four 1-node rows of {cfg.framework} at batch "
-                         f"{cfg.batch_size}; pick another framework or batch_size, or give numbers")
-    return fit, projection_check.framework_caps(fits).get(cfg.framework)
-
-
-def _from_dlperf(name: str, cfg: ScalingProjectionConfig) -> tuple[float, str]:
-    fit, cap = _dlperf(cfg)
-    where = f"seed 003 {cfg.framework} batch {cfg.batch_size}"
-    if name == "compute":
-        return cfg.batch_size / fit.compute_s, f"1-GPU row of {where}"
-    if name == "intra_busbw":
-        return fit.intra_busbw_gbps, f"fitted to the 1-node rows of {where}"
-    if cap is None:
-        return math.inf, f"no node cap shows in the 1-node rows of {where}"
-    return cap, f"node cap of seed 003 {cfg.framework}'s 1-node rows (median over batch sizes)"
-
-
-def resolve(name: str, cfg: ScalingProjectionConfig, records: pd.DataFrame,
-            ) -> tuple[float, str, pd.Series | None]:
-    """(value, source, record or None) of a text input: compute in samples/s, busbw in GB/s,
-    input ceiling in samples/s (inf: none)."""
-    value = getattr(cfg, name)
-    form = input_form(value)
-    if form == "number":
-        return float(value), "given", None
-    if form == "none":
-        return math.inf, "declared unlimited (synthetic data)", None
-    if form == "dlperf":
-        return (*_from_dlperf(name, cfg), None)
-    rec = record_for(name, value, records)
-    column = "busbw_gbps" if name.endswith("busbw") else "samples_per_s"
-    return float(rec[column]), _label(rec), rec
-
-
-def _grad_bytes(cfg: ScalingProjectionConfig, rec: pd.Series | None) -> tuple[float, str]:
-    if rec is not None and pd.notna(rec.get("model_params")):
-        return 4.0 * rec["model_params"], f"{int(rec['model_params']):,} parameters x 4 bytes " \
-                                          f"({_label(rec)})"
-    if cfg.model not in MODEL_PARAMS:
-        raise UsageError(f"grad_bytes: unknown model {cfg.model!r} (known: "
-                         f"{', '.join(MODEL_PARAMS)}); give compute as the model's one-device "
-                         "record (notebook 40 keeps its model_params), or a known model")
-    n = MODEL_PARAMS[cfg.model]
-    return 4.0 * n, f"{cfg.model}: {n:,} parameters x 4 bytes (fp32 gradients)"
-
-
-def build_inputs(cfg: ScalingProjectionConfig, records: pd.DataFrame) -> Inputs:
-    """The model's inputs from `cfg`, each with its source."""
-    samples, compute_src, rec = resolve("compute", cfg, records)
-    batch = int(rec["batch_size"]) if rec is not None else cfg.batch_size
-    grad, grad_src = _grad_bytes(cfg, rec)
-    intra, intra_src, _ = resolve("intra_busbw", cfg, records)
-    inter, inter_src, _ = resolve("inter_busbw", cfg, records)
-    ceiling, ceiling_src, _ = resolve("input_ceiling", cfg, records)
-    threads = None
-    if cfg.host_cores:
-        if rec is None or pd.isna(rec.get("threads_per_rank")):
-            raise UsageError(f"compute_threads: missing; {HOW['compute_threads']} (give compute "
-                             "as a run id or newest)")
-        threads = int(rec["threads_per_rank"])
-    return Inputs(compute_s=batch / samples, batch_size=batch, grad_bytes=grad,
-                  devices_per_node=cfg.devices_per_node, input_ceiling=ceiling,
-                  intra_busbw_gbps=intra, inter_busbw_gbps=inter,
-                  host_cores=cfg.host_cores or None, compute_threads=threads,
-                  sources={"compute_s": compute_src, "batch_size": compute_src if rec is not None
-                           else "given", "grad_bytes": grad_src, "intra_busbw_gbps": intra_src,
-                           "inter_busbw_gbps": inter_src, "input_ceiling": ceiling_src,
-                           "overlap": "default: nothing hidden",
-                           "bucket_bytes": "default: DDP's bucket_cap_mb, 25 MiB",
-                           "compute_threads": compute_src if threads else "-",
-                           "host_cores": "given" if cfg.host_cores else "-"})
-
-
-def sizes(cfg: ScalingProjectionConfig) -> list[tuple[int, int]]:
-    nodes = [int(n) for n in cfg.nodes.split(",")] if cfg.nodes else None
-    return default_sizes(cfg.devices_per_node, nodes)
 
 
 # ---------------------------------------------------------------- curves and sentences

@@ -66,45 +66,67 @@ def layout(environ: Mapping[str, str], devices: int | None, nnodes: int | None) 
     launcher's) and say where this process sits. Raises UsageError on a mismatch."""
     name = environment_name(environ)
     if name == "TorchElasticEnvironment":
-        world, per_node = read_int(environ, "WORLD_SIZE"), read_int(environ, "LOCAL_WORLD_SIZE")
-        devices, nnodes = devices or per_node, nnodes or world // per_node
-        if devices != per_node:
-            raise UsageError(f"devices: {devices} per node, but torchrun started {per_node} "
-                             f"(--nproc-per-node {per_node}); pass --devices {per_node} or "
-                             f"run torchrun --nproc-per-node {devices}")
-        if devices * nnodes != world:
-            raise UsageError(f"nnodes: {nnodes} nodes x {devices} devices is {devices * nnodes} "
-                             f"ranks, but torchrun's world size is {world}; pass --nnodes "
-                             f"{world // per_node} or run torchrun --nnodes {nnodes}")
-        return Layout(name, read_int(environ, "RANK"), read_int(environ, "LOCAL_RANK"),
-                      read_int(environ, "GROUP_RANK", 0), devices, nnodes)
+        return _torchelastic_layout(environ, devices, nnodes)
     if name == "SLURMEnvironment":
-        if "SLURM_PROCID" not in environ:
-            raise UsageError("SLURM_PROCID: not set: inside a Slurm job, start the ranks with "
-                             "srun --ntasks-per-node=<devices> python -m benchlib.workers.lightning ...")
-        ntasks = read_int(environ, "SLURM_NTASKS")
-        if ntasks > 1 and "SLURM_NTASKS_PER_NODE" not in environ:
-            raise UsageError(f"ntasks-per-node: Slurm runs {ntasks} tasks without "
-                             "--ntasks-per-node, which Lightning needs (one task per device): "
-                             f"srun --ntasks-per-node={devices or '<devices>'}")
-        per_node = read_int(environ, "SLURM_NTASKS_PER_NODE", 1)
-        nodes = read_int(environ, "SLURM_NNODES",
+        return _slurm_layout(environ, devices, nnodes)
+    return _lightning_layout(environ, devices, nnodes)
+
+
+def _torchelastic_layout(environ: Mapping[str, str], devices: int | None,
+                         nnodes: int | None) -> Layout:
+    """Under torchrun: its world and per-node sizes must be --devices and --nnodes."""
+    name = "TorchElasticEnvironment"
+    world, per_node = read_int(environ, "WORLD_SIZE"), read_int(environ, "LOCAL_WORLD_SIZE")
+    devices, nnodes = devices or per_node, nnodes or world // per_node
+    if devices != per_node:
+        raise UsageError(f"devices: {devices} per node, but torchrun started {per_node} "
+                         f"(--nproc-per-node {per_node}); pass --devices {per_node} or "
+                         f"run torchrun --nproc-per-node {devices}")
+    if devices * nnodes != world:
+        raise UsageError(f"nnodes: {nnodes} nodes x {devices} devices is {devices * nnodes} "
+                         f"ranks, but torchrun's world size is {world}; pass --nnodes "
+                         f"{world // per_node} or run torchrun --nnodes {nnodes}")
+    return Layout(name, read_int(environ, "RANK"), read_int(environ, "LOCAL_RANK"),
+                  read_int(environ, "GROUP_RANK", 0), devices, nnodes)
+
+
+def _slurm_layout(environ: Mapping[str, str], devices: int | None,
+                  nnodes: int | None) -> Layout:
+    """Under srun: one task per device, on as many nodes as --nnodes."""
+    name = "SLURMEnvironment"
+    if "SLURM_PROCID" not in environ:
+        raise UsageError("SLURM_PROCID: not set: inside a Slurm job, start the ranks with "
+                         "srun --ntasks-per-node=<devices> python -m benchlib.workers.lightning ...")
+    ntasks = read_int(environ, "SLURM_NTASKS")
+    if ntasks > 1 and "SLURM_NTASKS_PER_NODE" not in environ:
+        raise UsageError(f"ntasks-per-node: Slurm runs {ntasks} tasks without "
+                         "--ntasks-per-node, which Lightning needs (one task per device): "
+                         f"srun --ntasks-per-node={devices or '<devices>'}")
+    per_node = read_int(environ, "SLURM_NTASKS_PER_NODE", 1)
+    nodes = read_int(environ, "SLURM_NNODES",
                      read_int(environ, "SLURM_JOB_NUM_NODES", ntasks // per_node))
-        devices, nnodes = devices or per_node, nnodes or nodes
-        if devices != per_node:
-            raise UsageError(f"devices: {devices} per node, but Slurm runs {per_node} task(s) per "
-                             f"node (--ntasks-per-node={per_node}); Lightning needs one task per "
-                             f"device: pass --devices {per_node} or srun "
-                             f"--ntasks-per-node={devices}")
-        if nnodes != nodes:
-            raise UsageError(f"nnodes: {nnodes}, but the Slurm job step has {nodes} node(s) "
-                             f"(--nodes={nodes}); pass --nnodes {nodes} or srun --nodes={nnodes}")
-        if ntasks != devices * nnodes:
-            raise UsageError(f"ntasks: Slurm runs {ntasks} tasks, but {nnodes} node(s) x {devices} "
-                             f"devices need {devices * nnodes}; srun --nodes={nnodes} "
-                             f"--ntasks-per-node={devices}")
-        return Layout(name, read_int(environ, "SLURM_PROCID"), read_int(environ, "SLURM_LOCALID", 0),
-                      read_int(environ, "SLURM_NODEID", 0), devices, nnodes)
+    devices, nnodes = devices or per_node, nnodes or nodes
+    if devices != per_node:
+        raise UsageError(f"devices: {devices} per node, but Slurm runs {per_node} task(s) per "
+                         f"node (--ntasks-per-node={per_node}); Lightning needs one task per "
+                         f"device: pass --devices {per_node} or srun "
+                         f"--ntasks-per-node={devices}")
+    if nnodes != nodes:
+        raise UsageError(f"nnodes: {nnodes}, but the Slurm job step has {nodes} node(s) "
+                         f"(--nodes={nodes}); pass --nnodes {nodes} or srun --nodes={nnodes}")
+    if ntasks != devices * nnodes:
+        raise UsageError(f"ntasks: Slurm runs {ntasks} tasks, but {nnodes} node(s) x {devices} "
+                         f"devices need {devices * nnodes}; srun --nodes={nnodes} "
+                         f"--ntasks-per-node={devices}")
+    return Layout(name, read_int(environ, "SLURM_PROCID"), read_int(environ, "SLURM_LOCALID", 0),
+                  read_int(environ, "SLURM_NODEID", 0), devices, nnodes)
+
+
+def _lightning_layout(environ: Mapping[str, str], devices: int | None,
+                      nnodes: int | None) -> Layout:
+    """Lightning's own launcher: this node's rank and the local rank from the environment
+    (several nodes need the rendezvous variables set by hand)."""
+    name = "LightningEnvironment"
     devices, nnodes = devices or 1, nnodes or 1
     if nnodes > 1:
         for var in ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK"):

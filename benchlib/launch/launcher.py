@@ -70,28 +70,12 @@ def launch(module: str, args: list[str] | dict[str, Any], log_dir: Path, launche
     Locally, several nodes are several torchrun agents (or Lightning node processes) on
     this host; `srun` spreads them over the current Slurm allocation, as `srun torchrun`
     (one agent per node) or, with `srun_torchrun=False`, one task per rank."""
-    if launcher not in LAUNCHERS:
-        raise UsageError(f"launcher: {launcher!r} is not one of {', '.join(LAUNCHERS)}")
-    if nproc < 1:
-        raise UsageError(f"nproc: must be >= 1, got {nproc}")
-    if nnodes < 1:
-        raise UsageError(f"nnodes: must be >= 1, got {nnodes}")
-    if nnodes > 1 and launcher not in MULTI_NODE:
-        raise UsageError(f"nnodes: {launcher} starts one node; for {nnodes} use one of "
-                         f"{', '.join(MULTI_NODE)}")
-    if max_restarts and launcher not in ("torchrun", "srun"):
-        raise UsageError(f"max_restarts: only torchrun restarts workers, not {launcher}")
-    if launcher == "srun":
-        require_allocation(nnodes)
+    _check_layout(launcher, nproc, nnodes, max_restarts)
     if port is None:
         port = free_port()
     else:
         require_free_port(port)
-    log_dir = Path(log_dir)
-    log_dir.mkdir(parents=True, exist_ok=True)
-    _clear_logs(log_dir)
-    for notes in ("retries.log", "teardown.log"):  # an earlier launch's
-        (log_dir / notes).unlink(missing_ok=True)
+    log_dir = _fresh_log_dir(Path(log_dir))
     if isinstance(args, dict):  # the parameters as data, beside the logs
         args = ["--config", str(protocol.write_run_config(log_dir, module, args))]
     result_file = log_dir / "result.json"
@@ -135,6 +119,32 @@ def launch(module: str, args: list[str] | dict[str, Any], log_dir: Path, launche
     result["metrics"]["teardown_crash"] = teardown
     result["metrics"].update(protocol.topology(protocol.rank_hosts(log_dir)))
     return LaunchResult(log_dir, result, time.perf_counter() - start)
+
+
+def _check_layout(launcher: str, nproc: int, nnodes: int, max_restarts: int) -> None:
+    """Refuse a launch this launcher cannot do, before anything starts."""
+    if launcher not in LAUNCHERS:
+        raise UsageError(f"launcher: {launcher!r} is not one of {', '.join(LAUNCHERS)}")
+    if nproc < 1:
+        raise UsageError(f"nproc: must be >= 1, got {nproc}")
+    if nnodes < 1:
+        raise UsageError(f"nnodes: must be >= 1, got {nnodes}")
+    if nnodes > 1 and launcher not in MULTI_NODE:
+        raise UsageError(f"nnodes: {launcher} starts one node; for {nnodes} use one of "
+                         f"{', '.join(MULTI_NODE)}")
+    if max_restarts and launcher not in ("torchrun", "srun"):
+        raise UsageError(f"max_restarts: only torchrun restarts workers, not {launcher}")
+    if launcher == "srun":
+        require_allocation(nnodes)
+
+
+def _fresh_log_dir(log_dir: Path) -> Path:
+    """`log_dir`, made, without an earlier launch's logs, result and notes."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    _clear_logs(log_dir)
+    for notes in ("retries.log", "teardown.log"):  # an earlier launch's
+        (log_dir / notes).unlink(missing_ok=True)
+    return log_dir
 
 
 @dataclass(frozen=True)

@@ -81,33 +81,8 @@ def run(cfg: SingleDeviceIoConfig, run_id: str = "interactive") -> IOResult:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
-    repeats, all_data, all_compute, epoch_s, first_steps, losses = [], [], [], [], {}, []
-    bar = progress.bar(cfg.repeats * cfg.epochs, f"{cfg.dataset} {cfg.variant} {cfg.mode}",
-                       unit="epoch")
-    for r in range(cfg.repeats):
-        step = _stepper(cfg, device, cfg.seed + r)
-        loader = loops.make_loader(prepared.dataset, prepared.collate_fn, cfg.batch_size,
-                                   cfg.num_workers, device, cfg.seed + r)
-        data_s, compute_s, samples, total_s = [], [], 0, 0.0
-        for _ in range(cfg.epochs):
-            times = loops.run_epoch(loader, step, warmup)
-            d, c, n = times.timed()
-            data_s += d
-            compute_s += c
-            samples += sum(n)
-            total_s += times.epoch_s
-            epoch_s.append(times.epoch_s)
-            if not first_steps:
-                first_steps = {"data_s": times.data_s, "compute_s": times.compute_s,
-                               "warmup": times.warmup}
-            losses.append((times.loss_first, times.loss_last))
-            bar.update()
-        repeats.append({"repeat": r, "samples_per_s": samples / (sum(data_s) + sum(compute_s)),
-                        "total_s": total_s, "data_s": sum(data_s), "compute_s": sum(compute_s)})
-        all_data += data_s
-        all_compute += compute_s
-
-    bar.close()
+    timed = _measure(cfg, prepared, device, warmup)
+    repeats, all_data, all_compute, epoch_s, first_steps, losses = timed
     step_s = [d + c for d, c in zip(all_data, all_compute)]
     metrics: dict[str, Any] = {
         **summarize([r["samples_per_s"] for r in repeats], "samples_per_s", independent=False),
@@ -141,6 +116,40 @@ def run(cfg: SingleDeviceIoConfig, run_id: str = "interactive") -> IOResult:
                                                                cfg.warmup_steps + 20), trace)
         metrics["trace_path"] = str(trace) if trace else None
     return result
+
+
+def _measure(cfg: SingleDeviceIoConfig, prepared: storage.Prepared, device: torch.device,
+             warmup: int) -> tuple[list[dict[str, float]], list[float], list[float], list[float],
+                                   dict[str, Any], list[tuple[float, float]]]:
+    """Every repeat's epochs, timed: each repeat's totals, every timed step's data and compute
+    seconds, each epoch's wall time, the first epoch's steps, each epoch's first and last loss."""
+    repeats, all_data, all_compute, epoch_s, first_steps, losses = [], [], [], [], {}, []
+    bar = progress.bar(cfg.repeats * cfg.epochs, f"{cfg.dataset} {cfg.variant} {cfg.mode}",
+                       unit="epoch")
+    for r in range(cfg.repeats):
+        step = _stepper(cfg, device, cfg.seed + r)
+        loader = loops.make_loader(prepared.dataset, prepared.collate_fn, cfg.batch_size,
+                                   cfg.num_workers, device, cfg.seed + r)
+        data_s, compute_s, samples, total_s = [], [], 0, 0.0
+        for _ in range(cfg.epochs):
+            times = loops.run_epoch(loader, step, warmup)
+            d, c, n = times.timed()
+            data_s += d
+            compute_s += c
+            samples += sum(n)
+            total_s += times.epoch_s
+            epoch_s.append(times.epoch_s)
+            if not first_steps:
+                first_steps = {"data_s": times.data_s, "compute_s": times.compute_s,
+                               "warmup": times.warmup}
+            losses.append((times.loss_first, times.loss_last))
+            bar.update()
+        repeats.append({"repeat": r, "samples_per_s": samples / (sum(data_s) + sum(compute_s)),
+                        "total_s": total_s, "data_s": sum(data_s), "compute_s": sum(compute_s)})
+        all_data += data_s
+        all_compute += compute_s
+    bar.close()
+    return repeats, all_data, all_compute, epoch_s, first_steps, losses
 
 
 def steps_frame(result: IOResult):

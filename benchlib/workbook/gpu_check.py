@@ -10,8 +10,9 @@ reports a failing step and goes on, and writes into OUT:
     results/gpu-check/*.json   a benchlib record per step (the same schema as a sweep's)
     data/                      the generated FashionMNIST (IDX files)
 
-Steps are ordered by what a lease must not miss; `--budget-s` stops starting new ones
-when the time is spent, `--only` reruns some by name.
+The steps themselves (commands, time boxes, figures) are in gpu_check_steps. Steps are
+ordered by what a lease must not miss; `--budget-s` stops starting new ones when the time
+is spent, `--only` reruns some by name.
 """
 
 from __future__ import annotations
@@ -22,163 +23,13 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchlib import atomic, reference
+from benchlib import atomic
 from benchlib.workbook import results
+from benchlib.workbook.gpu_check_steps import STUDY, Step, plan
 from benchlib.errors import UsageError
-
-STUDY = "gpu-check"
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
-            "--nproc-per-node", "1"]
-# ResNet-50 the DLPerf way (seed 003): batch 256, SGD momentum 0.9, lr = batch / 1000
-RESNET50 = ["--dataset", "synthetic", "--model", "resnet50", "--image-size", "224",
-            "--batch-size", "256", "--lr", "0.256", "--momentum", "0.9", "--device", "gpu",
-            "--log-interval", "0"]
-RESNET50_VARIANTS = {  # name -> (precision, extra flags, epochs, steps per epoch)
-    "fp32": ("fp32", [], 2, 25),
-    "tf32": ("tf32", [], 2, 30),
-    "amp_bf16": ("amp_bf16", [], 3, 40),
-    "amp_bf16_cl": ("amp_bf16", ["--channels-last"], 3, 40),
-    "amp_bf16_cl_compile": ("amp_bf16", ["--channels-last", "--compile"], 3, 40),
-}
-RESNET18 = ["--dataset", "synthetic", "--model", "resnet18", "--image-size", "224",
-            "--batch-size", "128", "--device", "gpu", "--log-interval", "0"]
-TARGET_RESNET50_H100 = 2800.0  # images/s: above Lambda's 2,616 and the vendor rows' 2,791
-
-
-@dataclass
-class Step:
-    name: str
-    argv: list[str]
-    timeout_s: float
-    params: dict[str, Any]
-    result: str | None = None  # the JSON file the step writes (worker result or figures)
-    figures: Callable[[dict[str, Any]], dict[str, Any]] = lambda r: r.get("metrics", {})
-    outcome: dict[str, Any] = field(default_factory=dict)
-
-
-def _worker(module: str, args: list[str], torchrun: bool = False,
-            max_restarts: int = 0) -> list[str]:
-    if torchrun:
-        return [*TORCHRUN, "--max-restarts", str(max_restarts), "-m", f"benchlib.workers.{module}",
-                *args]
-    return [sys.executable, "-m", f"benchlib.workers.{module}", *args]
-
-
-def _cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "benchlib", *args]
-
-
-def _resnet50_figures(precision: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    def figures(result: dict[str, Any]) -> dict[str, Any]:
-        m = dict(result["metrics"])
-        peak = reference.peak_flops(m["device_name"], precision)
-        m["mfu"] = (m["samples_per_s"] * m["flops_per_sample"] / peak[0]) if peak else None
-        m["mfu_peak_source"] = peak[1] if peak else f"no published peak for {m['device_name']}"
-        if "H100" in m["device_name"]:
-            m["target_samples_per_s"] = TARGET_RESNET50_H100
-            m["target_met"] = m["samples_per_s"] >= TARGET_RESNET50_H100
-        return m
-    return figures
-
-
-def _calibrate_figures(result: dict[str, Any]) -> dict[str, Any]:
-    loop, clock = result["loop"], result["clock"]
-    return {"benchlib_over_bare": loop["ratio"], "benchlib_over_bare_p10": loop["ratio_p10"],
-            "benchlib_over_bare_p90": loop["ratio_p90"],
-            "extra_us_per_step": loop["extra_us_per_step"],
-            "bare_samples_per_s": loop["bare_samples_per_s"],
-            "event_over_wall": clock["event_over_wall"],
-            "event_over_wall_p10": clock["event_over_wall_p10"],
-            "event_over_wall_p90": clock["event_over_wall_p90"],
-            "event_within_2pct": abs(clock["event_over_wall"] - 1) <= 0.02,
-            "reported_samples_per_s": clock["reported_samples_per_s"]}
-
-
-def _record_figures(result: dict[str, Any]) -> dict[str, Any]:
-    return result["metrics"]
-
-
-def plan(out: Path) -> list[Step]:
-    """The steps, in the order a short lease should run them."""
-    data, logs = out / "data", out / "logs"
-    res = lambda name: str(out / "work" / f"{name}.json")  # noqa: E731
-    steps = [
-        Step("env", _cli("env", "--json"), 60, {}),
-        Step("data", _cli("data", "--path", str(data), "--offline", "--dataset", "fashion-mnist",
-                          "--fashion-size", "20000"), 120, {"fashion_size": 20000}),
-        Step("doctor_nccl", _worker("doctor", ["--device", "gpu", "--backend", "nccl",
-                                               "--group-of-one", "--result", res("doctor_nccl")],
-                                    torchrun=True), 90, {"backend": "nccl", "world_size": 1},
-             res("doctor_nccl")),
-        Step("allreduce_nccl", _worker("allreduce", ["--device", "gpu", "--backend", "nccl",
-                                                     "--group-of-one", "--max-bytes", str(256 * 2**20),
-                                                     "--result", res("allreduce_nccl")],
-                                       torchrun=True), 90, {"backend": "nccl", "world_size": 1},
-             res("allreduce_nccl")),
-    ]
-    for model, batch, n, rounds in (("toynet", 64, 50, 40), ("resnet18", 64, 20, 12)):
-        name = f"calibrate_{model}"
-        steps.append(Step(name, _cli("calibrate", "--device", "gpu", "--model", model,
-                                     "--batch-size", str(batch), "--steps", str(n), "--rounds",
-                                     str(rounds), "--json", res(name)), 150,
-                          {"model": model, "batch_size": batch, "steps": n, "rounds": rounds},
-                          res(name), _calibrate_figures))
-    for name, (precision, flags, epochs, n) in RESNET50_VARIANTS.items():
-        step = f"resnet50_{name}"
-        steps.append(Step(step, _worker("single", [*RESNET50, "--precision", precision, *flags,
-                                                   "--epochs", str(epochs), "--max-steps", str(n),
-                                                   "--warmup-steps", "10", "--result", res(step)]),
-                          300 if "--compile" in flags else 150,
-                          {"model": "resnet50", "batch_size": 256, "precision": precision,
-                           "channels_last": "--channels-last" in flags,
-                           "compile": "--compile" in flags, "epochs": epochs, "max_steps": n,
-                           "warmup_steps": 10},
-                          res(step), _resnet50_figures(precision)))
-    short = ["--epochs", "2", "--max-steps", "30", "--warmup-steps", "5"]
-    steps += [
-        Step("ddp_nccl", _worker("ddp", [*RESNET18, *short, "--backend", "nccl", "--group-of-one",
-                                         "--result", res("ddp_nccl")], torchrun=True), 120,
-             {"model": "resnet18", "launcher": "torchrun", "backend": "nccl", "world_size": 1},
-             res("ddp_nccl")),
-        Step("dp", _worker("dp", [*RESNET18, *short, "--result", res("dp")]), 120,
-             {"model": "resnet18", "launcher": "dp"}, res("dp")),
-        Step("lightning", _worker("lightning", [
-            "2", "--dataset", "synthetic", "--model", "resnet18", "--image-size", "224",
-            "--batch-size", "128", "--devices", "1", "--device", "gpu", "--max-steps", "30",
-            "--warmup-steps", "5", "--log-dir", str(logs / "lightning"),
-            "--result", res("lightning")]), 150,
-             {"model": "resnet18", "launcher": "lightning", "devices": 1}, res("lightning")),
-        Step("elastic_restart", _worker("elastic", [
-            "--dummy", "--dummy-size", "2560", "--model", "resnet18", "--batch-size", "128",
-            "--epochs", "1", "--checkpoint-every", "5", "--fail-at-step", "12", "--fail-rank", "0",
-            "--device", "gpu", "--log-interval", "0",
-            "--checkpoints-path", str(out / "work" / "ckpt"), "--log-dir", str(logs / "elastic"),
-            "--result", res("elastic_restart")], torchrun=True, max_restarts=1), 180,
-             {"model": "resnet18", "fail_at_step": 12, "checkpoint_every": 5, "max_restarts": 1},
-             res("elastic_restart")),
-    ]
-    steps.append(Step("jax_resnet50", _worker("jax_resnet", [
-        "--arch", "resnet50", "--batch-size", "256", "--precision", "bf16", "--skip-steps", "5",
-        "--warmup-steps", "10", "--timed-steps", "30", "--repeats", "3",
-        "--result", res("jax_resnet50")]), 240,
-        {"model": "resnet50", "batch_size": 256, "precision": "amp_bf16", "framework": "jax"},
-        res("jax_resnet50")))
-    for variant in ("raw", "preload", "preload_batched"):
-        for mode in ("train", "traverse"):
-            for workers in (0, 4):
-                name = f"io_{variant}_{mode}_w{workers}"
-                steps.append(Step(name, _cli(
-                    "io", "1", "gpu", "--path", str(data), "--dataset", "fashion-mnist",
-                    "--variant", variant, "--mode", mode, "--num-workers", str(workers),
-                    "--repeats", "3", "--study", STUDY + "-io", "--outputs", str(out)), 90,
-                    {"dataset": "fashion-mnist", "variant": variant, "mode": mode,
-                     "num_workers": workers, "epochs": 1, "repeats": 3}))
-    return steps
 
 
 def _io_figures(out: Path, log: str) -> dict[str, Any]:
