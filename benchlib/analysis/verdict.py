@@ -15,13 +15,13 @@ It flips with the data: the faster side is named first, whichever it is.
 from __future__ import annotations
 
 import math
-import random
 import statistics
 from dataclasses import dataclass
 
 import pandas as pd
 
-from benchlib.core.timing import MIN_FOR_CI, quantile
+from benchlib.core.timing import MIN_FOR_CI
+from benchlib.workbook.compare_stats import ratio_interval
 
 
 @dataclass(frozen=True)
@@ -61,11 +61,9 @@ def interval(a: Side, b: Side, resamples: int = 2000, seed: int = 0) -> tuple[fl
     """(low, high, what) of median(a) / median(b): a bootstrap 95% CI from enough runs on
     both sides, else the range low_a/high_b - high_a/low_b."""
     if a.unit == b.unit == "runs" and min(a.n, b.n) >= MIN_FOR_CI:
-        rng = random.Random(seed)
-        ratios = sorted(statistics.median(rng.choices(a.values, k=a.n))
-                        / statistics.median(rng.choices(b.values, k=b.n))
-                        for _ in range(resamples))
-        return quantile(ratios, 0.025), quantile(ratios, 0.975), "95% CI"
+        # each run one launch of one value: the same bootstrap `benchlib compare` makes
+        r = ratio_interval([[v] for v in b.values], [[v] for v in a.values], resamples, seed)
+        return r.low, r.high, "95% CI"
     return a.low / b.high, a.high / b.low, "range"
 
 
