@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.workbook import results
-from benchlib.workbook.compare import DIRECTIONS, VERDICTS, Comparison, launches, row_key
+from benchlib.workbook.compare import DIRECTIONS, VERDICTS, Comparison
+from benchlib.workbook.compare_match import launches, row_key
 from benchlib.workbook.compare_stats import MIN_VALUES, RESAMPLES, boot_medians
 
 def _num(x: float | None) -> str:

@@ -5,7 +5,8 @@
 A notebook does not write its own record. It hands its metrics to `publish()`; the
 sweep that ran it adds the parameters, the environment, the times, the status and the
 executed notebook's path, and writes the record in one rename. A notebook that raised
-still gets a record, with status "failed" and the error.
+still gets a record, with status "failed" and the error. The record files are read back
+(checked, version 1 upgraded) by results_read; its names are importable from here too.
 """
 
 from __future__ import annotations
@@ -19,15 +20,17 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import METHOD_VERSION, atomic
-from benchlib.errors import RecordError, UnreadableRecord
+from benchlib.errors import RecordError, UnreadableRecord  # also read as results.UnreadableRecord
 from benchlib.workbook import testbed
+# records read back: results_read, whose names callers also take from here (results.X)
+from benchlib.workbook.results_read import (REQUIRED, find_record, free_run_id, has_ok_record,
+                                            read_record, read_records, record_files,
+                                            record_path, row_records)
 
 # 2: every record has a testbed and a result-set label (version 1 records get them on
 # reading, derived from their env: testbed.upgrade_v1)
 SCHEMA_VERSION = 2
 STATUSES = ("ok", "failed")
-REQUIRED = ("schema_version", "run_id", "study", "notebook", "params", "env", "method_version",
-            "started_at", "finished_at", "status", "error", "metrics", "executed_notebook")
 # Set by the sweep for the kernel it starts: where publish() leaves the metrics.
 METRICS_FILE_VAR = "BENCHLIB_METRICS_FILE"
 RUN_ID_VAR = "BENCHLIB_RUN_ID"
@@ -51,10 +54,6 @@ def run_id_for(study: str, notebook: str, params: dict[str, Any],
         identity["testbed"] = testbed_id
     key = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(key.encode()).hexdigest()[:12]
-
-
-def record_path(results_dir: Path, study: str, run_id: str) -> Path:
-    return Path(results_dir) / study / f"{run_id}.json"
 
 
 def make_record(*, run_id: str, study: str, notebook: str, params: dict, env: dict,
@@ -102,98 +101,6 @@ def write_record(results_dir: Path, record: dict[str, Any]) -> Path:
     if missing:
         raise RecordError(f"record: missing {', '.join(missing)}")
     return atomic.write_json(record_path(results_dir, record["study"], record["run_id"]), record)
-
-
-def read_record(path: Path) -> dict[str, Any]:
-    """One record file, checked: UnreadableRecord names the file and what is wrong."""
-    try:
-        record = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as e:
-        raise UnreadableRecord(f"{path}: not valid JSON ({e.msg}, line {e.lineno})") from e
-    except (OSError, UnicodeDecodeError) as e:
-        raise UnreadableRecord(f"{path}: cannot be read ({e})") from e
-    missing = [k for k in REQUIRED if k not in record] if isinstance(record, dict) else REQUIRED
-    if missing:
-        raise UnreadableRecord(f"{path}: not a benchlib record (no {', '.join(missing)})")
-    if record["schema_version"] == 1:
-        return testbed.upgrade_v1(record)
-    missing = [k for k in ("testbed", "label") if k not in record]
-    if missing:
-        raise UnreadableRecord(f"{path}: a version {record['schema_version']} record without "
-                               f"{', '.join(missing)}")
-    return record
-
-
-def _warn_skipped(error: UnreadableRecord) -> None:
-    print(f"benchlib: skipped {error}", file=sys.stderr)
-
-
-def find_record(results_dir: Path, study: str, run_id: str,
-                label: str | None = None) -> dict[str, Any] | None:
-    """The row's newest record (of result set `label`, if given), or None; an unreadable
-    one counts as none (the row runs again and its new record replaces the broken file),
-    with a warning."""
-    records = [r for r in row_records(results_dir, study, run_id)
-               if label is None or r["label"] == label]
-    return max(records, key=lambda r: r["finished_at"]) if records else None
-
-
-def row_records(results_dir: Path, study: str, run_id: str) -> list[dict[str, Any]]:
-    """Every readable record of one row on one testbed: `<run_id>.json`, and the
-    `<run_id>-<n>.json` that reruns (--force, another result set) added beside it."""
-    first = record_path(results_dir, study, run_id)
-    found = []
-    for path in [first, *sorted(first.parent.glob(f"{run_id}-*.json"))]:
-        if path.exists():
-            try:
-                found.append(read_record(path))
-            except UnreadableRecord as e:
-                _warn_skipped(e)
-    return found
-
-
-def has_ok_record(results_dir: Path, study: str, run_id: str, label: str | None = None) -> bool:
-    """Whether the row is done on this testbed: an ok record (in result set `label`, or
-    in any set when None)."""
-    return any(r["status"] == "ok" and (label is None or r["label"] == label)
-               for r in row_records(results_dir, study, run_id))
-
-
-def free_run_id(results_dir: Path, study: str, run_id: str, label: str) -> str:
-    """The id a new record of this row takes: `run_id`, else `run_id-2`, `-3`, ...: the
-    first whose file is absent, unreadable, or a failed record of the same result set
-    (which the new one replaces). An ok record, or another set's, is never replaced, nor
-    are its executed notebook and logs (named by the same id)."""
-    n = 1
-    while True:
-        candidate = run_id if n == 1 else f"{run_id}-{n}"
-        path = record_path(results_dir, study, candidate)
-        if not path.exists():
-            return candidate
-        try:
-            existing = read_record(path)
-        except UnreadableRecord:
-            return candidate
-        if existing["status"] != "ok" and existing["label"] == label:
-            return candidate
-        n += 1
-
-
-def read_records(results_dir: Path) -> list[dict[str, Any]]:
-    """Every readable record under `results_dir`; an unreadable file is skipped with one
-    warning naming it and why, and the rest are read."""
-    records = []
-    for path in record_files(results_dir):
-        try:
-            records.append(read_record(path))
-        except UnreadableRecord as e:
-            _warn_skipped(e)
-    return records
-
-
-def record_files(results_dir: Path) -> list[Path]:
-    """Every record under `results_dir` (temporary files start with a dot and are skipped)."""
-    return sorted(p for p in Path(results_dir).glob("*/*.json") if not p.name.startswith("."))
 
 
 ENV_COLUMNS = {"hostname": "host", "cpu_model": "cpu"}

@@ -145,8 +145,6 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
              time_limit: str | None = None, force: bool = False, progress: bool = True,
              poll_s: float = 0.5, requeue: bool = False, exclusive: bool = True,
              label: str | None = None) -> Summary:
-    from benchlib.core import progress as progress_bar
-
     check_partition(rows, partition)
     check_data(rows)
     # the partition is the testbed: two partitions sharing these outputs never mix
@@ -154,8 +152,20 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
                                      testbed.slurm(partition))
     todo = pending(rows, outputs, force, label)
     summary = Summary(skipped=len(rows) - len(todo))
-    # a row an earlier submission still has in the queue (its poller was stopped, say) is
-    # not submitted twice, even with force: two tasks would run it into the same files
+    todo = _not_queued_twice(todo, outputs, summary)
+    if not todo:
+        return summary
+    sweep_dir, jobs, submitted = _submit(todo, outputs, partition, time_limit, requeue,
+                                         exclusive)
+    states = _wait(jobs, len(rows), len(rows) - len(todo), progress, poll_s)
+    _count_rows(todo, jobs, states, sweep_dir, outputs, submitted, summary)
+    return summary
+
+
+def _not_queued_twice(todo: list[Row], outputs: Path, summary: Summary) -> list[Row]:
+    """`todo` less the rows an earlier submission still has in the queue (its poller was
+    stopped, say), which are said and counted: not submitted twice, even with force, as
+    two tasks would run one row into the same files."""
     live = queued_elsewhere(outputs)
     if elsewhere := [r for r in todo if r.run_id in live]:
         jobs = " ".join(sorted({live[r.run_id] for r in elsewhere}))
@@ -164,8 +174,14 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
               file=sys.stderr)
         summary.elsewhere = len(elsewhere)
         todo = [r for r in todo if r.run_id not in live]
-    if not todo:
-        return summary
+    return todo
+
+
+def _submit(todo: list[Row], outputs: Path, partition: str | None, time_limit: str | None,
+            requeue: bool, exclusive: bool) -> tuple[Path, dict[str, list[int]], str]:
+    """A new sweep folder under outputs/slurm with the plan, its arrays submitted and their
+    job ids written: (the folder, job id -> plan indices, when submitted). Nothing is left
+    behind when the submission fails."""
     sweep_dir = outputs / "slurm" / f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
     sweep_dir.mkdir(parents=True)
     write_plan(todo, sweep_dir / "plan.json")
@@ -176,9 +192,19 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
         shutil.rmtree(sweep_dir)  # nothing is queued: leave no plan behind either
         raise
     (sweep_dir / "job_ids").write_text("\n".join(jobs) + "\n")
+    return sweep_dir, jobs, submitted
+
+
+def _wait(jobs: dict[str, list[int]], total: int, done: int, progress: bool,
+          poll_s: float) -> dict[str, dict[str, str]]:
+    """Poll squeue, with a progress bar over the sweep's `total` rows, until every array
+    has left the queue; job id -> its tasks' final states. Stopped (or squeue failing for
+    over SQUEUE_PATIENCE_S), it says that the jobs go on and how to cancel them."""
+    from benchlib.core import progress as progress_bar
+
     ids, several = " ".join(jobs), len(jobs) > 1
-    bar = progress_bar.bar(len(rows), f"sweep (Slurm job{'s' if several else ''} {ids})",
-                           unit="row", enabled=progress, initial=len(rows) - len(todo))
+    bar = progress_bar.bar(total, f"sweep (Slurm job{'s' if several else ''} {ids})",
+                           unit="row", enabled=progress, initial=done)
     left = {job_id: len(indices) for job_id, indices in jobs.items()}
     states: dict[str, dict[str, str]] = {}
     failing_since = None  # squeue failing: slurmctld restarting, say; give it a while
@@ -205,6 +231,13 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
         raise
     finally:
         bar.close()
+    return states
+
+
+def _count_rows(todo: list[Row], jobs: dict[str, list[int]], states: dict[str, dict[str, str]],
+                sweep_dir: Path, outputs: Path, submitted: str, summary: Summary) -> None:
+    """Each submitted row's record into the summary; a task that died before recording
+    gets a failed record naming its Slurm state and log."""
     job_of = {index: job_id for job_id, indices in jobs.items() for index in indices}
     for index, row in enumerate(todo):
         record = results.find_record(outputs / "results", row.study, row.run_id, row.label)
@@ -214,7 +247,6 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
         if record is None or record["finished_at"] < submitted:  # it died before recording
             record = _lost_row(row, outputs, info, submitted)
         summary.count(row, record, outputs, slurm_log=info["log"])
-    return summary
 
 
 def queued_elsewhere(outputs: Path) -> dict[str, str]:
