@@ -63,9 +63,9 @@ def launch(module: str, args: list[str] | dict[str, Any], log_dir: Path, launche
            env: dict[str, str] | None = None, nnodes: int = 1, max_restarts: int = 0,
            join_timeout_s: float | None = None, srun_torchrun: bool = True) -> LaunchResult:
     """Run `benchlib.workers.<module>` with `nproc` ranks per node on `nnodes` nodes the
-    `launcher` way; rank 0's result.json is returned. `args` are the worker's flags, or
-    its parameters as data ({name: value}): written to `<log_dir>/run.json`, which every
-    rank reads (`--config`). Workers get `--log-dir` and `--result` added.
+    `launcher` way; rank 0's result.json is returned. `args`: the worker's flags, or its
+    parameters ({name: value}) for `<log_dir>/run.json`, which every rank reads (`--config`).
+    Workers get `--log-dir` and `--result` added.
 
     Locally, several nodes are several torchrun agents (or Lightning node processes) on
     this host; `srun` spreads them over the current Slurm allocation, as `srun torchrun`
@@ -111,14 +111,17 @@ def launch(module: str, args: list[str] | dict[str, Any], log_dir: Path, launche
                 f.write(f"attempt {attempt}: {e}; retried\n")
             port = free_port() if launcher in ("tcp", "lightning") else port
             _clear_logs(log_dir)
+    result = _read_result(log_dir, result_file)
+    result["metrics"].update(launch_retries=attempt - 1, teardown_crash=teardown,
+                             **protocol.topology(protocol.rank_hosts(log_dir)))
+    return LaunchResult(log_dir, result, time.perf_counter() - start)
+
+
+def _read_result(log_dir: Path, result_file: Path) -> dict[str, Any]:
     if not result_file.exists():
         raise LaunchError(f"rank 0 wrote no result; logs: {log_dir}", 0, socket.gethostname(), 0,
                           log_dir / "rank0.log")
-    result = json.loads(result_file.read_text())
-    result["metrics"]["launch_retries"] = attempt - 1
-    result["metrics"]["teardown_crash"] = teardown
-    result["metrics"].update(protocol.topology(protocol.rank_hosts(log_dir)))
-    return LaunchResult(log_dir, result, time.perf_counter() - start)
+    return json.loads(result_file.read_text())
 
 
 def _check_layout(launcher: str, nproc: int, nnodes: int, max_restarts: int) -> None:
