@@ -27,7 +27,7 @@ class FakeLaunch:
 
     def __call__(self, module, args, log_dir, *a, **kw):
         r = len(self.calls)
-        self.calls.append((module, list(args), Path(log_dir)))
+        self.calls.append((module, dict(args), Path(log_dir)))  # the worker's parameters
         epochs = [{"epoch": e, "samples_per_s": v, "epoch_s": 1.0, "batch_s": 0.1,
                    "data_s": 0.01, "compute_s": 0.09} for e, v in enumerate(EPOCHS[r])]
         metrics = {"samples_per_s": statistics.median(EPOCHS[r]), "world_size": 2,
@@ -95,11 +95,11 @@ def test_framework_process_mode_launches_one_window_per_repeat(fake, monkeypatch
     cfg = FrameworkComparisonConfig(repeats=3, repeat_mode="process", compare_jax=False)
     result = framework_comparison.run(cfg, "t")
     assert len(fake.calls) == 3
-    assert all(c[1][c[1].index("--epochs") + 1] == "1" for c in fake.calls)
+    assert all(c[1]["epochs"] == 1 for c in fake.calls)  # the worker's parameters (run.json)
     assert result.metrics["samples_per_s_n"] == 3
     fake.calls.clear()
     epoch = framework_comparison.run(FrameworkComparisonConfig(repeats=3, compare_jax=False), "t")
-    assert len(fake.calls) == 1 and fake.calls[0][1][fake.calls[0][1].index("--epochs") + 1] == "3"
+    assert len(fake.calls) == 1 and fake.calls[0][1]["epochs"] == 3
     assert epoch.metrics["samples_per_s_n"] == 3  # the windows of the one launch
 
 
