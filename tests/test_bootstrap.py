@@ -81,4 +81,5 @@ def test_a_worker_started_from_a_run_json_trains_with_its_parameters(tmp_path):
                           str(tmp_path / "missing.json")],
                          capture_output=True, text=True, timeout=180, check=False)
     assert bad.returncode == 2
-    assert bad.stderr == f"benchlib.workers.single: config: {tmp_path / 'missing.json'} does not exist\n"
+    missing = tmp_path / "missing.json"
+    assert bad.stderr == f"benchlib.workers.single: config: {missing} does not exist\n"

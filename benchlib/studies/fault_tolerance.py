@@ -26,8 +26,11 @@ class FaultResult:
 
 def worker_params(cfg: FaultToleranceConfig, checkpoints: str, fail: bool) -> dict[str, Any]:
     """The elastic worker's parameters (its run.json); `fail`: with the injected failure."""
-    data = {"dummy": True, "dummy_size": cfg.batch_size * cfg.nproc_per_node * max(cfg.max_steps, 1)} \
-        if cfg.dataset == "dummy" else {"dataset": cfg.dataset, "path": str(paths.resolve(cfg.path))}
+    if cfg.dataset == "dummy":
+        data = {"dummy": True,
+                "dummy_size": cfg.batch_size * cfg.nproc_per_node * max(cfg.max_steps, 1)}
+    else:
+        data = {"dataset": cfg.dataset, "path": str(paths.resolve(cfg.path))}
     params = {**data, "model": cfg.model, "epochs": cfg.epochs, "max_steps": cfg.max_steps,
               "batch_size": cfg.batch_size, "lr": cfg.lr, "lr_schedule": "cosine",
               "seed": cfg.seed, "checkpoint_every": cfg.checkpoint_every,

@@ -281,7 +281,8 @@ class ElasticTrainer:
         return {"metrics": metrics, "details": {"restarts": rows, "timeline": events}}
 
 
-def train(plan: Plan, device: torch.device, backend: str, preemption: PreemptionFlag) -> dict | None:
+def train(plan: Plan, device: torch.device, backend: str,
+          preemption: PreemptionFlag) -> dict | None:
     """Run the plan to its last epoch; rank 0 returns the record of the whole run (all
     attempts), the others None. Raises Preempted, after the checkpoint, when any rank
     got SIGTERM."""
