@@ -71,6 +71,15 @@ def test_a_slurm_sweep_refuses_rows_whose_data_is_not_prepared(outputs, tmp_path
     slurm_sweep.check_data(load_plan(table))  # synthetic data is made in the process
 
 
+def test_a_slurm_sweep_does_not_ask_the_data_prep_row_for_the_data_it_makes(outputs):
+    """The smoke table's first row prepares `dataset: all` under outputs/data, before any
+    data is there: a submit-side check must not refuse it (nor the table with it)."""
+    assert not (outputs / "data").exists()
+    rows = [r for r in load_plan(ROOT / "params" / "smoke_cpu.yaml") if r.study == "data_prep"]
+    assert rows and rows[0].params["dataset"] == "all"
+    slurm_sweep.check_data(rows)
+
+
 def test_an_srun_row_checks_its_data_where_it_runs(tmp_path):
     cfg = MultinodeLightningConfig(launcher="srun", dataset="mydataset", model="toynet",
                                    device="cpu", nnodes=2, path=str(tmp_path / "none"),

@@ -82,10 +82,6 @@ def _calibrate_figures(result: dict[str, Any]) -> dict[str, Any]:
             "reported_samples_per_s": clock["reported_samples_per_s"]}
 
 
-def _record_figures(result: dict[str, Any]) -> dict[str, Any]:
-    return result["metrics"]
-
-
 def plan(out: Path) -> list[Step]:
     """The steps, in the order a short lease should run them."""
     res = lambda name: str(out / "work" / f"{name}.json")  # noqa: E731

@@ -29,13 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import atomic, paths
+from benchlib.config import DataPrepConfig
 from benchlib.core import envinfo
 from benchlib.data.manifest import describe
 from benchlib.errors import ConfigError, SlurmError, UsageError
 from benchlib.slurm import arrays, commands
 from benchlib.slurm.capacity import check_layout, node_capacity
 from benchlib.workbook import results, testbed
-from benchlib.workbook.params import Row
+from benchlib.workbook.params import NotebookSpec, Row
 from benchlib.workbook.sweep import Summary, pending, run_row
 
 SQUEUE_PATIENCE_S = 120.0  # how long the poller waits out a squeue that keeps failing
@@ -67,7 +68,7 @@ def check_data(rows: list[Row]) -> None:
     seen: set[tuple[Path, str]] = set()
     for row in rows:
         p = row.params
-        if "path" not in p or p.get("dataset", "synthetic") in NO_DATA:
+        if "path" not in p or p.get("dataset", "synthetic") in NO_DATA or _prepares_data(row):
             continue
         key = (paths.resolve(p["path"]), p["dataset"])
         if key in seen:
@@ -78,6 +79,11 @@ def check_data(rows: list[Row]) -> None:
         except UsageError as e:
             raise UsageError(f"{row.source}: {e} (checked before submitting: the array "
                              "tasks read the same path)") from e
+
+
+def _prepares_data(row: Row) -> bool:
+    """A data_prep row makes the data the others read (its `dataset` may be `all`)."""
+    return NotebookSpec.read(row.notebook).config == DataPrepConfig.__name__
 
 
 def write_plan(rows: list[Row], path: Path) -> None:
