@@ -303,6 +303,20 @@ def test_recoveries_are_read_from_the_timeline_of_all_attempts():
     assert [r["restart_s"] for r in rows] == [6.0, 17.0, 6.5]
 
 
+def test_a_run_preempted_at_its_last_step_summarizes_after_the_resume():
+    """SIGTERM at the last step: the next launch resumes, trains nothing and ends; its
+    restart has no recovery to time (this was a KeyError in rank 0's result)."""
+    events = [{"event": "start", "attempt": 0, "t": 0.0},
+              *({"event": "step", "attempt": 0, "step": s, "t": float(s), "samples": 8,
+                 "step_s": 1.0, "data_s": 0.1, "loss": 1.0} for s in (1, 2, 3)),
+              {"event": "preempted", "attempt": 0, "step": 3, "t": 3.5},
+              {"event": "start", "attempt": 1, "t": 9.0, "resumed_from_step": 3},
+              {"event": "end", "attempt": 1, "t": 9.5}]
+    metrics, rows = elastic_timeline.summarize_run(events, warmup_steps=1)
+    assert [(r["cause"], r["recovery_s"], r["restart_s"]) for r in rows] == [("preempted", None, 6.0)]
+    assert (metrics["restarts"], metrics["recovery_s"], metrics["restart_s"]) == (1, 0.0, 0.0)
+
+
 def test_a_finished_run_launched_again_says_it_is_complete_and_keeps_its_result(tmp_path):
     """A requeued job or a second submission after the last step: no KeyError, exit 0."""
     first = worker(dummy_args(tmp_path, "--resume-or-start"))

@@ -69,8 +69,7 @@ def recoveries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if kind == "start" and e["attempt"] > 0 and last_kind == "end":
             pass  # a launch after the run had ended (a requeue, a second submission): no restart
         elif kind == "start" and e["attempt"] > 0:
-            if rows and "recovery_s" not in rows[-1]:  # that attempt never finished a step
-                rows[-1].update(recovery_s=None, steps_redone=0)
+            _never_stepped(rows)
             done = last_step["step"] if last_step else 0
             resumed = e.get("resumed_from_step") or 0
             since = last_step["t"] if last_step else None
@@ -84,7 +83,14 @@ def recoveries(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 rows[-1]["recovery_s"] = e["t"] - since if since is not None else None
             last_step = e
         last_kind = kind
+    _never_stepped(rows)  # preempted at the last step: the resumed launch had none to do
     return rows
+
+
+def _never_stepped(rows: list[dict[str, Any]]) -> None:
+    """The latest restart's attempt ended without finishing a step: no recovery to time."""
+    if rows and "recovery_s" not in rows[-1]:
+        rows[-1].update(recovery_s=None, steps_redone=0)
 
 
 def summarize_run(events: list[dict[str, Any]],
