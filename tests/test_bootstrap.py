@@ -46,12 +46,21 @@ def test_the_elastic_and_lightning_workers_read_a_run_json_too(tmp_path, worker)
                                     "simplecnn, toynet, resnet18, resnet50"),
     ({"compile": 1}, ConfigError, "compile: 1 (in {path}) must be true or false"),
     ({"epochs": True}, ConfigError, "epochs: True (in {path}) must be a value, not true or false"),
+    ({"epochs": 2.5}, ConfigError, "epochs: 2.5 (in {path}) is not int"),
 ])
 def test_a_run_json_with_a_bad_parameter_is_refused_naming_it(tmp_path, params, error, message):
     path = run_json(tmp_path, params)
     with pytest.raises(error) as e:
         parse(ddp_worker().parser(), ["--config", path])
     assert str(e.value).startswith(message.format(path=path))
+
+
+def test_a_run_json_value_is_converted_and_cannot_contradict_the_command_line(tmp_path):
+    args = parse(ddp_worker().parser(), ["--config", run_json(tmp_path, {"lr": 1, "epochs": "3"})])
+    assert (args.lr, args.epochs) == (1.0, 3) and isinstance(args.lr, float)
+    path = run_json(tmp_path, {"resume_or_start": True})
+    with pytest.raises(ConfigError, match=f"resume_or_start: cannot go with resume \\(from {path}"):
+        parse(Elastic().parser(), ["--config", path, "--resume"])
 
 
 def test_a_missing_or_malformed_run_json_is_one_line(tmp_path):

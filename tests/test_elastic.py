@@ -313,7 +313,8 @@ def test_a_run_preempted_at_its_last_step_summarizes_after_the_resume():
               {"event": "start", "attempt": 1, "t": 9.0, "resumed_from_step": 3},
               {"event": "end", "attempt": 1, "t": 9.5}]
     metrics, rows = elastic_timeline.summarize_run(events, warmup_steps=1)
-    assert [(r["cause"], r["recovery_s"], r["restart_s"]) for r in rows] == [("preempted", None, 6.0)]
+    assert [(r["cause"], r["recovery_s"], r["restart_s"]) for r in rows] == \
+        [("preempted", None, 6.0)]
     assert (metrics["restarts"], metrics["recovery_s"], metrics["restart_s"]) == (1, 0.0, 0.0)
 
 

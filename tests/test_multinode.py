@@ -159,7 +159,9 @@ def _run_script(tmp_path, requeue: bool, srun_exit: int, sigterm: bool = False):
            "SLURM_JOB_NODELIST": "n1"}
     proc = subprocess.Popen(["bash", str(script)], env=env, stderr=subprocess.PIPE, text=True)
     if sigterm:
-        while not (tmp_path / "started").exists():
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started").exists():  # the script reached its (fake) srun
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
             time.sleep(0.05)
         proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from benchlib.core.timing import MIN_FOR_CI
-from benchlib.workbook.compare_stats import ratio_interval
+from benchlib.workbook.compare_stats import RESAMPLES, ratio_interval
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def _get(row: pd.Series, key: str, default: float) -> float:
     return default if value is None or pd.isna(value) else float(value)
 
 
-def interval(a: Side, b: Side, resamples: int = 2000, seed: int = 0) -> tuple[float, float, str]:
+def interval(a: Side, b: Side, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float, str]:
     """(low, high, what) of median(a) / median(b): a bootstrap 95% CI from enough runs on
     both sides, else the range low_a/high_b - high_a/low_b."""
     if a.unit == b.unit == "runs" and min(a.n, b.n) >= MIN_FOR_CI:

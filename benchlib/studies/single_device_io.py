@@ -31,11 +31,6 @@ from benchlib.errors import ConfigError
 from benchlib.studies import checks
 
 
-def device_name(device: torch.device) -> str:
-    """The GPU's model, or the CPU's on a CPU (envinfo.device_name)."""
-    return envinfo.device_name(device)
-
-
 @dataclass
 class IOResult:
     metrics: dict[str, Any]
@@ -99,7 +94,7 @@ def run(cfg: SingleDeviceIoConfig, run_id: str = "interactive") -> IOResult:
         "warmup_reason": warmup_why,
         "prepare_s": prepared.prepare_s,
         "data_source": prepared.source,
-        "device_name": device_name(device),
+        "device_name": envinfo.device_name(device),
         "peak_mem_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "loss_first": losses[0][0],

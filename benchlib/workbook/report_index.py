@@ -13,6 +13,7 @@ from typing import Any
 from benchlib.core import hostload
 from benchlib.workbook import report_landing as landing
 from benchlib.workbook import report_pages as pages
+from benchlib.workbook.report_figures import Claim, Figure, varying_params
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222;
 line-height:1.45;padding:0 1em}table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px
@@ -48,7 +49,7 @@ class Site:
         return (f"{role}: " if role else "") + ", ".join(out)
 
 
-def _figure(fig: landing.Figure, site: Site) -> str:
+def _figure(fig: Figure, site: Site) -> str:
     e = html.escape
     first = fig.sources[0][1] if fig.sources else None
     value = e(fig.value)
@@ -62,7 +63,7 @@ def _figure(fig: landing.Figure, site: Site) -> str:
     return text + (f' <span class="src">[{sources}]</span>' if sources else "")
 
 
-def _claim(claim: landing.Claim, site: Site) -> str:
+def _claim(claim: Claim, site: Site) -> str:
     out = html.escape(claim.subject)
     if claim.figure:
         out += ": " + _figure(claim.figure, site)
@@ -146,16 +147,10 @@ def failures_table(records: list[dict[str, Any]], site: Site) -> str:
             f'<th>see</th></tr>{rows}</table>')
 
 
-def _varying(records: list[dict[str, Any]]) -> list[str]:
-    """The parameters that differ between a study's runs: the columns worth showing."""
-    names = sorted({k for r in records for k in r["params"]})
-    return [n for n in names if len({repr(r["params"].get(n)) for r in records}) > 1]
-
-
 def study_table(study: str, records: list[dict[str, Any]], site: Site,
                  beds: dict[str, landing.Testbed]) -> str:
     e = html.escape
-    cols = _varying(records)
+    cols = varying_params(records)  # the columns worth showing
     metric_name = landing.headline_metric(records[0])[0]
     several = len({beds[r["run_id"]].label for r in records}) > 1
     sets = len({r.get("label") for r in records}) > 1  # history kept: say which set a run is in

@@ -25,7 +25,7 @@ from benchlib.workbook import testbed
 # records read back: results_read, whose names callers also take from here (results.X)
 from benchlib.workbook.results_read import (REQUIRED, find_record, free_run_id, has_ok_record,
                                             read_record, read_records, record_files,
-                                            record_path, row_records)
+                                            record_path)
 
 # 2: every record has a testbed and a result-set label (version 1 records get them on
 # reading, derived from their env: testbed.upgrade_v1)

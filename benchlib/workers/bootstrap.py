@@ -69,6 +69,7 @@ class Worker:
     `work()`; the other hooks default to what most workers need."""
 
     prog = "benchlib.workers"
+    terminal = None  # set by run_rank: where the run was started, when output goes to a log
 
     def parser(self) -> argparse.ArgumentParser:
         raise NotImplementedError
@@ -112,28 +113,44 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
     parser.add_argument("--config", help="a run.json ({\"params\": {name: value}}) whose "
                         "parameters are the defaults; flags given as well win")
     given = parser.parse_known_args(argv)[0].config
-    if given:
-        parser.set_defaults(**checked_params(parser, protocol.read_run_config(given), given))
-    return parser.parse_args(argv)
+    if not given:
+        return parser.parse_args(argv)
+    parser.set_defaults(**checked_params(parser, protocol.read_run_config(given), given))
+    args = parser.parse_args(argv)
+    for group in parser._mutually_exclusive_groups:  # argparse checks the command line only
+        chosen = [a.dest for a in group._group_actions if getattr(args, a.dest)]
+        if len(chosen) > 1:
+            raise ConfigError(chosen[1], f"cannot go with {chosen[0]} (from {given} and the "
+                              "command line): give one")
+    return args
 
 
 def checked_params(parser: argparse.ArgumentParser, params: dict[str, Any],
                    path: str) -> dict[str, Any]:
-    """Every name a parameter of this worker, every value one it allows."""
+    """Every name a parameter of this worker, every value one it allows, converted as
+    the command line would convert it (an int parameter refuses 2.5)."""
     actions = {a.dest: a for a in parser._actions if a.dest not in ("help", "config")}
+    checked = {}
     for name, value in params.items():
         action = actions.get(name)
         if action is None:
             raise ConfigError("config", f"{path}: {name!r} is not a parameter of "
                               f"{parser.prog}; it takes {', '.join(sorted(actions))}")
-        if action.choices is not None and value not in action.choices:
-            raise ConfigError(name, f"{value!r} (in {path}) is not one of "
-                              f"{', '.join(map(str, action.choices))}")
         flag = isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))
         if flag != isinstance(value, bool):
             raise ConfigError(name, f"{value!r} (in {path}) must be "
                               f"{'true or false' if flag else 'a value, not true or false'}")
-    return params
+        if not flag and value is not None and action.type is not None:
+            try:
+                value = action.type(str(value))
+            except ValueError:
+                raise ConfigError(name, f"{value!r} (in {path}) is not "
+                                  f"{getattr(action.type, '__name__', 'valid')}") from None
+        if action.choices is not None and value not in action.choices:
+            raise ConfigError(name, f"{value!r} (in {path}) is not one of "
+                              f"{', '.join(map(str, action.choices))}")
+        checked[name] = value
+    return checked
 
 
 def run(worker: Worker, argv: list[str] | None = None) -> int:
@@ -148,7 +165,8 @@ def run(worker: Worker, argv: list[str] | None = None) -> int:
 
 def run_rank(worker: Worker, args: argparse.Namespace, found: Rank) -> int:
     log_dir = getattr(args, "log_dir", None)
-    terminal = os.fdopen(os.dup(2), "w", buffering=1) if log_dir and found.local_rank == 0 else None
+    if log_dir and found.local_rank == 0:
+        worker.terminal = os.fdopen(os.dup(2), "w", buffering=1)
     protocol.redirect_output(log_dir, found.rank)
     rank = found
     try:
@@ -161,7 +179,7 @@ def run_rank(worker: Worker, args: argparse.Namespace, found: Rank) -> int:
         worker.leave()  # every rank stopped at the same step boundary
         return PREEMPTED_EXIT_CODE
     except BaseException as e:  # noqa: BLE001 - every failure ends the same way, at once
-        fail(worker, log_dir, rank.rank, e, terminal)
+        fail(worker, log_dir, rank.rank, e)
     worker.leave()
     if rank.rank == 0 and result is not None:
         protocol.write_result(getattr(args, "result", None), result)
@@ -170,15 +188,14 @@ def run_rank(worker: Worker, args: argparse.Namespace, found: Rank) -> int:
     return 0
 
 
-def fail(worker: Worker, log_dir: str | None, rank: int, error: BaseException,
-         terminal=None) -> None:
+def fail(worker: Worker, log_dir: str | None, rank: int, error: BaseException) -> None:
     """One line for a BenchlibError (also on the terminal), a traceback for anything else;
     the rank's failure marker; the local ranks it started stopped; out at once."""
     if isinstance(error, BenchlibError):
         line = f"{worker.prog}: {error}"
         print(line, file=sys.stderr, flush=True)
-        if terminal is not None:
-            print(line, file=terminal, flush=True)
+        if worker.terminal is not None:
+            print(line, file=worker.terminal, flush=True)
     else:
         traceback.print_exception(error)
     sys.stdout.flush()
