@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("trainers", ("benchlib.trainers",)),
     ("workers", ("benchlib.workers",)),
     ("studies", ("benchlib.studies",)),
+    ("records", ("benchlib.records",)),
     ("workbook", ("benchlib.workbook",)),
     ("analysis", ("benchlib.analysis",)),
     ("cli", ("benchlib.cli", "benchlib.__main__")),

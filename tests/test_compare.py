@@ -7,7 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from benchlib.workbook import compare, compare_view, results, testbed
+from benchlib.workbook import compare, compare_view
+from benchlib.records import results
+from benchlib.records import testbed
 from benchlib.cli import main
 
 BASE_ENV = {"hostname": "node7", "cpu_model": "Xeon", "gpus": [], "python": "3.12.3",

@@ -251,7 +251,7 @@ def test_speedup_baselines_match_the_hardware_not_the_device_parameter():
 
 
 def test_load_results_gives_each_record_its_hardware(tmp_path):
-    from benchlib.workbook import results
+    from benchlib.records import results
 
     env = {"hostname": "node7", "cpu_model": "AMD EPYC 9454",
            "gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * 2, "packages": {"torch": "2.5.1"}}
@@ -270,7 +270,8 @@ def test_dp_vs_ddp_speedup_in_a_frame_of_mixed_studies():
 
 
 def test_on_a_slurm_testbed_the_partition_stands_for_the_host(tmp_path):
-    from benchlib.workbook import results, testbed
+    from benchlib.records import results
+    from benchlib.records import testbed
 
     env = {"hostname": "n2", "cpu_model": "EPYC", "gpus": [], "packages": {}}
     bed = testbed._finish({"kind": "slurm", "cluster": "c1", "partition": "gpu"}, "c1-gpu", None)

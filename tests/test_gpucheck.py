@@ -6,7 +6,8 @@ import json
 import subprocess
 import sys
 
-from benchlib.workbook import gpu_check as gpucheck, gpu_check_steps, results
+from benchlib.workbook import gpu_check as gpucheck, gpu_check_steps
+from benchlib.records import results
 from tests.conftest import ROOT
 
 SCRIPT = ROOT / "scripts" / "gpu-check.sh"

@@ -6,7 +6,8 @@ import os
 import pytest
 
 from benchlib.core import hostload
-from benchlib.workbook import report, results, sweep
+from benchlib.workbook import report, sweep
+from benchlib.records import results
 from benchlib.workbook.params import load_plan
 from conftest import TRIVIAL, write_params
 

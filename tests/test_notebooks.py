@@ -9,7 +9,8 @@ import pytest
 from benchlib.cli import main
 from benchlib.config import CONFIGS
 from benchlib.core import envinfo
-from benchlib.workbook import report, results
+from benchlib.workbook import report
+from benchlib.records import results
 from benchlib.workbook.params import NotebookSpec
 from conftest import ROOT, TRIVIAL
 

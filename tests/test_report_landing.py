@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 
 from benchlib.workbook import report_landing as landing
-from benchlib.workbook import testbed
+from benchlib.records import testbed
 
 _clock = itertools.count()
 

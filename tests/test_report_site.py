@@ -16,7 +16,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from benchlib.workbook import report, report_pages, results
+from benchlib.workbook import report, report_pages
+from benchlib.records import results
 from benchlib.cli import main
 from browser import ROOT, broken_images, find_or_install_chromium, open_offline, screenshot
 from conftest import TRIVIAL

@@ -6,7 +6,7 @@ import pytest
 
 from benchlib import atomic
 from benchlib.errors import RecordError
-from benchlib.workbook import results
+from benchlib.records import results
 
 
 def record(**kw):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchlib.slurm import arrays
-from benchlib.workbook import results
+from benchlib.records import results
 from benchlib.workbook.params import load_plan
 
 pytestmark = pytest.mark.slurm

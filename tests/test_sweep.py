@@ -5,7 +5,7 @@ import nbformat
 import pytest
 
 from benchlib.cli import main
-from benchlib.workbook import results
+from benchlib.records import results
 from benchlib.workbook.params import load_plan
 from benchlib.workbook.sweep import run_plan
 from conftest import TRIVIAL, write_params

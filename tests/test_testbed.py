@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from benchlib.core import allocator
-from benchlib.workbook import compare, results, testbed
+from benchlib.workbook import compare
+from benchlib.records import results
+from benchlib.records import testbed
 from benchlib.cli import main
 from benchlib.workbook.params import load_plan
 from benchlib.workbook.sweep import run_plan

@@ -16,8 +16,8 @@ from benchlib.errors import BenchlibError, UsageError
 def _new_run(args, notebook: str, params: dict) -> tuple[str, dict]:
     """The id a measurement run from the shell records under (never an ok record's, so
     its logs and record add to the history), and its testbed and result set."""
-    from benchlib.workbook import testbed
-    from benchlib.workbook import results
+    from benchlib.records import testbed
+    from benchlib.records import results
 
     results_dir = common.outputs(args) / "results"
     bed = testbed.current()
@@ -33,7 +33,7 @@ def _store(args, notebook: str, run_id: str, params: dict, started: tuple[str, d
     """A record for a measurement run from the shell: the same schema as a notebook run's.
     `started`: when, and the host's load then (results.now(), hostload.sample())."""
     from benchlib.core import envinfo, hostload
-    from benchlib.workbook import results
+    from benchlib.records import results
 
     record = results.make_record(
         run_id=run_id, study=args.study, notebook=notebook, params=params,
@@ -46,7 +46,7 @@ def cmd_io(args) -> int:
     """Seed 000's singlegpu.py / test_funcs.py: one setting measured, one record written."""
     from benchlib.core import hostload
     from benchlib.studies import single_device_io
-    from benchlib.workbook import results
+    from benchlib.records import results
 
     cfg = config_from(args, SingleDeviceIoConfig, path=str(Path(args.path).resolve()))
     single_device_io.preflight(cfg)  # bad input ends here: exit 2, nothing written
@@ -82,7 +82,7 @@ def cmd_allreduce(args) -> int:
     """All-reduce bus bandwidth over message sizes, launched like the trainers."""
     from benchlib.core import hostload
     from benchlib.launch.launcher import launch
-    from benchlib.workbook import results
+    from benchlib.records import results
 
     _check_distributed(args)
     if args.nproc < 2:

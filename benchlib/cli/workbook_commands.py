@@ -72,7 +72,8 @@ def cmd_sweep(args) -> int:
 
 def _result_set(rows, outputs: Path, args):
     """The rows with the testbed and result set a sweep gives them (said on stderr)."""
-    from benchlib.workbook import results, testbed
+    from benchlib.records import results
+    from benchlib.records import testbed
 
     bed = testbed.slurm(args.partition) if args.executor == "slurm" else None
     rows = results.assign_result_set(rows, outputs / "results", args.label, bed)
@@ -105,7 +106,8 @@ def _parse_param(pair: list[str]) -> tuple[str, object]:
 
 
 def cmd_run(args) -> int:
-    from benchlib.workbook import params, results, sweep
+    from benchlib.workbook import params, sweep
+    from benchlib.records import results
 
     names = [name for name, _ in args.param or []]
     twice = sorted({n for n in names if names.count(n) > 1})

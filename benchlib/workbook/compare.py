@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.errors import UsageError
-from benchlib.workbook import results
+from benchlib.records import results
 # default_pair, env_diff and launches are also read from here (compare.default_pair, ...)
 from benchlib.workbook.compare_match import (Reader, ResultSet, default_pair, describe_rows,
                                              env_diff, group_rows, labels_line, launches,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.errors import UsageError
-from benchlib.workbook import results
+from benchlib.records import results
 
 # Parameters that say where things are, not what is measured: left out of the match.
 LOCATION_PARAMS = ("path", "val_path", "results_dir", "checkpoints_path", "train_dir")

@@ -9,7 +9,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchlib.workbook import results
+from benchlib.records import results
 from benchlib.workbook.compare import DIRECTIONS, VERDICTS, Comparison
 from benchlib.workbook.compare_match import launches, row_key
 from benchlib.workbook.compare_stats import MIN_VALUES, RESAMPLES, boot_medians

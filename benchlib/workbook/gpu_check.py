@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import atomic
-from benchlib.workbook import results
+from benchlib.records import results
 from benchlib.workbook.gpu_check_steps import STUDY, Step, plan
 from benchlib.errors import UsageError
 

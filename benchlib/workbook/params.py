@@ -29,7 +29,7 @@ from benchlib import paths
 from benchlib.config import CONFIGS
 from benchlib.config.base import check_type
 from benchlib.errors import ConfigError, UsageError
-from benchlib.workbook.results import run_id_for
+from benchlib.records.results import run_id_for
 
 STUDY_KEYS = ("study", "notebook", "description", "defaults", "table", "grid", "execution_timeout")
 FILE_KEYS = ("studies", "description")
@@ -75,7 +75,7 @@ class Row:
     overrides: dict[str, Any] = field(default_factory=dict)  # what the table sets
     source: str = ""  # where the row came from, for messages: "params/x.yaml: row 2"
     timeout_s: float | None = None
-    testbed: dict[str, Any] | None = None  # where it runs (benchlib.workbook.testbed); None: here
+    testbed: dict[str, Any] | None = None  # where it runs (benchlib.records.testbed); None: here
     label: str = ""  # the result set its record joins; "" until the sweep assigns one
 
     @property
@@ -86,7 +86,7 @@ class Row:
     @property
     def run_id(self) -> str:
         """The row on its testbed: a sweep on another testbed runs it again."""
-        from benchlib.workbook import testbed
+        from benchlib.records import testbed
 
         bed = self.testbed or testbed.current()
         return run_id_for(self.study, self.notebook.stem, self.params, bed["id"])

@@ -16,7 +16,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
-from benchlib.workbook import testbed
+from benchlib.records import testbed
 from benchlib.workbook.report_figures import Claim, Record, metric, samples_figure
 from benchlib.workbook.report_headlines import HEADLINES, ORDER
 
@@ -41,7 +41,7 @@ QUESTIONS = {
 
 @dataclass(frozen=True)
 class Testbed:
-    """Where a record was measured (its `testbed`, see benchlib.workbook.testbed), as the
+    """Where a record was measured (its `testbed`, see benchlib.records.testbed), as the
     page shows it: the machine and software its env names."""
 
     id: str

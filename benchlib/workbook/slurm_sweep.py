@@ -35,7 +35,8 @@ from benchlib.data.manifest import describe
 from benchlib.errors import ConfigError, SlurmError, UsageError
 from benchlib.slurm import arrays, commands
 from benchlib.slurm.capacity import check_layout, node_capacity
-from benchlib.workbook import results, testbed
+from benchlib.records import results
+from benchlib.records import testbed
 from benchlib.workbook.params import NotebookSpec, Row
 from benchlib.workbook.sweep import Summary, pending, run_row
 

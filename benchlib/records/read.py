@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.errors import UnreadableRecord
-from benchlib.workbook import testbed
+from benchlib.records import testbed
 
 # what every record holds (results.write_record checks it on the way in too)
 REQUIRED = ("schema_version", "run_id", "study", "notebook", "params", "env", "method_version",

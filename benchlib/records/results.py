@@ -21,9 +21,9 @@ from typing import Any
 
 from benchlib import METHOD_VERSION, atomic
 from benchlib.errors import RecordError, UnreadableRecord  # also read as results.UnreadableRecord
-from benchlib.workbook import testbed
+from benchlib.records import testbed
 # records read back: results_read, whose names callers also take from here (results.X)
-from benchlib.workbook.results_read import (REQUIRED, find_record, free_run_id, has_ok_record,
+from benchlib.records.read import (REQUIRED, find_record, free_run_id, has_ok_record,
                                             read_record, read_records, record_files,
                                             record_path)
 

@@ -1,0 +1,1 @@
+"""The records store: one JSON record per run (written atomically, read back checked), result sets, testbeds."""
