@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("workers", ("benchlib.workers",)),
     ("studies", ("benchlib.studies",)),
     ("records", ("benchlib.records",)),
+    ("runs", ("benchlib.runs",)),
     ("workbook", ("benchlib.workbook",)),
     ("analysis", ("benchlib.analysis",)),
     ("cli", ("benchlib.cli", "benchlib.__main__")),

@@ -13,8 +13,8 @@ from benchlib.cli import main
 from benchlib.config import MultinodeLightningConfig
 from benchlib.errors import UsageError
 from benchlib.studies import multinode_lightning
-from benchlib.workbook import slurm_sweep
-from benchlib.workbook.params import load_plan
+from benchlib.runs import slurm_sweep
+from benchlib.runs.params import load_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 

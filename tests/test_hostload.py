@@ -6,9 +6,10 @@ import os
 import pytest
 
 from benchlib.core import hostload
-from benchlib.workbook import report, sweep
+from benchlib.workbook import report
+from benchlib.runs import sweep
 from benchlib.records import results
-from benchlib.workbook.params import load_plan
+from benchlib.runs.params import load_plan
 from conftest import TRIVIAL, write_params
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from benchlib.workbook import kernels, sweep
+from benchlib.runs import kernels
+from benchlib.runs import sweep
 from conftest import TRIVIAL, write_params
 
 pytestmark = pytest.mark.notebook

@@ -11,7 +11,7 @@ from benchlib.config import CONFIGS
 from benchlib.core import envinfo
 from benchlib.workbook import report
 from benchlib.records import results
-from benchlib.workbook.params import NotebookSpec
+from benchlib.runs.params import NotebookSpec
 from conftest import ROOT, TRIVIAL
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + [TRIVIAL]

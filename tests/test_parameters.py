@@ -15,7 +15,7 @@ from benchlib.config import (
     MultinodeLightningConfig,
     SingleDeviceIoConfig,
 )
-from benchlib.workbook.params import NotebookSpec
+from benchlib.runs.params import NotebookSpec
 from conftest import ROOT
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

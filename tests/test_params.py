@@ -2,7 +2,7 @@ import pytest
 
 from benchlib.cli import main
 from benchlib.errors import UsageError
-from benchlib.workbook.params import load_plan
+from benchlib.runs.params import load_plan
 from conftest import TRIVIAL, write_params
 
 
@@ -103,7 +103,7 @@ def test_dry_run_lists_rows_and_runs_nothing(tmp_path, outputs, capsys):
 def test_loading_a_plan_checks_values_only_and_preflight_asks_the_machine(tmp_path):
     """A Slurm sweep loads its plan on a login node: nothing there may ask for the data
     or a GPU; the row's preflight does, where the row runs."""
-    from benchlib.workbook.params import preflight
+    from benchlib.runs.params import preflight
 
     file = write_params(tmp_path, f"study: t\nnotebook: 10_single_device_io\n"
                                   f"table: [{{path: {tmp_path / 'none'}, device: cpu}}]\n")

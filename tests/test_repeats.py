@@ -12,7 +12,7 @@ from benchlib.config import DpVsDdpConfig, FrameworkComparisonConfig, MultinodeL
 from benchlib.errors import ConfigError
 from benchlib.launch.launcher import LaunchResult
 from benchlib.studies import dp_vs_ddp, framework_comparison, multinode_lightning
-from benchlib.workbook import params
+from benchlib.runs import params
 from conftest import ROOT
 
 # each fake launch's epochs: launch r runs at about 100 * (r + 1) samples/s

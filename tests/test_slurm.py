@@ -13,7 +13,7 @@ import pytest
 
 from benchlib.slurm import arrays
 from benchlib.records import results
-from benchlib.workbook.params import load_plan
+from benchlib.runs.params import load_plan
 
 pytestmark = pytest.mark.slurm
 

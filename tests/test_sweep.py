@@ -6,8 +6,8 @@ import pytest
 
 from benchlib.cli import main
 from benchlib.records import results
-from benchlib.workbook.params import load_plan
-from benchlib.workbook.sweep import run_plan
+from benchlib.runs.params import load_plan
+from benchlib.runs.sweep import run_plan
 from conftest import TRIVIAL, write_params
 
 pytestmark = pytest.mark.notebook

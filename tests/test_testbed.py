@@ -14,8 +14,8 @@ from benchlib.workbook import compare
 from benchlib.records import results
 from benchlib.records import testbed
 from benchlib.cli import main
-from benchlib.workbook.params import load_plan
-from benchlib.workbook.sweep import run_plan
+from benchlib.runs.params import load_plan
+from benchlib.runs.sweep import run_plan
 from conftest import ROOT, TRIVIAL, write_params
 
 ENV = {"hostname": "h1", "cpu_model": "Xeon", "gpus": [{"name": "H100"}, {"name": "H100"}],

@@ -166,8 +166,8 @@ def cmd_overhead(args) -> int:
     import subprocess
     import tempfile
 
-    from benchlib.workbook import sweep
-    from benchlib.workbook.params import single_row
+    from benchlib.runs import sweep
+    from benchlib.runs.params import single_row
 
     if args.rows < 1:
         raise UsageError(f"rows: must be >= 1, got {args.rows}")

@@ -42,7 +42,8 @@ def cmd_env(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from benchlib.workbook import params, sweep
+    from benchlib.runs import params
+    from benchlib.runs import sweep
 
     rows = params.load_plan(args.file)  # every value is checked before anything runs
     outputs = common.outputs(args)
@@ -56,7 +57,7 @@ def cmd_sweep(args) -> int:
             print(f"{state} {r.study}/{r.run_id} {r.notebook.name} {json.dumps(r.overrides)}")
         return 0
     if args.executor == "slurm":
-        from benchlib.workbook import slurm_sweep
+        from benchlib.runs import slurm_sweep
 
         summary = slurm_sweep.run_plan(rows, outputs, args.partition, args.time, args.force,
                                        progress=not args.no_progress, requeue=args.requeue,
@@ -85,7 +86,7 @@ def _result_set(rows, outputs: Path, args):
 
 def cmd_slurm_task(args) -> int:
     """One array task of a Slurm sweep (what the array's script runs)."""
-    from benchlib.workbook import slurm_sweep
+    from benchlib.runs import slurm_sweep
 
     return slurm_sweep.run_task(Path(args.plan).resolve(), args.index, common.outputs(args))
 
@@ -106,7 +107,8 @@ def _parse_param(pair: list[str]) -> tuple[str, object]:
 
 
 def cmd_run(args) -> int:
-    from benchlib.workbook import params, sweep
+    from benchlib.runs import params
+    from benchlib.runs import sweep
     from benchlib.records import results
 
     names = [name for name, _ in args.param or []]

@@ -29,7 +29,7 @@ from benchlib.errors import BenchlibError
 from benchlib.workbook import report_index
 from benchlib.workbook import report_landing as landing
 from benchlib.workbook import report_pages as pages
-from benchlib.workbook import sweep
+from benchlib.runs import sweep
 from benchlib.records import results
 # study_name is also read from here (report.study_name)
 from benchlib.workbook.report_index import Site, study_name

@@ -20,10 +20,10 @@ from typing import Any
 from benchlib import atomic
 from benchlib.core import envinfo, hostload
 from benchlib.errors import RecordError
-from benchlib.workbook import kernels
+from benchlib.runs import kernels
 from benchlib.records import results
 from benchlib.records import testbed
-from benchlib.workbook.params import Row
+from benchlib.runs.params import Row
 
 KERNEL = "python3"  # jupyter_client runs it with this interpreter, so .venv's packages
 

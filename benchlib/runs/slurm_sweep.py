@@ -37,8 +37,8 @@ from benchlib.slurm import arrays, commands
 from benchlib.slurm.capacity import check_layout, node_capacity
 from benchlib.records import results
 from benchlib.records import testbed
-from benchlib.workbook.params import NotebookSpec, Row
-from benchlib.workbook.sweep import Summary, pending, run_row
+from benchlib.runs.params import NotebookSpec, Row
+from benchlib.runs.sweep import Summary, pending, run_row
 
 SQUEUE_PATIENCE_S = 120.0  # how long the poller waits out a squeue that keeps failing
 

@@ -1,0 +1,1 @@
+"""Running rows: parameter tables checked into rows, sweeps run locally through papermill kernels or as Slurm job arrays."""
