@@ -29,8 +29,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("studies", ("benchlib.studies",)),
     ("records", ("benchlib.records",)),
     ("runs", ("benchlib.runs",)),
-    ("workbook", ("benchlib.workbook",)),
     ("analysis", ("benchlib.analysis",)),
+    ("compare", ("benchlib.compare",)),
+    ("workbook", ("benchlib.workbook",)),
     ("cli", ("benchlib.cli", "benchlib.__main__")),
 ]
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}

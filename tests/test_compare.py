@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from benchlib.workbook import compare, compare_view
+from benchlib.compare import verdicts
+from benchlib.compare import view
 from benchlib.records import results
 from benchlib.records import testbed
 from benchlib.cli import main
@@ -55,7 +56,7 @@ def two_sets(outputs):
 
 def test_a_known_20_percent_slowdown_in_one_row_is_flagged_and_nothing_else(two_sets):
     for threshold in (0.05, 0.10):
-        c = compare.compare_sets("base", "new", two_sets, threshold)
+        c = verdicts.compare_sets("base", "new", two_sets, threshold)
         assert len(c.rows) == 6 and c.only_base == c.only_new == 0
         assert set(c.rows["launches"]) == {"2/2"} and set(c.rows["n_base"]) == {14}
         slower = c.slower
@@ -77,7 +78,7 @@ def test_noise_alone_is_never_slower_over_many_seeds(outputs):
     for seed in range(40):
         write_set(rdir, f"a{seed}", BASE_ENV, seed=1000 + seed, noise=0.03)
         write_set(rdir, f"b{seed}", BASE_ENV, seed=2000 + seed, noise=0.03)
-        c = compare.compare_sets(f"a{seed}", f"b{seed}", rdir)
+        c = verdicts.compare_sets(f"a{seed}", f"b{seed}", rdir)
         flagged += len(c.slower)
     assert flagged == 0
 
@@ -86,69 +87,69 @@ def test_one_launch_on_a_side_gets_an_interval_but_no_verdict(outputs):
     rdir = outputs / "results"
     write_set(rdir, "base", BASE_ENV, launches=1)
     write_set(rdir, "new", NEW_ENV, slow=0.5, seed=3)
-    c = compare.compare_sets("base", "new", rdir)
+    c = verdicts.compare_sets("base", "new", rdir)
     assert set(c.rows["verdict"]) == {"inconclusive"} and c.exit_code() == 0
     slow = c.rows[c.rows["row"] == "dataset=mydataset, num_workers=1"].iloc[0]
     assert slow["ci95_high"] < 0.6 and slow["why"] == "1 launch"  # clear, but one launch
-    assert "inconclusive (1 launch)" in compare_view.table(c)["verdict"].tolist()
-    assert any("come from one launch on a side" in s for s in compare_view.sentences(c))
+    assert "inconclusive (1 launch)" in view.table(c)["verdict"].tolist()
+    assert any("come from one launch on a side" in s for s in view.sentences(c))
 
 
 def test_epochs_that_name_their_repeat_are_launches():
     record = {"metrics": {"samples_per_s": 2.0}, "details": {"epochs": [
         {"samples_per_s": 1.0, "repeat": 0}, {"samples_per_s": 2.0, "repeat": 0},
         {"samples_per_s": 3.0, "repeat": 1}, {"samples_per_s": float("nan"), "repeat": 1}]}}
-    assert compare.launches(record, "samples_per_s") == [[1.0, 2.0], [3.0]]
-    assert compare.launches({"metrics": {"x": 1}, "details": {}}, "samples_per_s") == []
+    assert verdicts.launches(record, "samples_per_s") == [[1.0, 2.0], [3.0]]
+    assert verdicts.launches({"metrics": {"x": 1}, "details": {}}, "samples_per_s") == []
     repeats = {"metrics": {}, "details": {"repeats": [{"total_s": 1.0, "repeat": 0},
                                                       {"total_s": 2.0, "repeat": 1}]}}
-    assert compare.launches(repeats, "total_s") == [[1.0, 2.0]]  # one process's repeats
+    assert verdicts.launches(repeats, "total_s") == [[1.0, 2.0]]  # one process's repeats
 
 
 def test_a_time_metric_is_slower_when_it_grows(outputs):
     rdir = outputs / "results"
     write_set(rdir, "base", BASE_ENV, key="epochs", metric="epoch_s", seed=1)
     write_set(rdir, "new", NEW_ENV, key="epochs", metric="epoch_s", seed=2, slow=1.25)
-    c = compare.compare_sets("base", "new", rdir, metrics=["epoch_s"])
+    c = verdicts.compare_sets("base", "new", rdir, metrics=["epoch_s"])
     assert list(c.slower["row"]) == ["dataset=mydataset, num_workers=1"]
     assert c.slower.iloc[0]["speed"] == pytest.approx(0.8, abs=0.03)
-    assert compare_view.change_text(c.slower.iloc[0]["speed"]).endswith("slower")
+    assert view.change_text(c.slower.iloc[0]["speed"]).endswith("slower")
 
 
 def test_fewer_than_five_repeats_give_the_range_and_inconclusive_never_an_interval(outputs):
     rdir = outputs / "results"
     write_set(rdir, "base", BASE_ENV, repeats=3, launches=1)
     write_set(rdir, "new", NEW_ENV, repeats=3, slow=0.5, seed=5, launches=1)
-    c = compare.compare_sets("base", "new", rdir)
+    c = verdicts.compare_sets("base", "new", rdir)
     assert set(c.rows["verdict"]) == {"inconclusive"} and c.exit_code() == 0
     row = c.rows.iloc[0]
     assert row["ci95_low"] is None or math.isnan(row["ci95_low"])
-    text = compare_view.interval_text(row)
+    text = view.interval_text(row)
     assert text.startswith("n=3/3 <5, range ") and row["range_low"] <= row["ratio"] <= row["range_high"]
-    assert any("fewer than 5 values" in s for s in compare_view.sentences(c))
+    assert any("fewer than 5 values" in s for s in view.sentences(c))
 
 
 def test_records_of_one_row_in_a_set_pool_as_launches():
     base = [[100.0, 101, 99, 100, 102]]
     new = [[90.0, 91, 89, 90, 92], [110.0, 111, 109, 110, 112]]  # two launches disagree
-    one_launch = compare.ratio_interval(base, [new[0] + new[1]])
-    two_launches = compare.ratio_interval(base, new)
+    one_launch = verdicts.ratio_interval(base, [new[0] + new[1]])
+    two_launches = verdicts.ratio_interval(base, new)
     assert two_launches.n_new == 10 and two_launches.ratio == one_launch.ratio
     width = lambda r: r.high - r.low  # noqa: E731
     assert width(two_launches) >= width(one_launch)  # launch-to-launch spread is counted
 
 
 def test_verdicts_against_the_threshold():
-    assert compare.verdict(0.80, 0.90, 0.05) == "slower"
-    assert compare.verdict(1.06, 1.20, 0.05) == "faster"
-    assert compare.verdict(0.97, 1.03, 0.05) == "no change"
-    assert compare.verdict(0.90, 1.01, 0.05) == "inconclusive"  # spans the threshold
-    assert compare.verdict(None, None, 0.05) == "inconclusive"
-    assert compare.verdict(0.80, 0.90, 0.05, n_launches=1) == "inconclusive"
-    assert compare.parse_threshold("5%") == 0.05 and compare.parse_threshold("0.1") == 0.1
+    assert verdicts.verdict(0.80, 0.90, 0.05) == "slower"
+    assert verdicts.verdict(1.06, 1.20, 0.05) == "faster"
+    assert verdicts.verdict(0.97, 1.03, 0.05) == "no change"
+    assert verdicts.verdict(0.90, 1.01, 0.05) == "inconclusive"  # spans the threshold
+    assert verdicts.verdict(None, None, 0.05) == "inconclusive"
+    assert verdicts.verdict(0.80, 0.90, 0.05, n_launches=1) == "inconclusive"
+    assert verdicts.parse_threshold("5%") == 0.05 and verdicts.parse_threshold("0.1") == 0.1
     for bad in ("150%", "0", "x", "1.5"):
-        with pytest.raises(compare.UsageError, match="threshold: "):
-            compare.parse_threshold(bad)
+        with pytest.raises(verdicts.UsageError, match="threshold: "):
+            verdicts.parse_threshold(bad)
 
 
 def test_cli_prints_the_table_and_what_changed_and_exits_1_on_a_slowdown(two_sets, capsys):
@@ -225,7 +226,7 @@ def test_the_environment_diff_names_versions_and_allocator(outputs):
     tuned = {**BASE_ENV, "allocator": {"name": "glibc", "glibc_tunables": "x=1"},
              "env_vars": {"OMP_NUM_THREADS": "2", "SLURM_JOB_ID": "7"}}
     write_set(rdir, "tuned", tuned, seed=4)
-    diff = {w: (b, a) for w, b, a in compare.compare_sets("base", "tuned", rdir).env_diff}
+    diff = {w: (b, a) for w, b, a in verdicts.compare_sets("base", "tuned", rdir).env_diff}
     assert diff["testbed allocator"] == ("glibc", "glibc (x=1)")
     assert diff["$OMP_NUM_THREADS"] == ("-", "2")
     assert "$SLURM_JOB_ID" not in diff and "testbed torch" not in diff
@@ -236,8 +237,8 @@ def test_the_default_pair_is_the_newest_set_and_the_newest_older_one_sharing_a_r
     write_set(rdir, "first", BASE_ENV)
     write_set(rdir, "second", BASE_ENV, seed=3)
     write_set(rdir, "unrelated", BASE_ENV, study="elsewhere")
-    assert compare.default_pair(rdir) == ("first", "second")  # "unrelated" shares no row
-    c = compare.compare_sets("", "", rdir)
+    assert verdicts.default_pair(rdir) == ("first", "second")  # "unrelated" shares no row
+    c = verdicts.compare_sets("", "", rdir)
     assert (c.base.label, c.new.label) == ("first", "second")
 
 
@@ -245,15 +246,15 @@ def test_trend_shows_one_rows_metric_in_every_set(outputs):
     rdir = outputs / "results"
     for i, label in enumerate(("v1", "v2", "v3")):
         write_set(rdir, label, BASE_ENV, seed=i, slow=1 - 0.1 * i)
-    c = compare.compare_sets("v1", "v3", rdir)
-    key, metric = compare_view.most_changed(c)
+    c = verdicts.compare_sets("v1", "v3", rdir)
+    key, metric = view.most_changed(c)
     assert json.loads(key)["params"] == SLOW_ROW and metric == "samples_per_s"
-    history = compare_view.trend(rdir, key, metric)
+    history = view.trend(rdir, key, metric)
     assert list(history["label"]) == ["v1", "v2", "v3"] and set(history["n"]) == {14}
     assert history[metric].is_monotonic_decreasing
     assert (history["low"] <= history[metric]).all() and (history[metric] <= history["high"]).all()
-    trend_ax = compare_view.trend_plot(history, metric, key)
-    forest_ax = compare_view.forest_plot(c)
+    trend_ax = view.trend_plot(history, metric, key)
+    forest_ax = view.forest_plot(c)
     for ax in (trend_ax, forest_ax):  # every plot says what it shows, in units
         assert ax.get_title() and (ax.get_xlabel() or ax.get_ylabel())
     assert trend_ax.get_ylabel() == "samples_per_s" and "(>1: faster)" in forest_ax.get_xlabel()
@@ -262,7 +263,7 @@ def test_trend_shows_one_rows_metric_in_every_set(outputs):
 def test_the_threshold_default_is_the_same_in_the_cli_and_the_notebook():
     from benchlib.config import CompareConfig
 
-    assert CompareConfig().threshold == compare.DEFAULT_THRESHOLD
+    assert CompareConfig().threshold == verdicts.DEFAULT_THRESHOLD
 
 
 @pytest.mark.notebook

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from benchlib.core import allocator
-from benchlib.workbook import compare
+from benchlib.compare import verdicts
 from benchlib.records import results
 from benchlib.records import testbed
 from benchlib.cli import main
@@ -211,5 +211,5 @@ def test_two_partitions_sharing_one_outputs_folder_never_mix(slurm_cluster, tmp_
     # the rows match (trivial rows have no metric with a direction to compare: one line)
     assert compared.returncode == 2
     assert compared.stderr.strip().splitlines()[-1].startswith("benchlib compare: metric: no row")
-    diff = {w: (b, a) for w, b, a in compare.env_diff([beds["debug"]], [beds["solo"]])}
+    diff = {w: (b, a) for w, b, a in verdicts.env_diff([beds["debug"]], [beds["solo"]])}
     assert diff["testbed partition"] == ("debug", "solo") and "testbed torch" not in diff

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from benchlib.core.timing import MIN_FOR_CI
-from benchlib.workbook.compare_stats import RESAMPLES, ratio_interval
+from benchlib.analysis.intervals import RESAMPLES, ratio_interval
 
 
 @dataclass(frozen=True)

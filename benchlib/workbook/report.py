@@ -94,9 +94,9 @@ def _analysis_link(executed: Path, error: dict[str, Any] | None, report_dir: Pat
 def _compare_link(outputs: Path, report_dir: Path) -> tuple[str, dict[str, Any] | None]:
     """With two or more result sets sharing a row: notebook 95 on the newest two, as
     compare.html. Returns the index's paragraph and the notebook's error, if any."""
-    from benchlib.workbook import compare_match
+    from benchlib.compare import sets
 
-    pair = compare_match.default_pair(outputs / "results")
+    pair = sets.default_pair(outputs / "results")
     if pair is None:
         return "", None
     executed = outputs / "runs" / "compare" / COMPARE_NOTEBOOK

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.records import results
-from benchlib.workbook.compare import DIRECTIONS, VERDICTS, Comparison
-from benchlib.workbook.compare_match import launches, row_key
-from benchlib.workbook.compare_stats import MIN_VALUES, RESAMPLES, boot_medians
+from benchlib.compare.verdicts import DIRECTIONS, VERDICTS, Comparison
+from benchlib.compare.sets import launches, row_key
+from benchlib.analysis.intervals import MIN_VALUES, RESAMPLES, boot_medians
 
 def _num(x: float | None) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):

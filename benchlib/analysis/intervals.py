@@ -1,6 +1,6 @@
 """The statistics of `benchlib compare`: the ratio new / base of two result sets' medians
 with a bootstrap 95% interval (launches resampled first, then values within each launch),
-and the verdict on it. See benchlib.workbook.compare for the rules."""
+and the verdict on it. See benchlib.compare.verdicts for the rules."""
 
 from __future__ import annotations
 
