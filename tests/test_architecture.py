@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("runs", ("benchlib.runs",)),
     ("analysis", ("benchlib.analysis",)),
     ("compare", ("benchlib.compare",)),
+    ("report", ("benchlib.report",)),
     ("workbook", ("benchlib.workbook",)),
     ("cli", ("benchlib.cli", "benchlib.__main__")),
 ]

@@ -268,9 +268,9 @@ def test_the_threshold_default_is_the_same_in_the_cli_and_the_notebook():
 
 @pytest.mark.notebook
 def test_the_report_publishes_the_compare_notebook_when_two_sets_exist(two_sets, outputs):
-    from benchlib.workbook import report
+    from benchlib.report import publish
 
-    page = report.build(outputs).read_text()
+    page = publish.build(outputs).read_text()
     assert 'href="compare.html">new against base</a>' in page
     assert "<th>set</th>" in page  # the study table says which set a run is in
     html = (outputs / "report" / "compare.html").read_text()
@@ -281,8 +281,8 @@ def test_the_report_publishes_the_compare_notebook_when_two_sets_exist(two_sets,
 
 @pytest.mark.notebook
 def test_the_report_has_no_compare_page_with_one_set(outputs):
-    from benchlib.workbook import report
+    from benchlib.report import publish
 
     write_set(outputs / "results", "only", BASE_ENV)
-    page = report.build(outputs, analysis=True).read_text()
+    page = publish.build(outputs, analysis=True).read_text()
     assert "compare.html" not in page and not (outputs / "report" / "compare.html").exists()

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from benchlib.core import hostload
-from benchlib.workbook import report
+from benchlib.report import publish
 from benchlib.runs import sweep
 from benchlib.records import results
 from benchlib.runs.params import load_plan
@@ -49,7 +49,7 @@ def _record(run_id: str, load_1m: float) -> dict:
 def test_the_report_flags_a_run_started_on_a_busy_host(outputs):
     results.write_record(outputs / "results", _record("quiet1", 0.5))
     results.write_record(outputs / "results", _record("busy01", 3.5))
-    page = report.build(outputs, analysis=False).read_text()
+    page = publish.build(outputs, analysis=False).read_text()
     rows = [r for r in page.split("<tr>") if "quiet1" in r or "busy01" in r]
     flag = "busy host: load 3.5 on 2 cores at start"
     assert [flag in r for r in rows if "busy01" in r] == [True]

@@ -9,7 +9,7 @@ import pytest
 from benchlib.cli import main
 from benchlib.config import CONFIGS
 from benchlib.core import envinfo
-from benchlib.workbook import report
+from benchlib.report import publish
 from benchlib.records import results
 from benchlib.runs.params import NotebookSpec
 from conftest import ROOT, TRIVIAL
@@ -49,7 +49,7 @@ def test_data_prep_and_analysis_notebooks_run_and_the_report_publishes(tmp_path,
     assert rec["fashion_mnist_source"] == "generated" and rec["fashion_mnist_samples"] == 350
     assert rec["mydataset_samples"] == 200 and (data_dir / "manifest.json").exists()
 
-    index = report.build(outputs)
+    index = publish.build(outputs)
     page = index.read_text()
     assert page.index('<h2 id="findings">') < page.index('<h2 id="analysis">') \
         < page.index('<h3 id="runs-data_prep">')
@@ -66,7 +66,7 @@ def test_data_prep_and_analysis_notebooks_run_and_the_report_publishes(tmp_path,
 @pytest.mark.notebook
 def test_report_marks_failed_runs_and_links_their_notebooks(tmp_path, outputs):
     main(["run", str(TRIVIAL), "-p", "fail", "true", "--study", "broken"])
-    page = report.build(outputs, analysis=False).read_text()
+    page = publish.build(outputs, analysis=False).read_text()
     assert '<span class="failed">failed</span>' in page
     assert "asked to fail with x=0" in page
     link = re.search(r'href="(broken/\w+\.html)"', page).group(1)
@@ -75,7 +75,7 @@ def test_report_marks_failed_runs_and_links_their_notebooks(tmp_path, outputs):
 
 @pytest.mark.notebook
 def test_report_with_no_runs_says_how_to_make_some(outputs):
-    page = report.build(outputs).read_text()
+    page = publish.build(outputs).read_text()
     assert "No runs yet" in page
     assert "No records yet" in (outputs / "report" / "analysis.html").read_text()
 
@@ -108,7 +108,7 @@ studies:
     executed = nbformat.read(outputs / df.iloc[0]["executed_notebook"], 4)
     assert not [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
 
-    report.build(outputs)
+    publish.build(outputs)
     analysis = (outputs / "report" / "analysis.html").read_text()
     assert "fastest with <strong>num_workers=" in analysis
     cpu = envinfo.cpu_model()  # a record names the CPU's model, never just "cpu"
@@ -141,7 +141,7 @@ table:
     assert ddp["world_size"] == 2 and ddp["global_batch"] == 16 and ddp["busbw_gbps"] > 0
     assert (outputs / "logs" / ddp["run_id"] / "train" / "rank1.log").exists()
 
-    report.build(outputs)
+    publish.build(outputs)
     analysis = (outputs / "report" / "analysis.html").read_text()
     assert "<strong>DDP via torchrun</strong> on 2 device(s)" in analysis
     assert "<strong>speedup " in analysis and "Seed 002 on two P100s" in analysis
@@ -172,7 +172,7 @@ grid: {nproc_per_node: [1, 2]}
     assert "JAX " in text and "here (cpu, fp32)" in text
     assert two["jax_skipped"] == "JAX is measured on one device with synthetic data only"
 
-    report.build(outputs)
+    publish.build(outputs)
     analysis = (outputs / "report" / "analysis.html").read_text()
     assert "fp32 on 2 devices: speedup" in analysis and "Seed 003 (PyTorch 1.6, V100" in analysis
     assert "MFU is unknown here" in analysis
@@ -207,7 +207,7 @@ studies:
     assert fault["restarts"] == 1 and fault["steps_redone"] == 2  # killed after 6, resumed at 4
     assert fault["loss_diff"] <= 1e-6 * max(abs(fault["loss_last"]), 1)
 
-    report.build(outputs)
+    publish.build(outputs)
     analysis = (outputs / "report" / "analysis.html").read_text()
     assert "<strong>ddp</strong> via torchrun on 2 node(s) x 1" in analysis
     assert mn.loc[("lightning", 2), "topology"] == "one host"  # both "nodes" ran here
@@ -282,7 +282,7 @@ def test_one_name_per_study_across_notebook_config_modules_and_sections(path):
     for file in (ROOT / "params").glob("*.yaml"):
         if file.name != "smoke_cpu.yaml":  # one row of every study
             assert any(file.stem.startswith(f"{s}_") for s in studies), file.name
-    assert report.study_name(path.name) == study
+    assert publish.study_name(path.name) == study
 
 
 @pytest.mark.parametrize("path", STUDY_NOTEBOOKS, ids=lambda p: p.name)

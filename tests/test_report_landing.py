@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from benchlib.workbook import report_landing as landing
+from benchlib.report import landing
 from benchlib.records import testbed
 
 _clock = itertools.count()

@@ -16,7 +16,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from benchlib.workbook import report, report_pages
+from benchlib.report import publish
+from benchlib.report import pages
 from benchlib.records import results
 from benchlib.cli import main
 from browser import ROOT, broken_images, find_or_install_chromium, open_offline, screenshot
@@ -37,7 +38,7 @@ def site(tmp_path_factory):
                      "fashion-mnist", "--study", "data_prep"]) == 0
         assert main(["run", str(TRIVIAL), "-p", "x", "21", "--study", "trivial"]) == 0
         assert main(["run", str(TRIVIAL), "-p", "fail", "true", "--study", "broken"]) == 1
-        report.build(outputs)
+        publish.build(outputs)
         yield outputs
 
 
@@ -71,7 +72,7 @@ def test_the_site_has_the_landing_page_analysis_run_pages_and_records(site):
     report_dir = site / "report"
     names = {p.relative_to(report_dir).as_posix() for p in report_dir.rglob("*") if p.is_file()}
     runs = results.read_records(site / "results")
-    assert {"index.html", "analysis.html", report_pages.CSS_NAME} <= names
+    assert {"index.html", "analysis.html", pages.CSS_NAME} <= names
     for rec in runs:
         assert f"{rec['study']}/{rec['run_id']}.html" in names
         assert f"records/{rec['study']}/{rec['run_id']}.json" in names
@@ -167,10 +168,10 @@ def test_report_zip_writes_one_archive_holding_the_site(site, monkeypatch, capsy
     assert main(["report", "--no-analysis", "--zip"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"report: {site / 'report' / 'index.html'}"
-    assert re.fullmatch(rf"zip: {re.escape(str(site / report.ZIP_NAME))} \(\d+\.\d MB; the "
+    assert re.fullmatch(rf"zip: {re.escape(str(site / publish.ZIP_NAME))} \(\d+\.\d MB; the "
                         r"folder: \d+\.\d MB\)", out[1])
-    assert [p.name for p in site.glob("*.zip")] == [report.ZIP_NAME]
-    with zipfile.ZipFile(site / report.ZIP_NAME) as zf:
+    assert [p.name for p in site.glob("*.zip")] == [publish.ZIP_NAME]
+    with zipfile.ZipFile(site / publish.ZIP_NAME) as zf:
         names = set(zf.namelist())
         assert "benchlib-report/index.html" in names and "benchlib-report/analysis.html" in names
         assert all(n.startswith("benchlib-report/") and not Path(n).name.startswith(".")
@@ -185,15 +186,15 @@ def test_pages_are_kept_when_nothing_changed_and_redone_when_the_header_does(sit
     rec = next(r for r in results.read_records(site / "results") if r["study"] == "data_prep")
     page = site / "report" / "data_prep" / f"{rec['run_id']}.html"
     before = page.stat().st_mtime_ns
-    report.build(site, analysis=False)
+    publish.build(site, analysis=False)
     assert page.stat().st_mtime_ns == before
     (site / "report" / "analysis.html").rename(site / "report" / "analysis.kept")
     try:  # no analysis page: the run page no longer links to it, so it is made again
-        report.build(site, analysis=False)
+        publish.build(site, analysis=False)
         assert page.stat().st_mtime_ns != before and "analysis.html" not in page.read_text()
     finally:
         (site / "report" / "analysis.kept").rename(site / "report" / "analysis.html")
-        report.build(site, analysis=False)
+        publish.build(site, analysis=False)
 
 
 # ---------------------------------------------------------------- in a browser

@@ -136,13 +136,13 @@ def test_a_rows_broken_record_counts_as_missing_so_the_row_runs_again(tmp_path, 
 
 
 def test_the_report_keeps_the_last_good_analysis_when_the_analysis_fails(tmp_path):
-    from benchlib.workbook import report
+    from benchlib.report import publish
     from tests.conftest import TRIVIAL
 
     report_dir = tmp_path / "report"
-    assert "analysis.html" in report._analysis_link(TRIVIAL, None, report_dir)
+    assert "analysis.html" in publish._analysis_link(TRIVIAL, None, report_dir)
     good = (report_dir / "analysis.html").read_text()
-    line = report._analysis_link(TRIVIAL, {"message": "boom"}, report_dir)
+    line = publish._analysis_link(TRIVIAL, {"message": "boom"}, report_dir)
     assert (report_dir / "analysis.html").read_text() == good
     assert (report_dir / "analysis-failed.html").exists()
     assert "analysis failed: boom" in line and 'href="analysis.html"' in line

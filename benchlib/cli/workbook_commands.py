@@ -126,15 +126,15 @@ def cmd_run(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from benchlib.workbook import report
+    from benchlib.report import publish
 
     outputs = common.outputs(args)
-    index = report.build(outputs, analysis=not args.no_analysis, zip_site=args.zip)
+    index = publish.build(outputs, analysis=not args.no_analysis, zip_site=args.zip)
     print(f"report: {index}")
     if args.zip:
-        archive = outputs / report.ZIP_NAME
+        archive = outputs / publish.ZIP_NAME
         print(f"zip: {archive} ({archive.stat().st_size / 1e6:.1f} MB; the folder: "
-              f"{report.size_bytes(index.parent) / 1e6:.1f} MB)")
+              f"{publish.size_bytes(index.parent) / 1e6:.1f} MB)")
     return 0
 
 

@@ -10,7 +10,7 @@ and every run, as a static site that works from file:// with no network.
     outputs/benchlib-report.zip                  with --zip: the folder, to hand around
 
 HTML comes from nbconvert with `exclude_input=True` (what `--no-input` does; papermill's
-report mode is ignored by nbconvert), no prompts, and benchlib/report_template, which
+report mode is ignored by nbconvert), no prompts, and benchlib/report/template, which
 drops the template's CDN scripts. Every link is relative. A page already made from the
 same notebook, header and template is kept. The index's parts are made by
 report_index, the notebook pages by report_pages.
@@ -26,13 +26,13 @@ from typing import Any
 
 from benchlib import atomic, paths
 from benchlib.errors import BenchlibError
-from benchlib.workbook import report_index
-from benchlib.workbook import report_landing as landing
-from benchlib.workbook import report_pages as pages
+from benchlib.report import index
+from benchlib.report import landing
+from benchlib.report import pages
 from benchlib.runs import sweep
 from benchlib.records import results
 # study_name is also read from here (report.study_name)
-from benchlib.workbook.report_index import Site, study_name
+from benchlib.report.index import Site, study_name
 
 ANALYSIS_NOTEBOOK = "90_analysis.ipynb"
 COMPARE_NOTEBOOK = "95_compare.ipynb"
@@ -142,35 +142,35 @@ def build(outputs: Path, analysis: bool = True, zip_site: bool = False) -> Path:
                      "params/smoke_cpu.yaml</code>.</p>")
         parts.append(analysis_part)
     else:
-        parts.append(report_index.lede(records, beds))
-        items = "".join(report_index.finding(f, site, sections, error is None)
+        parts.append(index.lede(records, beds))
+        items = "".join(index.finding(f, site, sections, error is None)
                         for f in landing.findings(records))
         parts.append(f'<h2 id="findings">Findings</h2><ul class="findings">{items}</ul>')
-        parts += [analysis_part, report_index.testbeds_table(records, beds),
-                  report_index.failures_table(records, site),
+        parts += [analysis_part, index.testbeds_table(records, beds),
+                  index.failures_table(records, site),
                   '<h2 id="runs">Runs</h2><p>Per study, the parameters that vary between its '
                   "runs and each run's headline figure.</p>"]
         by_study: dict[str, list[dict[str, Any]]] = {}
         for rec in records:
             by_study.setdefault(rec["study"], []).append(rec)
         for study in sorted(by_study):
-            parts.append(report_index.study_table(study, by_study[study], site, beds))
+            parts.append(index.study_table(study, by_study[study], site, beds))
     page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
             f"<meta name='viewport' content='width=device-width, initial-scale=1'>"
-            f"<title>benchlib report</title><style>{report_index.STYLE}</style></head>"
+            f"<title>benchlib report</title><style>{index.STYLE}</style></head>"
             f"<body>{''.join(parts)}</body></html>\n")
-    index = atomic.write_text(report_dir / "index.html", page)
+    index_path = atomic.write_text(report_dir / "index.html", page)
     if zip_site:
         archive(report_dir, outputs / ZIP_NAME)
     if error is not None:
         print(f"benchlib report: analysis failed: {error['type']}: {error['message']} "
               f"(see {executed})", file=sys.stderr)
-        raise BenchlibError(f"report written to {index}, but the analysis notebook failed")
+        raise BenchlibError(f"report written to {index_path}, but the analysis notebook failed")
     if compared is not None:
-        raise BenchlibError(f"report written to {index}, but the compare notebook failed: "
+        raise BenchlibError(f"report written to {index_path}, but the compare notebook failed: "
                             f"{compared['type']}: {compared['message']} (see "
                             f"{outputs / 'runs' / 'compare' / COMPARE_NOTEBOOK})")
-    return index
+    return index_path
 
 
 def archive(report_dir: Path, target: Path) -> Path:

@@ -1,4 +1,4 @@
-"""The report's notebook pages: nbconvert through benchlib/report_template, which keeps
+"""The report's notebook pages: nbconvert through benchlib/report/template, which keeps
 JupyterLab's look and drops everything it would fetch from a network, plus the header
 benchlib writes above a page's cells: for a run, what ran (parameters, the injected ones
 marked, status, testbed, duration) and where to read next; for the analysis, a table of
@@ -20,9 +20,9 @@ from typing import Any
 
 from benchlib import atomic
 from benchlib.errors import BenchlibError
-from benchlib.workbook.report_landing import Record, Testbed, headline_metric
+from benchlib.report.landing import Record, Testbed, headline_metric
 
-TEMPLATE_DIR = Path(__file__).with_name("report_template")
+TEMPLATE_DIR = Path(__file__).with_name("template")
 CSS_NAME = "static/notebook.css"  # one shared copy of JupyterLab's CSS, under the report
 TOC_MARK = "<!--benchlib:toc-->"
 PAGE_META = "benchlib-page"  # a page keeps a hash of what made it; same hash: not redone

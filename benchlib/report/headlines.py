@@ -8,7 +8,7 @@ import statistics
 from typing import Callable
 
 from benchlib.core.timing import quantile
-from benchlib.workbook.report_figures import (
+from benchlib.report.figures import (
     Claim, Record, Figure, above_linear_caveat, device_text, joined_caveats, label, metric,
     number, ranks_of, ratio_figure, same_work, samples_figure, shared_cores_caveat, varying_params)
 

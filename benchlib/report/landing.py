@@ -17,8 +17,8 @@ import json
 from dataclasses import dataclass
 
 from benchlib.records import testbed
-from benchlib.workbook.report_figures import Claim, Record, metric, samples_figure
-from benchlib.workbook.report_headlines import HEADLINES, ORDER
+from benchlib.report.figures import Claim, Record, metric, samples_figure
+from benchlib.report.headlines import HEADLINES, ORDER
 
 
 QUESTIONS = {

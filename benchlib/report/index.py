@@ -1,7 +1,7 @@
 """The report's index.html, part by part: the lede, one finding per study (its figures
 linked to the page and record of the run they came from, which `Site` locates), the
 testbeds, the failures and each study's table of runs, and the page's style.
-benchlib.workbook.report puts the parts together and publishes the runs they link to.
+benchlib.report.publish puts the parts together and publishes the runs they link to.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.core import hostload
-from benchlib.workbook import report_landing as landing
-from benchlib.workbook import report_pages as pages
-from benchlib.workbook.report_figures import Claim, Figure, varying_params
+from benchlib.report import landing
+from benchlib.report import pages
+from benchlib.report.figures import Claim, Figure, varying_params
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222;
 line-height:1.45;padding:0 1em}table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px
