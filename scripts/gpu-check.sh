@@ -11,4 +11,4 @@ if [ -z "${PYTHON:-}" ]; then
   if [ -x "$repo/.venv/bin/python" ]; then PYTHON="$repo/.venv/bin/python"; else PYTHON=python3; fi
 fi
 export PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-exec "$PYTHON" -m benchlib.workbook.gpu_check "$@"
+exec "$PYTHON" -m benchlib.gpucheck.check "$@"

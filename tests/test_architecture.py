@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("analysis", ("benchlib.analysis",)),
     ("compare", ("benchlib.compare",)),
     ("report", ("benchlib.report",)),
-    ("workbook", ("benchlib.workbook",)),
+    ("gpucheck", ("benchlib.gpucheck",)),
     ("cli", ("benchlib.cli", "benchlib.__main__")),
 ]
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}

@@ -6,7 +6,8 @@ import json
 import subprocess
 import sys
 
-from benchlib.workbook import gpu_check as gpucheck, gpu_check_steps
+from benchlib.gpucheck import check as gpucheck
+from benchlib.gpucheck import steps
 from benchlib.records import results
 from tests.conftest import ROOT
 
@@ -81,12 +82,12 @@ def test_a_step_that_fails_times_out_or_succeeds_is_reported_and_recorded(tmp_pa
 
 
 def test_resnet50_figures_hold_mfu_against_the_detected_devices_peak_and_the_target():
-    figures = gpu_check_steps._resnet50_figures("amp_bf16")(
+    figures = steps._resnet50_figures("amp_bf16")(
         {"metrics": {"samples_per_s": 3000.0, "flops_per_sample": 24.6e9,
                      "device_name": "NVIDIA H100 80GB HBM3"}})
     assert abs(figures["mfu"] - 3000 * 24.6e9 / 989.4e12) < 1e-9
     assert figures["target_met"] is True and figures["target_samples_per_s"] == 2800.0
-    unknown = gpu_check_steps._resnet50_figures("amp_bf16")(
+    unknown = steps._resnet50_figures("amp_bf16")(
         {"metrics": {"samples_per_s": 10.0, "flops_per_sample": 1e9, "device_name": "cpu"}})
     assert unknown["mfu"] is None and "target_met" not in unknown
     json.dumps(figures)  # a record can hold it

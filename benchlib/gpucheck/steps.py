@@ -1,4 +1,4 @@
-"""The GPU check's steps (benchlib.workbook.gpu_check): each one's command line, time box,
+"""The GPU check's steps (benchlib.gpucheck.check): each one's command line, time box,
 parameters, result file and how its figures are read from that file, in the order a short
 lease should run them. The ResNet-50 settings follow seed 003 (DLPerf); `plan(out)` lays
 the steps out under one output folder. Runs nothing.

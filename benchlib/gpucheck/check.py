@@ -1,4 +1,4 @@
-"""`scripts/gpu-check.sh OUT` (`python -m benchlib.workbook.gpu_check OUT`): every GPU path of the
+"""`scripts/gpu-check.sh OUT` (`python -m benchlib.gpucheck.check OUT`): every GPU path of the
 workbook, run once on a single-GPU machine, in a few minutes, with figures.
 
 GPU time comes rarely and briefly, so this is one prepared command: it generates its
@@ -28,7 +28,7 @@ from typing import Any
 
 from benchlib import atomic
 from benchlib.records import results
-from benchlib.workbook.gpu_check_steps import STUDY, Step, plan
+from benchlib.gpucheck.steps import STUDY, Step, plan
 from benchlib.errors import UsageError
 
 
