@@ -7,7 +7,7 @@ SMOKE  ?= params/smoke_cpu.yaml
 # The sizes params/smoke_cpu.yaml's data_prep row asks for (so that row reuses the data).
 SMOKE_DATA ?= --offline --size 6000 --fashion-size 6000 --cifar-size 2048 --imagefolder-size 200
 
-.PHONY: setup run test test-fast lab report clean-outputs gpu-check
+.PHONY: setup run test test-fast lint lab report clean-outputs gpu-check
 
 # Create or update .venv with the pinned versions in constraints.txt (torch 2.14.1,
 # torchvision 0.29.1, ...). Re-runs only when the pins or pyproject.toml change.
@@ -29,15 +29,19 @@ run: setup
 	$(PY) -m benchlib sweep $(SMOKE); status=$$?; \
 	$(PY) -m benchlib report && exit $$status
 
-test: setup
+test: lint
 	$(PY) -m pytest -q
+
+# ruff (pyflakes, pycodestyle, import order; configured in pyproject.toml), as pre-commit runs it
+lint: setup
+	$(VENV)/bin/ruff check benchlib tests scripts
 
 # The pure layers only (config, params, results, analysis, rendering, argv building): no
 # Slurm, no ranks started, no notebook executed, no GPU; under a minute.
 FAST_TESTS := tests/test_architecture.py tests/test_parameters.py tests/test_params.py \
 	tests/test_results.py tests/test_analysis.py tests/test_timing.py tests/test_multinode.py \
 	tests/test_lightning.py tests/test_slurm.py tests/test_notebooks.py tests/test_packaging.py
-test-fast: setup
+test-fast: lint
 	$(PY) -m pytest -q -m "not slurm and not distributed and not notebook and not gpu" $(FAST_TESTS)
 
 report: setup

@@ -36,8 +36,8 @@ def write_params(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
 def small_data(tmp_path_factory) -> Path:
     """All data sets, generated once for the session: 600 FashionMNIST, 300 MyDataSet,
     256 CIFAR-10."""
-    from benchlib.data import prepare
     from benchlib.config import DataPrepConfig
+    from benchlib.data import prepare
 
     path = tmp_path_factory.mktemp("data")
     prepare.prepare(DataPrepConfig(path=str(path), size=300, fashion_size=600, cifar_size=256,

@@ -51,7 +51,8 @@ def test_data_prep_table_and_the_generated_data_caveat():
 
 def io_rows(**over):
     base = {"notebook": "10_single_device_io.ipynb", "study": "io", "device_name": "cpu",
-            "model": "toynet", "samples": 70000.0, "torch": "2.5.1", "epochs": 1.0, "batch_size": 64.0, "repeats": 3.0, "warmup_steps": 5.0,
+            "model": "toynet", "samples": 70000.0, "torch": "2.5.1",
+            "epochs": 1.0, "batch_size": 64.0, "repeats": 3.0, "warmup_steps": 5.0,
             "dataset": "fashion-mnist", "mode": "traverse", "variant": "raw",
             "num_workers": 0.0, "data_source": "generated", "total_s": 10.0, "total_s_p10": 9.0,
             "total_s_p90": 11.0, "samples_per_s": 100.0}

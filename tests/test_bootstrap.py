@@ -9,7 +9,8 @@ import pytest
 
 from benchlib.errors import ConfigError, UsageError
 from benchlib.launch import protocol
-from benchlib.trainers.ddp import check_args, parser as ddp_parser, train
+from benchlib.trainers.ddp import check_args, train
+from benchlib.trainers.ddp import parser as ddp_parser
 from benchlib.workers.bootstrap import Plain, parse
 from benchlib.workers.elastic import Elastic
 from benchlib.workers.lightning import Lightning

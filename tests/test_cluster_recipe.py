@@ -12,9 +12,9 @@ from benchlib import paths
 from benchlib.cli import main
 from benchlib.config import MultinodeLightningConfig
 from benchlib.errors import UsageError
-from benchlib.studies import multinode_lightning
 from benchlib.runs import slurm_sweep
 from benchlib.runs.params import load_plan
+from benchlib.studies import multinode_lightning
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,11 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from benchlib.compare import verdicts
-from benchlib.compare import view
-from benchlib.records import results
-from benchlib.records import testbed
 from benchlib.cli import main
+from benchlib.compare import verdicts, view
+from benchlib.records import results, testbed
 
 BASE_ENV = {"hostname": "node7", "cpu_model": "Xeon", "gpus": [], "python": "3.12.3",
             "packages": {"torch": "2.14.1", "benchlib": "0.1.0"}, "torch_cuda": None,

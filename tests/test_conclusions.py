@@ -3,11 +3,10 @@ interval, says "no clear difference" when the interval spans 1, and flips when t
 flips; a caveat appears only when the records show its cause. Small hand-made frames."""
 
 import pandas as pd
+from test_analysis import dist_rows, io_rows, records
 
 from benchlib.analysis import dp_vs_ddp, fault_tolerance, multinode_lightning, single_device_io
 from benchlib.analysis.verdict import Side, compare
-
-from test_analysis import dist_rows, io_rows, records
 
 
 def spread(sps, low, high, n=3):
@@ -270,8 +269,7 @@ def test_dp_vs_ddp_speedup_in_a_frame_of_mixed_studies():
 
 
 def test_on_a_slurm_testbed_the_partition_stands_for_the_host(tmp_path):
-    from benchlib.records import results
-    from benchlib.records import testbed
+    from benchlib.records import results, testbed
 
     env = {"hostname": "n2", "cpu_model": "EPYC", "gpus": [], "packages": {}}
     bed = testbed._finish({"kind": "slurm", "cluster": "c1", "partition": "gpu"}, "c1-gpu", None)

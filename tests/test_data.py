@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 from torchvision.datasets import FashionMNIST
 
-from benchlib.data import datasets, prepare
-from benchlib.data import manifest as data_manifest
 from benchlib.cli import main
 from benchlib.config import DataPrepConfig
+from benchlib.data import datasets, prepare
+from benchlib.data import manifest as data_manifest
 from benchlib.errors import ConfigError, UsageError
 
 

@@ -3,8 +3,8 @@ import os
 import platform
 import socket
 
-from benchlib.core import envinfo
 from benchlib.cli import main
+from benchlib.core import envinfo
 
 
 def test_collect_reports_machine_software_and_torch(monkeypatch):

@@ -4,13 +4,13 @@ flagged in the record and the report's run table (issue 17, item 10)."""
 import os
 
 import pytest
+from conftest import TRIVIAL, write_params
 
 from benchlib.core import hostload
+from benchlib.records import results
 from benchlib.report import publish
 from benchlib.runs import sweep
-from benchlib.records import results
 from benchlib.runs.params import load_plan
-from conftest import TRIVIAL, write_params
 
 
 def test_busy_means_the_1_minute_load_above_the_cores_at_start():

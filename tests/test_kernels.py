@@ -12,10 +12,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from benchlib.runs import kernels
-from benchlib.runs import sweep
 from conftest import TRIVIAL, write_params
+
+from benchlib.runs import kernels, sweep
 
 pytestmark = pytest.mark.notebook
 

@@ -19,9 +19,18 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
-from browser import (NOTEBOOK, ROOT, LabServer, error_outputs, find_or_install_chromium,
-                     open_notebook, rendered_images, run_all_cells, screenshot, stop_tree)
+from browser import (
+    NOTEBOOK,
+    ROOT,
+    LabServer,
+    error_outputs,
+    find_or_install_chromium,
+    open_notebook,
+    rendered_images,
+    run_all_cells,
+    screenshot,
+    stop_tree,
+)
 from conftest import TRIVIAL
 
 pytestmark = pytest.mark.notebook  # JupyterLab runs notebooks in a real browser

@@ -12,7 +12,8 @@ import pytest
 
 from benchlib.errors import LaunchError, UsageError
 from benchlib.launch.launcher import free_port, launch
-from benchlib.launch.supervise import start as start_process, supervise
+from benchlib.launch.supervise import start as start_process
+from benchlib.launch.supervise import supervise
 from benchlib.workers.allreduce import bus_factor
 from benchlib.workers.bootstrap import ABORT_AT_EXIT, ABORT_IN_INIT_ONCE
 

@@ -2,9 +2,9 @@ import math
 
 import torch
 
-from benchlib.data import storage
 from benchlib.core import loops
 from benchlib.core.models import ToyNet, build_model
+from benchlib.data import storage
 
 
 def test_toynet_is_seed_000s_mlp():

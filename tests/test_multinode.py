@@ -10,7 +10,8 @@ from benchlib.config import MultinodeLightningConfig
 from benchlib.errors import ConfigError, LaunchError, UsageError
 from benchlib.launch.argv import local_env, torchrun_argv
 from benchlib.launch.launcher import free_port, launch
-from benchlib.launch.supervise import start as start_process, supervise
+from benchlib.launch.supervise import start as start_process
+from benchlib.launch.supervise import supervise
 from benchlib.slurm.capacity import check_layout
 from benchlib.slurm.sbatch import training_script
 from benchlib.studies import multinode_lightning
@@ -106,7 +107,7 @@ def test_lightning_gets_its_layout_and_not_the_ddp_only_flags():
 
 def srun_line(text: str) -> str:
     """The script's srun command, without the status capture around it."""
-    [line] = [l for l in text.splitlines() if l.startswith("srun ")]
+    [line] = [s for s in text.splitlines() if s.startswith("srun ")]
     return line.removesuffix(" || status=$?")
 
 

@@ -5,14 +5,14 @@ import re
 
 import nbformat
 import pytest
+from conftest import ROOT, TRIVIAL
 
 from benchlib.cli import main
 from benchlib.config import CONFIGS
 from benchlib.core import envinfo
-from benchlib.report import publish
 from benchlib.records import results
+from benchlib.report import publish
 from benchlib.runs.params import NotebookSpec
-from conftest import ROOT, TRIVIAL
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + [TRIVIAL]
 

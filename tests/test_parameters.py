@@ -6,6 +6,7 @@ import dataclasses
 import typing
 
 import pytest
+from conftest import ROOT
 
 from benchlib.cli.main import build_parser
 from benchlib.config import (
@@ -16,7 +17,6 @@ from benchlib.config import (
     SingleDeviceIoConfig,
 )
 from benchlib.runs.params import NotebookSpec
-from conftest import ROOT
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 

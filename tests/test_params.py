@@ -1,9 +1,9 @@
 import pytest
+from conftest import TRIVIAL, write_params
 
 from benchlib.cli import main
 from benchlib.errors import UsageError
 from benchlib.runs.params import load_plan
-from conftest import TRIVIAL, write_params
 
 
 def test_table_rows_get_defaults_and_the_notebooks_own_defaults(tmp_path):

@@ -8,8 +8,14 @@ import pytest
 
 from benchlib import reference
 from benchlib.analysis import projection_check
-from benchlib.analysis.projection import (Inputs, default_sizes, exposed_comm_s, project,
-                                          ring_allreduce_s, what_if)
+from benchlib.analysis.projection import (
+    Inputs,
+    default_sizes,
+    exposed_comm_s,
+    project,
+    ring_allreduce_s,
+    what_if,
+)
 from benchlib.cli.project import main
 from benchlib.errors import UsageError
 

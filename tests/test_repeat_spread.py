@@ -2,10 +2,9 @@
 (p10-p90 over the median) side by side with a sentence computed from them."""
 
 import pandas as pd
+from test_analysis import dist_rows, records
 
 from benchlib.analysis import dp_vs_ddp, framework_comparison, multinode_lightning, repeat_spread
-
-from test_analysis import dist_rows, records
 
 
 def ddp(mode, median, p10, p90, n, **over):

@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from benchlib.config import DpVsDdpConfig, FrameworkComparisonConfig, MultinodeLightningConfig
 from benchlib.errors import ConfigError
 from benchlib.launch.launcher import LaunchResult
-from benchlib.studies import dp_vs_ddp, framework_comparison, multinode_lightning
 from benchlib.runs import params
-from conftest import ROOT
+from benchlib.studies import dp_vs_ddp, framework_comparison, multinode_lightning
 
 # each fake launch's epochs: launch r runs at about 100 * (r + 1) samples/s
 EPOCHS = [[100.0, 104.0, 98.0], [200.0, 190.0, 210.0], [300.0, 305.0, 295.0]]

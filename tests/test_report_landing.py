@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 
-from benchlib.report import landing
 from benchlib.records import testbed
+from benchlib.report import landing
 
 _clock = itertools.count()
 

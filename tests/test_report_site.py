@@ -15,13 +15,12 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-
-from benchlib.report import publish
-from benchlib.report import pages
-from benchlib.records import results
-from benchlib.cli import main
 from browser import ROOT, broken_images, find_or_install_chromium, open_offline, screenshot
 from conftest import TRIVIAL
+
+from benchlib.cli import main
+from benchlib.records import results
+from benchlib.report import pages, publish
 
 SCREENSHOTS = ROOT / "outputs" / "screenshots"
 

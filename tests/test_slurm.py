@@ -8,12 +8,11 @@ import sys
 import time
 from pathlib import Path
 
-
 import pytest
 
-from benchlib.slurm import arrays
 from benchlib.records import results
 from benchlib.runs.params import load_plan
+from benchlib.slurm import arrays
 
 pytestmark = pytest.mark.slurm
 

@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from benchlib.data import storage
 from benchlib.config.choices import IO_DATASETS, VARIANTS
+from benchlib.data import storage
 from benchlib.errors import UsageError
 
 

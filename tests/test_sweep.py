@@ -1,14 +1,13 @@
 import json
 
 import nbformat
-
 import pytest
+from conftest import TRIVIAL, write_params
 
 from benchlib.cli import main
 from benchlib.records import results
 from benchlib.runs.params import load_plan
 from benchlib.runs.sweep import run_plan
-from conftest import TRIVIAL, write_params
 
 pytestmark = pytest.mark.notebook
 

@@ -8,15 +8,14 @@ from datetime import date
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, TRIVIAL, write_params
 
-from benchlib.core import allocator
-from benchlib.compare import verdicts
-from benchlib.records import results
-from benchlib.records import testbed
 from benchlib.cli import main
+from benchlib.compare import verdicts
+from benchlib.core import allocator
+from benchlib.records import results, testbed
 from benchlib.runs.params import load_plan
 from benchlib.runs.sweep import run_plan
-from conftest import ROOT, TRIVIAL, write_params
 
 ENV = {"hostname": "h1", "cpu_model": "Xeon", "gpus": [{"name": "H100"}, {"name": "H100"}],
        "packages": {"torch": "2.14.1", "benchlib": "0.1.0"}, "torch_cuda": "13.0",

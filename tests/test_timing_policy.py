@@ -54,9 +54,9 @@ def test_the_pytorch_trainers_and_the_elastic_one_name_their_timing():
 
 
 def test_framework_conclusions_flag_rows_whose_jax_figure_was_timed_another_way():
-    from benchlib.analysis import framework_comparison
-
     from test_analysis import records
+
+    from benchlib.analysis import framework_comparison
 
     def fw(**over):
         return {"notebook": "40_framework_comparison.ipynb", "study": "f", "arch": "resnet18",

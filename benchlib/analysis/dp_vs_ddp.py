@@ -11,7 +11,6 @@ from benchlib.analysis.verdict import compare, side
 from benchlib.config import DpVsDdpConfig
 from benchlib.reference import SEED002_P100
 
-
 NOTEBOOK = "20_dp_vs_ddp.ipynb"
 # a speedup's baseline does the same work on the same hardware (not the same `device`
 # parameter: "auto" on a GPU host and "cuda" there are one machine, "cpu" on two hosts two)

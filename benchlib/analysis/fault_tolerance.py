@@ -7,7 +7,6 @@ import pandas as pd
 
 from benchlib.analysis.common import ok_runs
 
-
 NOTEBOOK = "35_fault_tolerance.ipynb"
 
 

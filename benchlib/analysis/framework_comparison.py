@@ -10,7 +10,6 @@ from benchlib.analysis.common import ok_runs, with_speedup
 from benchlib.config import FrameworkComparisonConfig
 from benchlib.reference import dlperf
 
-
 NOTEBOOK = "40_framework_comparison.ipynb"
 SPREAD_SHOWN = ["arch", "nproc_per_node", "variant", "batch_size"]
 

@@ -10,7 +10,6 @@ from benchlib.analysis.common import ok_runs, with_speedup
 from benchlib.analysis.verdict import compare, side
 from benchlib.config import MultinodeLightningConfig
 
-
 NOTEBOOK = "30_multinode_lightning.ipynb"
 SPREAD_SHOWN = ["trainer", "launcher", "nnodes", "nproc_per_node", "model"]
 SAME_WORK = ["study", "trainer", "dataset", "model", "depth", "alpha", "batch_size", "hardware"]
@@ -109,7 +108,7 @@ def topology(runs: pd.DataFrame) -> pd.Series:
     banners); records from before it: every launcher but srun starts its nodes here."""
     recorded = runs["topology"] if "topology" in runs else pd.Series(None, index=runs.index,
                                                                      dtype=object)
-    derived = runs["launcher"].map(lambda l: "unknown" if l == "srun" else "one host")
+    derived = runs["launcher"].map(lambda how: "unknown" if how == "srun" else "one host")
     return recorded.fillna(derived)
 
 

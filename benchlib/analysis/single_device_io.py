@@ -9,7 +9,6 @@ from benchlib.analysis.common import spread
 from benchlib.analysis.verdict import compare, faster, side
 from benchlib.reference import SEED000_RAW_OVER_PRELOAD
 
-
 NOTEBOOKS = ("10_single_device_io.ipynb", "benchlib io (CLI)")
 # what runs must share to be pooled or compared: the device (its model on CPU too), the
 # model trained, how much data (samples) and the torch that ran it, epochs and batch

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from benchlib.core.timing import MIN_FOR_CI
 from benchlib.analysis.intervals import RESAMPLES, ratio_interval
+from benchlib.core.timing import MIN_FOR_CI
 
 
 @dataclass(frozen=True)

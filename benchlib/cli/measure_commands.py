@@ -13,11 +13,11 @@ from benchlib.config import SingleDeviceIoConfig
 from benchlib.config.choices import DEVICES
 from benchlib.errors import BenchlibError, UsageError
 
+
 def _new_run(args, notebook: str, params: dict) -> tuple[str, dict]:
     """The id a measurement run from the shell records under (never an ok record's, so
     its logs and record add to the history), and its testbed and result set."""
-    from benchlib.records import testbed
-    from benchlib.records import results
+    from benchlib.records import results, testbed
 
     results_dir = common.outputs(args) / "results"
     bed = testbed.current()
@@ -45,8 +45,8 @@ def _store(args, notebook: str, run_id: str, params: dict, started: tuple[str, d
 def cmd_io(args) -> int:
     """Seed 000's singlegpu.py / test_funcs.py: one setting measured, one record written."""
     from benchlib.core import hostload
-    from benchlib.studies import single_device_io
     from benchlib.records import results
+    from benchlib.studies import single_device_io
 
     cfg = config_from(args, SingleDeviceIoConfig, path=str(Path(args.path).resolve()))
     single_device_io.preflight(cfg)  # bad input ends here: exit 2, nothing written

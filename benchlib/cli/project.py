@@ -10,9 +10,20 @@ import math
 import sys
 
 from benchlib.analysis import projection_check
+from benchlib.analysis.projection import (
+    DEFAULT_BUCKET_MB,
+    HOW,
+    MODEL_PARAMS,
+    WHAT_IF,
+    Inputs,
+    _positive,
+    default_sizes,
+    describe,
+    format_projection,
+    project,
+    what_if,
+)
 from benchlib.errors import BenchlibError, UsageError
-from benchlib.analysis.projection import (DEFAULT_BUCKET_MB, HOW, MODEL_PARAMS, WHAT_IF, Inputs, _positive,
-                                 default_sizes, describe, format_projection, project, what_if)
 
 
 class _Parser(argparse.ArgumentParser):

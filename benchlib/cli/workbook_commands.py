@@ -9,12 +9,13 @@ from pathlib import Path
 
 import yaml
 
-from benchlib import paths
 import benchlib.cli.common as common
+from benchlib import paths
 from benchlib.cli.flags import add_config_flags, config_from
 from benchlib.config import DataPrepConfig
 from benchlib.config.choices import DATASETS_PREPARED, DEFAULT_PORT
 from benchlib.errors import UsageError
+
 
 def cmd_data(args) -> int:
     from benchlib.data import manifest, prepare
@@ -42,8 +43,7 @@ def cmd_env(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from benchlib.runs import params
-    from benchlib.runs import sweep
+    from benchlib.runs import params, sweep
 
     rows = params.load_plan(args.file)  # every value is checked before anything runs
     outputs = common.outputs(args)
@@ -73,8 +73,7 @@ def cmd_sweep(args) -> int:
 
 def _result_set(rows, outputs: Path, args):
     """The rows with the testbed and result set a sweep gives them (said on stderr)."""
-    from benchlib.records import results
-    from benchlib.records import testbed
+    from benchlib.records import results, testbed
 
     bed = testbed.slurm(args.partition) if args.executor == "slurm" else None
     rows = results.assign_result_set(rows, outputs / "results", args.label, bed)
@@ -107,9 +106,8 @@ def _parse_param(pair: list[str]) -> tuple[str, object]:
 
 
 def cmd_run(args) -> int:
-    from benchlib.runs import params
-    from benchlib.runs import sweep
     from benchlib.records import results
+    from benchlib.runs import params, sweep
 
     names = [name for name, _ in args.param or []]
     twice = sorted({n for n in names if names.count(n) > 1})
@@ -140,8 +138,7 @@ def cmd_report(args) -> int:
 
 def cmd_compare(args) -> int:
     """Two result sets side by side; exit 1 when a row is slower beyond the threshold."""
-    from benchlib.compare import verdicts
-    from benchlib.compare import view
+    from benchlib.compare import verdicts, view
 
     comparison = verdicts.compare_sets(args.base, args.new, common.outputs(args) / "results",
                                       args.threshold, args.metric, args.study)

@@ -1,1 +1,2 @@
-"""Comparing two result sets: matching their rows, a verdict per row and metric, what changed between their testbeds."""
+"""Comparing two result sets: matching their rows, a verdict per row and metric, and
+what changed between their testbeds."""

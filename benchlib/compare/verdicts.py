@@ -29,14 +29,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchlib.analysis.intervals import (
+    MIN_LAUNCHES,
+    MIN_VALUES,
+    RESAMPLES,
+    Ratio,
+    ratio_interval,
+    verdict,
+)
+
+# default_pair, env_diff and launches are also read from here (compare.default_pair, ...)
+from benchlib.compare.sets import (
+    Reader,
+    ResultSet,
+    default_pair,
+    describe_rows,
+    env_diff,
+    group_rows,
+    labels_line,
+    launches,
+    open_set,
+    per_repeat,
+    values,
+)
 from benchlib.errors import UsageError
 from benchlib.records import results
-# default_pair, env_diff and launches are also read from here (compare.default_pair, ...)
-from benchlib.compare.sets import (Reader, ResultSet, default_pair, describe_rows,
-                                             env_diff, group_rows, labels_line, launches,
-                                             open_set, per_repeat, values)
-from benchlib.analysis.intervals import (MIN_LAUNCHES, MIN_VALUES, RESAMPLES, Ratio,
-                                             ratio_interval, verdict)
 
 # +1: higher is better; -1: lower is better. Metrics without a direction are not compared.
 DIRECTIONS = {

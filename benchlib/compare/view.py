@@ -9,10 +9,11 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchlib.records import results
-from benchlib.compare.verdicts import DIRECTIONS, VERDICTS, Comparison
-from benchlib.compare.sets import launches, row_key
 from benchlib.analysis.intervals import MIN_VALUES, RESAMPLES, boot_medians
+from benchlib.compare.sets import launches, row_key
+from benchlib.compare.verdicts import DIRECTIONS, VERDICTS, Comparison
+from benchlib.records import results
+
 
 def _num(x: float | None) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):

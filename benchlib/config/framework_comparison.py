@@ -6,8 +6,15 @@ import dataclasses
 from typing import ClassVar
 
 from benchlib.config.base import StudyConfig, require_choice, require_min
-from benchlib.config.choices import (ARCHS, BACKENDS, DEVICES, FRAMEWORK_DATASETS, LAUNCHERS,
-                                     PRECISIONS, REPEAT_MODES)
+from benchlib.config.choices import (
+    ARCHS,
+    BACKENDS,
+    DEVICES,
+    FRAMEWORK_DATASETS,
+    LAUNCHERS,
+    PRECISIONS,
+    REPEAT_MODES,
+)
 
 
 @dataclasses.dataclass

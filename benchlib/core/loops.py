@@ -25,8 +25,8 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from benchlib.config.choices import MODES
-from benchlib.errors import ConfigError
 from benchlib.core.timing import StepMarks
+from benchlib.errors import ConfigError
 
 
 @dataclass

@@ -12,7 +12,6 @@ from benchlib import paths
 from benchlib.data.generate import IMAGEFOLDER_DIR
 from benchlib.data.manifest import describe
 
-
 MYDATASET_FILE = "mydataset.npz"
 
 

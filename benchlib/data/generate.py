@@ -13,7 +13,6 @@ import numpy as np
 
 from benchlib import atomic
 
-
 IMAGE_SIDE = 28
 NUM_CLASSES = 10
 FASHION_FILES = {

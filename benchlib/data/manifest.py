@@ -16,7 +16,6 @@ from typing import Any
 from benchlib import atomic, paths
 from benchlib.errors import UsageError
 
-
 MANIFEST = "manifest.json"
 
 

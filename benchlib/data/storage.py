@@ -27,9 +27,9 @@ import torch
 from torch.utils.data import Dataset, TensorDataset, default_collate
 
 from benchlib import paths
+from benchlib.config.choices import IO_DATASETS, VARIANTS
 from benchlib.data.datasets import load_mydataset
 from benchlib.data.manifest import describe
-from benchlib.config.choices import IO_DATASETS, VARIANTS
 from benchlib.errors import UsageError
 
 BATCHED = {"preload_batched", "tensorclass", "tensorclass_memmap"}

@@ -12,7 +12,6 @@ from typing import Any
 from benchlib.distributed.env import DistEnv
 from benchlib.errors import UsageError
 
-
 # torch's own timeout does not cover every wait of the rendezvous (a port held by a
 # process that accepts and never answers hung a tcp:// rank until it was killed)
 JOIN_GRACE_S = 5.0

@@ -1,1 +1,2 @@
-"""The GPU check: every GPU path of the workbook on one GPU machine in one call, its steps, records and summary."""
+"""The GPU check: every GPU path of the workbook on one GPU machine in one call (its
+steps, records and summary)."""

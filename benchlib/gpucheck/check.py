@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import atomic
-from benchlib.records import results
-from benchlib.gpucheck.steps import STUDY, Step, plan
 from benchlib.errors import UsageError
+from benchlib.gpucheck.steps import STUDY, Step, plan
+from benchlib.records import results
 
 
 def _io_figures(out: Path, log: str) -> dict[str, Any]:
@@ -196,8 +196,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         outcome = run_step(step, out, env, left)
         outcomes.append(outcome)
-        print(f"{outcome['status']:8} {step.name:24} {outcome['seconds']:6.1f} s  "
-              f"{_headline(step.name, outcome.get('figures') or {}) if outcome['status'] == 'ok' else outcome.get('error')}",
+        said = (_headline(step.name, outcome.get("figures") or {})
+                if outcome["status"] == "ok" else outcome.get("error"))
+        print(f"{outcome['status']:8} {step.name:24} {outcome['seconds']:6.1f} s  {said}",
               flush=True)
     atomic.write_json(out / "summary.json", {"env": env, "steps": outcomes,
                                              "total_s": round(time.monotonic() - start, 1)})

@@ -4,8 +4,8 @@ exit status says preemption, so that `srun`, Slurm and the rendered script see i
 torchrun stopped by SIGTERM (Slurm's notice before it ends a job) exits 1 with a
 SignalException, and ranks stopped at a checkpoint with PREEMPTED_EXIT_CODE (75,
 EX_TEMPFAIL; the others, ended by torchrun's SIGTERM, -15) after the last restart make it
-exit 1 with a ChildFailedError: both read as a crash from outside. Here both exit 75 ("run it again to resume"); anything
-else is torchrun's own behaviour and exit status.
+exit 1 with a ChildFailedError: both read as a crash from outside. Here both exit 75
+("run it again to resume"); anything else is torchrun's own behaviour and exit status.
 """
 
 from __future__ import annotations

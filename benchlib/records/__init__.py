@@ -1,1 +1,2 @@
-"""The records store: one JSON record per run (written atomically, read back checked), result sets, testbeds."""
+"""The records store: one JSON record per run (written atomically, read back checked),
+result sets and testbeds."""

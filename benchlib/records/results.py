@@ -20,12 +20,20 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import METHOD_VERSION, atomic
-from benchlib.errors import RecordError, UnreadableRecord  # also read as results.UnreadableRecord
+from benchlib.errors import RecordError, UnreadableRecord  # noqa: F401 (read as results.X)
 from benchlib.records import testbed
-# records read back: results_read, whose names callers also take from here (results.X)
-from benchlib.records.read import (REQUIRED, find_record, free_run_id, has_ok_record,
-                                            read_record, read_records, record_files,
-                                            record_path)
+
+# records read back (records/read.py); callers also take these names from here (results.X)
+from benchlib.records.read import (  # noqa: F401
+    REQUIRED,
+    find_record,
+    free_run_id,
+    has_ok_record,
+    read_record,
+    read_records,
+    record_files,
+    record_path,
+)
 
 # 2: every record has a testbed and a result-set label (version 1 records get them on
 # reading, derived from their env: testbed.upgrade_v1)

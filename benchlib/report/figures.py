@@ -8,7 +8,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-
 Record = dict[str, Any]
 
 # parameters shown as their value alone in a run's label ("preload traverse"), the rest

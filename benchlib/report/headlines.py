@@ -9,9 +9,22 @@ from typing import Callable
 
 from benchlib.core.timing import quantile
 from benchlib.report.figures import (
-    Claim, Record, Figure, above_linear_caveat, device_text, joined_caveats, label, metric,
-    number, ranks_of, ratio_figure, same_work, samples_figure, shared_cores_caveat, varying_params)
-
+    Claim,
+    Figure,
+    Record,
+    above_linear_caveat,
+    device_text,
+    joined_caveats,
+    label,
+    metric,
+    number,
+    ranks_of,
+    ratio_figure,
+    same_work,
+    samples_figure,
+    shared_cores_caveat,
+    varying_params,
+)
 
 
 def _data_prep(ok: list[Record]) -> tuple[list[Claim], str]:

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.core import hostload
-from benchlib.report import landing
-from benchlib.report import pages
+from benchlib.report import landing, pages
 from benchlib.report.figures import Claim, Figure, varying_params
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222;

@@ -20,7 +20,6 @@ from benchlib.records import testbed
 from benchlib.report.figures import Claim, Record, metric, samples_figure
 from benchlib.report.headlines import HEADLINES, ORDER
 
-
 QUESTIONS = {
     "00_data_prep.ipynb": "Which data sets are here, real or generated?",
     "10_single_device_io.ipynb": "How fast does data reach the model, per DataLoader "

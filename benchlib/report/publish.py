@@ -26,13 +26,10 @@ from typing import Any
 
 from benchlib import atomic, paths
 from benchlib.errors import BenchlibError
-from benchlib.report import index
-from benchlib.report import landing
-from benchlib.report import pages
-from benchlib.runs import sweep
 from benchlib.records import results
-# study_name is also read from here (report.study_name)
-from benchlib.report.index import Site, study_name
+from benchlib.report import index, landing, pages
+from benchlib.report.index import Site, study_name  # noqa: F401 (read as publish.study_name)
+from benchlib.runs import sweep
 
 ANALYSIS_NOTEBOOK = "90_analysis.ipynb"
 COMPARE_NOTEBOOK = "95_compare.ipynb"

@@ -1,1 +1,2 @@
-"""Running rows: parameter tables checked into rows, sweeps run locally through papermill kernels or as Slurm job arrays."""
+"""Running rows: parameter tables checked into rows, swept locally through papermill
+kernels or as Slurm job arrays."""

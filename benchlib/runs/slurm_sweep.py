@@ -33,12 +33,11 @@ from benchlib.config import DataPrepConfig
 from benchlib.core import envinfo
 from benchlib.data.manifest import describe
 from benchlib.errors import ConfigError, SlurmError, UsageError
-from benchlib.slurm import arrays, commands
-from benchlib.slurm.capacity import check_layout, node_capacity
-from benchlib.records import results
-from benchlib.records import testbed
+from benchlib.records import results, testbed
 from benchlib.runs.params import NotebookSpec, Row
 from benchlib.runs.sweep import Summary, pending, run_row
+from benchlib.slurm import arrays, commands
+from benchlib.slurm.capacity import check_layout, node_capacity
 
 SQUEUE_PATIENCE_S = 120.0  # how long the poller waits out a squeue that keeps failing
 

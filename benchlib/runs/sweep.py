@@ -20,9 +20,8 @@ from typing import Any
 from benchlib import atomic
 from benchlib.core import envinfo, hostload
 from benchlib.errors import RecordError
+from benchlib.records import results, testbed
 from benchlib.runs import kernels
-from benchlib.records import results
-from benchlib.records import testbed
 from benchlib.runs.params import Row
 
 KERNEL = "python3"  # jupyter_client runs it with this interpreter, so .venv's packages

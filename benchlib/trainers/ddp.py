@@ -29,7 +29,8 @@ from torch.utils.data import DataLoader, Dataset
 from benchlib import atomic
 from benchlib.config import DpVsDdpConfig as STUDY  # its defaults are this worker's
 from benchlib.config.base import require_counts
-from benchlib.config.choices import SYNTHETIC_STEPS, TRAIN_DATASETS as DATASETS
+from benchlib.config.choices import SYNTHETIC_STEPS
+from benchlib.config.choices import TRAIN_DATASETS as DATASETS
 from benchlib.core import envinfo, loops, throughput
 from benchlib.core.models import build_model
 from benchlib.data import storage, transforms
@@ -37,7 +38,6 @@ from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
 from benchlib.errors import InjectedFailure
-
 
 
 class SyntheticBatches:

@@ -42,8 +42,8 @@ from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
 from benchlib.errors import Preempted
 from benchlib.trainers import checkpoint, ddp
-from benchlib.trainers.preemption import PreemptionFlag, agree, ignore_sigterm
 from benchlib.trainers.elastic_timeline import Timeline, read_timeline, summarize_run
+from benchlib.trainers.preemption import PreemptionFlag, agree, ignore_sigterm
 
 
 @dataclass
