@@ -2,6 +2,7 @@
 history, old records still load, and Slurm partitions sharing outputs never mix."""
 
 import json
+import re
 import subprocess
 import sys
 from datetime import date
@@ -44,8 +45,13 @@ def test_the_testbed_id_changes_with_what_changes_a_measurement_and_only_that():
 
 
 def test_this_process_has_a_testbed_with_its_commit():
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    testbed.git_commit.cache_clear()
+    commit = testbed.git_commit()
+    assert commit == head and re.fullmatch(r"[0-9a-f]{40}", commit)
     here = testbed.current()
-    assert here["identity"]["commit"] == testbed.git_commit()
+    assert here["identity"]["commit"] == commit
     assert here["identity"]["kind"] == "local" and len(here["id"]) == 12
 
 

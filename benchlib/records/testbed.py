@@ -47,18 +47,27 @@ def check_label(label: str) -> str:
     return label
 
 
-@functools.lru_cache(maxsize=1)
-def git_commit() -> str | None:
-    """The commit of the benchlib checkout in use; None outside a git checkout."""
-    root = Path(__file__).resolve().parents[1]
-    if not (root / ".git").exists():
-        return None
+def _git(package: Path, *argv: str) -> str | None:
     try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
+        out = subprocess.run(["git", "-C", str(package), *argv], capture_output=True, text=True,
+                             timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str | None:
+    """The commit of the benchlib checkout in use; None outside a git checkout.
+
+    Git finds the repository from the package's own folder (whatever subpackage this
+    module sits in, and in a worktree too), and the package must be tracked there: a copy
+    installed into a virtualenv that happens to lie inside some repository is not it."""
+    package = Path(__file__).resolve().parents[1]  # benchlib/
+    if _git(package, "ls-files", "--error-unmatch", "--", "__init__.py") is None:
+        return None
+    commit = _git(package, "rev-parse", "--verify", "HEAD")
+    return commit if commit and re.fullmatch(r"[0-9a-f]{40}", commit) else None
 
 
 def allocator_name(alloc: dict[str, Any] | None) -> str:
