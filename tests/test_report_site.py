@@ -8,6 +8,7 @@ outputs/screenshots/.
 from __future__ import annotations
 
 import html
+import os
 import re
 import zipfile
 from html.parser import HTMLParser
@@ -237,3 +238,84 @@ def test_landing_and_run_pages_render_from_file_offline_with_every_plot(site, he
         finally:
             page.context.close()
     assert (SCREENSHOTS / "report_landing.png").stat().st_size > 10_000
+
+
+# ---------------------------------------------------------------- where it cannot write
+
+
+def _no_analysis(monkeypatch):
+    """The analysis must not start: the report's folder is checked before it."""
+    def refuse(outputs):
+        raise AssertionError("the analysis ran before the report folder was checked")
+    monkeypatch.setattr(publish, "run_analysis", refuse)
+
+
+@pytest.mark.parametrize("zip_flag", [[], ["--zip"]])
+def test_an_unwritable_report_folder_is_one_line_before_the_analysis(tmp_path, monkeypatch,
+                                                                     capsys, zip_flag):
+    outputs = tmp_path / "outputs"
+    (outputs / "results").mkdir(parents=True)
+    (outputs / "report").write_text("not a folder")  # unwritable for root too
+    _no_analysis(monkeypatch)
+    assert main(["report", "--outputs", str(outputs), *zip_flag]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    [line] = captured.err.splitlines()
+    assert line == (f"benchlib report: outputs: cannot write the report in {outputs / 'report'}: "
+                    "it is a file, not a folder; give --outputs (or BENCHLIB_OUTPUTS) a folder "
+                    "this user can write")
+    assert (outputs / "report").read_text() == "not a folder"
+    assert not (outputs / publish.ZIP_NAME).exists()
+
+
+def test_a_zip_that_cannot_be_written_is_one_line_before_the_analysis(tmp_path, monkeypatch,
+                                                                      capsys):
+    outputs = tmp_path / "outputs"
+    (outputs / "results").mkdir(parents=True)
+    (outputs / publish.ZIP_NAME / "x").mkdir(parents=True)  # a folder where the zip goes
+    _no_analysis(monkeypatch)
+    assert main(["report", "--outputs", str(outputs), "--zip"]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == (f"benchlib report: outputs: cannot write the zip "
+                    f"{outputs / publish.ZIP_NAME}: it is a folder, not a file; move it away or "
+                    "give --outputs (or BENCHLIB_OUTPUTS) another folder")
+    assert not (outputs / "report" / "index.html").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_a_read_only_report_folder_is_one_line_before_the_analysis(tmp_path, monkeypatch, capsys):
+    outputs = tmp_path / "outputs"
+    (outputs / "results").mkdir(parents=True)
+    publish.pages.write_css(outputs / "report")  # nothing left to write before the analysis
+    (outputs / "report").chmod(0o555)
+    try:
+        _no_analysis(monkeypatch)
+        assert main(["report", "--outputs", str(outputs)]) == 2
+        [line] = capsys.readouterr().err.splitlines()
+        assert "outputs: cannot write the report in" in line and "Permission denied" in line
+    finally:
+        (outputs / "report").chmod(0o755)
+
+
+def test_a_stale_failed_analysis_goes_once_one_passes_and_never_into_the_zip(tmp_path,
+                                                                          monkeypatch, capsys):
+    outputs = tmp_path / "outputs"
+    (outputs / "results").mkdir(parents=True)
+    report_dir = outputs / "report"
+    failed = report_dir / "analysis-failed.html"
+    monkeypatch.setattr(publish, "_compare_link", lambda outputs, report_dir: ("", None))
+    monkeypatch.setattr(publish, "run_analysis",
+                        lambda outputs: (TRIVIAL, {"type": "ValueError", "message": "boom"}))
+    assert main(["report", "--outputs", str(outputs), "--zip"]) == 1
+    assert failed.exists() and "analysis failed: boom" in (report_dir / "index.html").read_text()
+    assert "zip not written" in capsys.readouterr().err
+    assert not (outputs / publish.ZIP_NAME).exists()  # its index would link a page it lacks
+    assert main(["report", "--outputs", str(outputs), "--zip", "--no-analysis"]) == 0
+    with zipfile.ZipFile(outputs / publish.ZIP_NAME) as zf:
+        assert "benchlib-report/analysis-failed.html" not in zf.namelist()
+    monkeypatch.setattr(publish, "run_analysis", lambda outputs: (TRIVIAL, None))
+    assert main(["report", "--outputs", str(outputs), "--zip"]) == 0
+    assert not failed.exists() and (report_dir / "analysis.html").exists()
+    with zipfile.ZipFile(outputs / publish.ZIP_NAME) as zf:
+        assert "benchlib-report/analysis.html" in zf.namelist()
+        assert "benchlib-report/analysis-failed.html" not in zf.namelist()

@@ -191,7 +191,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--outputs", help=common.OUTPUTS_HELP)
     p.add_argument("--no-analysis", action="store_true", help="only convert runs and the index")
     p.add_argument("--zip", action="store_true",
-                   help="also write the report as one archive, outputs/benchlib-report.zip")
+                   help="also write the report as one archive, outputs/benchlib-report.zip "
+                   "(not when the analysis fails)")
     p.set_defaults(func=cmd_report)
 
 

@@ -19,13 +19,15 @@ report_index, the notebook pages by report_pages.
 from __future__ import annotations
 
 import html
+import os
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
 
 from benchlib import atomic, paths
-from benchlib.errors import BenchlibError
+from benchlib.errors import BenchlibError, UsageError
 from benchlib.records import results
 from benchlib.report import index, landing, pages
 from benchlib.report.index import Site, study_name  # noqa: F401 (read as publish.study_name)
@@ -34,6 +36,41 @@ from benchlib.runs import sweep
 ANALYSIS_NOTEBOOK = "90_analysis.ipynb"
 COMPARE_NOTEBOOK = "95_compare.ipynb"
 ZIP_NAME = "benchlib-report.zip"
+FAILED_ANALYSIS = "analysis-failed.html"  # in the folder while it is the newest; never zipped
+OUTPUTS_HINT = "give --outputs (or BENCHLIB_OUTPUTS) a folder this user can write"
+
+
+def _probe(folder: Path) -> str | None:
+    """Why nothing can be written in `folder` (made if missing), or None when a file can:
+    tried for real, since permission bits say nothing to root or of a read-only mount."""
+    if folder.exists() and not folder.is_dir():
+        return "it is a file, not a folder"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".benchlib-probe.")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
+def check_writable(outputs: Path, zip_site: bool = False) -> None:
+    """Refuse, before the analysis runs, a report folder (or zip) that cannot be written."""
+    report_dir = outputs / "report"
+    why = _probe(report_dir)
+    if why is not None:
+        raise UsageError(f"outputs: cannot write the report in {report_dir}: {why}; "
+                         + OUTPUTS_HINT)
+    if zip_site:
+        target = outputs / ZIP_NAME
+        if target.is_dir():
+            raise UsageError(f"outputs: cannot write the zip {target}: it is a folder, not a "
+                             "file; move it away or give --outputs (or BENCHLIB_OUTPUTS) another "
+                             "folder")
+        why = _probe(outputs)
+        if why is not None:
+            raise UsageError(f"outputs: cannot write the zip {target}: {why}; " + OUTPUTS_HINT)
 
 
 def run_analysis(outputs: Path) -> tuple[Path, dict[str, Any] | None]:
@@ -70,15 +107,16 @@ def publish_runs(records: list[dict[str, Any]], outputs: Path, report_dir: Path,
 
 def _analysis_link(executed: Path, error: dict[str, Any] | None, report_dir: Path) -> str:
     """A failed analysis goes to analysis-failed.html: the last good analysis.html, if
-    any, is never replaced by a broken one."""
+    any, is never replaced by a broken one; the next analysis that passes removes it."""
     good = report_dir / "analysis.html"
+    bad = report_dir / FAILED_ANALYSIS
     pages.write_css(report_dir)
     if error is None:
         pages.convert(executed, good, report_dir, pages.analysis_header(report_dir, good),
                       "Analysis across studies · benchlib report")
+        bad.unlink(missing_ok=True)
         return ('<h2 id="analysis">Analysis</h2><p><a href="analysis.html">Conclusions and '
                 "figures across all studies</a>, computed from the records.</p>")
-    bad = report_dir / "analysis-failed.html"
     header = pages.analysis_header(report_dir, bad, f"This analysis failed: {error['message']}")
     failed = (f' (<a href="{bad.name}">the failed run</a>)' if executed.exists() and pages.convert(
         executed, bad, report_dir, header, "Failed analysis · benchlib report") else "")
@@ -94,7 +132,8 @@ def _compare_link(outputs: Path, report_dir: Path) -> tuple[str, dict[str, Any] 
     from benchlib.compare import sets
 
     pair = sets.default_pair(outputs / "results")
-    if pair is None:
+    if pair is None:  # a comparison of sets that no longer share a row is not shown
+        (report_dir / "compare.html").unlink(missing_ok=True)
         return "", None
     executed = outputs / "runs" / "compare" / COMPARE_NOTEBOOK
     error = sweep.execute(paths.notebooks_dir() / COMPARE_NOTEBOOK, executed,
@@ -119,7 +158,9 @@ def _analysis_sections(report_dir: Path) -> list[tuple[str, str]]:
 
 def build(outputs: Path, analysis: bool = True, zip_site: bool = False) -> Path:
     """Run the analysis (unless told not to), publish every run and record, write
-    index.html; with `zip_site`, also outputs/benchlib-report.zip."""
+    index.html; with `zip_site`, also outputs/benchlib-report.zip (not when the analysis
+    failed: its index would link a page the zip leaves out)."""
+    check_writable(outputs, zip_site)
     report_dir = outputs / "report"
     pages.write_css(report_dir)
     parts = ['<h1>benchlib report</h1>']
@@ -157,11 +198,11 @@ def build(outputs: Path, analysis: bool = True, zip_site: bool = False) -> Path:
             f"<title>benchlib report</title><style>{index.STYLE}</style></head>"
             f"<body>{''.join(parts)}</body></html>\n")
     index_path = atomic.write_text(report_dir / "index.html", page)
-    if zip_site:
+    if zip_site and error is None:
         archive(report_dir, outputs / ZIP_NAME)
     if error is not None:
         print(f"benchlib report: analysis failed: {error['type']}: {error['message']} "
-              f"(see {executed})", file=sys.stderr)
+              f"(see {executed}){'; zip not written' if zip_site else ''}", file=sys.stderr)
         raise BenchlibError(f"report written to {index_path}, but the analysis notebook failed")
     if compared is not None:
         raise BenchlibError(f"report written to {index_path}, but the compare notebook failed: "
@@ -172,12 +213,13 @@ def build(outputs: Path, analysis: bool = True, zip_site: bool = False) -> Path:
 
 def archive(report_dir: Path, target: Path) -> Path:
     """The report folder as one zip (entries under benchlib-report/), written atomically;
-    temporary files (names starting with a dot) are left out."""
+    temporary files (names starting with a dot) and a failed analysis are left out."""
     with atomic.replacing(target, suffix=".zip") as tmp:
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as zf:
             for path in sorted(report_dir.rglob("*")):
                 rel = path.relative_to(report_dir)
-                if path.is_file() and not any(p.startswith(".") for p in rel.parts):
+                if path.is_file() and not any(p.startswith(".") for p in rel.parts) \
+                        and rel.as_posix() != FAILED_ANALYSIS:
                     zf.write(path, f"benchlib-report/{rel.as_posix()}")
     return target
 
