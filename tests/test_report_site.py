@@ -319,3 +319,17 @@ def test_a_stale_failed_analysis_goes_once_one_passes_and_never_into_the_zip(tmp
     with zipfile.ZipFile(outputs / publish.ZIP_NAME) as zf:
         assert "benchlib-report/analysis.html" in zf.namelist()
         assert "benchlib-report/analysis-failed.html" not in zf.namelist()
+
+
+def test_a_comparison_of_sets_that_no_longer_share_a_row_leaves_the_report(tmp_path,
+                                                                           monkeypatch):
+    outputs = tmp_path / "outputs"
+    (outputs / "results").mkdir(parents=True)
+    stale = outputs / "report" / "compare.html"
+    stale.parent.mkdir()
+    stale.write_text("<p>an old comparison</p>")
+    monkeypatch.setattr(publish, "run_analysis", lambda outputs: (TRIVIAL, None))
+    assert main(["report", "--outputs", str(outputs), "--zip"]) == 0
+    assert not stale.exists()
+    with zipfile.ZipFile(outputs / publish.ZIP_NAME) as zf:
+        assert "benchlib-report/compare.html" not in zf.namelist()
