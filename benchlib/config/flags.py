@@ -1,0 +1,91 @@
+"""Command-line flags generated from a config dataclass: the dataclass is the one place a
+parameter's name, type, default, allowed values and help are written. `benchlib data`,
+`benchlib io` and the training workers (benchlib.workers) take their flags from here
+instead of repeating them."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import textwrap
+import typing
+from collections.abc import Iterable
+from typing import Any
+
+from benchlib.errors import ConfigError
+
+
+def _own_field_help(cls: type) -> dict[str, str]:
+    """The docstrings written under the fields in `cls`'s own class body."""
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):  # made by dataclasses.make_dataclass: no source, no help
+        return {}
+    body = ast.parse(source).body[0].body
+    helps = {}
+    for field, doc in zip(body, body[1:]):
+        if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name) \
+                and isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) \
+                and isinstance(doc.value.value, str):
+            helps[field.target.id] = " ".join(doc.value.value.split())
+    return helps
+
+
+def field_help(cls: type) -> dict[str, str]:
+    """Each field's help: the docstring written under it, in `cls` or in the config it
+    builds on (a study composed from benchlib.config.training finds its help there)."""
+    helps: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if dataclasses.is_dataclass(klass) and "__annotations__" in vars(klass):
+            helps.update(_own_field_help(klass))
+    return helps
+
+
+def allowed_values(cls: type) -> dict[str, tuple[Any, ...]]:
+    """Each field's allowed values, where a config names them (its `allowed`, merged down
+    the classes it builds on)."""
+    allowed: dict[str, tuple[Any, ...]] = {}
+    for klass in reversed(cls.__mro__):
+        allowed.update(vars(klass).get("allowed", {}))
+    return allowed
+
+
+def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type,
+                     positional: tuple[str, ...] = (), required: tuple[str, ...] = (),
+                     choices: dict[str, Any] | None = None, only: Iterable[str] | None = None,
+                     aliases: dict[str, tuple[str, ...]] | None = None) -> None:
+    """One flag per field of `cls` (`batch_size` -> `--batch-size`), typed and defaulted
+    as the field is, its choices the field's allowed values (`choices` overrides them) and
+    its help the field's docstring. `only`: just these fields; `positional` fields come
+    first, in that order, and `required` ones have no default (as the seeds' scripts had
+    them); `aliases`: more spellings of a flag (a seed's `--batch_size`)."""
+    hints, helps = typing.get_type_hints(cls), field_help(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if only is not None:
+        wanted = set(only)
+        unknown = wanted - set(fields)
+        if unknown:
+            raise ConfigError(min(unknown), f"not a field of {cls.__name__}")
+        fields = {name: f for name, f in fields.items() if name in wanted}
+    choices = {**allowed_values(cls), **(choices or {})}
+    for name in [*positional, *(n for n in fields if n not in positional)]:
+        f, kind = fields[name], hints[name]
+        kw: dict[str, Any] = {"help": helps.get(name, "")}
+        if name in choices:
+            kw["choices"] = choices[name]
+        if kind is bool:
+            kw.update(action=argparse.BooleanOptionalAction, default=f.default)
+        elif name in positional:
+            kw["type"] = kind
+        else:
+            kw.update(type=kind, default=None if name in required else f.default,
+                      required=name in required)
+            if name not in required:
+                kw["help"] += f" (default {f.default})"
+        if name in positional:
+            parser.add_argument(name, **kw)
+        else:
+            flags = ["--" + name.replace("_", "-"), *(aliases or {}).get(name, ())]
+            parser.add_argument(*flags, dest=name, **kw)
