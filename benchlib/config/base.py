@@ -13,7 +13,6 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
-from benchlib.config.choices import DEVICES, GRAY_28, MODELS, TRAIN_DATASETS
 from benchlib.errors import ConfigError
 
 _TYPE_NAMES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
@@ -52,6 +51,28 @@ class StudyConfig:
     """Base of every study's config: type checks, then the study's own `validate`."""
 
     study: ClassVar[str] = ""  # the one name of the study (notebook, params, modules)
+    # a field's allowed values, where they are few: checked when the config is built, and
+    # the choices of its flag (benchlib.config.flags); merged down the classes it builds on
+    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {}
+    # a study's own defaults for fields declared by a config it builds on (their type,
+    # checks and help stay where they are declared: benchlib.config.training)
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Turn the class's `defaults` into fields (before @dataclass runs): each keeps its
+        place, type and help, with this default."""
+        super().__init_subclass__(**kwargs)
+        defaults = vars(cls).get("defaults", {})
+        declared = {name: f for base in cls.__mro__[1:]
+                    for name, f in getattr(base, "__dataclass_fields__", {}).items()}
+        if defaults and "__annotations__" not in vars(cls):
+            cls.__annotations__ = {}
+        for name, value in defaults.items():
+            if name not in declared or name in vars(cls)["__annotations__"]:
+                raise ConfigError(name, f"{cls.__name__}.defaults names a field it does not "
+                                  "build on, or declares it again")
+            vars(cls)["__annotations__"][name] = declared[name].type
+            setattr(cls, name, value)
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(type(self))
@@ -61,7 +82,17 @@ class StudyConfig:
             if typing.get_origin(hint) is not None:
                 type_name = typing.get_origin(hint).__name__
             check_type(f.name, getattr(self, f.name), type_name)
+        for name, values in self.allowed_values().items():
+            require_choice(name, getattr(self, name), values)
         self.validate()
+
+    @classmethod
+    def allowed_values(cls) -> dict[str, tuple[Any, ...]]:
+        """Each field's allowed values (`allowed`, of this class and those it builds on)."""
+        allowed: dict[str, tuple[Any, ...]] = {}
+        for klass in reversed(cls.__mro__):
+            allowed.update(vars(klass).get("allowed", {}))
+        return allowed
 
     def validate(self) -> None:
         """Range and choice checks; raise ConfigError naming the field."""
@@ -92,19 +123,3 @@ def require_counts(values: Any, at_least_one: tuple[str, ...]) -> None:
         raise ConfigError("warmup_steps", f"{values.warmup_steps} leaves no timed step of the "
                           f"{values.max_steps} steps per epoch (max_steps); lower warmup_steps "
                           "or raise max_steps")
-
-
-def check_training(cfg: Any) -> None:
-    """The checks every trainer's config shares (dp_vs_ddp, multinode_lightning)."""
-    require_choice("dataset", cfg.dataset, TRAIN_DATASETS)
-    require_choice("model", cfg.model, MODELS)
-    require_choice("device", cfg.device, DEVICES)
-    if cfg.model == "pyramidnet" and (cfg.depth - 2) % 6:
-        raise ConfigError("depth", f"PyramidNet depth must be 6n + 2 (20, 32, 110), got {cfg.depth}")
-    if cfg.model == "toynet" and cfg.dataset not in GRAY_28:
-        raise ConfigError("model", "toynet takes 1x28x28 inputs: use fashion-mnist or "
-                          "mydataset, or simplecnn / pyramidnet")
-    if cfg.model.startswith("resnet") and cfg.dataset in GRAY_28:
-        raise ConfigError("model", f"{cfg.model} takes 3-channel images: use cifar10, "
-                          "imagefolder or synthetic, or toynet / simplecnn / pyramidnet")
-    require_counts(cfg, ("epochs", "batch_size", "timeout_s"))
