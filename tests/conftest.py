@@ -1,3 +1,4 @@
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -87,3 +88,27 @@ def slurm_cluster():
     if started:
         subprocess.run([str(SLURM_SCRIPT), "stop"], capture_output=True, timeout=120,
                        check=False)
+
+
+def write_wrong_shapes(results_dir: Path, good: dict) -> list[tuple[Path, str]]:
+    """Three records of the wrong shape made from the record `good`, beside it: a list of
+    params, a testbed without an id, a schema newer than this benchlib's. Returns each
+    file with the reason it is skipped for."""
+    from benchlib.records import results
+
+    bed = {k: v for k, v in good["testbed"].items() if k != "id"}
+    newer = results.SCHEMA_VERSION + 1
+    shapes = {
+        "params_list": ({**good, "params": [1, 2]}, "params is a list, not a mapping"),
+        "testbed_without_id": ({**good, "testbed": bed}, "testbed has no id"),
+        "from_the_future": ({**good, "schema_version": newer},
+                            f"schema_version {newer} is newer than this benchlib reads "
+                            f"({results.SCHEMA_VERSION}); update benchlib to read it"),
+    }
+    written = []
+    for stem, (record, why) in shapes.items():
+        path = results_dir / good["study"] / f"{stem}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({**record, "run_id": stem}))
+        written.append((path, why))
+    return written

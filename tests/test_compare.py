@@ -284,3 +284,15 @@ def test_the_report_has_no_compare_page_with_one_set(outputs):
     write_set(outputs / "results", "only", BASE_ENV)
     page = publish.build(outputs, analysis=True).read_text()
     assert "compare.html" not in page and not (outputs / "report" / "compare.html").exists()
+
+
+def test_records_of_the_wrong_shape_are_skipped_with_a_warning_naming_each(two_sets, capsys):
+    from conftest import write_wrong_shapes
+
+    good = next(r for r in results.read_records(two_sets) if r["label"] == "new")
+    wrong = write_wrong_shapes(two_sets, good)
+    assert main(["compare", "base", "new"]) == 1
+    captured = capsys.readouterr()
+    for path, why in wrong:
+        assert captured.err.count(f"benchlib: skipped {path}: {why}\n") == 1
+    assert "1 slower" in captured.out

@@ -333,3 +333,20 @@ def test_a_comparison_of_sets_that_no_longer_share_a_row_leaves_the_report(tmp_p
     assert not stale.exists()
     with zipfile.ZipFile(outputs / publish.ZIP_NAME) as zf:
         assert "benchlib-report/compare.html" not in zf.namelist()
+
+
+def test_records_of_the_wrong_shape_are_skipped_with_a_warning_naming_each(tmp_path, capsys):
+    from conftest import write_wrong_shapes
+
+    outputs = tmp_path / "outputs"
+    good = results.make_record(run_id="abc123", study="s", notebook="n.ipynb", params={"x": 1},
+                               env={"hostname": "h1"}, started_at=results.now(), status="ok",
+                               metrics={"samples_per_s": 1.0})
+    results.write_record(outputs / "results", good)
+    wrong = write_wrong_shapes(outputs / "results", good)
+    assert main(["report", "--outputs", str(outputs), "--no-analysis"]) == 0
+    captured = capsys.readouterr()
+    for path, why in wrong:
+        assert captured.err.count(f"benchlib: skipped {path}: {why}\n") == 1
+    assert captured.out == f"report: {outputs / 'report' / 'index.html'}\n"
+    assert sorted(p.name for p in (outputs / "report" / "records" / "s").iterdir()) == ["abc123.json"]

@@ -158,3 +158,18 @@ def test_records_are_written_with_the_users_umask_so_a_shared_folder_is_readable
         os.umask(old)
     assert group.stat().st_mode & 0o777 == 0o640
     assert everyone.stat().st_mode & 0o777 == 0o644
+
+
+def test_records_of_the_wrong_shape_are_skipped_with_a_warning_naming_each(tmp_path, capsys):
+    from conftest import write_wrong_shapes
+
+    good = record()
+    results.write_record(tmp_path, good)
+    wrong = write_wrong_shapes(tmp_path, good)
+    df = results.load_results(tmp_path)
+    assert list(df["run_id"]) == ["abc123"]
+    err = capsys.readouterr().err.splitlines()
+    assert sorted(err) == sorted(f"benchlib: skipped {path}: {why}" for path, why in wrong)
+    for path, why in wrong:
+        with pytest.raises(results.UnreadableRecord, match=why.replace("(", r"\(").replace(")", r"\)")):
+            results.read_record(path)

@@ -36,7 +36,7 @@ def _io_figures(out: Path, log: str) -> dict[str, Any]:
     """The io CLI prints `record: PATH`; its metrics are the figures."""
     for line in reversed(log.splitlines()):
         if line.startswith("record: "):
-            record = json.loads(Path(line[len("record: "):]).read_text())
+            record = results.read_record(Path(line[len("record: "):]))
             keep = ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "epoch_s",
                     "data_s", "compute_s", "device_name")
             return {k: record["metrics"].get(k) for k in keep}

@@ -1,7 +1,10 @@
 """Records read back: where a row's record file is, one file read and checked (a version 1
 record upgraded to the current schema on the way: testbed.upgrade_v1), every record under
 a results folder, one row's records, whether the row is done, and the id its next record
-takes. An unreadable file is skipped with one warning naming it and why.
+takes. An unreadable file, or a record of the wrong shape (a field of the wrong type, a
+testbed without an id, a schema newer than this benchlib's), is skipped with one warning
+naming it and why: everything that reads records (load_results, compare, the report, a
+sweep deciding what to run) reads them here.
 
     outputs/results/<study>/<run_id>.json
 """
@@ -16,9 +19,19 @@ from typing import Any
 from benchlib.errors import UnreadableRecord
 from benchlib.records import testbed
 
+# 2: every record has a testbed and a result-set label (version 1 records get them on
+# reading, derived from their env: testbed.upgrade_v1)
+SCHEMA_VERSION = 2
+STATUSES = ("ok", "failed")
 # what every record holds (results.write_record checks it on the way in too)
 REQUIRED = ("schema_version", "run_id", "study", "notebook", "params", "env", "method_version",
             "started_at", "finished_at", "status", "error", "metrics", "executed_notebook")
+# the fields' types: text, a mapping, or either of those or null
+_TEXT = ("run_id", "study", "notebook", "method_version", "started_at", "finished_at")
+_MAPPING = ("params", "env", "metrics")
+_MAPPING_OR_NULL = ("error", "details", "executor", "host_load")
+_TYPE_NAMES = {dict: "a mapping", list: "a list", str: "text", bool: "true or false",
+               type(None): "null"}
 
 
 def record_path(results_dir: Path, study: str, run_id: str) -> Path:
@@ -36,13 +49,56 @@ def read_record(path: Path) -> dict[str, Any]:
     missing = [k for k in REQUIRED if k not in record] if isinstance(record, dict) else REQUIRED
     if missing:
         raise UnreadableRecord(f"{path}: not a benchlib record (no {', '.join(missing)})")
-    if record["schema_version"] == 1:
-        return testbed.upgrade_v1(record)
+    why = _wrong_shape(record)
+    if why:
+        raise UnreadableRecord(f"{path}: {why}")
+    return testbed.upgrade_v1(record) if record["schema_version"] == 1 else record
+
+
+def _type_name(value: Any) -> str:
+    return _TYPE_NAMES.get(type(value), "a number" if isinstance(value, (int, float))
+                           else type(value).__name__)
+
+
+def _wrong_shape(record: dict[str, Any]) -> str | None:
+    """What makes a record with every field unusable, or None: what every reader of
+    records relies on (mappings where they are read as mappings, a testbed with an id,
+    name and identity, a schema this benchlib knows)."""
+    version = record["schema_version"]
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        return f"schema_version {version!r} is not a version number"
+    if version > SCHEMA_VERSION:
+        return (f"schema_version {version} is newer than this benchlib reads "
+                f"({SCHEMA_VERSION}); update benchlib to read it")
+    for key in _TEXT:
+        if not isinstance(record[key], str):
+            return f"{key} is {_type_name(record[key])}, not text"
+    for key in _MAPPING:
+        if not isinstance(record[key], dict):
+            return f"{key} is {_type_name(record[key])}, not a mapping"
+    for key in _MAPPING_OR_NULL:
+        if not isinstance(record.get(key), (dict, type(None))):
+            return f"{key} is {_type_name(record[key])}, not a mapping"
+    if record["status"] not in STATUSES:
+        return f"status {record['status']!r} is not one of {', '.join(STATUSES)}"
+    if not isinstance(record["executed_notebook"], (str, type(None))):
+        return f"executed_notebook is {_type_name(record['executed_notebook'])}, not text"
+    if version == 1:
+        return None  # its testbed and label are made from its env
     missing = [k for k in ("testbed", "label") if k not in record]
     if missing:
-        raise UnreadableRecord(f"{path}: a version {record['schema_version']} record without "
-                               f"{', '.join(missing)}")
-    return record
+        return f"a version {version} record without {', '.join(missing)}"
+    bed = record["testbed"]
+    if not isinstance(bed, dict):
+        return f"testbed is {_type_name(bed)}, not a mapping"
+    for key in ("id", "name"):
+        if not isinstance(bed.get(key), str) or not bed[key]:
+            return f"testbed has no {key}"
+    if not isinstance(bed.get("identity"), dict):
+        return "testbed has no identity"
+    if not isinstance(record["label"], str) or not record["label"]:
+        return f"label is {_type_name(record['label'])}, not text"
+    return None
 
 
 def _warn_skipped(error: UnreadableRecord) -> None:

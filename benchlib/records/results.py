@@ -26,6 +26,8 @@ from benchlib.records import testbed
 # records read back (records/read.py); callers also take these names from here (results.X)
 from benchlib.records.read import (  # noqa: F401
     REQUIRED,
+    SCHEMA_VERSION,
+    STATUSES,
     find_record,
     free_run_id,
     has_ok_record,
@@ -35,10 +37,6 @@ from benchlib.records.read import (  # noqa: F401
     record_path,
 )
 
-# 2: every record has a testbed and a result-set label (version 1 records get them on
-# reading, derived from their env: testbed.upgrade_v1)
-SCHEMA_VERSION = 2
-STATUSES = ("ok", "failed")
 # Set by the sweep for the kernel it starts: where publish() leaves the metrics.
 METRICS_FILE_VAR = "BENCHLIB_METRICS_FILE"
 RUN_ID_VAR = "BENCHLIB_RUN_ID"
