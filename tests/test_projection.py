@@ -168,6 +168,11 @@ def without(flag: str) -> list[str]:
     ([*without("--input-ceiling"), "--input-ceiling", "-1"], "input_ceiling: must be > 0, got -1.0"),
     ([*without("--input-ceiling"), "--input-ceiling", "fast"], "input_ceiling: 'fast' is not a number"),
     ([*MEASURED, "--nodes", "2,2048"], "nodes: must be between 1 and 1024, got 2048"),
+    ([*without("--devices-per-node"), "--devices-per-node", "10000000"],
+     "devices_per_node: must be between 1 and 1024, got 10000000"),
+    ([*MEASURED, "--what-if", "inter_bw=2x", "--what-if", "speed=2x"],
+     "what_if: 'speed=2x' is not NAME=VALUE or NAME=Nx"),
+    ([*MEASURED, "--what-if", "overlap=2"], "overlap: must be between 0 and 1, got 2.0"),
     ([*MEASURED, "--batch-size", "x"], "argument --batch-size: invalid int value: 'x'"),
     (["--check-dlperf", "--inter-busbw", "0"], "inter_busbw_gbps: must be > 0, got 0.0"),
 ])

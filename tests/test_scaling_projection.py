@@ -95,6 +95,8 @@ def test_an_input_the_records_cannot_give_is_named_with_how_to_measure_it(change
     ({"framework": "MxNet"}, "framework: 'MxNet' is not one of OneFlow"),
     ({"batch_size": 100}, "batch_size: seed 003 has batch 32, 64, 128, 160, not 100"),
     ({"nodes": "1,two"}, "nodes: '1,two' is not comma-separated node counts"),
+    ({"nodes": "1,2048"}, "nodes: must be between 1 and 1024, got 2048"),
+    ({"devices_per_node": 10_000_000}, "devices_per_node: must be between 1 and 1024, got 10000000"),
     ({"what_ifs": "speed:2x"}, "what_ifs: 'speed:2x' is not NAME:VALUE or NAME:Nx"),
 ])
 def test_config_takes_validated_values_only(changes, message):

@@ -23,9 +23,10 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from benchlib.config.choices import PROJECTION_MAX_DEVICES_PER_NODE as MAX_DEVICES_PER_NODE
+from benchlib.config.choices import PROJECTION_MAX_NODES as MAX_NODES
 from benchlib.errors import UsageError
 
-MAX_NODES = 1024
 DEFAULT_MAX_DEVICES = 1024  # the default sizes go up to this many devices
 BACKWARD_SHARE = 2 / 3  # backward ~ 2x the forward FLOPs: at most this share of compute_s hides comm
 DEFAULT_BUCKET_MB = 25.0  # torch DistributedDataParallel's bucket_cap_mb default
@@ -68,6 +69,11 @@ def _positive(name: str, value, how: str) -> None:
         raise UsageError(f"{name}: must be > 0, got {value}; {how}")
 
 
+def _between(name: str, value: int, most: int) -> None:
+    if not 1 <= value <= most:
+        raise UsageError(f"{name}: must be between 1 and {most}, got {value}")
+
+
 HOW = {
     "compute_s": "give --samples-per-s of one device (notebook 40 or 20) or --step-s",
     "batch_size": "give --batch-size, the per-device batch the compute figure was measured at",
@@ -96,6 +102,7 @@ def validate(inp: Inputs, sizes: Sequence[tuple[int, int]]) -> None:
     """Raise UsageError for the first missing or out-of-range input these sizes need."""
     for name in ("compute_s", "batch_size", "grad_bytes", "devices_per_node", "input_ceiling"):
         _positive(name, getattr(inp, name), HOW[name])
+    _between("devices_per_node", inp.devices_per_node, MAX_DEVICES_PER_NODE)
     if any(devices > nodes for devices, nodes in sizes):
         _positive("intra_busbw_gbps", inp.intra_busbw_gbps, HOW["intra_busbw_gbps"])
     if any(nodes > 1 for _, nodes in sizes):
@@ -109,8 +116,7 @@ def validate(inp: Inputs, sizes: Sequence[tuple[int, int]]) -> None:
         _positive("host_cores", inp.host_cores, HOW["host_cores"])
         _positive("compute_threads", inp.compute_threads, HOW["compute_threads"])
     for devices, nodes in sizes:
-        if not 1 <= nodes <= MAX_NODES:
-            raise UsageError(f"nodes: must be between 1 and {MAX_NODES}, got {nodes}")
+        _between("nodes", nodes, MAX_NODES)
         if devices % nodes or devices // nodes > inp.devices_per_node:
             raise UsageError(f"devices: {devices} on {nodes} nodes of {inp.devices_per_node} "
                              "devices each do not fit; give whole nodes")

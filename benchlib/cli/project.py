@@ -13,6 +13,8 @@ from benchlib.analysis import projection_check
 from benchlib.analysis.projection import (
     DEFAULT_BUCKET_MB,
     HOW,
+    MAX_DEVICES_PER_NODE,
+    MAX_NODES,
     MODEL_PARAMS,
     WHAT_IF,
     Inputs,
@@ -46,8 +48,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--intra-busbw", type=float, help="GB/s among a node's devices")
     p.add_argument("--inter-busbw", type=float, help="GB/s between nodes")
     p.add_argument("--input-ceiling", help="samples/s the data path of one node delivers, or none")
-    p.add_argument("--devices-per-node", type=int)
-    p.add_argument("--nodes", help="comma-separated node counts (default: up to 1024 devices)")
+    p.add_argument("--devices-per-node", type=int,
+                   help=f"devices (or CPU ranks) per node, 1 to {MAX_DEVICES_PER_NODE}")
+    p.add_argument("--nodes", help=f"comma-separated node counts, each 1 to {MAX_NODES} "
+                   "(default: up to 1024 devices)")
     p.add_argument("--strategy", choices=["ddp", "dp"], default="ddp")
     p.add_argument("--single-process-limit", type=float, help="dp: samples/s of one process per node")
     p.add_argument("--host-cores", type=float,
@@ -139,9 +143,11 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         inp, sizes = inputs_from_args(args)
         table = project(inp, sizes)
+        # every what-if is checked and projected before anything is printed
+        what_ifs = [(spec, project(what_if(inp, spec), sizes)) for spec in args.what_if]
         print(describe(inp).to_string(index=False), format_projection(table), sep="\n\n")
-        for spec in args.what_if:
-            print(f"\nwhat if {spec}:", format_projection(project(what_if(inp, spec), sizes)), sep="\n")
+        for spec, changed in what_ifs:
+            print(f"\nwhat if {spec}:", format_projection(changed), sep="\n")
         return 0
     except BenchlibError as e:
         print(f"benchlib project: {e}", file=sys.stderr)

@@ -5,6 +5,9 @@ DEVICES = ("cpu", "gpu", "auto")  # gpu: an error without CUDA; auto: a GPU if t
 BACKENDS = ("auto", "gloo", "nccl")  # auto: nccl on CUDA, gloo on CPU
 DEFAULT_PORT = 29500  # the rendezvous port torchrun and Slurm scripts use unless told
 SYNTHETIC_STEPS = 100  # steps in an epoch of synthetic data (made on the device, no IO)
+# the scaling projection's bounds: nodes, and devices (or CPU ranks) per node
+PROJECTION_MAX_NODES = 1024
+PROJECTION_MAX_DEVICES_PER_NODE = 1024
 
 DATASETS_PREPARED = ("fashion-mnist", "mydataset", "cifar10", "imagefolder")
 IO_DATASETS = ("fashion-mnist", "mydataset")

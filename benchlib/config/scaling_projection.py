@@ -15,6 +15,7 @@ import re
 from typing import ClassVar
 
 from benchlib.config.base import StudyConfig, require_choice, require_min
+from benchlib.config.choices import PROJECTION_MAX_DEVICES_PER_NODE, PROJECTION_MAX_NODES
 from benchlib.errors import ConfigError
 
 DLPERF_FRAMEWORKS = ("OneFlow", "TensorFlow", "PyTorch", "Paddle")
@@ -25,6 +26,11 @@ RUN_ID = re.compile(r"[0-9a-f]{12}")
 # which forms each input takes, besides a positive number
 FORMS = {"compute": ("run id", "newest", "dlperf"), "intra_busbw": ("run id", "newest", "dlperf"),
          "inter_busbw": ("run id", "newest"), "input_ceiling": ("run id", "newest", "dlperf", "none")}
+
+
+def _between(field: str, value: int, most: int) -> None:
+    if not 1 <= value <= most:
+        raise ConfigError(field, f"must be between 1 and {most}, got {value}")
 
 
 def input_form(value: str) -> str:
@@ -78,10 +84,12 @@ class ScalingProjectionConfig(StudyConfig):
                                   f"one of: {', '.join(forms)}")
         require_choice("framework", self.framework, DLPERF_FRAMEWORKS)
         require_min("batch_size", self.batch_size, 1)
-        require_min("devices_per_node", self.devices_per_node, 1)
+        _between("devices_per_node", self.devices_per_node, PROJECTION_MAX_DEVICES_PER_NODE)
         require_min("host_cores", self.host_cores, 0)
         if self.nodes and not re.fullmatch(r"\d+(,\d+)*", self.nodes):
             raise ConfigError("nodes", f"{self.nodes!r} is not comma-separated node counts")
+        for count in self.nodes.split(",") if self.nodes else []:
+            _between("nodes", int(count), PROJECTION_MAX_NODES)
         for spec in self.what_if_specs():
             name, _, value = spec.partition("=")
             if name not in WHAT_IF_NAMES or not re.fullmatch(r"[\d.]+x?", value):
