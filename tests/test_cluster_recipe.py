@@ -1,4 +1,4 @@
-"""The README's cluster recipe works as written: the data is prepared where the rows will
+"""The cluster recipe (docs/cluster.md) works as written: the data is prepared where the rows will
 look for it, and a Slurm sweep checks the data before it submits anything (no cluster
 needed: the checks are called directly)."""
 
@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def recipe() -> list[list[str]]:
-    """The commands of the README's "Running on your cluster" block, continuations joined."""
-    text = (ROOT / "README.md").read_text().split("## Running on your cluster")[1]
+    """The commands of docs/cluster.md's "Running on your cluster" block, continuations joined."""
+    text = (ROOT / "docs" / "cluster.md").read_text().split("# Running on your cluster")[1]
     block = re.search(r"```\n(.*?)```", text, re.S).group(1).replace("\\\n", " ")
     return [shlex.split(line) for line in block.splitlines() if line.strip()]
 
