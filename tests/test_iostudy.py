@@ -1,5 +1,6 @@
 import json
 import math
+import re
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ from benchlib.cli import main
 from benchlib.config import SingleDeviceIoConfig
 from benchlib.core import allocator, envinfo
 from benchlib.errors import ConfigError, UsageError
+from benchlib.records import results
 from benchlib.studies import single_device_io
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
@@ -160,3 +162,17 @@ def test_a_sweep_row_whose_warmup_covers_the_epoch_is_refused_before_any_kernel_
     assert capsys.readouterr().err == (f"benchlib sweep: {file}: row 1: warmup_steps: 5 leaves "
                                        "no timed step: an epoch of 300 samples has 5 steps\n")
     assert not outputs.exists()  # no kernel ran, no failed record
+
+
+def test_io_label_help_says_a_rerun_adds_a_record_and_it_does(small_data, outputs, capsys):
+    for command in ("io", "allreduce"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        text = " ".join(capsys.readouterr().out.split())
+        label_help = re.search(r"--label LABEL (.*?)(?= --\w|$)", text).group(1)
+        assert "skipped" not in label_help and "each run adds a record" in label_help, command
+    argv = ["io", "1", "cpu", "--path", str(small_data), "--dataset", "fashion-mnist",
+            "--label", "mine"]
+    assert main(argv) == 0 and main(argv) == 0
+    records = results.read_records(outputs / "results")
+    assert len(records) == 2 and {r["label"] for r in records} == {"mine"}

@@ -11,6 +11,10 @@ from benchlib import paths
 OUTPUTS_HELP = "outputs folder (default: $BENCHLIB_OUTPUTS or outputs/)"
 LABEL_HELP = ("result set the records join (default: this testbed's, named after it and "
               "the day it was first used); rows it already has are skipped")
+# io, allreduce: a measurement from the shell is never skipped (its record is history)
+MEASURE_LABEL_HELP = ("result set the record joins (default: this testbed's, named after it "
+                      "and the day it was first used); each run adds a record, also where "
+                      "the set has this setting already")
 
 
 def outputs(args) -> Path:

@@ -201,7 +201,7 @@ def add_parsers(sub) -> None:
                      required=("path", "dataset"), choices={"device": DEVICES})
     p.add_argument("--study", default="io", help="study name of the record (default io)")
     p.add_argument("--outputs", help=common.OUTPUTS_HELP)
-    p.add_argument("--label", help=common.LABEL_HELP)
+    p.add_argument("--label", help=common.MEASURE_LABEL_HELP)
     p.set_defaults(func=cmd_io)
 
     def distributed(p, nproc_default: int = 2) -> None:
@@ -218,7 +218,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--max-bytes", type=int, default=64 * 2**20)
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--study", default="allreduce")
-    p.add_argument("--label", help=common.LABEL_HELP)
+    p.add_argument("--label", help=common.MEASURE_LABEL_HELP)
     p.set_defaults(func=cmd_allreduce)
 
     p = sub.add_parser("doctor", help="seed 004's toy test: init, a checked all_reduce, latency")
