@@ -165,3 +165,76 @@ def test_with_speedup_without_a_baseline_gives_nan_not_an_error():
     runs = pd.DataFrame({"k": ["a", "b"], "n": [2, 2], "samples_per_s": [10.0, 20.0]})
     out = with_speedup(runs, ["k"], runs["n"] == 1, "n")
     assert out["speedup"].isna().all()
+
+
+def test_io_seed_table_keeps_runs_that_differ_only_in_data_size():
+    """Two `benchlib io` runs of the same setting on 6000 and 3000 images share every
+    column of seed 000's table but the data size: the table names the size (only when it
+    varies) instead of failing with "Index contains duplicate entries"."""
+    df = records([io_rows(samples=6000.0, total_s=8.0, total_s_p10=7.5, total_s_p90=8.5),
+                  io_rows(samples=3000.0, total_s=4.0, total_s_p10=3.5, total_s_p90=4.5)])
+    io = single_device_io.runs(df)
+    table = single_device_io.seed_table(io)
+    assert table.to_dict("index") == {"raw": {
+        "fashion-mnist, traverse (1 ep, s, cpu, 3000 samples)": "4 (3.5-4.5)",
+        "fashion-mnist, traverse (1 ep, s, cpu, 6000 samples)": "8 (7.5-8.5)"}}
+    assert "Measured on cpu" in single_device_io.conclusions(io)
+    one_size = single_device_io.seed_table(io[io["samples"] == 6000])
+    assert list(one_size.columns) == ["fashion-mnist, traverse (1 ep, s, cpu)"]
+    other_set = single_device_io.runs(records([io_rows(samples=6000.0),
+                                               io_rows(dataset="mydataset", samples=300.0)]))
+    assert list(single_device_io.seed_table(other_set).columns) == [  # sizes of two data sets
+        "fashion-mnist, traverse (1 ep, s, cpu)", "mydataset, traverse (1 ep, s, cpu)"]
+    # any SETUP value that varies is named, so no two runs ever share a cell
+    mixed = single_device_io.runs(records([io_rows(), io_rows(model="simplecnn", batch_size=32.0),
+                                           io_rows(torch="2.6.0")]))
+    assert single_device_io.seed_table(mixed).shape == (1, 3)
+    # a record without a data source (None) joins the sentences, not a sort of str and None
+    unknown = single_device_io.runs(records([io_rows(), io_rows(data_source=None)]))
+    assert "data: generated." in single_device_io.conclusions(unknown)
+
+
+def test_a_section_that_cannot_be_computed_says_why_and_the_others_stand():
+    def broken(df):
+        yield "before the failure"
+        raise ValueError("Index contains duplicate entries, cannot reshape")
+
+    from benchlib.analysis import sections
+
+    part = sections.compute(broken, pd.DataFrame())
+    assert part.items == ["before the failure"]
+    assert part.error == ("This part of the analysis could not be computed from these "
+                          "records (test_analysis.broken: ValueError: Index contains duplicate "
+                          "entries, cannot reshape); the other sections do not depend on it.")
+    assert sections.compute(overview.text, pd.DataFrame()).error is None
+
+
+def test_notebook_90_goes_on_past_a_section_that_raises(tmp_path, monkeypatch):
+    """Every computation of notebook 90 runs through sections.show: one study's analysis
+    raising leaves a Markdown line saying why in its section, and every later section is
+    still computed."""
+    import matplotlib
+    import nbformat
+    from conftest import ROOT
+
+    from benchlib.analysis import sections
+
+    matplotlib.use("Agg")
+
+    def boom(df):
+        raise ValueError("Index contains duplicate entries, cannot reshape")
+
+    shown = []
+    monkeypatch.setattr(single_device_io, "runs", boom)
+    monkeypatch.setattr(sections, "_display", shown.append)
+    cells = [c.source for c in nbformat.read(ROOT / "notebooks" / "90_analysis.ipynb", 4).cells
+             if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", [])]
+    namespace = {"results_dir": str(tmp_path)}
+    for source in cells:
+        exec(compile(source, "notebook 90", "exec"), namespace)
+    text = [str(getattr(item, "data", item)) for item in shown]
+    failed = [t for t in text if "could not be computed" in t]
+    assert len(failed) == 3 and all("single_device_io.runs" not in t or "ValueError" in t
+                                    for t in failed)
+    assert any(t.startswith("No multi-node runs yet") for t in text)  # a later section
+    assert any(t.startswith("No records yet") for t in text)

@@ -3,6 +3,8 @@ efficiency, beside seed 002's own figures."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from benchlib.analysis import repeat_spread
@@ -10,6 +12,9 @@ from benchlib.analysis.common import ok_runs, with_speedup
 from benchlib.analysis.verdict import compare, side
 from benchlib.config import DpVsDdpConfig
 from benchlib.reference import SEED002_P100
+
+if TYPE_CHECKING:
+    from benchlib.analysis.sections import Records
 
 NOTEBOOK = "20_dp_vs_ddp.ipynb"
 # a speedup's baseline does the same work on the same hardware (not the same `device`
@@ -70,7 +75,7 @@ def conclusions(runs: pd.DataFrame) -> str:
     seed = seed002_table().set_index("strategy")["epoch_speedup"]
     parts.append(f"- Seed 002 on two P100s: DDP finished an epoch {seed['ddp']:.2f}x faster than one "
                  f"GPU, DataParallel {seed['dp']:.2f}x.")
-    devices = ", ".join(sorted(set(runs["device_name"])))
+    devices = ", ".join(sorted(set(runs["device_name"].dropna())))
     threads = ", ".join(str(int(t)) for t in sorted(set(runs["threads_per_rank"].dropna())))
     parts.append(f"- Measured on {devices} ({threads} thread(s) per rank).")
     if not on_cpu(runs).any():
@@ -103,3 +108,30 @@ def on_cpu(runs: pd.DataFrame) -> pd.Series:
     """The runs that trained on CPU: asked for it, or on a host that had no GPU."""
     cpu = runs["device"].eq("cpu")
     return cpu | runs["gpu"].isna() if "gpu" in runs else cpu
+
+
+# ---------------------------------------------------------------- notebook 90's parts
+# each takes the records and returns what its cell shows (sections.show runs it)
+
+def part_table(records: Records) -> pd.DataFrame:
+    return table(runs(records.df))
+
+
+def part_busbw_and_conclusions(records: Records):
+    """The all_reduce bus bandwidth against message size, the spreads of rows measured
+    both ways, and the sentences."""
+    sizes = records.details("allreduce")
+    if not sizes.empty:
+        import matplotlib.pyplot as plt
+        import seaborn as sns
+
+        fig, ax = plt.subplots()
+        sns.lineplot(data=sizes, x="bytes", y="busbw_gbps", hue="launcher", marker="o", ax=ax)
+        ax.set(xscale="log", xlabel="message size (bytes)", ylabel="busbw (GB/s)",
+               title="all_reduce bus bandwidth")
+        yield fig
+    dist_runs = runs(records.df)
+    dist_spreads = spreads(dist_runs)
+    if not dist_spreads.empty:
+        yield dist_spreads.round(3)
+    yield conclusions(dist_runs)

@@ -3,9 +3,14 @@ redone, recovery time) and whether the run came back to the same loss."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from benchlib.analysis.common import ok_runs
+
+if TYPE_CHECKING:
+    from benchlib.analysis.sections import Records
 
 NOTEBOOK = "35_fault_tolerance.ipynb"
 
@@ -83,3 +88,14 @@ def recovery_split(runs: pd.DataFrame) -> str | None:
             f"({restart / total:.0%}) passed before the restarted ranks were ready (failure "
             f"detection, new processes, imports, rendezvous, loading the checkpoint) and "
             f"{total - restart:.1f} s on the first step after the resume.")
+
+
+# ---------------------------------------------------------------- notebook 90's parts
+# each takes the records and returns what its cell shows (sections.show runs it)
+
+def part_table(records: Records) -> pd.DataFrame:
+    return table(runs(records.df))
+
+
+def part_conclusions(records: Records) -> str:
+    return conclusions(runs(records.df))

@@ -3,12 +3,17 @@ and MFU, every framework's speedup curve from seed 003, and JAX measured beside 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from benchlib.analysis import repeat_spread
 from benchlib.analysis.common import ok_runs, with_speedup
 from benchlib.config import FrameworkComparisonConfig
 from benchlib.reference import dlperf
+
+if TYPE_CHECKING:
+    from benchlib.analysis.sections import Records
 
 NOTEBOOK = "40_framework_comparison.ipynb"
 SPREAD_SHOWN = ["arch", "nproc_per_node", "variant", "batch_size"]
@@ -124,3 +129,31 @@ def _timed_apart(measured: pd.DataFrame) -> str:
         return ""
     return (f" In {apart} of these row(s) JAX waited after every step and PyTorch only at the "
             "end of its window: that ratio understates JAX wherever queuing steps overlaps them.")
+
+
+# ---------------------------------------------------------------- notebook 90's parts
+# each takes the records and returns what its cell shows (sections.show runs it)
+
+def part_table(records: Records) -> pd.DataFrame:
+    return table(runs(records.df))
+
+
+def part_curves_and_conclusions(records: Records):
+    """Every framework's speedup over devices (seed 003's and ours) on one plot, the
+    spreads of rows measured both ways, and the sentences."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fw_runs = runs(records.df)
+    curves = speedup_curves(fw_runs)
+    fig, ax = plt.subplots()
+    sns.lineplot(data=curves, x="devices", y="speedup", hue="framework", marker="o", ax=ax)
+    ax.plot([1, 32], [1, 32], color="grey", linestyle=":", label="linear")
+    ax.set(xscale="log", yscale="log",
+           title="ResNet speedup over devices (seed 003 rows: ResNet-50)",
+           xlabel="devices (log)", ylabel="speedup over 1 device (x, log)")
+    yield fig
+    fw_spreads = spreads(fw_runs)
+    if not fw_spreads.empty:
+        yield fw_spreads.round(3)
+    yield conclusions(fw_runs)

@@ -3,12 +3,17 @@ trainer and launcher, and what Lightning costs over raw DDP for the same layout.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from benchlib.analysis import repeat_spread
 from benchlib.analysis.common import ok_runs, with_speedup
 from benchlib.analysis.verdict import compare, side
 from benchlib.config import MultinodeLightningConfig
+
+if TYPE_CHECKING:
+    from benchlib.analysis.sections import Records
 
 NOTEBOOK = "30_multinode_lightning.ipynb"
 SPREAD_SHOWN = ["trainer", "launcher", "nnodes", "nproc_per_node", "model"]
@@ -92,7 +97,7 @@ def conclusions(runs: pd.DataFrame) -> str:
                      f"**{r.speedup:.2f}x**, efficiency {r.efficiency:.0%}.")
     parts += lightning_against_ddp(runs)
     parts += repeat_spread.sentences(spreads(runs), SPREAD_SHOWN)
-    devices = ", ".join(sorted(set(runs["device_name"])))
+    devices = ", ".join(sorted(set(runs["device_name"].dropna())))
     parts.append(f"- Measured on {devices}.")
     shared = runs[(topology(runs) == "one host") & (runs["nnodes"] > 1)]
     if not shared.empty:
@@ -128,3 +133,34 @@ def lightning_against_ddp(runs: pd.DataFrame) -> list[str]:
         parts.append(f"- {where['nnodes']} x {where['nproc_per_node']}: {compare(*pair)}; launch to "
                      f"result, Lightning {extra:+.1f} s against raw DDP.")
     return parts
+
+
+# ---------------------------------------------------------------- notebook 90's parts
+# each takes the records and returns what its cell shows (sections.show runs it)
+
+def part_throughput(records: Records):
+    """Samples/s against total devices (one point per epoch, bars p10-p90), then the table."""
+    mn_epochs = epochs(records.details("epochs"))
+    if not mn_epochs.empty:
+        import matplotlib.pyplot as plt
+        import seaborn as sns
+
+        fig, ax = plt.subplots()
+        sns.pointplot(data=mn_epochs, x="devices", y="samples_per_s", hue="how",
+                      errorbar=("pi", 80), dodge=0.3, ax=ax)
+        ax.set(xlabel="total devices (nodes x per node)", ylabel="samples/s (global)",
+               title="Multi-node throughput")
+        yield fig
+    yield table(runs(records.df))
+
+
+def part_overhead(records: Records) -> pd.DataFrame:
+    return lightning_overhead(runs(records.df))
+
+
+def part_conclusions(records: Records):
+    mn_runs = runs(records.df)
+    mn_spreads = spreads(mn_runs)
+    if not mn_spreads.empty:
+        yield mn_spreads.round(3)
+    yield conclusions(mn_runs)

@@ -51,3 +51,16 @@ def text(df: pd.DataFrame) -> str:
     if len(methods) > 1:
         text += f" Records span method versions {', '.join(methods)}: compare within one."
     return text
+
+
+def wall_time_plot(df: pd.DataFrame):
+    """Each run's wall time per study, coloured by status (nothing without records)."""
+    if df.empty:
+        return None
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    fig, ax = plt.subplots()
+    sns.stripplot(data=df, x="duration_s", y="study", hue="status", jitter=0.2, ax=ax)
+    ax.set(xlabel="run wall time (s)", ylabel="", title="Wall time of each run")
+    return fig

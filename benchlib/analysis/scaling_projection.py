@@ -9,12 +9,17 @@ The model itself is benchlib.analysis.projection; its inputs, resolved from a co
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from benchlib.analysis import projection_check
 from benchlib.analysis.projection import Inputs, project, what_if
 from benchlib.analysis.projection_inputs import build_inputs, sizes
 from benchlib.config import ScalingProjectionConfig
+
+if TYPE_CHECKING:
+    from benchlib.analysis.sections import Records
 
 NOTEBOOK = "45_scaling_projection.ipynb"
 
@@ -179,3 +184,10 @@ def check_figure(table: pd.DataFrame):
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------- notebook 90's parts
+# each takes the records and returns what its cell shows (sections.show runs it)
+
+def part_conclusions(records: Records) -> str:
+    return conclusions(runs(records.df))

@@ -3,11 +3,16 @@ storage variants, seed 000's conclusion table, and the sentences they support.""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pandas as pd
 
 from benchlib.analysis.common import spread
 from benchlib.analysis.verdict import compare, faster, side
 from benchlib.reference import SEED000_RAW_OVER_PRELOAD
+
+if TYPE_CHECKING:
+    from benchlib.analysis.sections import Records
 
 NOTEBOOKS = ("10_single_device_io.ipynb", "benchlib io (CLI)")
 # what runs must share to be pooled or compared: the device (its model on CPU too), the
@@ -42,17 +47,33 @@ def variants_compared(io: pd.DataFrame) -> pd.DataFrame:
     return fewest.groupby("dataset").filter(lambda g: g["variant"].nunique() > 1)
 
 
+# how seed_table's column names a setup value that differs between the runs shown
+SETUP_LABELS = {"model": "{}", "samples": "{} samples", "torch": "torch {}",
+                "batch_size": "batch {}"}
+
+
 def seed_table(io: pd.DataFrame) -> pd.DataFrame:
     """Shaped like seed 000's conclusion: seconds for the run's epochs, median (p10-p90),
-    one row per variant, one column per (dataset, mode); the fewest workers of each."""
+    one row per variant, one column per (dataset, mode) and setup; the fewest workers of
+    each. A column names the device and epochs, and any other SETUP value (samples, model,
+    batch, torch) that differs between runs of its data set and mode: runs differing only
+    in data size are two columns, never two values for one cell."""
     if io.empty:
         return pd.DataFrame()
     fewest = _fewest_workers(io, KEYS)
+    column = (fewest["dataset"] + ", " + fewest["mode"] + " ("
+              + fewest["epochs"].astype(int).astype(str) + " ep, s, " + fewest["device_name"])
+    for key, label in SETUP_LABELS.items():  # named where it varies within (dataset, mode)
+        varies = fewest.groupby(["dataset", "mode"])[key].transform("nunique") > 1
+        named = fewest[key].map(lambda v, label=label: ", " + label.format(
+            f"{v:.0f}" if isinstance(v, float) and v.is_integer() else v))
+        column = column + named.where(varies, "")
     cells = fewest.assign(
-        column=fewest["dataset"] + ", " + fewest["mode"] + " ("
-        + fewest["epochs"].astype(int).astype(str) + " ep, s, " + fewest["device_name"] + ")",
+        column=column + ")",
         cell=[spread(m, lo, hi) for m, lo, hi in
               zip(fewest["total_s"], fewest["total_s_p10"], fewest["total_s_p90"])])
+    # one cell per (variant, column) by construction: every KEYS value but the variant is
+    # in the column (constant or named), and _fewest_workers left one row per KEYS
     return cells.pivot(index="variant", columns="column", values="cell").fillna("")
 
 
@@ -108,8 +129,8 @@ def conclusions(io: pd.DataFrame) -> str:
     for mode in ("traverse", "train"):
         for setup, ratio in raw_over_preload(io, mode=mode).items():
             parts.append(_ratio_line(io, mode, dict(zip(SETUP, setup)), ratio))
-    devices = ", ".join(sorted(set(io["device_name"])))
-    sources = ", ".join(sorted(set(io["data_source"])))
+    devices = ", ".join(sorted(set(io["device_name"].dropna())))
+    sources = ", ".join(sorted(set(io["data_source"].dropna())))
     parts.append(f"- Measured on {devices}; data: {sources}.")
     return "\n".join(parts)
 
@@ -156,3 +177,43 @@ def _decoding_line(sides: dict) -> str:
     return (f" Decoded arrays read from storage take {times} preload's time against raw's "
             f"{sides['raw'].median / pre:.1f}x: decoding each item every epoch, not reading "
             "from storage, is what costs.")
+
+
+# ---------------------------------------------------------------- notebook 90's parts
+# each takes the records and returns what its cell shows (sections.show runs it)
+
+def part_workers(records: Records):
+    """Throughput against DataLoader workers, per data set and setting (bars p10-p90)."""
+    repeats = runs(records.details("repeats"))
+    swept = workers_swept(repeats) if not repeats.empty else repeats
+    if swept.empty:
+        return None
+    import seaborn as sns
+
+    grid = sns.catplot(data=swept, x="num_workers", y="samples_per_s", hue="setting",
+                       col="dataset", kind="point", errorbar=("pi", 80), sharey=False,
+                       height=3.2, aspect=1.3)
+    grid.set_axis_labels("num_workers", "samples/s")
+    grid.figure.suptitle("Throughput against DataLoader workers (bars: p10-p90)", y=1.04)
+    return grid
+
+
+def part_variants(records: Records):
+    """Seconds per repeat by storage variant (traverse and train), then seed 000's table."""
+    repeats = runs(records.details("repeats"))
+    compared = variants_compared(repeats) if not repeats.empty else repeats
+    if not compared.empty:
+        import seaborn as sns
+
+        grid = sns.catplot(data=compared, x="variant", y="total_s", hue="mode", col="dataset",
+                           kind="bar", errorbar=("pi", 80), height=3.4, aspect=1.8)
+        grid.set(yscale="log")
+        grid.set_axis_labels("", "seconds, all epochs of a repeat (log)")
+        grid.tick_params(axis="x", rotation=20)
+        grid.figure.suptitle("Time per repeat by storage variant (bars: p10-p90)", y=1.04)
+        yield grid
+    yield seed_table(runs(records.df))
+
+
+def part_conclusions(records: Records) -> str:
+    return conclusions(runs(records.df))
