@@ -11,7 +11,7 @@ from benchlib.core.timing import MIN_FOR_CI
 
 MIN_VALUES = MIN_FOR_CI  # an interval only from 5 or more values, as everywhere
 # A verdict needs launches on both sides: repeats inside one process share its luck (on
-# this shared machine whole launches of one setup ran 2x apart; README).
+# this shared machine whole launches of one setup ran 2x apart; docs/compare.md).
 MIN_LAUNCHES = 2
 RESAMPLES = 2000
 

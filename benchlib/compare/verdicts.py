@@ -16,7 +16,7 @@ better, its inverse where lower is): `slower` when the whole interval lies below
 1 / (1 + threshold), `faster` when above 1 + threshold, `no change` when inside both,
 `inconclusive` when it crosses a boundary, with too few values, or with one launch on a
 side: repeats inside one process share its luck, and on a shared machine whole launches
-of one setup drift far apart (README, "Did an upgrade make anything slower?").
+of one setup drift far apart (docs/compare.md).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ DIRECTIONS = {
 }
 # A row's metric when none is asked for: the first of these it has.
 PRIMARY = ("samples_per_s", "busbw_gbps", "recovery_s", "total_s", "prep_s")
-DEFAULT_THRESHOLD = 0.10  # README, "Did an upgrade make anything slower?"
+DEFAULT_THRESHOLD = 0.10  # docs/compare.md
 VERDICTS = ("slower", "inconclusive", "no change", "faster")
 
 

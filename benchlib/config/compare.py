@@ -23,7 +23,7 @@ class CompareConfig(StudyConfig):
     new: str = ""
     """The result set to judge: a label or a folder."""
     threshold: float = 0.10
-    """Smallest change in speed that counts (0.10 = 10%; README explains the default)."""
+    """Smallest change in speed that counts (0.10 = 10%; docs/compare.md explains the default)."""
     metric: str = ""
     """One metric to compare ('all': every one with a direction); empty: each row's main one."""
     only_study: str = ""

@@ -10,7 +10,7 @@ reports a failing step and goes on, and writes into OUT:
     results/gpu-check/*.json   a benchlib record per step (the same schema as a sweep's)
     data/                      the generated FashionMNIST (IDX files)
 
-The steps themselves (commands, time boxes, figures) are in gpu_check_steps. Steps are
+The steps themselves (commands, time boxes, figures) are in gpucheck/steps.py. Steps are
 ordered by what a lease must not miss; `--budget-s` stops starting new ones when the time
 is spent, `--only` reruns some by name.
 """

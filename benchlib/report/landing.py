@@ -7,7 +7,7 @@ record and executed notebook. Figures are only taken from ok runs, ratios only b
 runs of the same work on the same testbed, and a study with no ok run says so.
 
 Pure functions over record dicts (`results.read_records`): no pandas, no I/O. The
-figures are built in report_figures, each study's headline in report_headlines.
+figures are built in report/figures.py, each study's headline in report/headlines.py.
 """
 
 from __future__ import annotations

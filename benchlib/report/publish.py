@@ -13,7 +13,7 @@ HTML comes from nbconvert with `exclude_input=True` (what `--no-input` does; pap
 report mode is ignored by nbconvert), no prompts, and benchlib/report/template, which
 drops the template's CDN scripts. Every link is relative. A page already made from the
 same notebook, header and template is kept. The index's parts are made by
-report_index, the notebook pages by report_pages.
+report/index.py, the notebook pages by report/pages.py.
 """
 
 from __future__ import annotations
