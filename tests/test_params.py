@@ -114,13 +114,24 @@ def test_loading_a_plan_checks_values_only_and_preflight_asks_the_machine(tmp_pa
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a machine without CUDA")
 def test_sweep_executor_slurm_does_not_probe_this_machine(tmp_path, outputs, capsys, monkeypatch):
+    from benchlib.config import DataPrepConfig
+    from benchlib.data import prepare
+
+    data = tmp_path / "data"  # on the shared file system, as the array tasks will read it
+    prepare.prepare(DataPrepConfig(path=str(data), dataset="fashion-mnist", fashion_size=100,
+                                   offline=True))
     file = write_params(tmp_path, f"study: t\nnotebook: 10_single_device_io\n"
-                                  f"table: [{{path: {tmp_path / 'none'}, device: gpu}}]\n")
+                                  f"table: [{{path: {data}, device: gpu}}]\n")
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, no sinfo here
     assert main(["sweep", str(file), "--executor", "slurm", "--dry-run"]) == 0
     assert capsys.readouterr().out.startswith("run  t/")
     assert main(["sweep", str(file), "--dry-run"]) == 2  # locally the row would run here
     assert "row 1: device: gpu asked for, but torch" in capsys.readouterr().err
+    # data missing from the shared file system: refused before submitting, dry run or not
+    file.write_text(file.read_text().replace(str(data), str(tmp_path / "none")))
+    assert main(["sweep", str(file), "--executor", "slurm", "--dry-run"]) == 2
+    assert "(checked before submitting: the array tasks read the same path)" in \
+        capsys.readouterr().err
 
 
 def test_an_empty_table_is_refused_not_swept_as_0_ok(tmp_path, outputs, capsys):
@@ -150,3 +161,27 @@ def test_a_run_with_a_bad_parameter_has_no_empty_segment(outputs, capsys):
     assert main(["run", str(TRIVIAL), "-p", "z", "1"]) == 2
     assert capsys.readouterr().err == ("benchlib run: run: z: not a parameter of trivial.ipynb; "
                                        "allowed: x, fail, sleep_s\n")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--partition", "gpu;id"], "partition: 'gpu;id' may only hold letters, digits and _.:,%@=/+-[]"),
+    (["--time", "1:00;id"], "time: '1:00;id' may only hold letters, digits and _.:,%@=/+-[]"),
+])
+def test_a_slurm_dry_run_refuses_what_the_real_run_refuses(tmp_path, outputs, capsys, monkeypatch,
+                                                           flags, message):
+    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ntable: [{{x: 1}}]\n")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, no sinfo here
+    for dry_run in (["--dry-run"], []):
+        assert main(["sweep", str(file), "--executor", "slurm", *flags, *dry_run]) == 2, dry_run
+        captured = capsys.readouterr()
+        assert captured.err == f"benchlib sweep: {message}\n" and captured.out == "", dry_run
+        assert not (outputs / "slurm").exists() or not any((outputs / "slurm").iterdir())
+
+
+def test_a_local_dry_run_refuses_slurm_flags_as_the_real_run_does(tmp_path, outputs, capsys):
+    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ntable: [{{x: 1}}]\n")
+    for dry_run in (["--dry-run"], []):
+        assert main(["sweep", str(file), "--partition", "gpu", *dry_run]) == 2, dry_run
+        assert capsys.readouterr().err == ("benchlib sweep: executor: --partition, --time, "
+                                           "--requeue and --share-nodes need --executor slurm\n")
+    assert not outputs.exists()

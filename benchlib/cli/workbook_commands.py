@@ -48,8 +48,15 @@ def cmd_sweep(args) -> int:
     rows = params.load_plan(args.file)  # every value is checked before anything runs
     outputs = common.outputs(args)
     if args.executor == "local":
+        if args.partition or args.time or args.requeue or args.share_nodes:
+            raise UsageError("executor: --partition, --time, --requeue and --share-nodes need "
+                             "--executor slurm")
         params.preflight(rows)  # and what this machine must have (GPUs, data)
     if args.dry_run:
+        if args.executor == "slurm":  # what slurm_sweep.run_plan refuses first, refused here
+            from benchlib.runs import slurm_sweep
+
+            slurm_sweep.check_submission(rows, args.partition, args.time)
         rows = _result_set(rows, outputs, args)
         todo = {r.run_id for r in sweep.pending(rows, outputs, args.force, args.label)}
         for r in rows:
@@ -63,9 +70,6 @@ def cmd_sweep(args) -> int:
                                        progress=not args.no_progress, requeue=args.requeue,
                                        exclusive=not args.share_nodes, label=args.label)
     else:
-        if args.partition or args.time or args.requeue or args.share_nodes:
-            raise UsageError("executor: --partition, --time, --requeue and --share-nodes need "
-                             "--executor slurm")
         summary = sweep.run_plan(rows, outputs, force=args.force, progress=not args.no_progress,
                                  label=args.label)
     return common.report_sweep(summary, f"sweep {args.file}")

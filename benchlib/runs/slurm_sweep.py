@@ -38,8 +38,21 @@ from benchlib.runs.params import NotebookSpec, Row
 from benchlib.runs.sweep import Summary, pending, run_row
 from benchlib.slurm import arrays, commands
 from benchlib.slurm.capacity import check_layout, node_capacity
+from benchlib.slurm.sbatch import check_directive
 
 SQUEUE_PATIENCE_S = 120.0  # how long the poller waits out a squeue that keeps failing
+
+
+def check_submission(rows: list[Row], partition: str | None, time_limit: str | None) -> None:
+    """Everything the submitting side refuses, checked before anything is written or
+    queued; `sweep --dry-run` makes the same checks: the values given for sbatch, the srun
+    rows' layouts against the partition, the data the rows read."""
+    if partition:  # what the arrays' #SBATCH lines will hold (an empty one is left out)
+        check_directive("partition", partition)
+    if time_limit:
+        check_directive("time", time_limit)
+    check_partition(rows, partition)
+    check_data(rows)
 
 
 def check_partition(rows: list[Row], partition: str | None) -> None:
@@ -151,8 +164,7 @@ def run_plan(rows: list[Row], outputs: Path, partition: str | None = None,
              time_limit: str | None = None, force: bool = False, progress: bool = True,
              poll_s: float = 0.5, requeue: bool = False, exclusive: bool = True,
              label: str | None = None) -> Summary:
-    check_partition(rows, partition)
-    check_data(rows)
+    check_submission(rows, partition, time_limit)
     # the partition is the testbed: two partitions sharing these outputs never mix
     rows = results.assign_result_set(rows, outputs / "results", label,
                                      testbed.slurm(partition))
