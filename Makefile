@@ -29,8 +29,11 @@ run: setup
 	$(PY) -m benchlib sweep $(SMOKE); status=$$?; \
 	$(PY) -m benchlib report && exit $$status
 
+# Two pytest-xdist workers: most of the suite's time is spent waiting (ranks joining, Slurm's
+# queue, kernels starting), so two overlap well on two cores; TEST_WORKERS=0 runs one process
+TEST_WORKERS ?= 2
 test: lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 # ruff (pyflakes, pycodestyle, import order; configured in pyproject.toml), as pre-commit runs it
 lint: setup

@@ -1,6 +1,7 @@
 import json
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,29 @@ from benchlib.core import envinfo
 
 ROOT = Path(__file__).resolve().parents[1]
 TRIVIAL = ROOT / "benchlib" / "resources" / "trivial.ipynb"
+
+# `make test` runs two pytest-xdist workers (most of the suite's time is waiting: on ranks
+# joining, Slurm's queue, kernels starting). Each worker gets a TMPDIR of its own, so one
+# worker's sweep never clears the kernel folders another's test is looking at.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _tmp = Path("/tmp") / f"benchlib-tests-{os.environ['PYTEST_XDIST_WORKER']}"
+    _tmp.mkdir(exist_ok=True)
+    os.environ["TMPDIR"] = str(_tmp)
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+
+
+# Tests that must not run beside each other go to one worker: the two-node Slurm cluster
+# is one (a test fills its nodes on purpose), and a module-scoped fixture (a JupyterLab
+# server, a run shared by a module's tests) is made once, on one worker.
+SHARED_MODULE_FIXTURES = ("test_elastic", "test_lab_browser", "test_report_site")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "slurm_cluster" in item.fixturenames or item.get_closest_marker("slurm"):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+        elif item.module.__name__.rpartition(".")[2] in SHARED_MODULE_FIXTURES:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 @pytest.fixture
