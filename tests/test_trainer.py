@@ -89,6 +89,22 @@ def test_the_result_line_says_what_a_result_holds():
     assert summary_line({"samples_per_s": None}) == "result: no timed step (see the log above)"
 
 
+def test_the_result_line_counts_what_its_spread_is_over():
+    """The elastic trainer's samples/s is a median over steps, JAX's over repeats, the
+    other trainers' over epochs: the line names which."""
+    from benchlib.core.timing import PER_STEP, WINDOW
+    from benchlib.launch.protocol import summary_line
+
+    spread = {"samples_per_s": 100.0, "samples_per_s_p10": 90.0, "samples_per_s_p90": 110.0}
+    assert summary_line({**spread, "samples_per_s_n": 12, "timing": PER_STEP}).startswith(
+        "result: 100.0 samples/s (p10 90.0, p90 110.0, 12 steps)")
+    assert summary_line({**spread, "samples_per_s_n": 3, "timing": WINDOW,
+                         "framework": "jax"}).startswith(
+        "result: 100.0 samples/s (p10 90.0, p90 110.0, 3 repeats)")
+    assert summary_line({**spread, "samples_per_s_n": 3, "timing": WINDOW}).startswith(
+        "result: 100.0 samples/s (p10 90.0, p90 110.0, 3 epochs)")
+
+
 def test_every_trainer_builds_the_imagefolder_set_with_the_same_transforms(small_data):
     """One set of transforms per data set: the DDP/Lightning trainers' and the elastic
     trainer's ImageNet-layout sets agree, with and without augmentation, and evaluation

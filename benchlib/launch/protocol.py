@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import atomic
+from benchlib.core.timing import PER_STEP
 from benchlib.errors import UsageError
 
 JOINED = "joined the process group"
@@ -120,6 +121,14 @@ def write_result(path: str | None, result: dict) -> None:
         atomic.write_json(Path(path), result)
 
 
+def spread_unit(m: dict) -> str:
+    """What the samples/s of a trainer's metrics is a median over: the elastic trainer's
+    steps (timing.PER_STEP), the JAX worker's repeats, the other trainers' epochs."""
+    if m.get("timing") == PER_STEP:
+        return "steps"
+    return "repeats" if m.get("framework") == "jax" else "epochs"
+
+
 def summary_line(m: dict) -> str:
     """`result: 1,234.5 samples/s (p10 1,200.0, p90 1,250.3, 3 epochs), epoch 2.31 s, ...`"""
     if m.get("samples_per_s") is None:
@@ -127,7 +136,7 @@ def summary_line(m: dict) -> str:
     parts = [f"result: {m['samples_per_s']:,.1f} samples/s"]
     if m.get("samples_per_s_n", 0) > 1:
         parts[0] += (f" (p10 {m['samples_per_s_p10']:,.1f}, p90 {m['samples_per_s_p90']:,.1f}, "
-                     f"{m['samples_per_s_n']} epochs)")
+                     f"{m['samples_per_s_n']} {spread_unit(m)})")
     for key, label in (("epoch_s", "epoch"), ("step_s", "step"), ("batch_s", "batch")):
         if m.get(key) is not None:
             parts.append(f"{label} {m[key]:.3g} s")
