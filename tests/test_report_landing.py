@@ -251,3 +251,18 @@ def test_dataparallel_line_names_its_devices():
     [finding] = landing.findings(runs)
     dp = next(c.text() for c in finding.claims if c.text().startswith("DataParallel"))
     assert dp.startswith("DataParallel on 2 device(s): 1.04x over one process"), dp
+
+
+def test_a_spread_over_launches_says_launches_not_epochs():
+    """repeat_mode process: each launch is one sample of the spread, and n counts them."""
+    process = [{**r, "params": {**r["params"], "repeat_mode": "process"}}
+               for r in dist_records()]
+    for r in process:
+        r["metrics"]["samples_per_s_n"] = 3
+    [finding] = landing.findings(process)
+    assert finding.claims[0].text().endswith("(p10-p90 1.09-1.18, n=3 launches each)")
+    mixed = [dist_records()[0], process[1]]  # 12 epochs of one, 3 launches of the other
+    [finding] = landing.findings(mixed)
+    assert finding.claims[0].text().endswith("n=3 launches and 12 epochs)")
+    [finding] = landing.findings([process[0]])
+    assert finding.claims[0].text().endswith("n=3 launches)")

@@ -66,9 +66,15 @@ def metric(rec: Record, name: str) -> float | None:
     return number((rec.get("metrics") or {}).get(name))
 
 
+def spread_unit(rec: Record, unit: str) -> str:
+    """What a run's spread is over: `unit` (its study's: epochs, repeats), or launches
+    where each launch was one sample (`repeat_mode: process`)."""
+    return "launches" if (rec.get("params") or {}).get("repeat_mode") == "process" else unit
+
+
 def _n(rec: Record, name: str, unit: str) -> str:
     count = metric(rec, f"{name}_n")
-    return f"n={int(count)} {unit}" if count else ""
+    return f"n={int(count)} {spread_unit(rec, unit)}" if count else ""
 
 
 def samples_figure(rec: Record, unit: str) -> Figure | None:
@@ -92,8 +98,10 @@ def ratio_figure(rec: Record, base: Record, what: str, unit: str) -> Figure | No
     b10, b90 = metric(base, "samples_per_s_p10"), metric(base, "samples_per_s_p90")
     spread = (f"{a10 / b90:.2f}", f"{a90 / b10:.2f}") if a10 and a90 and b10 and b90 else None
     na, nb = metric(rec, "samples_per_s_n"), metric(base, "samples_per_s_n")
-    n = "" if not (na and nb) else f"n={int(na)} {unit} each" if na == nb \
-        else f"n={int(na)} and {int(nb)} {unit}"
+    ua, ub = spread_unit(rec, unit), spread_unit(base, unit)
+    n = "" if not (na and nb) else f"n={int(na)} {ua} each" if (na, ua) == (nb, ub) \
+        else f"n={int(na)} and {int(nb)} {ua}" if ua == ub \
+        else f"n={int(na)} {ua} and {int(nb)} {ub}"
     return Figure(f"{a / b:.2f}x", what, spread, n, [("", rec), ("baseline", base)])
 
 
