@@ -43,8 +43,8 @@ def test_the_elastic_and_lightning_workers_read_a_run_json_too(tmp_path, worker)
 @pytest.mark.parametrize("params, error, message", [
     ({"batch_sise": 8}, ConfigError, "config: {path}: 'batch_sise' is not a parameter of "
                                      "benchlib.workers.ddp; it takes alpha, backend, batch_size"),
-    ({"model": "vit"}, ConfigError, "model: 'vit' (in {path}) is not one of pyramidnet, "
-                                    "simplecnn, toynet, resnet18, resnet50"),
+    ({"model": "vit"}, ConfigError, "model: 'vit' (in {path}) is not one of toynet, "
+                                    "simplecnn, pyramidnet, resnet18, resnet50"),
     ({"compile": 1}, ConfigError, "compile: 1 (in {path}) must be true or false"),
     ({"epochs": True}, ConfigError, "epochs: True (in {path}) must be a value, not true or false"),
     ({"epochs": 2.5}, ConfigError, "epochs: 2.5 (in {path}) is not int"),

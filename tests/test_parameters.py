@@ -16,6 +16,9 @@ from benchlib.config import (
     MultinodeLightningConfig,
     SingleDeviceIoConfig,
 )
+from benchlib.config.flags import field_help
+from benchlib.config.training import TrainingConfig, training_fields
+from benchlib.errors import ConfigError
 from benchlib.runs.params import NotebookSpec
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -66,3 +69,95 @@ def test_workers_default_to_their_studys_defaults(parser, config, own):
     shared = {f.name: f.default for f in dataclasses.fields(config)
               if f.name in defaults and f.name not in own}
     assert shared and {k: defaults[k] for k in shared} == shared
+
+
+# ------------------------------------------------- one more field in the training config
+
+@dataclasses.dataclass
+class WithLabelSmoothing(TrainingConfig):
+    """benchlib.config.training's TrainingConfig as it would be with two more fields."""
+
+    label_smoothing: float = 0.1
+    """Cross-entropy label smoothing."""
+    deterministic: bool = False
+    """Deterministic kernels only."""
+
+
+@dataclasses.dataclass
+class DpVsDdpPlus(DpVsDdpConfig, WithLabelSmoothing):
+    """Notebook 20's config on those training fields."""
+
+
+@dataclasses.dataclass
+class MultinodePlus(MultinodeLightningConfig, WithLabelSmoothing):
+    """Notebook 30's config on those training fields."""
+
+
+def worker_parsers(config):
+    """(study's worker params, the worker's parser as the bootstrap runs it) per worker."""
+    from benchlib.studies import dp_vs_ddp, multinode_lightning
+    from benchlib.trainers import ddp
+    from benchlib.workers import lightning
+    from benchlib.workers.bootstrap import Plain
+
+    if issubclass(config, DpVsDdpConfig):
+        return [(dp_vs_ddp.trainer_params(config(strategy=s, nproc_per_node=1)),
+                 Plain(ddp.train, ddp.parser(s, config)).parser()) for s in ("single", "ddp")]
+    return [(multinode_lightning.worker_params(config(trainer="ddp")),
+             Plain(ddp.train, ddp.parser("ddp", config)).parser()),
+            (multinode_lightning.worker_params(config(trainer="lightning")),
+             lightning.parser(config))]
+
+
+@pytest.mark.parametrize("config", [DpVsDdpPlus, MultinodePlus])
+def test_a_field_added_to_the_training_config_reaches_the_worker_flags_and_its_run_json(
+        tmp_path, config):
+    from benchlib.launch import protocol
+    from benchlib.workers.bootstrap import parse
+
+    for params, parser in worker_parsers(config):
+        text = parser.format_help()
+        assert "--label-smoothing LABEL_SMOOTHING" in text and "--deterministic" in text
+        assert "Cross-entropy label smoothing. (default 0.1)" in " ".join(text.split())
+        assert (params["label_smoothing"], params["deterministic"]) == (0.1, False)
+        params.update(label_smoothing=0.25, deterministic=True)
+        run_json = protocol.write_run_config(tmp_path, "ddp", params)
+        args = parse(parser, ["--config", str(run_json)])
+        assert (args.label_smoothing, args.deterministic) == (0.25, True)
+
+
+@pytest.mark.parametrize("module", ["ddp", "lightning"])
+def test_each_worker_has_a_flag_for_every_training_field(module):
+    """What `python -m benchlib.workers.ddp --help` shows: every field of
+    benchlib.config.training, but timeout_s (the worker's --timeout, the rendezvous and
+    collectives only) and Lightning's backend (Lightning picks it)."""
+    import subprocess
+    import sys
+
+    text = subprocess.run([sys.executable, "-m", f"benchlib.workers.{module}", "--help"],
+                          capture_output=True, text=True, timeout=120, check=True).stdout
+    skipped = {"timeout_s"} | ({"backend"} if module == "lightning" else set())
+    for name in set(training_fields(TrainingConfig)) - skipped:
+        assert "--" + name.replace("_", "-") + " " in text, name
+
+
+@pytest.mark.parametrize("config", [DpVsDdpConfig, MultinodeLightningConfig])
+def test_every_worker_parameter_a_study_writes_is_a_flag_of_its_worker(tmp_path, config):
+    from benchlib.workers.bootstrap import checked_params
+
+    for params, parser in worker_parsers(config):
+        assert checked_params(parser, params, "run.json") == params
+
+
+def test_a_study_names_its_own_defaults_and_keeps_the_fields_type_and_help():
+    shared = {f.name: f for f in dataclasses.fields(TrainingConfig)}
+    mine = {f.name: f for f in dataclasses.fields(MultinodeLightningConfig)}
+    assert {n for n in shared if mine[n].default != shared[n].default} == \
+        set(MultinodeLightningConfig.defaults)
+    assert all(typing.get_type_hints(MultinodeLightningConfig)[n] is
+               typing.get_type_hints(TrainingConfig)[n] for n in shared)
+    assert field_help(MultinodeLightningConfig)["lr"] == "SGD learning rate (momentum 0.9)."
+    with pytest.raises(ConfigError, match="lr_max: Bad.defaults names a field it does not"):
+        @dataclasses.dataclass
+        class Bad(TrainingConfig):
+            defaults: typing.ClassVar[dict] = {"lr_max": 1.0}

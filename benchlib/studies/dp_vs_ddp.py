@@ -12,6 +12,7 @@ from typing import Any
 
 from benchlib import paths
 from benchlib.config import DpVsDdpConfig
+from benchlib.config.training import TrainingConfig
 from benchlib.launch.launcher import launch
 from benchlib.studies import checks, repeats
 
@@ -22,14 +23,13 @@ class DistResult:
     details: dict[str, Any]
 
 
-def trainer_params(cfg: DpVsDdpConfig) -> dict[str, Any]:
-    """The trainer worker's parameters (its run.json) for this row."""
-    params = {"dataset": cfg.dataset, "path": str(paths.resolve(cfg.path)), "model": cfg.model,
-              "depth": cfg.depth, "alpha": cfg.alpha, "epochs": cfg.epochs,
-              "batch_size": cfg.batch_size, "num_workers": cfg.num_workers,
-              "warmup_steps": cfg.warmup_steps, "max_steps": cfg.max_steps, "lr": cfg.lr,
-              "seed": cfg.seed, "device": cfg.device, "backend": cfg.backend,
-              "timeout": cfg.timeout_s, "log_interval": 0}
+def trainer_params(cfg: TrainingConfig) -> dict[str, Any]:
+    """The trainer worker's parameters (its run.json) for this row: the training fields
+    by name (benchlib.config.training), but where the worker takes something else: the
+    data folder as an absolute path, the timeout of the rendezvous and collectives under
+    the worker's name, no progress lines; dp: exactly the devices asked for."""
+    params = {**cfg.training_params(), "path": str(paths.resolve(cfg.path)), "log_interval": 0}
+    params["timeout"] = params.pop("timeout_s")
     if getattr(cfg, "strategy", "ddp") == "dp":  # one process over exactly the devices asked for
         params["dp_devices"] = cfg.nproc_per_node
     return params

@@ -24,8 +24,9 @@ _DDP_ONLY = ("backend", "log_interval")  # the Lightning worker picks these itse
 
 
 def worker_params(cfg: MultinodeLightningConfig) -> dict[str, Any]:
-    """The worker's parameters (its run.json): the DDP trainer's, or Lightning's with the
-    layout it checks its launcher against."""
+    """The worker's parameters (its run.json): the DDP trainer's (the training fields by
+    name, benchlib.studies.dp_vs_ddp), or Lightning's: the same but what Lightning picks
+    itself, with the layout it checks its launcher against."""
     params = trainer_params(cfg)
     if cfg.trainer == "lightning":
         params = {k: v for k, v in params.items() if k not in _DDP_ONLY}

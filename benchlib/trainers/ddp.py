@@ -29,8 +29,9 @@ from torch.utils.data import DataLoader, Dataset
 from benchlib import atomic
 from benchlib.config import DpVsDdpConfig as STUDY  # its defaults are this worker's
 from benchlib.config.base import require_counts
-from benchlib.config.choices import SYNTHETIC_STEPS
-from benchlib.config.choices import TRAIN_DATASETS as DATASETS
+from benchlib.config.choices import PRECISIONS, SYNTHETIC_STEPS
+from benchlib.config.flags import add_config_flags
+from benchlib.config.training import TrainingConfig, training_fields
 from benchlib.core import envinfo, loops, throughput
 from benchlib.core.models import build_model
 from benchlib.data import storage, transforms
@@ -255,29 +256,25 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     return {"metrics": metrics, "details": {"epochs": epochs, "losses": losses}}
 
 
-def parser(strategy: str) -> argparse.ArgumentParser:
+# What the distributed flags (benchlib.workers.bootstrap) take instead: device and backend
+# (generated there from the same fields), and --timeout (seconds for the rendezvous and
+# every collective, where timeout_s is the whole launch's)
+NOT_HERE = ("device", "backend", "timeout_s")
+
+
+def parser(strategy: str, study: type[TrainingConfig] = STUDY) -> argparse.ArgumentParser:
+    """The worker's flags: the training fields of `study` generated from it (their types,
+    defaults, choices and help are the config's), then this worker's own."""
     p = argparse.ArgumentParser(prog=f"benchlib.workers.{strategy}",
                                 description=f"{strategy} training (seed 002)")
-    p.add_argument("--dataset", default="cifar10", choices=DATASETS)
-    p.add_argument("--path", default="outputs/data")
-    p.add_argument("--model", default="pyramidnet",
-                   choices=["pyramidnet", "simplecnn", "toynet", "resnet18", "resnet50"])
+    add_config_flags(p, study, only=[n for n in training_fields(study) if n not in NOT_HERE])
     p.add_argument("--image-size", type=int, default=224, help="imagefolder and synthetic")
-    p.add_argument("--precision", default="fp32", choices=["fp32", "tf32", "amp_bf16", "amp_fp16"])
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS)
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--depth", type=int, default=20, help="PyramidNet depth (6n + 2)")
-    p.add_argument("--alpha", type=int, default=48, help="PyramidNet widening")
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--batch-size", type=int, default=STUDY.batch_size, help="per device")
     p.add_argument("--dp-devices", type=int, default=0,
                    help="dp: the GPUs DataParallel spans (0 = every visible one)")
-    p.add_argument("--num-workers", type=int, default=0)
-    p.add_argument("--warmup-steps", type=int, default=STUDY.warmup_steps)
-    p.add_argument("--max-steps", type=int, default=0, help="per epoch; 0 = the whole epoch")
-    p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-shuffle", action="store_true")
     p.add_argument("--no-augment", action="store_true")
     p.add_argument("--log-interval", type=int, default=20, help="seed 002's --log-interval")
@@ -291,4 +288,3 @@ def parser(strategy: str) -> argparse.ArgumentParser:
                    help="fault injection: an exception, or SIGKILL")
     p.set_defaults(strategy=strategy)
     return p
-

@@ -34,7 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from benchlib.config.choices import BACKENDS, DEFAULT_PORT, DEVICES
+from benchlib.config.choices import DEFAULT_PORT
+from benchlib.config.flags import add_config_flags
+from benchlib.config.training import TrainingConfig
 from benchlib.distributed.device import choose_backend, device_for, uses_cuda
 from benchlib.distributed.env import DistEnv, from_tcp, resolve
 from benchlib.distributed.group import barrier_and_destroy, init
@@ -136,7 +138,8 @@ def checked_params(parser: argparse.ArgumentParser, params: dict[str, Any],
         if action is None:
             raise ConfigError("config", f"{path}: {name!r} is not a parameter of "
                               f"{parser.prog}; it takes {', '.join(sorted(actions))}")
-        flag = isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction))
+        flag = isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction,
+                                   argparse.BooleanOptionalAction))
         if flag != isinstance(value, bool):
             raise ConfigError(name, f"{value!r} (in {path}) must be "
                               f"{'true or false' if flag else 'a value, not true or false'}")
@@ -212,8 +215,7 @@ Main = Callable[[argparse.Namespace, DistEnv, Any, str], dict[str, Any]]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("distributed")
-    g.add_argument("--device", default="auto", choices=DEVICES)
-    g.add_argument("--backend", default="auto", choices=list(BACKENDS))
+    add_config_flags(g, TrainingConfig, only=("device", "backend"))
     g.add_argument("--timeout", type=float, default=120.0,
                    help="seconds for the rendezvous and every collective")
     g.add_argument("--init-method", help="tcp://HOST:PORT, with --rank and --world-size")

@@ -20,8 +20,9 @@ import signal
 import warnings
 
 from benchlib.config import MultinodeLightningConfig as STUDY  # its defaults are this worker's
-from benchlib.config import choices
 from benchlib.config.base import require_counts
+from benchlib.config.flags import add_config_flags
+from benchlib.config.training import TrainingConfig, training_fields
 from benchlib.distributed.lightning_env import Layout, global_rank, layout, read_int
 from benchlib.errors import ConfigError
 from benchlib.workers.bootstrap import Early, Worker, fail, run
@@ -29,34 +30,29 @@ from benchlib.workers.bootstrap import Early, Worker, fail, run
 PROG = "benchlib.workers.lightning"
 
 
-def parser() -> argparse.ArgumentParser:
+# What Lightning picks itself (backend), and what this worker takes as --timeout (seconds
+# for the rendezvous and every collective, where timeout_s is the whole launch's)
+NOT_HERE = ("backend", "timeout_s")
+SEED_SPELLINGS = {"batch_size": ("--batch_size",), "num_workers": ("--num_workers",)}
+
+
+def parser(study: type[TrainingConfig] = STUDY) -> argparse.ArgumentParser:
+    """The worker's flags: the training fields of `study` generated from it (their types,
+    defaults, choices and help are the config's; seed 000's spellings too), then its own."""
     p = argparse.ArgumentParser(prog=PROG, description="Lightning DDP training on one or more "
                                 "nodes (seed 000's lightning_multinode.py)")
     p.add_argument("total_epochs", nargs="?", type=int, help="epochs per repeat (or --epochs)")
-    p.add_argument("--epochs", type=int, help="epochs per repeat (default 1)")
-    p.add_argument("--path", default="outputs/data", help="data sets folder")
-    p.add_argument("--dataset", default="fashion-mnist", choices=choices.TRAIN_DATASETS)
-    p.add_argument("--model", default="toynet", choices=choices.MODELS)
+    add_config_flags(p, study, only=[n for n in training_fields(study) if n not in NOT_HERE],
+                     aliases=SEED_SPELLINGS)
+    p.set_defaults(epochs=None)  # not given: the positional EPOCHS, else the study's default
     p.add_argument("--devices", "--gpus", type=int, dest="devices",
                    help="processes (GPUs) per node; default: the launcher's, else 1")
     p.add_argument("--nnodes", type=int, help="nodes; default: the launcher's, else 1")
-    p.add_argument("--batch-size", "--batch_size", type=int, default=32, dest="batch_size",
-                   help="per device")
     p.add_argument("--repeats", type=int, default=1, help="the run is epochs x repeats epochs, "
                    "every epoch one sample")
-    p.add_argument("--num-workers", "--num_workers", type=int, default=0, dest="num_workers")
-    p.add_argument("--warmup-steps", type=int, default=STUDY.warmup_steps,
-                   help="left out at every epoch's start")
-    p.add_argument("--max-steps", type=int, default=0, help="per epoch; 0 = the whole epoch "
-                   f"(synthetic: {choices.SYNTHETIC_STEPS})")
-    p.add_argument("--lr", type=float, default=STUDY.lr, help="SGD with momentum")
     p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--image-size", type=int, default=224, help="imagefolder and synthetic")
-    p.add_argument("--depth", type=int, default=20, help="PyramidNet depth (6n + 2)")
-    p.add_argument("--alpha", type=int, default=48, help="PyramidNet widening")
     p.add_argument("--no-augment", action="store_true")
-    p.add_argument("--device", default="auto", choices=choices.DEVICES)
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds for the rendezvous and every collective")
     p.add_argument("--log-dir", help="each rank writes <log-dir>/rank<R>.log")
@@ -70,7 +66,7 @@ def check_args(args: argparse.Namespace) -> None:
     if None not in (args.total_epochs, args.epochs) and args.total_epochs != args.epochs:
         raise ConfigError("epochs", f"given twice, as {args.total_epochs} and --epochs "
                                     f"{args.epochs}")
-    args.epochs = args.epochs or args.total_epochs or 1
+    args.epochs = args.epochs or args.total_epochs or STUDY.epochs
     require_counts(args, ("epochs", "repeats", "batch_size", "devices", "nnodes"))
     if args.timeout <= 0:
         raise ConfigError("timeout", f"must be > 0 seconds, got {args.timeout}")
