@@ -43,15 +43,6 @@ def field_help(cls: type) -> dict[str, str]:
     return helps
 
 
-def allowed_values(cls: type) -> dict[str, tuple[Any, ...]]:
-    """Each field's allowed values, where a config names them (its `allowed`, merged down
-    the classes it builds on)."""
-    allowed: dict[str, tuple[Any, ...]] = {}
-    for klass in reversed(cls.__mro__):
-        allowed.update(vars(klass).get("allowed", {}))
-    return allowed
-
-
 def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type,
                      positional: tuple[str, ...] = (), required: tuple[str, ...] = (),
                      choices: dict[str, Any] | None = None, only: Iterable[str] | None = None,
@@ -69,7 +60,8 @@ def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
         if unknown:
             raise ConfigError(min(unknown), f"not a field of {cls.__name__}")
         fields = {name: f for name, f in fields.items() if name in wanted}
-    choices = {**allowed_values(cls), **(choices or {})}
+    allowed = cls.allowed_values() if hasattr(cls, "allowed_values") else {}  # a StudyConfig's
+    choices = {**allowed, **(choices or {})}
     for name in [*positional, *(n for n in fields if n not in positional)]:
         f, kind = fields[name], hints[name]
         kw: dict[str, Any] = {"help": helps.get(name, "")}
