@@ -9,7 +9,9 @@ from conftest import ROOT, TRIVIAL
 
 from benchlib.cli import main
 from benchlib.config import CONFIGS
+from benchlib.config import studies as registry
 from benchlib.core import envinfo
+from benchlib.errors import ConfigError
 from benchlib.records import results
 from benchlib.report import publish
 from benchlib.runs.params import NotebookSpec
@@ -284,6 +286,17 @@ def test_one_name_per_study_across_notebook_config_modules_and_sections(path):
         if file.name != "smoke_cpu.yaml":  # one row of every study
             assert any(file.stem.startswith(f"{s}_") for s in studies), file.name
     assert publish.study_name(path.name) == study
+    entry = registry.named(study)  # the registry lists it, under the same notebook and config
+    assert entry.notebook == path.name and entry.config == spec.config
+    module = package / "studies" / f"{study}.py"
+    assert entry.preflight == (module.is_file() and "\ndef preflight(" in module.read_text())
+
+
+def test_the_study_registry_lists_every_notebook_once_in_reading_order():
+    assert [s.notebook for s in registry.STUDIES] == sorted(p.name for p in STUDY_NOTEBOOKS)
+    with pytest.raises(ConfigError, match="study: 'io' is not a study; studies: data_prep, "
+                       "single_device_io, dp_vs_ddp"):
+        registry.named("io")
 
 
 @pytest.mark.parametrize("path", STUDY_NOTEBOOKS, ids=lambda p: p.name)

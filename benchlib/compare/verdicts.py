@@ -52,6 +52,7 @@ from benchlib.compare.sets import (
     per_repeat,
     values,
 )
+from benchlib.config import studies as registry
 from benchlib.errors import UsageError
 from benchlib.records import results
 
@@ -103,11 +104,16 @@ class Comparison:
 
 
 
+def _names(record: dict[str, Any]) -> set[str]:
+    """The names `--study` picks a record by: its study (config/studies.py) and its table."""
+    return {registry.of_notebook(record["notebook"]), record["study"]}
+
+
 def _check_studies(studies: Iterable[str] | None, records: list[dict[str, Any]]) -> list[str]:
     """The studies asked for, each one the sets have (UsageError otherwise)."""
     studies = list(studies or [])
     if studies:
-        known = sorted({r["study"] for r in records})
+        known = sorted(set().union(*(_names(r) for r in records)))
         unknown = [s for s in studies if s not in known]
         if unknown:
             raise UsageError(f"study: {unknown[0]!r} is in neither set; studies: "
@@ -195,7 +201,7 @@ def compare(base: ResultSet, new: ResultSet, threshold: float = DEFAULT_THRESHOL
         raise UsageError(f"BASE and NEW are both result set {base.label}: compare two "
                          "different sets")
     studies = _check_studies(studies, base.records + new.records)
-    pick = (lambda rs: [r for r in rs if r["study"] in studies]) if studies else list
+    pick = (lambda rs: [r for r in rs if _names(r) & set(studies)]) if studies else list
     b_rows = group_rows(pick(base.records), base.label)
     n_rows = group_rows(pick(new.records), new.label)
     common = _common(base, new, b_rows, n_rows)

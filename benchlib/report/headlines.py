@@ -1,6 +1,6 @@
 """Each study's headline on the landing page: from its ok records, the claims (figures
 with spread, n and the records they came from) and any caveat the records show the cause
-of. One function per notebook; HEADLINES maps notebooks to them, in reading order."""
+of. One function per study; HEADLINES maps the studies (config/studies.py) to them."""
 
 from __future__ import annotations
 
@@ -215,13 +215,11 @@ def _projection(ok: list[Record]) -> tuple[list[Claim], str]:
 
 
 HEADLINES: dict[str, Callable[[list[Record]], tuple[list[Claim], str]]] = {
-    "00_data_prep.ipynb": _data_prep,
-    "10_single_device_io.ipynb": _io,
-    "benchlib io (CLI)": _io,
-    "20_dp_vs_ddp.ipynb": _dist,
-    "30_multinode_lightning.ipynb": _multinode,
-    "35_fault_tolerance.ipynb": _fault,
-    "40_framework_comparison.ipynb": _framework,
-    "45_scaling_projection.ipynb": _projection,
+    "data_prep": _data_prep,
+    "single_device_io": _io,
+    "dp_vs_ddp": _dist,
+    "multinode_lightning": _multinode,
+    "fault_tolerance": _fault,
+    "framework_comparison": _framework,
+    "scaling_projection": _projection,
 }
-ORDER = list(HEADLINES)

@@ -10,6 +10,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from benchlib.config import studies
 from benchlib.core import hostload
 from benchlib.report import landing, pages
 from benchlib.report.figures import Claim, Figure, varying_params
@@ -100,14 +101,14 @@ def finding(f: landing.Finding, site: Site, analysis_sections: list[tuple[str, s
 
 def lede(records: list[dict[str, Any]], beds: dict[str, landing.Testbed]) -> str:
     ok = sum(r["status"] == "ok" for r in records)
-    studies = len({r["study"] for r in records})
+    n_studies = len({studies.of_notebook(r["notebook"]) for r in records})
     labels = len({b.label for b in beds.values()})
     first = min(r["started_at"] for r in records)[:16].replace("T", " ")
     last = max(r["finished_at"] for r in records)[:16].replace("T", " ")
     sets = sorted({str(r.get("label")) for r in records})
     in_sets = (f" in result set {html.escape(sets[0])}" if len(sets) == 1 else
                f" in {len(sets)} result sets" if sets else "")
-    return (f'<p class="lede">{len(records)} runs in {studies} studies ({ok} ok, '
+    return (f'<p class="lede">{len(records)} runs in {n_studies} studies ({ok} ok, '
             f'{len(records) - ok} failed) on {labels} testbed(s){in_sets}, between {first} and '
             f"{last} UTC. Each line answers one study's question with its headline figure "
             "(the newest ok run of each row), its spread (p10-p90) and n; every figure links "
@@ -188,11 +189,5 @@ def _busy(host_load: dict[str, Any] | None) -> str:
 
 
 def study_name(notebook: str) -> str:
-    """The study a record belongs to, from its notebook (`10_single_device_io.ipynb` is
-    single_device_io; `benchlib io (CLI)` is the CLI's run of the same study)."""
-    cli = {"benchlib io (CLI)": "single_device_io", "benchlib allreduce (CLI)": "allreduce"}
-    if notebook in cli:
-        return cli[notebook]
-    stem = notebook.removesuffix(".ipynb")
-    head, _, rest = stem.partition("_")
-    return rest if head.isdigit() and rest else stem
+    """The study a record belongs to, from its notebook (config/studies.py)."""
+    return studies.of_notebook(notebook)

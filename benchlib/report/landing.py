@@ -16,25 +16,10 @@ import dataclasses
 import json
 from dataclasses import dataclass
 
+from benchlib.config import studies
 from benchlib.records import testbed
 from benchlib.report.figures import Claim, Record, metric, samples_figure
-from benchlib.report.headlines import HEADLINES, ORDER
-
-QUESTIONS = {
-    "00_data_prep.ipynb": "Which data sets are here, real or generated?",
-    "10_single_device_io.ipynb": "How fast does data reach the model, per DataLoader "
-                                 "setting and storage variant?",
-    "benchlib io (CLI)": "How fast does data reach the model, per DataLoader setting and "
-                         "storage variant?",
-    "20_dp_vs_ddp.ipynb": "Does DDP beat one process and DataParallel here, and by how much?",
-    "30_multinode_lightning.ipynb": "How does throughput scale across nodes, with raw DDP "
-                                    "and Lightning?",
-    "35_fault_tolerance.ipynb": "What does losing a rank cost?",
-    "40_framework_comparison.ipynb": "How fast does ResNet train here, and how close to the "
-                                     "hardware's peak (MFU)?",
-    "45_scaling_projection.ipynb": "How far would these figures scale, and what stops them?",
-}
-
+from benchlib.report.headlines import HEADLINES
 
 # ---------------------------------------------------------------- testbeds
 
@@ -154,11 +139,12 @@ def findings(records: list[Record]) -> list[Finding]:
     out = []
     for (study, _), runs in groups.items():
         notebook = max(runs, key=lambda r: r["started_at"])["notebook"]
+        name = studies.of_notebook(notebook)
         ok = newest_ok(runs)
         failed = sorted((r for r in runs if r["status"] != "ok"), key=lambda r: r["started_at"])
         claims, caveat = [], ""
         if ok:
-            headline = HEADLINES.get(notebook)
+            headline = HEADLINES.get(name)
             if headline is None:
                 claims = [Claim(f"{len(ok)} ok run(s)",
                                 note=f"no headline figure is defined for {notebook}")]
@@ -167,11 +153,11 @@ def findings(records: list[Record]) -> list[Finding]:
                 if not claims:
                     claims = [Claim(f"{len(ok)} ok run(s)", note="none of them reported "
                                     "the figure this study is summarised by")]
-        out.append(Finding(study, notebook, QUESTIONS.get(notebook, f"What does {notebook} "
-                                                           "measure?"),
-                           beds[runs[0]["run_id"]], claims, len(runs), failed, caveat))
-    rank = {name: i for i, name in enumerate(ORDER)}
-    return sorted(out, key=lambda f: (rank.get(f.notebook, len(rank)), f.study,
+        question = (studies.BY_NAME[name].question if name in studies.BY_NAME
+                    else f"What does {notebook} measure?")
+        out.append(Finding(study, notebook, question, beds[runs[0]["run_id"]], claims,
+                           len(runs), failed, caveat))
+    return sorted(out, key=lambda f: (studies.order(studies.of_notebook(f.notebook)), f.study,
                                       f.testbed.label if f.testbed else ""))
 
 

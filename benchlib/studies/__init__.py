@@ -8,14 +8,12 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# the studies whose rows need something of the machine they run on
-WITH_PREFLIGHT = ("single_device_io", "dp_vs_ddp", "multinode_lightning", "fault_tolerance",
-                  "framework_comparison")
+from benchlib.config.studies import BY_NAME
 
 
 def preflight(cfg: Any) -> None:
     """The study's runtime checks for `cfg` (a study config); nothing for a study without.
     The module is imported here, by name, so that loading a plan imports no torch."""
     study = type(cfg).study
-    if study in WITH_PREFLIGHT:
+    if study in BY_NAME and BY_NAME[study].preflight:
         importlib.import_module(f"benchlib.studies.{study}").preflight(cfg)

@@ -1,0 +1,86 @@
+"""The one list of the workbook's studies, in reading order.
+
+The sweep (whether a row's study checks the machine first), the
+report (its findings' order, a record's study), the analysis (its sections' order) and
+`compare --study` all read it, so a study is added here once.
+A record's `study` field is the name of its parameter table (`io_workers`); the study it
+belongs to is `of_notebook(record["notebook"])` (`single_device_io`), and its result set
+is its `label`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from benchlib.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Study:
+    """One study: its name (notebooks/NN_<name>.ipynb, <Name>Config, benchlib/studies/
+    <name>.py, benchlib/analysis/<name>.py, params/<name>_*.yaml), the question it
+    answers, and whether its rows check the machine they run on first (its module in
+    benchlib/studies has a `preflight`, run where the row runs)."""
+
+    name: str
+    notebook: str
+    question: str
+    preflight: bool = True
+    cli: tuple[str, ...] = ()  # the `notebook` of records its CLI command writes
+
+    @property
+    def config(self) -> str:
+        """The name of its config class in benchlib.config.CONFIGS."""
+        return "".join(w.capitalize() for w in self.name.split("_")) + "Config"
+
+
+STUDIES: tuple[Study, ...] = (
+    Study("data_prep", "00_data_prep.ipynb", "Which data sets are here, real or generated?",
+          preflight=False),
+    Study("single_device_io", "10_single_device_io.ipynb",
+          "How fast does data reach the model, per DataLoader setting and storage variant?",
+          cli=("benchlib io (CLI)",)),
+    Study("dp_vs_ddp", "20_dp_vs_ddp.ipynb",
+          "Does DDP beat one process and DataParallel here, and by how much?"),
+    Study("multinode_lightning", "30_multinode_lightning.ipynb",
+          "How does throughput scale across nodes, with raw DDP and Lightning?"),
+    Study("fault_tolerance", "35_fault_tolerance.ipynb", "What does losing a rank cost?"),
+    Study("framework_comparison", "40_framework_comparison.ipynb",
+          "How fast does ResNet train here, and how close to the hardware's peak (MFU)?"),
+    Study("scaling_projection", "45_scaling_projection.ipynb",
+          "How far would these figures scale, and what stops them?", preflight=False),
+    Study("analysis", "90_analysis.ipynb", "Everything side by side", preflight=False),
+    Study("compare", "95_compare.ipynb", "Did anything get slower between two result sets?",
+          preflight=False),
+)
+# records of the all-reduce CLI belong to no notebook study; they are named as their command
+CLI_ONLY = {"benchlib allreduce (CLI)": "allreduce"}
+
+BY_NAME = {s.name: s for s in STUDIES}
+_BY_NOTEBOOK = {nb: s for s in STUDIES for nb in (s.notebook, *s.cli)}
+
+
+def named(name: str) -> Study:
+    """The study called `name`; ConfigError listing the names otherwise."""
+    if name not in BY_NAME:
+        raise ConfigError("study", f"{name!r} is not a study; studies: {', '.join(BY_NAME)}")
+    return BY_NAME[name]
+
+
+def of_notebook(notebook: str) -> str:
+    """The study a record of `notebook` belongs to (`10_single_device_io.ipynb` and
+    `benchlib io (CLI)` are single_device_io); a notebook of the user's own is named by its
+    file name without the NN_ prefix."""
+    if notebook in _BY_NOTEBOOK:
+        return _BY_NOTEBOOK[notebook].name
+    if notebook in CLI_ONLY:
+        return CLI_ONLY[notebook]
+    stem = notebook.rpartition("/")[2].removesuffix(".ipynb")
+    head, _, rest = stem.partition("_")
+    return rest if head.isdigit() and rest else stem
+
+
+def order(name: str) -> int:
+    """A study's place in reading order (studies not in the list come last)."""
+    names = list(BY_NAME)
+    return names.index(name) if name in BY_NAME else len(names)
