@@ -12,9 +12,8 @@ from typing import Any
 
 from benchlib import paths
 from benchlib.config import DpVsDdpConfig
-from benchlib.config.training import TrainingConfig
 from benchlib.launch.launcher import launch
-from benchlib.studies import checks, repeats
+from benchlib.studies import checks, repeats, training
 
 
 @dataclass
@@ -23,14 +22,11 @@ class DistResult:
     details: dict[str, Any]
 
 
-def trainer_params(cfg: TrainingConfig) -> dict[str, Any]:
+def trainer_params(cfg: DpVsDdpConfig) -> dict[str, Any]:
     """The trainer worker's parameters (its run.json) for this row: the training fields
-    by name (benchlib.config.training), but where the worker takes something else: the
-    data folder as an absolute path, the timeout of the rendezvous and collectives under
-    the worker's name, no progress lines; dp: exactly the devices asked for."""
-    params = {**cfg.training_params(), "path": str(paths.resolve(cfg.path)), "log_interval": 0}
-    params["timeout"] = params.pop("timeout_s")
-    if getattr(cfg, "strategy", "ddp") == "dp":  # one process over exactly the devices asked for
+    (benchlib.studies.training); dp: one process over exactly the devices asked for."""
+    params = training.worker_params(cfg)
+    if cfg.strategy == "dp":
         params["dp_devices"] = cfg.nproc_per_node
     return params
 

@@ -17,17 +17,17 @@ from benchlib.core.metrics import without_params
 from benchlib.errors import LaunchError
 from benchlib.launch.launcher import launch
 from benchlib.slurm.capacity import check_layout
-from benchlib.studies import checks, repeats
-from benchlib.studies.dp_vs_ddp import DistResult, trainer_params
+from benchlib.studies import checks, repeats, training
+from benchlib.studies.dp_vs_ddp import DistResult
 
 _DDP_ONLY = ("backend", "log_interval")  # the Lightning worker picks these itself
 
 
 def worker_params(cfg: MultinodeLightningConfig) -> dict[str, Any]:
-    """The worker's parameters (its run.json): the DDP trainer's (the training fields by
-    name, benchlib.studies.dp_vs_ddp), or Lightning's: the same but what Lightning picks
-    itself, with the layout it checks its launcher against."""
-    params = trainer_params(cfg)
+    """The worker's parameters (its run.json): the training fields (benchlib.studies.
+    training), for Lightning less what it picks itself and with the layout it checks its
+    launcher against."""
+    params = training.worker_params(cfg)
     if cfg.trainer == "lightning":
         params = {k: v for k, v in params.items() if k not in _DDP_ONLY}
         params.update(devices=cfg.nproc_per_node, nnodes=cfg.nnodes)
