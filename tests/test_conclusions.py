@@ -5,7 +5,13 @@ flips; a caveat appears only when the records show its cause. Small hand-made fr
 import pandas as pd
 from test_analysis import dist_rows, io_rows, records
 
-from benchlib.analysis import dp_vs_ddp, fault_tolerance, multinode_lightning, single_device_io
+from benchlib.analysis import (
+    common,
+    dp_vs_ddp,
+    fault_tolerance,
+    multinode_lightning,
+    single_device_io,
+)
 from benchlib.analysis.verdict import Side, compare
 
 
@@ -58,11 +64,13 @@ def test_dp_vs_ddp_names_the_faster_strategy_and_flips_with_the_data():
         assert "what to expect" not in text
 
 
-def test_dp_vs_ddp_cpu_caveat_only_for_runs_on_cpu():
+def test_dp_vs_ddp_shared_cores_caveat_only_for_several_ranks_on_a_cpu():
     frame = dp_ddp_frame((120, 115, 125), (180, 170, 190))
-    assert "trained on CPU" in dp_vs_ddp.conclusions(dp_vs_ddp.runs(frame))
+    assert common.SHARED_CORES in dp_vs_ddp.conclusions(dp_vs_ddp.runs(frame))
     gpu = frame.assign(device="cuda", gpu="NVIDIA H100 80GB HBM3", device_name="NVIDIA H100 80GB HBM3")
-    assert "trained on CPU" not in dp_vs_ddp.conclusions(dp_vs_ddp.runs(gpu))
+    assert common.SHARED_CORES not in dp_vs_ddp.conclusions(dp_vs_ddp.runs(gpu))
+    one_rank = frame[frame["devices"] == 1]
+    assert common.SHARED_CORES not in dp_vs_ddp.conclusions(dp_vs_ddp.runs(one_rank))
 
 
 def multinode_frame(light, ddp, **over):

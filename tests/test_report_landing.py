@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+from benchlib.analysis import common
 from benchlib.records import testbed
 from benchlib.report import landing
 
@@ -55,7 +56,8 @@ def test_ddp_line_gives_the_ratio_over_one_process_with_paired_spread_and_n():
     assert ddp[1]["params"]["strategy"] == "ddp" and single == ("baseline", single[1])
     assert single[1]["params"]["strategy"] == "single"
     assert finding.testbed.label == "T1" and finding.status == "2 runs, all ok"
-    assert "share its cores" in finding.caveat  # 2 ranks on a CPU: the records show the cause
+    # 2 ranks on a CPU: the records show the cause; notebook 90 says it in the same words
+    assert common.SHARED_CORES in finding.caveat
 
 
 def test_a_study_with_no_ok_run_says_so_and_gives_no_figure():

@@ -41,3 +41,25 @@ def with_speedup(runs: pd.DataFrame, same_work: list[str], baseline: pd.Series,
 
 def spread(median: float, p10: float, p90: float) -> str:
     return f"{median:.3g} ({p10:.3g}-{p90:.3g})"
+
+
+SHARED_CORES = ("Several ranks on one CPU share its cores: the ratios say what launching and "
+                "all-reducing cost here, not what more devices would give.")
+
+
+def ranks(runs: pd.DataFrame) -> pd.Series:
+    """How many ranks (or DataParallel devices) each run used."""
+    out = pd.Series(1.0, index=runs.index)
+    for col in ("nproc_per_node", "devices", "world_size"):  # the last one known wins
+        if col in runs:
+            out = pd.to_numeric(runs[col], errors="coerce").where(lambda s: s > 0).fillna(out)
+    return out
+
+
+def shared_cores_caveat(runs: pd.DataFrame) -> str:
+    """The caveat, only where a run shows its cause: several ranks on one CPU (notebook 90
+    and the report's landing page say it from here)."""
+    if runs.empty or "device_name" not in runs:
+        return ""
+    on_cpu = runs["device_name"].astype(str).eq("cpu")
+    return SHARED_CORES if (on_cpu & (ranks(runs) > 1)).any() else ""

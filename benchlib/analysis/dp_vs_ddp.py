@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from benchlib.analysis import repeat_spread
-from benchlib.analysis.common import ok_runs, with_speedup
+from benchlib.analysis.common import ok_runs, shared_cores_caveat, with_speedup
 from benchlib.analysis.verdict import compare, side
 from benchlib.config import DpVsDdpConfig
 from benchlib.reference import SEED002_P100
@@ -78,11 +78,9 @@ def conclusions(runs: pd.DataFrame) -> str:
     devices = ", ".join(sorted(set(runs["device_name"].dropna())))
     threads = ", ".join(str(int(t)) for t in sorted(set(runs["threads_per_rank"].dropna())))
     parts.append(f"- Measured on {devices} ({threads} thread(s) per rank).")
-    if not on_cpu(runs).any():
-        return "\n".join(parts)
-    parts.append("- Some runs trained on CPU: there the ranks share the host's cores, so "
-                 "speedup says what the launch and the all-reduce cost, not what more GPUs "
-                 "would give.")
+    caveat = shared_cores_caveat(runs)
+    if caveat:
+        parts.append(f"- {caveat}")
     return "\n".join(parts)
 
 

@@ -149,21 +149,28 @@ def load_results(results_dir: str | Path, study: str | None = None, *, label: st
     method_version, host, cpu, gpu, torch, hardware, executed_notebook, label, testbed (its
     name), testbed_id, then every parameter and every metric under its own name.
     """
-    import pandas as pd
-
     from benchlib import paths
 
+    return frame(select(read_records(paths.resolve(results_dir)), study, label, testbed, latest))
+
+
+def frame(records: list[dict[str, Any]]):
+    """Records as load_results gives them: the one frame notebook 90 and the report's
+    landing page compute their sentences from."""
+    import pandas as pd
+
     rows = []
-    for rec in select(read_records(paths.resolve(results_dir)), study, label, testbed, latest):
+    for rec in records:
         env = rec.get("env", {})
-        row = {k: rec[k] for k in ("run_id", "study", "notebook", "status", "method_version",
-                                   "started_at", "finished_at", "executed_notebook", "label")}
-        row.update(testbed=rec["testbed"]["name"], testbed_id=rec["testbed"]["id"])
-        row["error"] = (rec["error"] or {}).get("message")
+        bed = rec.get("testbed") or {}  # read_record gives every field; a built one may not
+        row = {k: rec.get(k) for k in ("run_id", "study", "notebook", "status", "method_version",
+                                       "started_at", "finished_at", "executed_notebook", "label")}
+        row.update(testbed=bed.get("name"), testbed_id=bed.get("id"))
+        row["error"] = (rec.get("error") or {}).get("message")
         row.update({col: env.get(key) for key, col in ENV_COLUMNS.items()})
         row["gpu"] = ", ".join(g["name"] for g in env.get("gpus", [])) or None
         row["torch"] = env.get("packages", {}).get("torch")
-        row["hardware"] = hardware(env, rec["testbed"])
+        row["hardware"] = hardware(env, bed or None)
         row.update(rec["params"])
         row.update(rec["metrics"])
         rows.append(row)

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
+
+from benchlib.analysis import common
+from benchlib.records import results
 
 Record = dict[str, Any]
 
@@ -131,12 +134,9 @@ def device_text(records: list[Record]) -> str:
     return ", ".join(names)
 
 
-def shared_cores_caveat(records: list[Record], ranks: Callable[[Record], float]) -> str:
-    """The caveat, only where a record shows its cause: several ranks on a CPU."""
-    if any(device_text([r]) == "cpu" and ranks(r) > 1 for r in records):
-        return ("Several ranks on one CPU share its cores: the ratios say what launching "
-                "and all-reducing cost here, not what more devices would give.")
-    return ""
+def shared_cores_caveat(records: list[Record]) -> str:
+    """The caveat notebook 90 gives (analysis.common), over the same frame of records."""
+    return common.shared_cores_caveat(results.frame(records))
 
 
 def ranks_of(rec: Record) -> float:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import statistics
 from typing import Callable
 
+from benchlib.analysis import data_prep
 from benchlib.core.timing import quantile
 from benchlib.report.figures import (
     Claim,
@@ -30,11 +31,8 @@ from benchlib.report.figures import (
 def _data_prep(ok: list[Record]) -> tuple[list[Claim], str]:
     rec = max(ok, key=lambda r: r["finished_at"])  # the latest preparation describes the data
     m = rec.get("metrics") or {}
-    first = ("fashion_mnist", "mydataset", "cifar10", "imagefolder")
-    names = sorted((k[:-len("_samples")] for k in m if k.endswith("_samples")),
-                   key=lambda n: (first.index(n) if n in first else len(first), n))
     claims = []
-    for name in names:
+    for name in data_prep.names(m):  # the data sets notebook 90's table lists, in its order
         source = m.get(f"{name}_source", "unknown source")
         claims.append(Claim(name.replace("_", "-"), Figure(f"{int(m[f'{name}_samples']):,}",
                                                            f"samples, {source}",
@@ -101,7 +99,7 @@ def _dist(ok: list[Record]) -> tuple[list[Claim], str]:
         return [Claim(f"one process, {label(r, ['model', 'dataset'])}",
                       samples_figure(r, "epochs")) for r in ok], ""
     ordered = [c for _, c in sorted(claims, key=lambda oc: oc[0])]
-    return ordered, joined_caveats(shared_cores_caveat(ok, ranks_of), above_linear_caveat(ordered))
+    return ordered, joined_caveats(shared_cores_caveat(ok), above_linear_caveat(ordered))
 
 
 def _multinode(ok: list[Record]) -> tuple[list[Claim], str]:
@@ -125,7 +123,7 @@ def _multinode(ok: list[Record]) -> tuple[list[Claim], str]:
         return [Claim(f"{r['params'].get('trainer')} on 1 rank", samples_figure(r, "epochs"))
                 for r in ok], ""
     ordered = [c for _, c in sorted(claims, key=lambda oc: oc[0])]
-    return ordered, joined_caveats(shared_cores_caveat(ok, ranks_of), above_linear_caveat(ordered))
+    return ordered, joined_caveats(shared_cores_caveat(ok), above_linear_caveat(ordered))
 
 
 def _fault(ok: list[Record]) -> tuple[list[Claim], str]:
@@ -189,10 +187,7 @@ def _framework(ok: list[Record]) -> tuple[list[Claim], str]:
                                         "" if figure else "no 1-device run to compare with")))
     claims = [c for _, c in sorted(one, key=lambda oc: oc[0])] + \
         [c for _, c in sorted(more, key=lambda oc: oc[0])]
-    ranks = [r for r in ok if (number(r["params"].get("nproc_per_node")) or 1) > 1]
-    return claims, joined_caveats(
-        shared_cores_caveat(ranks, lambda r: number(r["params"].get("nproc_per_node")) or 1),
-        above_linear_caveat(claims))
+    return claims, joined_caveats(shared_cores_caveat(ok), above_linear_caveat(claims))
 
 
 def _projection(ok: list[Record]) -> tuple[list[Claim], str]:
