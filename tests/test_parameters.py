@@ -13,6 +13,7 @@ from benchlib.config import (
     CONFIGS,
     DataPrepConfig,
     DpVsDdpConfig,
+    FaultToleranceConfig,
     MultinodeLightningConfig,
     SingleDeviceIoConfig,
 )
@@ -93,23 +94,35 @@ class MultinodePlus(MultinodeLightningConfig, WithLabelSmoothing):
     """Notebook 30's config on those training fields."""
 
 
+@dataclasses.dataclass
+class FaultTolerancePlus(FaultToleranceConfig, WithLabelSmoothing):
+    """Notebook 35's config on those training fields."""
+
+
 def worker_parsers(config):
-    """(study's worker params, the worker's parser as the bootstrap runs it) per worker."""
-    from benchlib.studies import dp_vs_ddp, multinode_lightning
+    """(the worker params the study writes, the worker's parser as the bootstrap runs it)
+    for every worker the study starts; the workers' flags generated from `config`, or from
+    seed 001's defaults on the same training fields (the elastic worker)."""
+    from benchlib.studies import dp_vs_ddp, fault_tolerance, multinode_lightning
     from benchlib.trainers import ddp
-    from benchlib.workers import lightning
+    from benchlib.workers import elastic, lightning
     from benchlib.workers.bootstrap import Plain
 
     if issubclass(config, DpVsDdpConfig):
         return [(dp_vs_ddp.trainer_params(config(strategy=s, nproc_per_node=1)),
-                 Plain(ddp.train, ddp.parser(s, config)).parser()) for s in ("single", "ddp")]
-    return [(multinode_lightning.worker_params(config(trainer="ddp")),
-             Plain(ddp.train, ddp.parser("ddp", config)).parser()),
-            (multinode_lightning.worker_params(config(trainer="lightning")),
-             lightning.parser(config))]
+                 Plain(ddp.train, ddp.parser(s, config)).parser()) for s in ("single", "dp", "ddp")]
+    if issubclass(config, MultinodeLightningConfig):
+        return [(multinode_lightning.worker_params(config(trainer="ddp")),
+                 Plain(ddp.train, ddp.parser("ddp", config)).parser()),
+                (multinode_lightning.worker_params(config(trainer="lightning")),
+                 lightning.parser(config))]
+    flags = elastic.Seed001 if config is FaultToleranceConfig else dataclasses.make_dataclass(
+        "Seed001Plus", [], bases=(elastic.Seed001, WithLabelSmoothing))
+    return [(fault_tolerance.worker_params(config(dataset=d), "checkpoints", fail=True),
+             elastic.parser(flags)) for d in ("fashion-mnist", "dummy")]
 
 
-@pytest.mark.parametrize("config", [DpVsDdpPlus, MultinodePlus])
+@pytest.mark.parametrize("config", [DpVsDdpPlus, MultinodePlus, FaultTolerancePlus])
 def test_a_field_added_to_the_training_config_reaches_the_worker_flags_and_its_run_json(
         tmp_path, config):
     from benchlib.launch import protocol
@@ -126,7 +139,7 @@ def test_a_field_added_to_the_training_config_reaches_the_worker_flags_and_its_r
         assert (args.label_smoothing, args.deterministic) == (0.25, True)
 
 
-@pytest.mark.parametrize("module", ["ddp", "lightning"])
+@pytest.mark.parametrize("module", ["ddp", "lightning", "elastic"])
 def test_each_worker_has_a_flag_for_every_training_field(module):
     """What `python -m benchlib.workers.ddp --help` shows: every field of
     benchlib.config.training, but timeout_s (the worker's --timeout, the rendezvous and
@@ -141,7 +154,8 @@ def test_each_worker_has_a_flag_for_every_training_field(module):
         assert "--" + name.replace("_", "-") + " " in text, name
 
 
-@pytest.mark.parametrize("config", [DpVsDdpConfig, MultinodeLightningConfig])
+@pytest.mark.parametrize("config", [DpVsDdpConfig, MultinodeLightningConfig,
+                                    FaultToleranceConfig])
 def test_every_worker_parameter_a_study_writes_is_a_flag_of_its_worker(tmp_path, config):
     from benchlib.workers.bootstrap import checked_params
 

@@ -36,15 +36,16 @@ class RepeatsConfig(StudyConfig):
 
 @dataclasses.dataclass
 class TrainingConfig(StudyConfig):
-    """What a training worker (benchlib.workers.single, dp, ddp, lightning) trains with.
-    The defaults are seed 002's; a study sets its own in its `defaults`."""
+    """What a training worker (benchlib.workers.single, dp, ddp, lightning, elastic)
+    trains with. The defaults are seed 002's; a study sets its own in its `defaults`."""
 
     allowed: ClassVar[dict[str, tuple[Any, ...]]] = {
         "dataset": TRAIN_DATASETS, "model": MODELS, "device": DEVICES, "backend": BACKENDS}
 
     dataset: str = "cifar10"
-    """cifar10, fashion-mnist, mydataset, imagefolder or synthetic (one batch made on the
-    device: no IO)."""
+    """The data set: one prepared by `benchlib data` (fashion-mnist, mydataset, cifar10,
+    imagefolder), or one made without files where the study allows it (synthetic: one
+    batch made on the device, no IO; dummy: random images)."""
     path: str = "outputs/data"
     """Folder prepared by `benchlib data`, the same on every node."""
     model: str = "pyramidnet"
@@ -79,7 +80,7 @@ class TrainingConfig(StudyConfig):
         if self.model == "pyramidnet" and (self.depth - 2) % 6:
             raise ConfigError("depth", f"PyramidNet depth must be 6n + 2 (20, 32, 110), got "
                               f"{self.depth}")
-        if self.model == "toynet" and self.dataset not in GRAY_28:
+        if self.model == "toynet" and self.dataset not in (*GRAY_28, "dummy"):  # any shape
             raise ConfigError("model", "toynet takes 1x28x28 inputs: use fashion-mnist or "
                               "mydataset, or simplecnn / pyramidnet")
         if self.model.startswith("resnet") and self.dataset in GRAY_28:

@@ -15,7 +15,7 @@ from benchlib import paths
 from benchlib.config import FaultToleranceConfig
 from benchlib.core.metrics import without_params
 from benchlib.launch.launcher import launch
-from benchlib.studies import checks
+from benchlib.studies import checks, training
 
 
 @dataclass
@@ -25,17 +25,16 @@ class FaultResult:
 
 
 def worker_params(cfg: FaultToleranceConfig, checkpoints: str, fail: bool) -> dict[str, Any]:
-    """The elastic worker's parameters (its run.json); `fail`: with the injected failure."""
+    """The elastic worker's parameters (its run.json): the training fields (benchlib.
+    studies.training), dummy data as the worker's --dummy (random images, no folder), the
+    cosine schedule and the checkpoints; `fail`: with the injected failure."""
+    params = {**training.worker_params(cfg), "lr_schedule": "cosine",
+              "checkpoint_every": cfg.checkpoint_every, "checkpoints_path": checkpoints,
+              "resume_or_start": True}
     if cfg.dataset == "dummy":
-        data = {"dummy": True,
-                "dummy_size": cfg.batch_size * cfg.nproc_per_node * max(cfg.max_steps, 1)}
-    else:
-        data = {"dataset": cfg.dataset, "path": str(paths.resolve(cfg.path))}
-    params = {**data, "model": cfg.model, "epochs": cfg.epochs, "max_steps": cfg.max_steps,
-              "batch_size": cfg.batch_size, "lr": cfg.lr, "lr_schedule": "cosine",
-              "seed": cfg.seed, "checkpoint_every": cfg.checkpoint_every,
-              "checkpoints_path": checkpoints, "resume_or_start": True, "device": cfg.device,
-              "timeout": cfg.timeout_s, "log_interval": 0}
+        del params["dataset"], params["path"]
+        params.update(dummy=True,
+                      dummy_size=cfg.batch_size * cfg.nproc_per_node * max(cfg.max_steps, 1))
     if fail and cfg.fail_at_step:
         params.update(fail_at_step=cfg.fail_at_step, fail_rank=cfg.fail_rank)
     return params

@@ -20,12 +20,16 @@ checkpoint (run again with --resume); 1 anything else (traceback in the rank's l
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from pathlib import Path
+from typing import Any, ClassVar
 
 from benchlib import paths
 from benchlib.config.base import require_min
-from benchlib.config.choices import BACKENDS, DEVICES, MODELS, PRECISIONS
+from benchlib.config.choices import PRECISIONS
+from benchlib.config.flags import add_config_flags
+from benchlib.config.training import TrainingConfig, training_fields
 from benchlib.distributed.device import check_precision, choose_backend, device_for
 from benchlib.distributed.env import DistEnv, resolve
 from benchlib.distributed.group import init
@@ -40,22 +44,33 @@ DATASETS = ("imagefolder", "cifar10", "fashion-mnist", "mydataset")
 IMAGENET_TRAIN = 1281167  # pytorch/examples' --dummy epoch: ImageNet's training set
 
 
-def parser() -> argparse.ArgumentParser:
+@dataclasses.dataclass
+class Seed001(TrainingConfig):
+    """The training fields as seed 001's trainer has them: its data sets and defaults (the
+    worker's flags are generated from these; a study hands its own values)."""
+
+    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"dataset": DATASETS}
+    defaults: ClassVar[dict[str, Any]] = {"dataset": "imagefolder", "model": "resnet18",
+                                          "batch_size": 64, "warmup_steps": 5}
+
+
+# its --timeout (the distributed group) is the rendezvous' and every collective's, where
+# timeout_s is the whole launch's
+NOT_HERE = ("timeout_s",)
+
+
+def parser(study: type[TrainingConfig] = Seed001) -> argparse.ArgumentParser:
+    """The worker's flags: the training fields of `study` generated from it (their types,
+    defaults, choices and help are the config's), then seed 001's own."""
     p = argparse.ArgumentParser(prog=PROG, description="elastic, checkpointed training (seed 001)")
-    p.add_argument("data", nargs="?", help="data folder (seed 001's positional argument)")
-    p.add_argument("--path", default="outputs/data", help="data folder, when not given first")
-    p.add_argument("--dataset", default="imagefolder", choices=DATASETS)
+    p.add_argument("data", nargs="?", help="data folder (seed 001's positional argument; "
+                   "else --path)")
+    add_config_flags(p, study, only=[n for n in training_fields(study) if n not in NOT_HERE])
     p.add_argument("--dummy", action="store_true", help="random images, no files (seed 001)")
     p.add_argument("--dummy-size", type=int, default=IMAGENET_TRAIN, help="samples per --dummy epoch")
     p.add_argument("--val-path", help="validate each epoch: the folder of the val split")
-    p.add_argument("--model", default="resnet18", choices=MODELS)
     p.add_argument("--image-size", type=int, default=224, help="imagefolder and --dummy")
     p.add_argument("--no-augment", action="store_true")
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--batch-size", type=int, default=64, help="per device")
-    p.add_argument("--max-steps", type=int, default=0, help="per epoch; 0 = the whole epoch")
-    p.add_argument("--num-workers", type=int, default=0)
-    p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight-decay", type=float, default=1e-4)
     p.add_argument("--lr-schedule", default="step", choices=["step", "cosine", "constant"])
@@ -63,8 +78,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lr-gamma", type=float, default=0.1)
     p.add_argument("--precision", default="fp32", choices=PRECISIONS)
     p.add_argument("--channels-last", action="store_true")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--warmup-steps", type=int, default=5, help="per attempt, left out of samples/s")
     p.add_argument("--log-interval", type=int, default=20)
     g = p.add_argument_group("checkpoints")
     g.add_argument("--checkpoints-path", default="outputs/checkpoints/elastic")
@@ -80,8 +93,6 @@ def parser() -> argparse.ArgumentParser:
     d = p.add_argument_group("distributed")
     d.add_argument("--dist-init-method", default="torchrun", choices=["torchrun", "slurm"],
                    help="torchrun's variables (none: one process), or srun's SLURM_* (seed 001)")
-    d.add_argument("--device", default="auto", choices=DEVICES)
-    d.add_argument("--backend", default="auto", choices=list(BACKENDS))
     d.add_argument("--timeout", type=float, default=300.0, help="seconds, rendezvous and collectives")
     d.add_argument("--log-dir", help="each rank appends to <log-dir>/rank<R>.log")
     d.add_argument("--result", help="rank 0 writes the run's result here (JSON)")
@@ -187,7 +198,7 @@ def preflight(args: argparse.Namespace, env: DistEnv) -> elastic.Plan:
             print(f"removed {stale}, left by a writer that was killed", flush=True)
     train_set, val_set, collate, shape = build_data(args)
     torch.manual_seed(args.seed)  # the same initial weights on every rank and every run
-    model = build_model(args.model, shape)
+    model = build_model(args.model, shape, args.depth, args.alpha)
     return elastic.Plan(args, env, folder, found if resuming else None, restarts, train_set,
                         val_set, collate, model)
 
