@@ -21,7 +21,7 @@ from conftest import TRIVIAL
 
 from benchlib.cli import main
 from benchlib.records import results
-from benchlib.report import pages, publish
+from benchlib.report import index, pages, publish
 
 SCREENSHOTS = ROOT / "outputs" / "screenshots"
 
@@ -350,3 +350,37 @@ def test_records_of_the_wrong_shape_are_skipped_with_a_warning_naming_each(tmp_p
         assert captured.err.count(f"benchlib: skipped {path}: {why}\n") == 1
     assert captured.out == f"report: {outputs / 'report' / 'index.html'}\n"
     assert sorted(p.name for p in (outputs / "report" / "records" / "s").iterdir()) == ["abc123.json"]
+
+
+def test_each_finding_shows_its_studys_first_analysis_figure_small(tmp_path):
+    """The landing page takes the figure from the executed analysis notebook (the same
+    plot notebook 90 draws), only for studies whose section drew one."""
+    import base64
+
+    import nbformat
+
+    png = b"\x89PNG\r\n\x1a\n" + b"0" * 32
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("## single_device_io: single-device IO (notebook 10)"),
+        nbformat.v4.new_code_cell("plot()", outputs=[nbformat.v4.new_output(
+            "display_data", data={"image/png": base64.b64encode(png).decode(),
+                                  "text/plain": "<Figure>"})]),
+        nbformat.v4.new_markdown_cell("## dp_vs_ddp: DataParallel vs DDP (notebook 20)"),
+        nbformat.v4.new_code_cell("table()", outputs=[nbformat.v4.new_output(
+            "execute_result", data={"text/plain": "a table"}, execution_count=1)]),
+    ]
+    executed = tmp_path / "90_analysis.ipynb"
+    nbformat.write(nb, executed)
+    report_dir = tmp_path / "report"
+    stale = report_dir / index.THUMBS / "notebook35.png"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(png)
+    publish.write_thumbnails(executed, report_dir)
+    assert (report_dir / index.THUMBS / "notebook10.png").read_bytes() == png
+    assert sorted(p.name for p in (report_dir / index.THUMBS).iterdir()) == ["notebook10.png"]
+    section = ("single_device_io-anchor", "single_device_io: single-device IO (notebook 10)")
+    img = index.thumbnail(report_dir, "10_single_device_io.ipynb", section)
+    assert img.startswith('<a class="thumb" href="analysis.html#single_device_io-anchor">')
+    assert f'<img src="{index.THUMBS}/notebook10.png"' in img
+    assert index.thumbnail(report_dir, "20_dp_vs_ddp.ipynb", ("a", "b")) == ""

@@ -24,7 +24,9 @@ padding:.5em .8em;border-left:4px solid #0b57a4;background:#f7f9fc}.findings li.
 .question{color:#444;font-style:italic}.headline{font-size:1.05em;margin:.25em 0}
 .src{font-size:.8em;color:#555;white-space:nowrap}.also{font-size:.9em;margin:.2em 0 .3em;
 padding-left:1.2em}.also li{margin:.1em 0}
-.meta{font-size:.85em;color:#555}.caveat{font-size:.85em;color:#6b4e00}h3{margin-top:1.6em}"""
+.meta{font-size:.85em;color:#555}.caveat{font-size:.85em;color:#6b4e00}h3{margin-top:1.6em}
+.findings>li::after{content:"";display:table;clear:both}.thumb{float:right;margin:0 0 .4em 1em}
+.thumb img{width:15em;max-width:35vw;border:1px solid #ccc;background:#fff}"""
 
 
 def _rel(report_dir: Path, target: Path) -> str:
@@ -93,10 +95,12 @@ def finding(f: landing.Finding, site: Site, analysis_sections: list[tuple[str, s
         meta[-1] = f'<a href="#failures">{meta[-1]}</a>'
     meta.append(f'<a href="#runs-{e(f.study)}">its runs</a>')
     section = pages.section_for(f.notebook, analysis_sections)
+    thumb = ""
     if section and analysis_ok:
         meta.append(f'<a href="analysis.html#{e(section[0])}">analysis: {e(section[1])}</a>')
+        thumb = thumbnail(site.report_dir, f.notebook, section)
     lines.append(f'<div class="meta">{" · ".join(m for m in meta if m)}</div>')
-    return f'<li class="{"none" if not f.claims else "some"}">{"".join(lines)}</li>'
+    return f'<li class="{"none" if not f.claims else "some"}">{thumb}{"".join(lines)}</li>'
 
 
 def lede(records: list[dict[str, Any]], beds: dict[str, landing.Testbed]) -> str:
@@ -186,6 +190,21 @@ def _busy(host_load: dict[str, Any] | None) -> str:
     """A flag beside the status of a run that started on a busy host."""
     said = hostload.describe(host_load)
     return f' <span class="busy">({html.escape(said)})</span>' if said else ""
+
+
+THUMBS = "figures"  # report/figures/notebook<NN>.png: each study's first analysis figure
+
+
+def thumbnail(report_dir: Path, notebook: str, section: tuple[str, str]) -> str:
+    """The study's main plot, small, linking to its section of the analysis ("" if the
+    analysis drew none)."""
+    number = notebook.partition("_")[0]
+    src = f"{THUMBS}/notebook{number}.png"
+    if not number.isdigit() or not (report_dir / src).exists():
+        return ""
+    return (f'<a class="thumb" href="analysis.html#{html.escape(section[0])}">'
+            f'<img src="{src}" alt="{html.escape(section[1])}: its first figure" '
+            'loading="lazy"></a>')
 
 
 def study_name(notebook: str) -> str:

@@ -141,6 +141,29 @@ def section_for(notebook: str, analysis_sections: list[tuple[str, str]]) -> tupl
     return None
 
 
+def section_figures(executed: Path) -> dict[str, bytes]:
+    """The first figure (PNG) of each study's section of the executed analysis notebook,
+    by the notebook number its heading names ("## ... (notebook 10)" -> "10"): the
+    landing page shows it small beside the study's finding."""
+    import base64
+
+    import nbformat
+
+    figures: dict[str, bytes] = {}
+    number = None
+    for cell in nbformat.read(executed, 4).cells:
+        if cell.cell_type == "markdown" and cell.source.startswith("## "):
+            found = re.search(r"\bnotebook (\d+)\b", cell.source.splitlines()[0])
+            number = found.group(1) if found else None
+        elif cell.cell_type == "code" and number and number not in figures:
+            for out in cell.get("outputs", []):
+                png = out.get("data", {}).get("image/png")
+                if png:
+                    figures[number] = base64.b64decode(png)
+                    break
+    return figures
+
+
 # ---------------------------------------------------------------- a run's page
 
 def injected(notebook: Path) -> set[str]:

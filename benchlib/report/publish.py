@@ -115,6 +115,7 @@ def _analysis_link(executed: Path, error: dict[str, Any] | None, report_dir: Pat
         pages.convert(executed, good, report_dir, pages.analysis_header(report_dir, good),
                       "Analysis across studies · benchlib report")
         bad.unlink(missing_ok=True)
+        write_thumbnails(executed, report_dir)
         return ('<h2 id="analysis">Analysis</h2><p><a href="analysis.html">Conclusions and '
                 "figures across all studies</a>, computed from the records.</p>")
     header = pages.analysis_header(report_dir, bad, f"This analysis failed: {error['message']}")
@@ -124,6 +125,18 @@ def _analysis_link(executed: Path, error: dict[str, Any] | None, report_dir: Pat
             if good.exists() else "")
     return (f'<h2 id="analysis">Analysis</h2><p><span class="failed">analysis failed: '
             f'{html.escape(error["message"])}</span>{failed}.{kept}</p>')
+
+
+def write_thumbnails(executed: Path, report_dir: Path) -> None:
+    """Each study's first analysis figure as figures/notebook<NN>.png (index.THUMBS), for
+    the landing page; figures of studies the analysis no longer draws are removed."""
+    folder = report_dir / index.THUMBS
+    drawn = pages.section_figures(executed)
+    for old in folder.glob("notebook*.png"):
+        if old.stem.removeprefix("notebook") not in drawn:
+            old.unlink()
+    for number, png in drawn.items():
+        atomic.write_bytes(folder / f"notebook{number}.png", png)
 
 
 def _compare_link(outputs: Path, report_dir: Path) -> tuple[str, dict[str, Any] | None]:
