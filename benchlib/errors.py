@@ -69,6 +69,19 @@ class SlurmError(BenchlibError):
     """sbatch / squeue / scontrol said no."""
 
 
+class Terminated(BenchlibError):
+    """SIGTERM (Slurm's notice before it ends a job) reached a command that keeps no
+    checkpoint (io, allreduce, doctor): what it started is stopped, nothing is recorded, and it
+    exits PREEMPTED_EXIT_CODE like every preempted run: run it again."""
+
+    exit_code = PREEMPTED_EXIT_CODE
+
+    def __init__(self) -> None:
+        super().__init__("stopped by SIGTERM (preempted): what it started was stopped, nothing "
+                         f"was recorded and there is no checkpoint; exit {PREEMPTED_EXIT_CODE}: "
+                         "run it again")
+
+
 class Preempted(Exception):
     """All ranks stopped at a step boundary after SIGTERM; the checkpoint is written.
     Not a failure: the worker exits with PREEMPTED_EXIT_CODE, run it again to resume."""

@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -305,3 +306,130 @@ def test_a_plain_worker_refusing_its_input_says_one_line_with_exit_2_and_a_marke
     marker = json.loads((tmp_path / "rank0.failed").read_text())
     assert marker["error"].startswith("ConfigError: world_size: all-reduce bandwidth needs")
     assert not (tmp_path / "result.json").exists()
+
+
+# ---------------------------------------------------------------- preemption, every door
+
+def _cli_allreduce(tmp_path) -> subprocess.Popen:
+    """`benchlib allreduce` over 2 torchrun ranks that would run for minutes, once both
+    ranks are measuring."""
+    proc = subprocess.Popen([sys.executable, "-m", "benchlib", "allreduce", "--nproc", "2",
+                             "--device", "cpu", "--max-bytes", "1024", "--iters", "10000000",
+                             "--timeout", "120", "--outputs", str(tmp_path / "out")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        logs = list((tmp_path / "out" / "logs").glob("*/rank1.log"))
+        if logs and "joined the process group" in logs[0].read_text():
+            return proc
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail("the ranks never started")
+
+
+def _agent_of(proc: subprocess.Popen) -> psutil.Process | None:
+    """The torchrun agent the command started (None: not yet)."""
+    for child in psutil.Process(proc.pid).children(recursive=True):
+        try:
+            if "benchlib.launch.agent" in " ".join(child.cmdline()):
+                return child
+        except psutil.Error:  # gone, or a zombie, meanwhile
+            continue
+    return None
+
+
+def _left_behind(tmp_path) -> list[str]:
+    """Processes still running whose command line names this test's folder."""
+    time.sleep(1)
+    left = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            line = " ".join(p.info["cmdline"] or [])
+            if str(tmp_path) in line and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(line)
+        except psutil.Error:
+            continue
+    return left
+
+
+def test_cli_allreduce_given_sigterm_stops_its_ranks_and_exits_75_in_one_line(tmp_path):
+    """Slurm's notice before it ends a job, to the command itself: 75 ("run it again") as
+    the docs say, not 143; its ranks stopped; no record; and no checkpoint claimed."""
+    proc = _cli_allreduce(tmp_path)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 75, err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "benchlib allreduce: stopped by SIGTERM (preempted): what it started was stopped, "
+        "nothing was recorded and there is no checkpoint; exit 75: run it again")
+    assert not list((tmp_path / "out" / "results").glob("*/*.json"))
+    assert _left_behind(tmp_path) == []
+
+
+def test_an_allreduce_agent_given_sigterm_claims_no_checkpoint(tmp_path):
+    """Only the torchrun agent gets SIGTERM: it and the command exit 75, and neither says
+    the ranks wrote a checkpoint (allreduce keeps none)."""
+    proc = _cli_allreduce(tmp_path)
+    agent = _agent_of(proc)
+    agent.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 75, err
+    last = err.strip().splitlines()[-1]
+    assert "Traceback" not in err and "wrote a checkpoint" not in err
+    assert last.startswith("benchlib allreduce: torchrun agent on ")
+    assert "was preempted (SIGTERM); its ranks stopped without a checkpoint: run it again; " \
+        "log: " in last
+    said = next((tmp_path / "out" / "logs").glob("*/launcher.log")).read_text().strip()
+    assert said.splitlines()[-1] == ("torchrun: stopped by SIGTERM (preempted); its ranks "
+                                     "stopped without a checkpoint; exit 75: run it again")
+    assert _left_behind(tmp_path) == []
+
+
+def test_doctor_as_rank_0_of_two_alone_ends_with_one_line_after_its_timeout():
+    """The other rank never starts: rank 0, hosting the rendezvous, says how many joined
+    and what to start, not torch's DistStoreError traceback."""
+    port = free_port()
+    done = _doctor_as_rank(0, port)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"benchlib.workers.doctor: rank 0: no process group at 127.0.0.1:{port} within 3 s: "
+        f"1 of 2 ranks joined; start the other rank(s) with --init-method "
+        f"tcp://127.0.0.1:{port} --world-size 2 --rank R, and check that 127.0.0.1:{port} "
+        "is reachable from their hosts")
+
+
+def test_doctor_as_rank_1_with_no_rank_0_ends_with_one_line_after_its_timeout():
+    port = free_port()  # nothing listens there
+    done = _doctor_as_rank(1, port)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    # torch's connect retries give up after the timeout; on a loaded machine the join's
+    # watchdog (5 s later) has been seen to speak first: one line either way
+    assert done.stderr.strip().splitlines()[-1] in (
+        f"benchlib.workers.doctor: rank 1: nothing answered at 127.0.0.1:{port} within 3 s: "
+        "start rank 0 there (it hosts the rendezvous), and check that 127.0.0.1:"
+        f"{port} is reachable from this host",
+        f"rank 1: no process group at 127.0.0.1:{port} within 3 s (timeout): the other 1 "
+        "rank(s) never joined, or something that is not a rendezvous holds that port")
+
+
+def test_an_agent_given_sigterm_before_it_can_handle_it_is_a_preemption_not_retried(tmp_path):
+    """SIGTERM while the agent is still importing torch ends it with -15 (no handler yet):
+    that is a preemption too (75), not a crash while joining to start again."""
+    proc = subprocess.Popen([sys.executable, "-m", "benchlib", "allreduce", "--nproc", "2",
+                             "--device", "cpu", "--max-bytes", "1024", "--timeout", "120",
+                             "--outputs", str(tmp_path / "out")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    agent = None
+    while agent is None and time.monotonic() < deadline:
+        agent = _agent_of(proc)
+        time.sleep(0.01)
+    assert agent is not None, proc.communicate()
+    agent.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 75, err
+    assert "Traceback" not in err and not list((tmp_path / "out" / "logs").glob("*/retries.log"))
+    assert "was preempted (SIGTERM); its ranks stopped without a checkpoint: run it again" \
+        in err.strip().splitlines()[-1]

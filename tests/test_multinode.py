@@ -205,3 +205,20 @@ def test_layouts_that_would_hang_or_cannot_fit_are_refused_with_what_to_change()
                                           "use nodes <= 2"):
         check_layout("ddp", 3, 1, capacity={"nodes": 2, "cpus": 2, "gpus": 0})
     assert check_layout("lightning", 2, 4, ntasks_per_node=4) == 4
+
+
+def test_an_agent_started_by_hand_whose_other_node_never_joins_ends_with_one_line(tmp_path):
+    """`python -m benchlib.launch.agent` (torchrun's own arguments) on one node of two: the
+    line the launcher API gives, not torchrun's RendezvousTimeoutError traceback."""
+    import subprocess
+
+    port = free_port()
+    argv = torchrun_argv("doctor", ["--device", "cpu"], 1, port, nnodes=2, node_rank=0,
+                         rdzv_id="alone", join_timeout_s=3)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"torchrun: not all 2 nodes joined the rendezvous at 127.0.0.1:{port} within its join "
+        "timeout (3 s); start a torchrun agent with the same --rdzv-endpoint and --rdzv-id on "
+        f"every node (or lower --nnodes), and check that 127.0.0.1:{port} is reachable from "
+        "them")

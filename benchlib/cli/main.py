@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 
 import benchlib.cli.measure_commands as measure_commands
 import benchlib.cli.workbook_commands as workbook_commands
-from benchlib.errors import BenchlibError
+from benchlib.errors import BenchlibError, Terminated
+
+# the commands that measure and keep no checkpoint: SIGTERM (a Slurm job's end) stops their
+# ranks and exits 75, "run it again", as a preempted training run does
+ENDED_BY_SIGTERM_WITH_75 = ("io", "allreduce", "doctor")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +48,31 @@ def _restart_with_allocator(name: str, argv: list[str]) -> None:
     os.execve(sys.executable, [sys.executable, "-m", "benchlib", *argv], env)
 
 
+def _run(args: argparse.Namespace) -> int:
+    """The command; for those of ENDED_BY_SIGTERM_WITH_75, SIGTERM raises Terminated in the
+    main thread meanwhile, so the launch stops its ranks and the command ends with one line
+    and 75 (a second SIGTERM is not waited for: it kills; forked DataLoader workers leave
+    it to the command, as a trainer's do). The handler before is restored (main() also
+    runs inside other programs, the tests)."""
+    if args.command not in ENDED_BY_SIGTERM_WITH_75 or \
+            threading.current_thread() is not threading.main_thread():
+        return args.func(args)
+
+    command = os.getpid()
+
+    def handler(signum, frame) -> None:
+        if os.getpid() != command:  # a forked DataLoader worker: its parent stops it
+            return
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise Terminated()
+
+    before = signal.signal(signal.SIGTERM, handler)
+    try:
+        return args.func(args)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["project"]:  # its own parser takes every option
@@ -52,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.allocator:
             _restart_with_allocator(args.allocator, argv)
-        return args.func(args)
+        return _run(args)
     except BenchlibError as e:
         print(f"benchlib {args.command}: {e}", file=sys.stderr)
         return e.status()

@@ -81,6 +81,7 @@ def launch(module: str, args: list[str] | dict[str, Any], log_dir: Path, launche
     result_file = log_dir / "result.json"
     common = [*args, "--log-dir", str(log_dir), "--result", str(result_file)]
     env = thread_env(nproc if launcher == "srun" else nproc * nnodes, env)
+    env[protocol.PREEMPTED_NOTE] = str(log_dir / protocol.PREEMPTED_NOTE_FILE)
     if launcher != "srun":
         env = local_env(env)
     how = _How(launcher, nproc, nnodes, max_restarts, join_timeout_s, srun_torchrun)
@@ -163,7 +164,8 @@ class _How:
 def _clear_logs(log_dir: Path) -> None:
     """A launch's failure report must not read an earlier run's logs."""
     for old in [*log_dir.glob("rank*.log"), *log_dir.glob("rank*.failed"),
-                *log_dir.glob("launcher*.log"), log_dir / "result.json"]:
+                *log_dir.glob("launcher*.log"), log_dir / "result.json",
+                log_dir / protocol.PREEMPTED_NOTE_FILE]:
         old.unlink(missing_ok=True)
 
 

@@ -27,6 +27,14 @@ from benchlib.errors import UsageError
 
 JOINED = "joined the process group"
 RUN_CONFIG = "run.json"
+# Where a rank that stopped at a checkpoint on SIGTERM says what it saved (the elastic
+# trainer): the launcher (<log_dir>/preempted.txt) and the torchrun agent set it, and say
+# "checkpoint" after a preemption only when one was written (allreduce keeps none).
+PREEMPTED_NOTE = "BENCHLIB_PREEMPTED_NOTE"
+PREEMPTED_NOTE_FILE = "preempted.txt"
+# how the torchrun agent (benchlib.launch.agent) says that nodes never joined its rendezvous
+MISSING_NODES = re.compile(r"^torchrun: (?P<line>not all \S+ nodes joined the rendezvous .*)$",
+                           re.M)
 _BANNER = re.compile(r"^rank \d+/\d+ \(local \d+\) on (?P<host>\S+),", re.M)
 
 
@@ -168,3 +176,41 @@ def crashed_while_joining(log_dir: Path) -> bool:
         return False
     logs = list(log_dir.glob("rank*.log"))
     return not logs or any(JOINED not in f.read_text(errors="replace") for f in logs)
+
+
+def note_checkpoint(text: str) -> None:
+    """A rank stopped at a checkpoint on SIGTERM: say what it wrote where its launcher
+    (or torchrun agent) looks, if one looks."""
+    path = os.environ.get(PREEMPTED_NOTE)
+    if path:
+        try:
+            atomic.write_text(Path(path), text + "\n")
+        except OSError:  # e.g. a log folder this node does not share: the exit 75 still says it
+            pass
+
+
+def checkpoint_note(path: str | Path | None) -> str | None:
+    """What the preempted ranks said they wrote (None: no checkpoint)."""
+    if not path:
+        return None
+    try:
+        return Path(path).read_text().strip() or None
+    except OSError:
+        return None
+
+
+def after_preemption(note: str | None) -> tuple[str, str]:
+    """(what the ranks did, what to do) after SIGTERM, claiming a checkpoint only when a
+    rank said it wrote one."""
+    if note:
+        return (f"the ranks stopped together and wrote a checkpoint ({note})",
+                "run it again to resume")
+    return "its ranks stopped without a checkpoint", "run it again"
+
+
+def missing_nodes(nnodes: str, endpoint: str, join_timeout_s: str) -> str:
+    """A torchrun rendezvous that not every node joined, and what to check."""
+    return (f"not all {nnodes} nodes joined the rendezvous at {endpoint} within its join "
+            f"timeout ({join_timeout_s} s); start a torchrun agent with the same "
+            f"--rdzv-endpoint and --rdzv-id on every node (or lower --nnodes), and check "
+            f"that {endpoint} is reachable from them")

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchlib.errors import PREEMPTED_EXIT_CODE, LaunchError
+from benchlib.errors import PREEMPTED_EXIT_CODE, LaunchError, Terminated
 from benchlib.launch import protocol
 
 
@@ -110,8 +110,12 @@ def _failed_rank(p: Process, log_dir: Path) -> tuple[int | None, str, int, Path]
 
 
 def _rendezvous_timed_out(p: Process) -> str | None:
-    """torchrun's agent gave up waiting for the other nodes: say which were missing."""
+    """torchrun's agent gave up waiting for the other nodes: say which were missing (its
+    own line, from benchlib.launch.agent; torchrun's traceback from any other)."""
     text = p.log.read_text(errors="replace") if p.log.exists() else ""
+    said = protocol.MISSING_NODES.search(text)
+    if said:
+        return f"{p.label}: {said['line']}; log: {p.log}"
     if "RendezvousTimeoutError" not in text:
         return None
     argv = p.popen.args
@@ -123,15 +127,19 @@ def _rendezvous_timed_out(p: Process) -> str | None:
 
 def wait_for_listener(p: Process, port: int, log_dir: Path, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if p.popen.poll() is not None:
-            supervise([p], log_dir, 0)  # it exited: report it like any failed rank
-            return
-        with socket.socket() as s:
-            s.settimeout(0.2)
-            if s.connect_ex(("127.0.0.1", port)) == 0:
+    try:
+        while time.monotonic() < deadline:
+            if p.popen.poll() is not None:
+                supervise([p], log_dir, 0)  # it exited: report it like any failed rank
                 return
-        time.sleep(0.05)
+            with socket.socket() as s:
+                s.settimeout(0.2)
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    return
+            time.sleep(0.05)
+    except (KeyboardInterrupt, Terminated):
+        stop([p])
+        raise
     stop([p])
     raise LaunchError(f"rank 0 did not listen on port {port} within {timeout_s:.0f} s; "
                       f"log: {log_dir / 'rank0.log'}", 0, socket.gethostname(), None,
@@ -159,8 +167,14 @@ def supervise(processes: list[Process], log_dir: Path, timeout_s: float) -> None
                 rank, host, code, log = _failed_rank(failed, log_dir)
                 who = f"rank {rank}" if rank is not None else failed.label
                 what = f"exited with code {code}"
-                if code == PREEMPTED_EXIT_CODE:
-                    what = "was preempted (SIGTERM) and wrote a checkpoint: run it again to resume"
+                if code in (PREEMPTED_EXIT_CODE, -signal.SIGTERM):
+                    # 75: stopped at a step boundary; -15: SIGTERM from outside (we send it
+                    # only after a failure) before the process could handle it, e.g. a
+                    # torchrun agent still importing torch. Either way a preemption, never
+                    # a crash to retry.
+                    did, todo = protocol.after_preemption(protocol.checkpoint_note(
+                        log_dir / protocol.PREEMPTED_NOTE_FILE))
+                    what, code = f"was preempted (SIGTERM); {did}: {todo}", PREEMPTED_EXIT_CODE
                 raise LaunchError(f"{who} on {host} {what}; log: {log}", rank, host, code, log)
             if all(c == 0 for c in codes):
                 return
@@ -169,7 +183,7 @@ def supervise(processes: list[Process], log_dir: Path, timeout_s: float) -> None
                 raise LaunchError(f"timed out after {timeout_s:.0f} s; stopped all ranks; "
                                   f"logs: {log_dir}")
             time.sleep(0.05)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Terminated):  # Ctrl-C, or SIGTERM to the command itself
         stop(processes)
         raise
 

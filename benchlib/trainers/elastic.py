@@ -41,6 +41,7 @@ from benchlib.core import envinfo, loops
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
 from benchlib.errors import Preempted
+from benchlib.launch import protocol
 from benchlib.trainers import checkpoint, ddp
 from benchlib.trainers.elastic_timeline import Timeline, read_timeline, summarize_run
 from benchlib.trainers.preemption import PreemptionFlag, agree, ignore_sigterm
@@ -244,7 +245,9 @@ class ElasticTrainer:
             path = self._save()
             self.timeline.write("preempted", step=step)
             self.timeline.close()
-            raise Preempted(step, path)
+            stopped = Preempted(step, path)
+            protocol.note_checkpoint(str(stopped))  # so the agent may say "checkpoint"
+            raise stopped
         if end_of_epoch and self.plan.val_set is not None:
             self._validate_epoch(epoch)
         if end_of_epoch or (args.checkpoint_every and step % args.checkpoint_every == 0):
