@@ -1,6 +1,9 @@
-"""The statistics of `benchlib compare`: the ratio new / base of two result sets' medians
-with a bootstrap 95% interval (launches resampled first, then values within each launch),
-and the verdict on it. See benchlib.compare.verdicts for the rules."""
+"""The statistics of `benchlib compare` and of notebook 90's comparisons: the ratio new /
+base of two groups' medians with a bootstrap 95% interval (launches resampled first, then
+values within each launch), and the one verdict rule both use (`verdict`): a direction
+only from a 95% interval over MIN_LAUNCHES or more independent launches a side (values
+taken in separate processes) that excludes 1 and clears the threshold; otherwise no
+direction, with n. See benchlib.compare.verdicts and benchlib.analysis.verdict."""
 
 from __future__ import annotations
 
@@ -10,9 +13,12 @@ from dataclasses import dataclass
 from benchlib.core.timing import MIN_FOR_CI
 
 MIN_VALUES = MIN_FOR_CI  # an interval only from 5 or more values, as everywhere
-# A verdict needs launches on both sides: repeats inside one process share its luck (on
-# this shared machine whole launches of one setup ran 2x apart; docs/compare.md).
-MIN_LAUNCHES = 2
+# A direction needs an interval over independent launches on both sides, and an interval
+# needs 5 or more of them: repeats inside one process share its luck (on this shared
+# machine whole launches of one setup ran 2x apart; docs/compare.md), and a bootstrap over
+# 2 to 4 launches names a direction from identical data far more often than 5% (issue 23).
+MIN_LAUNCHES = MIN_FOR_CI
+DEFAULT_THRESHOLD = 0.10  # a direction must clear this too (docs/compare.md)
 RESAMPLES = 2000
 
 
@@ -67,9 +73,11 @@ def ratio_interval(base: list[list[float]], new: list[list[float]], resamples: i
 
 def verdict(speed_low: float | None, speed_high: float | None, threshold: float,
             n_launches: int = MIN_LAUNCHES) -> str:
-    """slower / faster / no change / inconclusive for a speed interval (new / base
-    performance, > 1 faster); None bounds (too few values), or fewer than MIN_LAUNCHES
-    launches on the side with fewest, are inconclusive."""
+    """The one verdict rule (`benchlib compare` and notebook 90): slower / faster / no
+    change / inconclusive for a 95% speed interval (new / base performance, > 1 faster)
+    over independent launches. A direction only when the interval excludes 1 and clears
+    the threshold; None bounds (too few values), or fewer than MIN_LAUNCHES launches on
+    the side with fewest, are inconclusive ("no clear difference", with n)."""
     if speed_low is None or speed_high is None or n_launches < MIN_LAUNCHES:
         return "inconclusive"
     if speed_high < 1 / (1 + threshold):

@@ -9,14 +9,16 @@ that ratio from the per-repeat values the records keep (`details.repeats` or
 record of the row in the set is a launch (`sweep --force --label SAME` adds one), and
 notebook 30's epochs are grouped by the launch (`repeat`) they came from. With fewer
 than 5 values on a side there is no interval: the range of possible ratios is shown
-with n, and the verdict is inconclusive.
+with n, and the verdict is inconclusive. The verdict is the rule notebook 90 uses too
+(benchlib.analysis.intervals.verdict).
 
 The verdict is on speed (new performance / base: the ratio for a metric where higher is
 better, its inverse where lower is): `slower` when the whole interval lies below
 1 / (1 + threshold), `faster` when above 1 + threshold, `no change` when inside both,
-`inconclusive` when it crosses a boundary, with too few values, or with one launch on a
-side: repeats inside one process share its luck, and on a shared machine whole launches
-of one setup drift far apart (docs/compare.md).
+`inconclusive` when it crosses a boundary, with too few values, or with fewer than 5
+launches on a side: repeats inside one process share its luck, on a shared machine whole
+launches of one setup drift far apart (docs/compare.md), and a bootstrap over 2 to 4
+launches finds a direction in identical data far more often than 5% of the time.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.analysis.intervals import (
+    DEFAULT_THRESHOLD,
     MIN_LAUNCHES,
     MIN_VALUES,
     RESAMPLES,
@@ -65,7 +68,6 @@ DIRECTIONS = {
 }
 # A row's metric when none is asked for: the first of these it has.
 PRIMARY = ("samples_per_s", "busbw_gbps", "recovery_s", "total_s", "prep_s")
-DEFAULT_THRESHOLD = 0.10  # docs/compare.md
 VERDICTS = ("slower", "inconclusive", "no change", "faster")
 
 
@@ -227,7 +229,7 @@ def _why(r: Ratio, low: float | None, high: float | None, threshold: float,
     if r.low is None:
         return f"n<{MIN_VALUES}"
     if n_launches < MIN_LAUNCHES:
-        return "1 launch"
+        return f"{n_launches} launch{'es' if n_launches != 1 else ''}"
     return "spans threshold" if verdict(low, high, threshold, n_launches) == "inconclusive" else ""
 
 

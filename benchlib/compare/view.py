@@ -9,7 +9,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchlib.analysis.intervals import MIN_VALUES, RESAMPLES, boot_medians
+from benchlib.analysis.intervals import MIN_LAUNCHES, MIN_VALUES, RESAMPLES, boot_medians
 from benchlib.compare.sets import launches, row_key
 from benchlib.compare.verdicts import DIRECTIONS, VERDICTS, Comparison
 from benchlib.records import results
@@ -75,12 +75,12 @@ def sentences(comparison: Comparison) -> list[str]:
             out.append(f"{verdict_name.capitalize()} beyond {t} with 95% confidence: {listed}.")
     if not len(rows[rows["verdict"] == "slower"]):
         out.append(f"No row is slower beyond {t} with 95% confidence.")
-    single = rows[rows["why"] == "1 launch"]
+    single = rows[rows["why"].str.endswith(("launch", "launches"))]
     if len(single):
-        out.append(f"{len(single)} comparison(s) come from one launch on a side: their interval "
-                   "shows the spread inside that launch only, not how far launches of one setup "
-                   "drift apart, so they get no verdict; add a launch with `sweep --force "
-                   "--label SAME`.")
+        out.append(f"{len(single)} comparison(s) come from fewer than {MIN_LAUNCHES} launches "
+                   "on a side: an interval over so few launches does not show how far launches "
+                   "of one setup drift apart, so they get no verdict; add launches with "
+                   "`sweep --force --label SAME`.")
     few = rows[rows["ci95_low"].isna()]
     if len(few):
         out.append(f"{len(few)} comparison(s) have fewer than {MIN_VALUES} values on a side "
