@@ -1,6 +1,7 @@
 """The analysis' sentences follow the records: a comparison names the faster side with its
-interval, says "no clear difference" when the interval spans 1, and flips when the data
-flips; a caveat appears only when the records show its cause. Small hand-made frames."""
+interval over 5+ launches a side, says "no clear difference" (with n) otherwise, and flips
+when the data flips; a caveat appears only when the records show its cause. Small
+hand-made frames."""
 
 import pandas as pd
 from test_analysis import dist_rows, io_rows, records
@@ -15,47 +16,73 @@ from benchlib.analysis import (
 from benchlib.analysis.verdict import Side, compare
 
 
-def spread(sps, low, high, n=3):
-    return {"samples_per_s": sps, "samples_per_s_min": low, "samples_per_s_max": high,
-            "samples_per_s_n": float(n), "samples_per_s_p10": low, "samples_per_s_p90": high}
+def spread(sps, low, high, n=3, launches=0, col="samples_per_s"):
+    """A record's summary; with `launches`, that many launch figures from low to high (a
+    record that keeps `details.launches`, as results.frame reads them)."""
+    out = {col: sps, f"{col}_min": low, f"{col}_max": high, f"{col}_n": float(n),
+           f"{col}_p10": low, f"{col}_p90": high}
+    if launches:
+        step = (high - low) / (launches - 1)
+        out[f"{col}_launches"] = tuple(low + i * step for i in range(launches))
+    return out
 
 
 def test_compare_states_the_ratio_with_a_bootstrap_ci_from_five_runs_each():
-    a = Side("A", 130.0, 120.0, 140.0, 5, "runs", (120.0, 125.0, 130.0, 135.0, 140.0))
-    b = Side("B", 100.0, 96.0, 104.0, 5, "runs", (96.0, 98.0, 100.0, 102.0, 104.0))
+    a = Side("A", 130.0, 120.0, 140.0, 5, "launches", (120.0, 125.0, 130.0, 135.0, 140.0))
+    b = Side("B", 100.0, 96.0, 104.0, 5, "launches", (96.0, 98.0, 100.0, 102.0, 104.0))
     text = compare(a, b)
     assert text.startswith("**A x1.30 over B** (95% CI ")
     low, high = (float(x) for x in text.split("95% CI ")[1].split(",")[0].split("-"))
     assert 1.1 < low < 1.3 < high < 1.5
-    assert text.endswith("n=5 and 5 runs)")
+    assert text.endswith("n=5 launches each, beyond the 10% threshold)")
     assert compare(b, a).startswith("**A x1.30 over B**")  # the faster is named first
 
 
-def test_compare_with_few_values_gives_the_range_and_no_verdict_from_one_value():
-    a = Side("A", 130.0, 125.0, 135.0, 3, "epochs")
-    b = Side("B", 100.0, 95.0, 105.0, 3, "epochs")
-    assert compare(a, b) == ("**A x1.30 over B** (range 1.19-1.42, n=3 and 3 epochs; "
-                             "too few runs for a 95% CI)")
-    one = Side("B", 100.0, 100.0, 100.0, 1, "epochs")
-    assert compare(a, one) == ("A/B 1.30 from n=3 and 1 epochs: too few values to say "
-                               "which is faster")
-    times = compare(Side("raw", 10.0, 9.0, 11.0, 3, "repeats"),
-                    Side("preload", 2.0, 1.8, 2.2, 3, "repeats"), higher_is_better=False)
-    assert times.startswith("**preload x5.00 over raw** (range 4.09-6.11")
+def test_compare_with_fewer_than_five_launches_gives_the_range_and_no_direction():
+    a = Side("A", 130.0, 125.0, 135.0, 1, "epochs", (130.0,), 3)
+    b = Side("B", 100.0, 95.0, 105.0, 1, "epochs", (100.0,), 3)
+    assert compare(a, b) == ("no clear difference between A and B (A/B 1.30, range 1.19-1.42, "
+                             "n=1 launch (3 epochs) each; a direction needs a 95% interval "
+                             "from 5+ launches a side)")
+    three = Side("A", 130.0, 125.0, 135.0, 3, "launches", (125.0, 130.0, 135.0))
+    one = Side("B", 100.0, 100.0, 100.0, 1, "epochs", (100.0,), 1)
+    assert compare(three, one) == ("no clear difference between A and B (A/B 1.30, range "
+                                   "1.25-1.35, n=3 launches and 1 launch; a direction needs a "
+                                   "95% interval from 5+ launches a side)")
+    times = compare(Side("raw", 10.0, 9.0, 11.0, 1, "repeats", (10.0,), 3),
+                    Side("preload", 2.0, 1.8, 2.2, 1, "repeats", (2.0,), 3),
+                    higher_is_better=False)
+    assert times.startswith("no clear difference between raw and preload (raw/preload 0.20")
 
 
-def dp_ddp_frame(dp_sps, ddp_sps):
+def test_compare_says_no_direction_when_the_interval_excludes_1_but_not_the_threshold():
+    a = Side("A", 105.0, 104.0, 106.0, 5, "launches", (104.0, 104.5, 105.0, 105.5, 106.0))
+    b = Side("B", 100.0, 99.0, 101.0, 5, "launches", (99.0, 99.5, 100.0, 100.5, 101.0))
+    text = compare(a, b)
+    assert text.startswith("no clear difference between A and B (A/B 1.05, 95% CI ")
+    assert text.endswith("n=5 launches each; within the 10% threshold)")
+    assert compare(a, b, threshold=0.02).startswith("**A x1.05 over B** (95% CI ")
+
+
+def dp_ddp_frame(dp_sps, ddp_sps, launches=5):
     return records([dist_rows(**spread(100.0, 95.0, 105.0)),
                     dist_rows(strategy="dp", nproc_per_node=2.0, devices=2.0, global_batch=64.0,
-                              **spread(*dp_sps)),
+                              **spread(*dp_sps, launches=launches)),
                     dist_rows(strategy="ddp", nproc_per_node=2.0, devices=2.0, global_batch=64.0,
-                              **spread(*ddp_sps))])
+                              **spread(*ddp_sps, launches=launches))])
 
 
 def test_dp_vs_ddp_names_the_faster_strategy_and_flips_with_the_data():
     ddp_ahead = dp_vs_ddp.conclusions(dp_vs_ddp.runs(dp_ddp_frame((120, 115, 125), (180, 170, 190))))
     assert ("- 2 device(s), batch 32 per device: **DDP via torchrun x1.50 over DataParallel** "
-            "(range 1.36-1.65, n=3 and 3 epochs; too few runs for a 95% CI).") in ddp_ahead
+            "(95% CI ") in ddp_ahead
+    assert "n=5 launches each, beyond the 10% threshold)." in ddp_ahead
+    one_launch = dp_vs_ddp.conclusions(dp_vs_ddp.runs(
+        dp_ddp_frame((120, 115, 125), (180, 170, 190), launches=0)))
+    assert ("- 2 device(s), batch 32 per device: no clear difference between DDP via torchrun "
+            "and DataParallel (DDP via torchrun/DataParallel 1.50, range 1.36-1.65, n=1 launch "
+            "(3 epochs) each; a direction needs a 95% interval from 5+ launches a side).") \
+        in one_launch
     dp_ahead = dp_vs_ddp.conclusions(dp_vs_ddp.runs(dp_ddp_frame((180, 170, 190), (120, 115, 125))))
     assert "**DataParallel x1.50 over DDP via torchrun**" in dp_ahead
     close = dp_vs_ddp.conclusions(dp_vs_ddp.runs(dp_ddp_frame((150, 140, 160), (152, 142, 162))))
@@ -80,7 +107,7 @@ def multinode_frame(light, ddp, **over):
                 "depth": 20.0, "alpha": 48.0, "batch_size": 32.0, "device": "cpu",
                 "nnodes": float(world), "nproc_per_node": 1.0, "world_size": float(world),
                 "global_batch": 32.0 * world, "epoch_s": 1.0, "launch_s": launch_s,
-                "device_name": "cpu", **spread(*stats), **over}
+                "device_name": "cpu", **spread(*stats, launches=5), **over}
     return records([row("ddp", 1, "torchrun", (100, 95, 105), 5.0),
                     row("ddp", 2, "torchrun", ddp, 6.0),
                     row("lightning", 2, "lightning", light, 9.0)])
@@ -89,9 +116,9 @@ def multinode_frame(light, ddp, **over):
 def test_multinode_names_lightning_when_it_beats_raw_ddp():
     lightning_ahead = multinode_lightning.conclusions(multinode_lightning.runs(
         multinode_frame(light=(200, 190, 210), ddp=(150, 140, 160))))
-    assert ("- 2 x 1: **Lightning x1.33 over raw DDP** (range 1.19-1.50, n=3 and 3 epochs; too "
-            "few runs for a 95% CI); launch to result, Lightning +3.0 s against raw DDP."
-            ) in lightning_ahead
+    assert "- 2 x 1: **Lightning x1.33 over raw DDP** (95% CI " in lightning_ahead
+    assert ("n=5 launches each, beyond the 10% threshold); launch to result, Lightning +3.0 s "
+            "against raw DDP.") in lightning_ahead
     ddp_ahead = multinode_lightning.conclusions(multinode_lightning.runs(
         multinode_frame(light=(150, 140, 160), ddp=(200, 190, 210))))
     assert "**raw DDP x1.33 over Lightning**" in ddp_ahead
@@ -152,28 +179,32 @@ def test_fault_tolerance_measures_steps_redone_and_splits_recovery_time():
     assert "Steps redone" not in none and "No restart" in none
 
 
-def io_frame(raw, preload, memmap=None):
-    rows = [io_rows(variant="raw", **times(*raw)), io_rows(variant="preload", **times(*preload))]
+def io_frame(raw, preload, memmap=None, launches=5):
+    rows = [io_rows(variant="raw", **times(*raw, launches=launches)),
+            io_rows(variant="preload", **times(*preload, launches=launches))]
     if memmap:
-        rows.append(io_rows(variant="np_memmap", **times(*memmap)))
+        rows.append(io_rows(variant="np_memmap", **times(*memmap, launches=launches)))
     return single_device_io.runs(records(rows))
 
 
-def times(median, low, high):
-    return {"total_s": median, "total_s_min": low, "total_s_max": high, "total_s_n": 3.0,
-            "total_s_p10": low, "total_s_p90": high}
+def times(median, low, high, launches=5):
+    return spread(median, low, high, launches=launches, col="total_s")
 
 
 def test_io_says_what_costs_only_when_the_records_show_it():
     decode = single_device_io.conclusions(io_frame((10, 9, 11), (2, 1.8, 2.2), (2.4, 2.2, 2.6)))
-    assert ("- FashionMNIST traverse on cpu (1 ep): **preload x5.00 over raw** (range 4.09-6.11, "
-            "n=3 and 3 repeats; too few runs for a 95% CI); raw takes **5.0x** as long as "
-            "preload") in decode
+    assert ("- FashionMNIST traverse on cpu (1 ep): **preload x5.00 over raw** (95% CI "
+            ) in decode
+    assert "n=5 launches each, beyond the 10% threshold); raw takes **5.0x** as long as" in decode
     assert ("Decoded arrays read from storage take np_memmap 1.2x preload's time against raw's "
             "5.0x: decoding each item every epoch, not reading from storage, is what costs."
             ) in decode
     unsupported = single_device_io.conclusions(io_frame((10, 9, 11), (2, 1.8, 2.2)))
     assert "**preload x5.00 over raw**" in unsupported and "is what costs" not in unsupported
+    one_launch = single_device_io.conclusions(io_frame((10, 9, 11), (2, 1.8, 2.2), (2.4, 2.2, 2.6),
+                                                       launches=0))
+    assert "no clear difference between preload and raw" in one_launch
+    assert "n=1 launch (3 repeats) each" in one_launch and "is what costs" not in one_launch
 
 
 def test_io_when_preload_does_not_help():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import sys
 from datetime import datetime, timezone
@@ -173,6 +174,7 @@ def frame(records: list[dict[str, Any]]):
         row["hardware"] = hardware(env, bed or None)
         row.update(rec["params"])
         row.update(rec["metrics"])
+        row["samples_per_s_launches"] = launch_values(rec)
         rows.append(row)
     df = pd.DataFrame(rows)
     if df.empty:
@@ -182,6 +184,18 @@ def frame(records: list[dict[str, Any]]):
     df.insert(df.columns.get_loc("finished_at") + 1, "duration_s",
               (df["finished_at"] - df["started_at"]).dt.total_seconds())
     return df.copy()  # one block: the inserts above fragment a wide frame (pandas warns)
+
+
+def launch_values(rec: dict[str, Any]) -> tuple[float, ...] | None:
+    """Each launch's samples/s (`details.launches`, one value per process), for a verdict
+    over independent launches; None when the record does not keep them."""
+    items = (rec.get("details") or {}).get("launches")
+    if not isinstance(items, list) or not items:
+        return None
+    values = tuple(float(i["samples_per_s"]) for i in items
+                   if isinstance(i, dict) and isinstance(i.get("samples_per_s"), (int, float))
+                   and math.isfinite(i["samples_per_s"]))
+    return values or None
 
 
 def load_details(results_dir: str | Path, key: str, study: str | None = None, *,
