@@ -5,7 +5,12 @@ median. What a repeat is, is the record's `repeat_mode` (benchlib.studies.repeat
 `epoch` (epochs inside one launch, which share its luck) or `process` (a fresh launch
 each). Where the same row has records of both modes, the two spreads are shown together
 with a sentence computed from them: how much wider (or narrower) the spread across
-launches is than the spread inside one.
+launches is than the spread inside one, with a seeded bootstrap 95% interval of that
+ratio (each side's values resampled: the epochs of the epoch record, the launches of the
+process record). A direction only when the interval excludes 1; "about the same" when it
+holds 1; "cannot tell" when a side has fewer than MIN_FOR_CI values (or the records keep
+none), as for any interval here. A fixed band ("within 1.25x is the same") departed from
+"about the same" 65% of the time with identical spreads at n = 6 (issue 23).
 """
 
 from __future__ import annotations
@@ -14,12 +19,15 @@ import math
 
 import pandas as pd
 
+from benchlib.core.timing import MIN_FOR_CI
+
 # parameters that say how a row is repeated or where it reads its data, not what it runs:
 # records differing only in these are the same row measured two ways
 NOT_THE_ROW = ("repeat_mode", "repeats", "epochs", "timeout_s", "join_timeout_s", "path",
                "allreduce", "allreduce_max_bytes")
 UNITS = {"epoch": "epochs of one launch", "process": "launches"}
-SAME = 1.25  # spreads within this factor of each other are "about the same"
+RESAMPLES = 2000
+VALUES = {"epoch": "samples_per_s_epochs", "process": "samples_per_s_launches"}
 
 
 def modes(runs: pd.DataFrame) -> pd.Series:
@@ -42,10 +50,38 @@ def relative_spread(run: pd.Series) -> float:
     return (run["samples_per_s_p90"] - run["samples_per_s_p10"]) / median
 
 
+def spread_ratio_interval(process: tuple[float, ...] | None, epoch: tuple[float, ...] | None,
+                          resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float]:
+    """A seeded bootstrap 95% interval of relative spread (p10-p90 over the median) of
+    `process` over that of `epoch`, each side resampled on its own; (nan, nan) with fewer
+    than MIN_FOR_CI values on a side. An upper bound without limit is inf."""
+    import numpy as np
+
+    if not process or not epoch or min(len(process), len(epoch)) < MIN_FOR_CI:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+
+    def spreads(values):
+        v = np.asarray(values, dtype=float)
+        drawn = v[rng.integers(0, len(v), (resamples, len(v)))]
+        p10, p50, p90 = np.percentile(drawn, [10, 50, 90], axis=1)
+        return (p90 - p10) / p50
+
+    top, bottom = spreads(process), spreads(epoch)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1), np.inf)
+    ratios = np.where(top > 0, ratios, np.where(bottom > 0, 0.0, 1.0))  # 0/0: no difference
+    # "lower": no interpolating between infinite ratios (inf - inf)
+    low, high = np.percentile(ratios, [2.5, 97.5], method="lower")
+    return float(low), float(high)
+
+
 def table(runs: pd.DataFrame, fields: list[str], shown: list[str]) -> pd.DataFrame:
     """One line per row (same `fields` but NOT_THE_ROW, same hardware) that has records
-    of both modes: each mode's newest record's spread, n and median, and their ratio."""
-    cols = [*shown, "epoch_spread", "epoch_n", "process_spread", "process_n", "ratio"]
+    of both modes: each mode's newest record's spread, n and median, their ratio, and a
+    95% interval of the ratio (spread_ratio_interval; NaN where it cannot be given)."""
+    cols = [*shown, "epoch_spread", "epoch_n", "process_spread", "process_n", "ratio",
+            "ratio_low", "ratio_high"]
     if runs.empty:
         return pd.DataFrame(columns=cols)
     runs = runs.assign(repeat_mode=modes(runs))
@@ -62,8 +98,16 @@ def table(runs: pd.DataFrame, fields: list[str], shown: list[str]) -> pd.DataFra
             line[f"{mode}_n"] = int(run["samples_per_s_n"])
         line["ratio"] = line["process_spread"] / line["epoch_spread"] \
             if line["epoch_spread"] > 0 else math.nan
+        line["ratio_low"], line["ratio_high"] = spread_ratio_interval(
+            _values(newest["process"], "process"), _values(newest["epoch"], "epoch"))
         lines.append(line)
     return pd.DataFrame(lines, columns=cols)
+
+
+def _values(run: pd.Series, mode: str) -> tuple[float, ...] | None:
+    """The values a record's spread was taken over, where the frame has them."""
+    values = run.get(VALUES[mode])
+    return tuple(values) if isinstance(values, (tuple, list)) and len(values) else None
 
 
 def sentences(spreads: pd.DataFrame, shown: list[str]) -> list[str]:
@@ -74,17 +118,31 @@ def sentences(spreads: pd.DataFrame, shown: list[str]) -> list[str]:
         both = (f"spread (p10-p90 over the median) {r['epoch_spread']:.1%} over "
                 f"{r['epoch_n']} {UNITS['epoch']}, {r['process_spread']:.1%} over "
                 f"{r['process_n']} {UNITS['process']}")
-        parts.append(f"- Repeats of {what}: {both}: {verdict(r['ratio'])}.")
+        low, high = r.get("ratio_low", math.nan), r.get("ratio_high", math.nan)
+        n = min(r["epoch_n"], r["process_n"])
+        parts.append(f"- Repeats of {what}: {both}: {verdict(r['ratio'], low, high, n)}.")
     return parts
 
 
-def verdict(ratio: float) -> str:
+def verdict(ratio: float, low: float = math.nan, high: float = math.nan,
+            n: int = 0) -> str:
+    """Which spread is wider, only where a 95% interval of their ratio excludes 1."""
     if math.isnan(ratio):
         return "the epochs of one launch did not vary, so there is no ratio to give"
-    if ratio >= SAME:
-        return (f"the spread across launches is {ratio:.1f}x the spread inside one, so an "
-                "interval from epochs understates how much a rerun moves")
-    if ratio <= 1 / SAME:
+    if math.isnan(low) or math.isnan(high):
+        why = (f"an interval needs {MIN_FOR_CI}+ values a side" if n < MIN_FOR_CI else
+               "the records keep no per-epoch and per-launch values to give an interval from")
+        return f"cannot tell which is wider (ratio {ratio:.2f}; {why})"
+    interval = f"95% interval {low:.2f}-{_bound(high)}"
+    if low > 1:
+        return (f"the spread across launches is {ratio:.1f}x the spread inside one "
+                f"({interval}), so an interval from epochs understates how much a rerun moves")
+    if high < 1:
         return (f"the spread inside one launch is {1 / ratio:.1f}x the spread across "
-                "launches: here the epochs of a launch varied more than the launches did")
-    return f"about the same either way (ratio {ratio:.2f})"
+                f"launches ({interval}): here the epochs of a launch varied more than the "
+                "launches did")
+    return f"about the same either way: no clear difference (ratio {ratio:.2f}, {interval})"
+
+
+def _bound(value: float) -> str:
+    return "no upper bound" if math.isinf(value) else f"{value:.2f}"

@@ -175,6 +175,7 @@ def frame(records: list[dict[str, Any]]):
         row.update(rec["params"])
         row.update(rec["metrics"])
         row["samples_per_s_launches"] = launch_values(rec)
+        row["samples_per_s_epochs"] = launch_values(rec, "epochs")
         rows.append(row)
     df = pd.DataFrame(rows)
     if df.empty:
@@ -186,10 +187,11 @@ def frame(records: list[dict[str, Any]]):
     return df.copy()  # one block: the inserts above fragment a wide frame (pandas warns)
 
 
-def launch_values(rec: dict[str, Any]) -> tuple[float, ...] | None:
+def launch_values(rec: dict[str, Any], key: str = "launches") -> tuple[float, ...] | None:
     """Each launch's samples/s (`details.launches`, one value per process), for a verdict
-    over independent launches; None when the record does not keep them."""
-    items = (rec.get("details") or {}).get("launches")
+    over independent launches, or with key `epochs` each epoch's (for the spread inside a
+    launch); None when the record does not keep them."""
+    items = (rec.get("details") or {}).get(key)
     if not isinstance(items, list) or not items:
         return None
     values = tuple(float(i["samples_per_s"]) for i in items
