@@ -8,7 +8,6 @@ outputs/screenshots/.
 from __future__ import annotations
 
 import html
-import os
 import re
 import zipfile
 from html.parser import HTMLParser
@@ -280,21 +279,6 @@ def test_a_zip_that_cannot_be_written_is_one_line_before_the_analysis(tmp_path, 
                     f"{outputs / publish.ZIP_NAME}: it is a folder, not a file; move it away or "
                     "give --outputs (or BENCHLIB_OUTPUTS) another folder")
     assert not (outputs / "report" / "index.html").exists()
-
-
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only folder")
-def test_a_read_only_report_folder_is_one_line_before_the_analysis(tmp_path, monkeypatch, capsys):
-    outputs = tmp_path / "outputs"
-    (outputs / "results").mkdir(parents=True)
-    publish.pages.write_css(outputs / "report")  # nothing left to write before the analysis
-    (outputs / "report").chmod(0o555)
-    try:
-        _no_analysis(monkeypatch)
-        assert main(["report", "--outputs", str(outputs)]) == 2
-        [line] = capsys.readouterr().err.splitlines()
-        assert "outputs: cannot write the report in" in line and "Permission denied" in line
-    finally:
-        (outputs / "report").chmod(0o755)
 
 
 def test_a_stale_failed_analysis_goes_once_one_passes_and_never_into_the_zip(tmp_path,
