@@ -69,17 +69,18 @@ def test_single_device_io_finds_the_fastest_workers_and_the_raw_over_preload_rat
     assert single_device_io.raw_over_preload(io) == {("cpu", "toynet", 70000.0, "2.5.1", 1, 64): 5.0}
     text = single_device_io.conclusions(io)
     assert "fastest with **num_workers=2**" in text and "raw takes **5.0x**" in text
-    assert "is well below" in text  # seed 000 measured 15.9x: 5.0 is not within a factor 2
+    assert "reference: seed 000 measured 15.9x on a GTX 1050" in text  # beside, not judged
     assert "raw" in single_device_io.seed_table(io).index
 
 
 def test_single_device_io_sentence_flips_with_the_ratio():
-    slow = records([io_rows(total_s=80.0), io_rows(variant="preload", total_s=2.0)])
-    assert "is well above" in single_device_io.conclusions(single_device_io.runs(slow))
-    like = records([io_rows(total_s=32.0), io_rows(variant="preload", total_s=2.0)])
-    assert "agrees with" in single_device_io.conclusions(single_device_io.runs(like))
-    fast = records([io_rows(total_s=2.2), io_rows(variant="preload", total_s=2.0)])
-    assert "is well below" in single_device_io.conclusions(single_device_io.runs(fast))
+    """The measured ratio is the finding; seed 000's figure stands beside it as a reference
+    and never turns into a verdict (other hardware, other data path)."""
+    for raw_s, said in ((80.0, "40.0x"), (32.0, "16.0x"), (2.2, "1.1x")):
+        io = records([io_rows(total_s=raw_s), io_rows(variant="preload", total_s=2.0)])
+        text = single_device_io.conclusions(single_device_io.runs(io))
+        assert f"raw takes **{said}** as long as preload" in text
+        assert "agrees with" not in text and "well below" not in text and "well above" not in text
 
 
 def dist_rows(**over):

@@ -145,12 +145,9 @@ def _ratio_line(io: pd.DataFrame, mode: str, setup: dict, ratio: float) -> str:
     text = (f"- FashionMNIST {mode} on {setup['device_name']} ({setup['epochs']} ep): "
             f"{compare(sides['preload'], sides['raw'], higher_is_better=False)}; raw takes "
             f"**{ratio:.1f}x** as long as preload")
-    if mode == "traverse":
-        seed = SEED000_RAW_OVER_PRELOAD
-        verdict = ("agrees with" if 0.5 <= ratio / seed <= 2 else
-                   "is well below" if ratio < seed else "is well above")
-        text += (f"; seed 000 measured {seed:.1f}x on a GTX 1050, and this machine "
-                 f"{verdict} it (within a factor 2 counts as agreeing)")
+    if mode == "traverse":  # a reference figure, from other hardware: beside, not judged
+        text += (f"; reference: seed 000 measured {SEED000_RAW_OVER_PRELOAD:.1f}x on a "
+                 "GTX 1050 (another machine and data path, so no verdict is drawn from it)")
     return text + "." + _decoding_line(sides)
 
 
