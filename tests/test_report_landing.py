@@ -242,8 +242,8 @@ def test_projection_line_gives_the_efficiency_at_the_largest_size_and_what_stops
     assert finding.question == "How far would these figures scale, and what stops them?"
     assert finding.claims[0].text() == (
         "projected from 1-GPU row of seed 003 PyTorch batch 128: 45% efficiency at 1,024 "
-        "devices; input sets the step from 8 devices; the model is 8.2% off seed 003's 2- "
-        "and 4-node rows (median)")
+        "devices; input sets the step from 8 devices; the model itself (not this run) is 8.2% "
+        "off seed 003's published 2- and 4-node rows (median)")
 
 
 def test_dataparallel_line_names_its_devices():
