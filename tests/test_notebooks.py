@@ -285,7 +285,7 @@ def test_one_name_per_study_across_notebook_config_modules_and_sections(path):
     for file in (ROOT / "params").glob("*.yaml"):
         if file.name != "smoke_cpu.yaml":  # one row of every study
             assert any(file.stem.startswith(f"{s}_") for s in studies), file.name
-    assert publish.study_name(path.name) == study
+    assert registry.of_notebook(path.name) == study
     entry = registry.named(study)  # the registry lists it, under the same notebook and config
     assert entry.notebook == path.name and entry.config == spec.config
     module = package / "studies" / f"{study}.py"

@@ -102,12 +102,6 @@ def dp_against_ddp(runs: pd.DataFrame) -> list[str]:
     return parts
 
 
-def on_cpu(runs: pd.DataFrame) -> pd.Series:
-    """The runs that trained on CPU: asked for it, or on a host that had no GPU."""
-    cpu = runs["device"].eq("cpu")
-    return cpu | runs["gpu"].isna() if "gpu" in runs else cpu
-
-
 # ---------------------------------------------------------------- notebook 90's parts
 # each takes the records and returns what its cell shows (sections.show runs it)
 

@@ -180,7 +180,7 @@ def study_table(study: str, records: list[dict[str, Any]], site: Site,
                   e((rec["error"] or {}).get("message", ""))]
         body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     ok = sum(r["status"] == "ok" for r in records)
-    names = ", ".join(sorted({study_name(r["notebook"]) for r in records}))
+    names = ", ".join(sorted({studies.of_notebook(r["notebook"]) for r in records}))
     return (f'<h3 id="runs-{e(study)}">{e(study)}</h3><p>Study <code>{e(names)}</code>. '
             f"{len(records)} runs: {ok} ok, {len(records) - ok} failed.</p>"
             f"<table><tr>{head}</tr>{''.join(body)}</table>")
@@ -206,7 +206,3 @@ def thumbnail(report_dir: Path, notebook: str, section: tuple[str, str]) -> str:
             f'<img src="{src}" alt="{html.escape(section[1])}: its first figure" '
             'loading="lazy"></a>')
 
-
-def study_name(notebook: str) -> str:
-    """The study a record belongs to, from its notebook (config/studies.py)."""
-    return studies.of_notebook(notebook)

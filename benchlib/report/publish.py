@@ -30,7 +30,7 @@ from benchlib import atomic, paths
 from benchlib.errors import BenchlibError, UsageError
 from benchlib.records import results
 from benchlib.report import index, landing, pages
-from benchlib.report.index import Site, study_name  # noqa: F401 (read as publish.study_name)
+from benchlib.report.index import Site
 from benchlib.runs import sweep
 
 ANALYSIS_NOTEBOOK = "90_analysis.ipynb"
