@@ -45,3 +45,16 @@ def test_unknown_variant_and_missing_data_are_clear(tmp_path, small_data):
         storage.prepare("fashion-mnist", "lmdb", small_data)
     with pytest.raises(UsageError, match=r"has no fashion-mnist data; run `python -m benchlib data"):
         storage.prepare("fashion-mnist", "raw", tmp_path)
+
+
+def test_read_idx_gives_back_what_write_idx_wrote_and_refuses_other_files(tmp_path):
+    import numpy as np
+
+    from benchlib.data.generate import read_idx, write_idx
+
+    images = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
+    write_idx(tmp_path / "images", images)
+    assert np.array_equal(read_idx(tmp_path / "images"), images)
+    (tmp_path / "other").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(16))
+    with pytest.raises(ValueError, match="not an IDX file of unsigned bytes"):
+        read_idx(tmp_path / "other")

@@ -120,10 +120,15 @@ def _collect_env() -> dict[str, Any]:
     """torch's own report, minus the long package lists (versions are kept separately)."""
     from torch.utils import collect_env
 
+    # Its `pip list` costs ~0.7 s a process and its output is dropped below: skip running it
+    pip_list, collect_env.get_pip_packages = (collect_env.get_pip_packages,
+                                              lambda run_lambda, patterns=None: ("pip3", ""))
     try:
         report = collect_env.get_env_info()._asdict()
     except Exception as e:  # collect_env shells out to many tools; never fail a run for it
         return {"error": f"{e.__class__.__name__}: {e}"}
+    finally:
+        collect_env.get_pip_packages = pip_list
     report.pop("pip_packages", None)
     report.pop("conda_packages", None)
     return report

@@ -14,7 +14,6 @@ Warm-up steps are excluded by the caller (their count is a recorded parameter).
 from __future__ import annotations
 
 import math
-import random
 import statistics
 import time
 from collections.abc import Sequence
@@ -80,10 +79,16 @@ def median_ci95(values: Sequence[float], resamples: int = 2000, seed: int = 0) -
     With very few values it is wide, as it should be."""
     if len(values) < 2:
         return (math.nan, math.nan)
-    rng = random.Random(seed)
-    n = len(values)
-    medians = sorted(statistics.median(rng.choices(values, k=n)) for _ in range(resamples))
-    return quantile(medians, 0.025), quantile(medians, 0.975)
+    import numpy as np  # one array op for all resamples: a per-resample loop took ~1 s a record
+
+    data = np.asarray(values, dtype=float)
+    rng, n = np.random.default_rng(seed), len(data)
+    rows = max(1, 2_000_000 // n)  # resamples per block: at most ~16 MB of indices at once
+    medians = np.concatenate([
+        np.median(data[rng.integers(0, n, size=(min(rows, resamples - done), n))], axis=1)
+        for done in range(0, resamples, rows)])
+    low, high = np.quantile(medians, [0.025, 0.975])  # linear, as quantile() below
+    return float(low), float(high)
 
 
 # How a record's samples/s was timed (its `timing` metric), so that figures taken two

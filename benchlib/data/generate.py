@@ -62,6 +62,17 @@ def write_idx(file: Path, array: np.ndarray) -> None:
     atomic.write_bytes(file, header + array.tobytes())
 
 
+def read_idx(file: Path) -> np.ndarray:
+    """An IDX file of unsigned bytes (as write_idx writes it, and as torchvision's
+    FashionMNIST reads it), without importing torchvision: ~2 s a process on CPU."""
+    raw = np.fromfile(file, dtype=np.uint8)
+    magic, ndim = struct.unpack(">I", raw[:4].tobytes())[0], int(raw[3])
+    if magic not in (IDX_UBYTE_IMAGES, IDX_UBYTE_LABELS):
+        raise ValueError(f"{file}: not an IDX file of unsigned bytes (magic {magic:#010x})")
+    dims = struct.unpack(f">{ndim}I", raw[4 : 4 + 4 * ndim].tobytes())
+    return raw[4 + 4 * ndim :].reshape(dims)
+
+
 def fashion_files() -> list[str]:
     return [f"FashionMNIST/raw/{name}" for split in FASHION_FILES.values() for name in split]
 

@@ -29,6 +29,7 @@ from torch.utils.data import Dataset, TensorDataset, default_collate
 from benchlib import paths
 from benchlib.config.choices import IO_DATASETS, VARIANTS
 from benchlib.data.datasets import load_mydataset
+from benchlib.data.generate import FASHION_FILES, read_idx
 from benchlib.data.manifest import describe
 from benchlib.errors import UsageError
 
@@ -126,10 +127,10 @@ def decoded(dataset: str, root: Path) -> tuple[torch.Tensor, torch.Tensor]:
     """All training samples decoded once: float32 [N, 1, 28, 28] in [0, 1], int64 [N].
     For FashionMNIST this is ToTensor's arithmetic on the whole array at once."""
     if dataset == "fashion-mnist":
-        from torchvision.datasets import FashionMNIST
-
-        ds = FashionMNIST(str(root), train=True, download=False)
-        return ds.data.unsqueeze(1).to(torch.float32).div(255), ds.targets.to(torch.int64)
+        raw = root / "FashionMNIST" / "raw"
+        images = torch.from_numpy(read_idx(raw / FASHION_FILES["train"][0]))
+        labels = torch.from_numpy(read_idx(raw / FASHION_FILES["train"][1]))
+        return images.unsqueeze(1).to(torch.float32).div(255), labels.to(torch.int64)
     images, labels = load_mydataset(root)
     return torch.from_numpy(images).unsqueeze(1), torch.from_numpy(labels)
 
