@@ -30,7 +30,8 @@ def test_dry_run_lists_every_gpu_path_the_check_must_cover(tmp_path):
         assert name in names
     assert sum(n.startswith("io_") for n in names) == 12  # 3 variants x 2 modes x 2 worker counts
     assert "--backend nccl --group-of-one" in done.stdout and "--max-restarts 1" in done.stdout
-    assert done.stdout.splitlines()[-1] == "28 steps; no step starts after 470 s"
+    assert done.stdout.splitlines()[-1].startswith("28 steps, about ")
+    assert done.stdout.splitlines()[-1].endswith("fits in the 420 s budget")
     assert not (tmp_path / "out").exists()
 
 
@@ -58,18 +59,18 @@ def _folders(out):
 def test_a_step_that_fails_times_out_or_succeeds_is_reported_and_recorded(tmp_path):
     _folders(tmp_path)
     env: dict = {}
-    ok = gpucheck.run_step(gpucheck.plan(tmp_path)[0], tmp_path, env, 60)  # benchlib env --json
+    ok = gpucheck.run_step(gpucheck.plan(tmp_path)[0], tmp_path, env)  # benchlib env --json
     assert ok["status"] == "ok" and ok["figures"]["torch"] == env["packages"]["torch"]
     failing = gpucheck.Step("broken", [sys.executable, "-c", "print('first'); raise SystemExit(3)"],
                             30, {"x": 1})
-    failed = gpucheck.run_step(failing, tmp_path, env, 60)
+    failed = gpucheck.run_step(failing, tmp_path, env)
     assert failed["status"] == "failed" and failed["error"] == "exit 3: first"
-    slow = gpucheck.Step("slow", [sys.executable, "-c", "import time; time.sleep(30)"], 30, {})
-    timed_out = gpucheck.run_step(slow, tmp_path, env, 1.0)  # the budget's rest is the limit
+    slow = gpucheck.Step("slow", [sys.executable, "-c", "import time; time.sleep(30)"], 1, {})
+    timed_out = gpucheck.run_step(slow, tmp_path, env)  # its own box is the limit
     assert timed_out["status"] == "timeout" and timed_out["seconds"] < 10
     silent = gpucheck.Step("silent", [sys.executable, "-c", "pass"], 30, {},
                            str(tmp_path / "work" / "silent.json"))
-    assert gpucheck.run_step(silent, tmp_path, env, 60)["error"].startswith("exit 0 but no result")
+    assert gpucheck.run_step(silent, tmp_path, env)["error"].startswith("exit 0 but no result")
     records = {r["params"]["step"]: r for r in map(results.read_record,
                                                    results.record_files(tmp_path / "results"))}
     assert {n: r["status"] for n, r in records.items()} == {
@@ -91,3 +92,22 @@ def test_resnet50_figures_hold_mfu_against_the_detected_devices_peak_and_the_tar
         {"metrics": {"samples_per_s": 10.0, "flops_per_sample": 1e9, "device_name": "cpu"}})
     assert unknown["mfu"] is None and "target_met" not in unknown
     json.dumps(figures)  # a record can hold it
+
+
+def test_the_whole_check_is_planned_within_7_minutes_and_each_box_leaves_room():
+    plan = steps.plan(ROOT / "outputs" / "gpu-check")
+    assert sum(s.expected_s for s in plan) <= 400  # of the 420 s budget: 20 s to spare
+    for s in plan:
+        assert s.timeout_s >= 2 * s.expected_s, s.name  # an honest box: twice what it took
+
+
+def test_a_step_that_does_not_fit_the_budget_is_skipped_not_started_and_cut(tmp_path):
+    quick = gpucheck.Step("quick", [sys.executable, "-c", "pass"], 30, {}, expected_s=1)
+    big = gpucheck.Step("big", [sys.executable, "-c", "raise SystemExit(9)"], 30, {},
+                        expected_s=50)
+    outcomes = gpucheck.run_plan([big, quick], tmp_path, budget_s=20)
+    assert [(o["step"], o["status"]) for o in outcomes] == [("big", "skipped"), ("quick", "ok")]
+    assert outcomes[0]["error"] == "out of time: needs about 50 s, 20 s of the 20 s budget left"
+    assert not (tmp_path / "logs" / "big.log").exists()  # never started
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert [o["status"] for o in summary["steps"]] == ["skipped", "ok"]
