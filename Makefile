@@ -50,7 +50,7 @@ test-fast: lint
 report: setup
 	$(PY) -m benchlib report
 
-# Every GPU path on a single-GPU machine, in at most 8 minutes (see scripts/gpu-check.sh);
+# Every GPU path on a single-GPU machine, in one call of under 10 minutes (scripts/gpu-check.sh);
 # the image's own python is enough: it installs nothing.
 GPU_CHECK_OUT ?= outputs/gpu-check
 gpu-check:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every GPU path of the workbook on a single-GPU machine, in at most 8 minutes:
+# Every GPU path of the workbook on a single-GPU machine, in one call of under 10 minutes:
 #   scripts/gpu-check.sh OUT [--dry-run] [--only STEP,...] [--budget-s S]
 # Uses the python that is there (PYTHON=... to choose), installs nothing, needs no network
 # and no notebooks: benchlib's CLIs and workers only. Writes OUT/summary.md and

@@ -32,8 +32,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("analysis", ("benchlib.analysis",)),
     ("compare", ("benchlib.compare",)),
     ("report", ("benchlib.report",)),
-    ("gpucheck", ("benchlib.gpucheck",)),
     ("cli", ("benchlib.cli", "benchlib.__main__")),
+    ("gpucheck", ("benchlib.gpucheck",)),  # drives the CLIs, as a user would
 ]
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 # config is pure: it describes parameters and checks values, nothing else

@@ -5,6 +5,7 @@ docs/gpu-check/)."""
 import json
 import subprocess
 import sys
+from contextlib import redirect_stdout
 
 from benchlib.gpucheck import check as gpucheck
 from benchlib.gpucheck import steps
@@ -28,10 +29,12 @@ def test_dry_run_lists_every_gpu_path_the_check_must_cover(tmp_path):
                  "resnet50_amp_bf16", "resnet50_amp_bf16_cl", "resnet50_amp_bf16_cl_compile",
                  "ddp_nccl", "dp", "lightning", "elastic_restart", "jax_resnet50"):
         assert name in names
-    assert sum(n.startswith("io_") for n in names) == 12  # 3 variants x 2 modes x 2 worker counts
+    # one process per storage variant, each for 2 modes x 2 worker counts
+    assert [n for n in names if n.startswith("io_")] == ["io_raw", "io_preload", "io_preload_batched"]
+    assert done.stdout.count("--modes train,traverse --workers 0,4") == 3
     assert "--backend nccl --group-of-one" in done.stdout and "--max-restarts 1" in done.stdout
-    assert done.stdout.splitlines()[-1].startswith("28 steps, about ")
-    assert done.stdout.splitlines()[-1].endswith("fits in the 420 s budget")
+    assert done.stdout.splitlines()[-1].startswith("19 steps, about ")
+    assert done.stdout.splitlines()[-1].endswith("fits in the 510 s budget")
     assert not (tmp_path / "out").exists()
 
 
@@ -47,8 +50,8 @@ def test_only_names_an_unknown_step_and_keeps_env_and_data_when_needed(tmp_path)
     done = script(str(tmp_path), "--only", "lightnin,bogus", "--dry-run")
     assert done.returncode == 2
     assert done.stderr.startswith("gpu-check: only: 'bogus' matches no step; steps are env, data,")
-    chosen = [s.name for s in gpucheck.select(gpucheck.plan(tmp_path), "io_raw_train,lightning")]
-    assert chosen == ["env", "data", "lightning", "io_raw_train_w0", "io_raw_train_w4"]
+    chosen = [s.name for s in gpucheck.select(gpucheck.plan(tmp_path), "io_raw,lightning")]
+    assert chosen == ["env", "data", "lightning", "io_raw"]
 
 
 def _folders(out):
@@ -94,9 +97,9 @@ def test_resnet50_figures_hold_mfu_against_the_detected_devices_peak_and_the_tar
     json.dumps(figures)  # a record can hold it
 
 
-def test_the_whole_check_is_planned_within_7_minutes_and_each_box_leaves_room():
+def test_the_whole_check_fits_its_default_budget_in_one_call_and_each_box_leaves_room():
     plan = steps.plan(ROOT / "outputs" / "gpu-check")
-    assert sum(s.expected_s for s in plan) <= 400  # of the 420 s budget: 20 s to spare
+    assert sum(s.expected_s for s in plan) <= gpucheck.BUDGET_S <= 540  # a call: 600 s
     for s in plan:
         assert s.timeout_s >= 2 * s.expected_s, s.name  # an honest box: twice what it took
 
@@ -111,3 +114,26 @@ def test_a_step_that_does_not_fit_the_budget_is_skipped_not_started_and_cut(tmp_
     assert not (tmp_path / "logs" / "big.log").exists()  # never started
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [o["status"] for o in summary["steps"]] == ["skipped", "ok"]
+
+
+def test_an_io_step_measures_each_setting_in_one_process_and_reads_a_figure_for_each(
+        tmp_path, small_data):
+    from benchlib.gpucheck import io_grid
+
+    out = tmp_path / "out"
+    step = next(s for s in steps.plan(out) if s.name == "io_preload_batched")
+    args = step.argv[step.argv.index("benchlib.gpucheck.io_grid") + 1:]
+    args = [str(small_data) if a == str(out / "data") else "cpu" if a == "gpu" else a
+            for a in args]
+    log = tmp_path / "log"
+    with open(log, "w") as f, redirect_stdout(f):
+        assert io_grid.main([*args[:2], "--workers", "0", *args[4:]]) == 0
+    figures = gpucheck._io_figures(log.read_text())
+    assert figures["train_w0_samples_per_s"] > 0 and figures["traverse_w0_samples_per_s"] > 0
+    assert (figures["traverse_w0_samples_per_s_p10"] <= figures["traverse_w0_samples_per_s"]
+            <= figures["traverse_w0_samples_per_s_p90"])
+    headline = gpucheck._headline("io_preload_batched", figures)
+    assert headline.startswith("train_w0 ") and "; traverse_w0 " in headline
+    records = [results.read_record(p) for p in results.record_files(out / "results")]
+    assert sorted((r["params"]["mode"], r["params"]["variant"]) for r in records) == [
+        ("train", "preload_batched"), ("traverse", "preload_batched")]

@@ -56,5 +56,5 @@ def test_read_idx_gives_back_what_write_idx_wrote_and_refuses_other_files(tmp_pa
     write_idx(tmp_path / "images", images)
     assert np.array_equal(read_idx(tmp_path / "images"), images)
     (tmp_path / "other").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(16))
-    with pytest.raises(ValueError, match="not an IDX file of unsigned bytes"):
+    with pytest.raises(UsageError, match="path: .*other is not an IDX file of unsigned bytes"):
         read_idx(tmp_path / "other")

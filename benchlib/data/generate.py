@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from benchlib import atomic
+from benchlib.errors import UsageError
 
 IMAGE_SIDE = 28
 NUM_CLASSES = 10
@@ -68,7 +69,7 @@ def read_idx(file: Path) -> np.ndarray:
     raw = np.fromfile(file, dtype=np.uint8)
     magic, ndim = struct.unpack(">I", raw[:4].tobytes())[0], int(raw[3])
     if magic not in (IDX_UBYTE_IMAGES, IDX_UBYTE_LABELS):
-        raise ValueError(f"{file}: not an IDX file of unsigned bytes (magic {magic:#010x})")
+        raise UsageError(f"path: {file} is not an IDX file of unsigned bytes (magic {magic:#010x})")
     dims = struct.unpack(f">{ndim}I", raw[4 : 4 + 4 * ndim].tobytes())
     return raw[4 + 4 * ndim :].reshape(dims)
 

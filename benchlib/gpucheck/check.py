@@ -31,16 +31,22 @@ from benchlib.errors import UsageError
 from benchlib.gpucheck.steps import STUDY, Step, plan
 from benchlib.records import results
 
+BUDGET_S = 510.0  # the whole plan took ~500 s on the slower H100 host seen (docs/gpus.md)
+IO_FIGURES = ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "epoch_s", "data_s",
+              "compute_s")
 
-def _io_figures(out: Path, log: str) -> dict[str, Any]:
-    """The io CLI prints `record: PATH`; its metrics are the figures."""
-    for line in reversed(log.splitlines()):
+
+def _io_figures(log: str) -> dict[str, Any]:
+    """Each `benchlib io` run prints `record: PATH`; its metrics are the figures, keyed by
+    the setting: `train_w4_samples_per_s` for mode train with 4 workers."""
+    figures: dict[str, Any] = {}
+    for line in log.splitlines():
         if line.startswith("record: "):
             record = results.read_record(Path(line[len("record: "):]))
-            keep = ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "epoch_s",
-                    "data_s", "compute_s", "device_name")
-            return {k: record["metrics"].get(k) for k in keep}
-    return {}
+            setting = f"{record['params']['mode']}_w{record['params']['num_workers']}"
+            figures.update({f"{setting}_{k}": record["metrics"].get(k) for k in IO_FIGURES})
+            figures["device_name"] = record["metrics"].get("device_name")
+    return figures
 
 
 def run_step(step: Step, out: Path, env: dict[str, Any]) -> dict[str, Any]:
@@ -70,7 +76,7 @@ def run_step(step: Step, out: Path, env: dict[str, Any]) -> dict[str, Any]:
         outcome["status"] = "ok"
     try:
         if step.name.startswith("io_"):
-            outcome["figures"] = _io_figures(out, text)
+            outcome["figures"] = _io_figures(text)
         elif step.name == "env":
             env.update(json.loads(text[text.index("{"):]))
             outcome["figures"] = {k: env.get(k) for k in ("nvidia_driver", "torch_cuda", "cudnn", "nccl")}
@@ -111,12 +117,21 @@ HEADLINE = {  # the figures a summary row shows, per kind of step
     "jax": ("jax_samples_per_s", "samples_per_s", "samples_per_s_p10", "samples_per_s_p90",
             "compile_s", "jax_backend"),
     "elastic": ("samples_per_s", "restarts", "steps_redone", "recovery_s", "final_step"),
-    "io": ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "data_s", "compute_s"),
     "env": ("gpus", "nvidia_driver", "torch", "torch_cuda", "cudnn", "nccl"),
 }
 
 
+def _io_headline(figures: dict[str, Any]) -> str:
+    """`train_w0 9,407 (7,974-10,617)` per setting: samples/s, median (p10-p90)."""
+    settings = [k[: -len("_samples_per_s")] for k in figures if k.endswith("_samples_per_s")]
+    return "; ".join(f"{s} {_fmt(figures[s + '_samples_per_s'])} "
+                     f"({_fmt(figures[s + '_samples_per_s_p10'])}-"
+                     f"{_fmt(figures[s + '_samples_per_s_p90'])})" for s in settings)
+
+
 def _headline(step: str, figures: dict[str, Any]) -> str:
+    if step.startswith("io_"):
+        return _io_headline(figures)
     keys = next((v for k, v in HEADLINE.items() if step.startswith(k)),
                 ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "backend_used",
                  "strategy", "devices"))
@@ -145,9 +160,10 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="gpu-check", description=__doc__.split("\n\n")[0])
     p.add_argument("out", help="folder for the records, logs and summary")
     p.add_argument("--dry-run", action="store_true", help="print the plan; run nothing")
-    p.add_argument("--budget-s", type=float, default=420.0,
+    p.add_argument("--budget-s", type=float, default=BUDGET_S,
                    help="start a step only while its expected time (measured on one H100) "
-                   "fits in what is left of this many seconds (default 420: 7 minutes)")
+                   f"fits in what is left of this many seconds (default {BUDGET_S:.0f}: every "
+                   "step, within one 10-minute call)")
     p.add_argument("--only", help="comma-separated step names (or prefixes) to run")
     return p
 
