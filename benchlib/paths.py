@@ -47,5 +47,15 @@ def resolve(path: str | os.PathLike) -> Path:
     return project_root() / p
 
 
+def from_command_line(path: str | os.PathLike) -> Path:
+    """An absolute path for a path given on the command line: a relative one is taken from
+    the working directory, as in any shell command, except `outputs/...` while
+    BENCHLIB_OUTPUTS is set, which lands there as it does for rows."""
+    p = Path(path).expanduser()
+    if not p.is_absolute() and p.parts[:1] == ("outputs",) and os.environ.get("BENCHLIB_OUTPUTS"):
+        return resolve(p)
+    return p.resolve()
+
+
 def notebooks_dir() -> Path:
     return project_root() / "notebooks"

@@ -224,3 +224,18 @@ def test_an_empty_node_list_is_refused_not_taken_for_the_default():
         assert (done.returncode, done.stdout) == (2, "")
         assert done.stderr == (f"benchlib project: nodes: {nodes!r} is not a comma-separated "
                                "list of counts\n")
+
+
+def test_a_relative_data_path_is_the_working_directorys_for_data_and_io_alike(tmp_path):
+    """`data --path d` wrote under the checkout while `io --path d` read ./d."""
+    run = lambda *args: subprocess.run([sys.executable, "-m", "benchlib", *args],  # noqa: E731
+                                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    made = run("data", "--path", "d", "--offline", "--dataset", "fashion-mnist",
+               "--fashion-size", "200")
+    assert made.returncode == 0, made.stderr
+    assert (tmp_path / "d" / "FashionMNIST" / "raw" / "train-images-idx3-ubyte").exists()
+    assert f"manifest: {tmp_path / 'd'}" in made.stdout
+    read = run("io", "1", "cpu", "--path", "d", "--dataset", "fashion-mnist", "--mode",
+               "traverse", "--repeats", "1", "--warmup-steps", "1", "--outputs", "out")
+    assert read.returncode == 0, read.stderr
+    assert (tmp_path / "out" / "results" / "io").is_dir()

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import benchlib.cli.common as common
+from benchlib import paths
 from benchlib.cli.flags import add_config_flags, config_from
 from benchlib.config import SingleDeviceIoConfig
 from benchlib.config.choices import DEVICES
@@ -48,7 +49,7 @@ def cmd_io(args) -> int:
     from benchlib.records import results
     from benchlib.studies import single_device_io
 
-    cfg = config_from(args, SingleDeviceIoConfig, path=str(Path(args.path).resolve()))
+    cfg = config_from(args, SingleDeviceIoConfig, path=str(paths.from_command_line(args.path)))
     single_device_io.preflight(cfg)  # bad input ends here: exit 2, nothing written
     params = cfg.as_dict()
     run_id, result_set = _new_run(args, "benchlib-io", params)
@@ -144,6 +145,7 @@ def cmd_calibrate(args) -> int:
     if args.path:  # before minutes of measuring, not after
         from benchlib.data.manifest import describe
 
+        args.path = str(paths.from_command_line(args.path))
         describe(args.path, "fashion-mnist")
     device = device_for(args.device)
     shape = dict(model_name=args.model, batch_size=args.batch_size, steps=args.steps)

@@ -20,8 +20,7 @@ from benchlib.errors import UsageError
 def cmd_data(args) -> int:
     from benchlib.data import manifest, prepare
 
-    # resolved as the rows resolve their `path`: `outputs/...` under $BENCHLIB_OUTPUTS
-    cfg = config_from(args, DataPrepConfig, path=str(paths.resolve(args.path)))
+    cfg = config_from(args, DataPrepConfig, path=str(paths.from_command_line(args.path)))
     for name, entry in prepare.prepare(cfg).items():
         samples = ", ".join(f"{n} {split}" for split, n in entry["samples"].items())
         print(f"{name}: {entry['source']}, {samples}, {entry['bytes'] / 1e6:.1f} MB, "
