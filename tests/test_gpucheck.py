@@ -23,7 +23,8 @@ def script(*args: str) -> subprocess.CompletedProcess:
 def test_dry_run_lists_every_gpu_path_the_check_must_cover(tmp_path):
     done = script(str(tmp_path / "out"), "--dry-run")
     assert done.returncode == 0, done.stderr
-    names = [line.split()[0] for line in done.stdout.splitlines()[:-1]]
+    names = [line.split()[0] for line in done.stdout.splitlines()[:-1]
+             if not line.startswith(" ")]
     assert names[:4] == ["env", "data", "doctor_nccl", "allreduce_nccl"]
     for name in ("calibrate_toynet", "calibrate_resnet18", "resnet50_fp32", "resnet50_tf32",
                  "resnet50_amp_bf16", "resnet50_amp_bf16_cl", "resnet50_amp_bf16_cl_compile",
@@ -137,3 +138,46 @@ def test_an_io_step_measures_each_setting_in_one_process_and_reads_a_figure_for_
     records = [results.read_record(p) for p in results.record_files(out / "results")]
     assert sorted((r["params"]["mode"], r["params"]["variant"]) for r in records) == [
         ("train", "preload_batched"), ("traverse", "preload_batched")]
+
+
+def test_the_resnet50_steps_are_notebook_40s_gpu_rows_with_the_settings_the_h100_ran(tmp_path):
+    """The check reads params/framework_comparison_gpu.yaml through notebook 40's own
+    parameter functions; these are the values runs 1-4 on an H100 ran with (docs/gpus.md)."""
+    plan = {s.name: s for s in steps.plan(tmp_path)}
+    windows = {"fp32": 15, "tf32": 20, "amp_bf16": 30, "amp_bf16_cl": 30, "amp_bf16_cl_compile": 30}
+    for variant, max_steps in windows.items():
+        worker, params = plan[f"resnet50_{variant}"].config
+        assert worker == "single"
+        assert {k: params[k] for k in ("model", "dataset", "image_size", "batch_size", "lr",
+                                       "momentum", "device", "epochs", "max_steps",
+                                       "warmup_steps", "log_interval")} == {
+            "model": "resnet50", "dataset": "synthetic", "image_size": 224, "batch_size": 256,
+            "lr": 0.256, "momentum": 0.9, "device": "gpu", "epochs": 2, "max_steps": max_steps,
+            "warmup_steps": 10, "log_interval": 0}, variant
+        assert (params["channels_last"], params["compile"]) == ("_cl" in variant,
+                                                                "compile" in variant)
+    jax = plan["jax_resnet50"].argv
+    assert jax[jax.index("--precision") + 1] == "amp_bf16"
+    assert jax[jax.index("--lr") + 1] == "0.256" and jax[jax.index("--repeats") + 1] == "2"
+
+
+def test_a_resnet50_steps_run_json_is_one_the_worker_accepts(tmp_path):
+    """benchlib.workers.single reads the row's run.json as its parameters, and a parameter
+    it does not have is refused (the same parse the worker makes, in this process)."""
+    import pytest
+
+    from benchlib.errors import ConfigError
+    from benchlib.launch import protocol
+    from benchlib.trainers.ddp import parser
+    from benchlib.workers.bootstrap import Plain, parse
+
+    step = next(s for s in steps.plan(tmp_path) if s.name == "resnet50_amp_bf16_cl_compile")
+    worker, params = step.config
+    config = protocol.write_run_config(tmp_path, worker, params)
+    worker_parser = lambda: Plain(None, parser(worker)).parser()  # noqa: E731 - as `single` builds it
+    args = parse(worker_parser(), ["--config", str(config)])
+    assert (args.model, args.batch_size, args.lr, args.precision, args.channels_last,
+            args.compile) == ("resnet50", 256, 0.256, "amp_bf16", True, True)
+    protocol.write_run_config(tmp_path, worker, {**params, "no_such_parameter": 1})
+    with pytest.raises(ConfigError, match="'no_such_parameter' is not a parameter of"):
+        parse(worker_parser(), ["--config", str(config)])

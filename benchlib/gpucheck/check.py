@@ -29,6 +29,7 @@ from typing import Any
 from benchlib import atomic
 from benchlib.errors import UsageError
 from benchlib.gpucheck.steps import STUDY, Step, plan
+from benchlib.launch import protocol
 from benchlib.records import results
 
 BUDGET_S = 510.0  # the whole plan took ~500 s on the slower H100 host seen (docs/gpus.md)
@@ -53,6 +54,10 @@ def run_step(step: Step, out: Path, env: dict[str, Any]) -> dict[str, Any]:
     """Runs one step in its own time box (never shortened: a step that needs 20 s gets them)."""
     log = out / "logs" / f"{step.name}.log"
     timeout = step.timeout_s
+    if step.config is not None:
+        worker, params = step.config
+        protocol.write_run_config(Path(step.argv[step.argv.index("--config") + 1]).parent,
+                                  worker, params)
     started_at, start = results.now(), time.monotonic()
     with open(log, "w") as f:
         proc = subprocess.Popen(step.argv, stdout=f, stderr=subprocess.STDOUT,
@@ -193,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
             for s in steps:
                 print(f"{s.name:30} ~{s.expected_s:3.0f} s (box {s.timeout_s:3.0f} s)  "
                       f"{' '.join(s.argv)}")
+                if s.config is not None:
+                    print(f"{'':30} run.json params: {json.dumps(s.config[1], sort_keys=True)}")
             expected = sum(s.expected_s for s in steps)
             print(f"{len(steps)} steps, about {expected:.0f} s on one H100; a step starts only "
                   f"while its expected time fits in the {args.budget_s:.0f} s budget")

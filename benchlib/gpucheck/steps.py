@@ -1,7 +1,9 @@
 """The GPU check's steps (benchlib.gpucheck.check): each one's command line, time box,
 parameters, result file and how its figures are read from that file, in the order a short
-lease should run them. The ResNet-50 settings follow seed 003 (DLPerf); `plan(out)` lays
-the steps out under one output folder. Runs nothing.
+lease should run them. The ResNet-50 and JAX steps are notebook 40's rows in
+params/framework_comparison_gpu.yaml (seed 003's DLPerf settings), run through the
+study's own parameter functions; `plan(out)` lays the steps out under one output folder.
+Runs nothing.
 """
 
 from __future__ import annotations
@@ -12,26 +14,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchlib import reference
+import yaml
+
+from benchlib import paths, reference
+from benchlib.config.framework_comparison import FrameworkComparisonConfig
+from benchlib.launch.protocol import RUN_CONFIG
+from benchlib.runs.params import expand
+from benchlib.studies import framework_comparison
 
 STUDY = "gpu-check"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
             "--nproc-per-node", "1"]
-# ResNet-50 the DLPerf way (seed 003): batch 256, SGD momentum 0.9, lr = batch / 1000
-RESNET50 = ["--dataset", "synthetic", "--model", "resnet50", "--image-size", "224",
-            "--batch-size", "256", "--lr", "0.256", "--momentum", "0.9", "--device", "gpu",
-            "--log-interval", "0"]
-# name -> (precision, extra flags, epochs, steps per epoch, seconds on one H100). Two epochs
-# of 15-30 steps: on an H100 the epochs of 25-40 steps agreed within 0.1% (p10-p90, three
-# runs in docs/gpu-check/), so longer windows bought no precision, only lease time.
-RESNET50_VARIANTS = {
-    "fp32": ("fp32", [], 2, 15, 21),
-    "tf32": ("tf32", [], 2, 20, 19),
-    "amp_bf16": ("amp_bf16", [], 2, 30, 18),
-    "amp_bf16_cl": ("amp_bf16", ["--channels-last"], 2, 30, 17),
-    # torch.compile's first step takes 40-60 s on an H100 host: the step's time is mostly that
-    "amp_bf16_cl_compile": ("amp_bf16", ["--channels-last", "--compile"], 2, 30, 84),
-}
+# Notebook 40's ResNet-50 rows on one GPU: their parameters are the table's, read here
+GPU_TABLE = "params/framework_comparison_gpu.yaml"
+# seconds each took on one H100, on the slower of the two hosts seen (docs/gpus.md);
+# torch.compile's first step takes 40-60 s there: the compile step's time is mostly that
+RESNET50_EXPECTED_S = {"fp32": 21, "tf32": 19, "amp_bf16": 18, "amp_bf16_cl": 17,
+                       "amp_bf16_cl_compile": 84}
 RESNET18 = ["--dataset", "synthetic", "--model", "resnet18", "--image-size", "224",
             "--batch-size", "128", "--device", "gpu", "--log-interval", "0"]
 TARGET_RESNET50_H100 = 2800.0  # images/s: above Lambda's 2,616 and the vendor rows' 2,791
@@ -54,6 +53,9 @@ class Step:
     figures: Callable[[dict[str, Any]], dict[str, Any]] = lambda r: r.get("metrics", {})
     outcome: dict[str, Any] = field(default_factory=dict)
     expected_s: float = 10.0
+    # (worker, parameters) for the run.json that argv's `--config` names, written when the
+    # step starts (a dry run writes nothing)
+    config: tuple[str, dict[str, Any]] | None = None
 
 
 def _worker(module: str, args: list[str], torchrun: bool = False,
@@ -97,7 +99,7 @@ def _calibrate_figures(result: dict[str, Any]) -> dict[str, Any]:
 def plan(out: Path) -> list[Step]:
     """The steps, in the order a short lease should run them."""
     res = lambda name: str(out / "work" / f"{name}.json")  # noqa: E731
-    return [*_setup_steps(out, res), *_calibrate_steps(res), *_resnet50_steps(res),
+    return [*_setup_steps(out, res), *_calibrate_steps(res), *_resnet50_steps(out, res),
             *_training_steps(out, res), _jax_step(res), *_io_steps(out)]
 
 
@@ -134,19 +136,30 @@ def _calibrate_steps(res: Callable[[str], str]) -> list[Step]:
     return steps
 
 
-def _resnet50_steps(res: Callable[[str], str]) -> list[Step]:
+def gpu_rows() -> list[FrameworkComparisonConfig]:
+    """GPU_TABLE's rows as notebook 40 reads them: the notebook's defaults (its config's),
+    the study's defaults, then the row."""
+    file = paths.project_root() / GPU_TABLE
+    (study,) = yaml.safe_load(file.read_text())["studies"]
+    return [FrameworkComparisonConfig.from_params({**study.get("defaults", {}), **row})
+            for row in expand(study, GPU_TABLE)]
+
+
+def _variant(cfg: FrameworkComparisonConfig) -> str:
+    return cfg.precision + ("_cl" if cfg.channels_last else "") + ("_compile" if cfg.compile else "")
+
+
+def _resnet50_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
+    """Each row's trainer worker (benchlib.workers.single, as notebook 40 launches one
+    device) with the row's own parameters in a run.json (`--config`)."""
     steps: list[Step] = []
-    for name, (precision, flags, epochs, n, expected) in RESNET50_VARIANTS.items():
-        step = f"resnet50_{name}"
-        steps.append(Step(step, _worker("single", [*RESNET50, "--precision", precision, *flags,
-                                                   "--epochs", str(epochs), "--max-steps", str(n),
-                                                   "--warmup-steps", "10", "--result", res(step)]),
-                          3 * expected,
-                          {"model": "resnet50", "batch_size": 256, "precision": precision,
-                           "channels_last": "--channels-last" in flags,
-                           "compile": "--compile" in flags, "epochs": epochs, "max_steps": n,
-                           "warmup_steps": 10},
-                          res(step), _resnet50_figures(precision), expected_s=expected))
+    for cfg in gpu_rows():
+        name, expected = f"resnet50_{_variant(cfg)}", RESNET50_EXPECTED_S[_variant(cfg)]
+        config = out / "work" / name / RUN_CONFIG
+        steps.append(Step(name, _worker("single", ["--config", str(config), "--result", res(name)]),
+                          3 * expected, cfg.as_dict(), res(name),
+                          _resnet50_figures(cfg.precision), expected_s=expected,
+                          config=("single", framework_comparison.trainer_params(cfg))))
     return steps
 
 
@@ -180,13 +193,12 @@ def _training_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
 
 
 def _jax_step(res: Callable[[str], str]) -> Step:
-    """JAX's first step (XLA's compile) takes 12-18 s of its 35-40."""
+    """JAX beside the GPU table's row that asks for it (compare_jax), with the flags
+    notebook 40 gives it. Its first step (XLA's compile) takes 12-18 s of its 35-40."""
+    cfg = next(c for c in gpu_rows() if c.compare_jax)
     return Step("jax_resnet50", _worker("jax_resnet", [
-        "--arch", "resnet50", "--batch-size", "256", "--precision", "bf16", "--skip-steps", "5",
-        "--warmup-steps", "10", "--timed-steps", "20", "--repeats", "3",
-        "--result", res("jax_resnet50")]), 100,
-        {"model": "resnet50", "batch_size": 256, "precision": "amp_bf16", "framework": "jax"},
-        res("jax_resnet50"), expected_s=40)
+        *framework_comparison.jax_args(cfg), "--result", res("jax_resnet50")]), 100,
+        {**cfg.as_dict(), "framework": "jax"}, res("jax_resnet50"), expected_s=40)
 
 
 # IO steps' seconds on one H100 host at 10,000 images, four settings in one process each:

@@ -128,7 +128,8 @@ def check_row(spec: NotebookSpec, overrides: dict[str, Any], where: str) -> dict
     return params
 
 
-def _expand(study: dict[str, Any], where: str) -> list[dict[str, Any]]:
+def expand(study: dict[str, Any], where: str) -> list[dict[str, Any]]:
+    """A study's rows as the table or grid gives them (before defaults and checks)."""
     if "table" in study and "grid" in study:
         raise UsageError(f"{where}: give either table or grid, not both")
     if "grid" in study:
@@ -165,7 +166,7 @@ def study_rows(study: Any, where: str, notebooks: dict[Path, NotebookSpec]) -> l
     if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
         raise UsageError(f"{where}: execution_timeout: must be a positive number of seconds")
     rows = []
-    for i, row in enumerate(_expand(study, where), start=1):
+    for i, row in enumerate(expand(study, where), start=1):
         row_where = f"{where}: row {i}"
         overrides = {**defaults, **row}
         params = check_row(spec, overrides, row_where)

@@ -126,14 +126,20 @@ def jax_skipped(cfg: FrameworkComparisonConfig) -> str | None:
     return None
 
 
-def run_jax(cfg: FrameworkComparisonConfig, run_id: str) -> dict[str, Any]:
-    """The same ResNet, batch, image size, learning rate and timing window in plain JAX
-    (benchlib.core.jaxresnet), as a subprocess; its metrics prefixed `jax_`, and the ratio."""
-    args = ["--arch", cfg.arch, "--batch-size", str(cfg.batch_size), "--image-size",
+def jax_args(cfg: FrameworkComparisonConfig) -> list[str]:
+    """benchlib.workers.jax_resnet's flags for the same ResNet, batch, image size,
+    learning rate and timing window as the row's PyTorch run."""
+    return ["--arch", cfg.arch, "--batch-size", str(cfg.batch_size), "--image-size",
             str(cfg.image_size), "--skip-steps", str(cfg.skip_steps), "--warmup-steps",
             str(cfg.warmup_steps), "--timed-steps", str(cfg.timed_steps), "--repeats",
             str(windows_per_launch(cfg)), "--lr", str(learning_rate(cfg)), "--seed", str(cfg.seed),
             "--precision", cfg.precision]
+
+
+def run_jax(cfg: FrameworkComparisonConfig, run_id: str) -> dict[str, Any]:
+    """The same ResNet, batch, image size, learning rate and timing window in plain JAX
+    (benchlib.core.jaxresnet), as a subprocess; its metrics prefixed `jax_`, and the ratio."""
+    args = jax_args(cfg)
     log_dir, count = paths.outputs_dir() / "logs" / run_id / "jax", launch_count(cfg)
     outs = [launch("jax_resnet", args, log_dir if count == 1 else log_dir / f"launch-{r}",
                    "single", timeout_s=cfg.timeout_s).result["metrics"] for r in range(count)]
