@@ -3,6 +3,7 @@ import math
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -107,15 +108,47 @@ def test_calibrate_prints_the_loop_ratio_and_fetch_ceiling(small_data, capsys):
     assert out[4].startswith("shuffled gather (rows by index into a preallocated batch) ceiling: ")
 
 
-def test_calibrate_event_clock_agrees_with_the_wall_clock_around_the_same_epoch():
-    import torch
+KNOWN_STEP_S = 0.05  # the whole of a step of _SleepyNet, bar ~0.1 ms of arithmetic
 
+
+class _SleepyNet(torch.nn.Module):
+    """Stands in for toynet in calibration: its forward waits KNOWN_STEP_S, and its one
+    small layer keeps the rest of the step (backward, SGD) to microseconds, so that the
+    step's time is known whatever the machine's load (toynet's own step varied 5-200 ms
+    on 2 shared cores)."""
+
+    def __init__(self, *_shape):
+        super().__init__()
+        self.linear = torch.nn.Linear(28 * 28, 10)
+
+    def forward(self, x):
+        time.sleep(KNOWN_STEP_S)
+        return self.linear(x.flatten(1))
+
+
+def test_calibrate_event_and_wall_clocks_recover_a_known_step_time(monkeypatch):
+    """On CPU both clocks of event_vs_wall are the host clock, so their ratio alone cannot
+    be wrong; each is checked against steps of a known length instead."""
     from benchlib.studies import calibrate
 
-    clock = calibrate.event_vs_wall(torch.device("cpu"), "toynet", batch_size=8, steps=5, rounds=5)
-    # the wall clock spans the steps and the epoch's own set-up, never less
-    assert 1.0 <= clock["event_over_wall"] < 1.10 and clock["event_over_wall_n"] == 5
-    assert clock["reported_samples_per_s"] >= clock["wall_samples_per_s"] > 0
+    monkeypatch.setattr(calibrate, "build_model", lambda name, shape: _SleepyNet(shape))
+    threads = torch.get_num_threads()
+    # one thread: with two on 2 loaded cores, each op after the sleep waited 50-80 ms for
+    # the pool's second thread to be scheduled, a cost of the machine and not of a clock
+    torch.set_num_threads(1)
+    try:
+        clock = calibrate.event_vs_wall(torch.device("cpu"), "toynet", batch_size=8, steps=5,
+                                        rounds=3)
+    finally:
+        torch.set_num_threads(threads)
+    for figure in ("reported_samples_per_s", "wall_samples_per_s"):
+        step_s = 8 / clock[figure]  # seconds per step of 8 samples, the median round's
+        # never shorter than the known wait; 20 ms above it for a loaded machine's
+        # scheduling, and a time counted twice or in the wrong unit still fails
+        assert KNOWN_STEP_S <= step_s < KNOWN_STEP_S + 0.02, (figure, step_s)
+    # the steps' times cover their epoch: 5% of a 250 ms epoch is a step's fifth, and a
+    # step left out of the reported figure would raise the ratio to 1.25
+    assert 1.0 <= clock["event_over_wall"] < 1.05 and clock["event_over_wall_n"] == 3
 
 
 def test_calibrate_writes_its_figures_and_refuses_a_bad_model(tmp_path, capsys):

@@ -1,4 +1,6 @@
 import math
+import statistics
+import time
 
 import torch
 
@@ -21,16 +23,62 @@ def _loader(small_data, batch_size=64):
                              torch.device("cpu"), seed=0)
 
 
+SLEEP_S = 0.02  # a known cost, far above what a traverse step or the loop itself takes
+
+
+def _slow(collate_fn):
+    """The data set's own collate, then a known wait: every batch costs >= SLEEP_S to load."""
+    def collate(batch):
+        out = collate_fn(batch)
+        time.sleep(SLEEP_S)
+        return out
+    return collate
+
+
+class SlowNet(torch.nn.Module):
+    """ToyNet whose forward also waits SLEEP_S: every train step computes >= SLEEP_S."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = ToyNet()
+
+    def forward(self, x):
+        time.sleep(SLEEP_S)
+        return self.net(x)
+
+
 def test_an_epoch_times_every_step_and_flags_warmup(small_data):
-    times = loops.run_epoch(_loader(small_data), loops.Stepper("traverse", torch.device("cpu")),
-                            warmup_steps=3)
+    prepared = storage.prepare("fashion-mnist", "preload", small_data)
+    loader = loops.make_loader(prepared.dataset, _slow(prepared.collate_fn), 64, 0,
+                               torch.device("cpu"), seed=0)
+    times = loops.run_epoch(loader, loops.Stepper("traverse", torch.device("cpu")), warmup_steps=3)
     assert len(times.samples) == math.ceil(600 / 64) and sum(times.samples) == 600
     assert times.warmup == [True] * 3 + [False] * (len(times.samples) - 3)
     data_s, compute_s, samples = times.timed()
     assert len(data_s) == len(compute_s) == len(samples) == len(times.samples) - 3
-    assert all(t >= 0 for t in data_s + compute_s)
-    assert sum(times.data_s) + sum(times.compute_s) <= times.epoch_s
+    # the known load time lands in every step's data time, none in its compute time
+    assert all(t >= SLEEP_S for t in times.data_s)
+    assert statistics.median(times.compute_s) < SLEEP_S / 2
+    # every batch's load is inside a step: what the steps leave out of the epoch (the
+    # loop's own bookkeeping, microseconds) is less than one batch's known load
+    assert 0 <= times.epoch_s - (sum(times.data_s) + sum(times.compute_s)) < SLEEP_S
     assert times.loss_first is None  # traverse does not train
+
+
+def test_a_train_step_times_its_compute_not_its_data(small_data):
+    step = loops.Stepper("train", torch.device("cpu"), SlowNet())
+    threads = torch.get_num_threads()
+    # one thread: with two on 2 loaded cores, an op after a sleep waited 50-80 ms for the
+    # pool's second thread to be scheduled, which would blur data time and compute time
+    torch.set_num_threads(1)
+    try:
+        times = loops.run_epoch(_loader(small_data), step, warmup_steps=0)
+    finally:
+        torch.set_num_threads(threads)
+    assert len(times.compute_s) == math.ceil(600 / 64)
+    assert all(t >= SLEEP_S for t in times.compute_s)  # the forward's known wait
+    assert statistics.median(times.data_s) < SLEEP_S / 2  # preloaded: no wait to load
+    assert times.loss_first is not None
 
 
 def test_training_learns_the_generated_classes(small_data):
