@@ -1,11 +1,13 @@
 """The one verdict rule (analysis.intervals.verdict), as notebook 90's sentences use it:
 simulated launches of identical setups rarely get a direction at any n, and a real 20%
-difference gets the right one in most trials at 5 launches a side (issue 23)."""
+difference gets the right one in most trials at 5 launches a side (issue 23); Holm's
+correction for comparisons judged together changes nothing for one (issue 23 item 4)."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from benchlib.analysis.intervals import direction_p, holm, resamples_for, verdict
 from benchlib.analysis.verdict import Side, faster, side
 from benchlib.records import results
 
@@ -64,3 +66,36 @@ def test_a_side_counts_each_launch_a_record_keeps():
                                        {"samples_per_s": float("nan")}]}}
     assert results.launch_values(record) == (1.0, 2.0)
     assert results.launch_values({"details": {}}) is None
+
+
+def test_holm_steps_down_from_the_smallest_p_and_stops_at_the_first_that_fails():
+    # levels 0.05/4, 0.05/3, 0.05/2, 0.05: 0.005 and 0.01 pass, 0.03 > 0.025 stops it
+    assert holm([0.01, 0.04, 0.03, 0.005]) == [True, False, False, True]
+    assert holm([0.05]) == [True] and holm([0.0501]) == [False]  # a family of one: p <= alpha
+    assert holm([0.012] * 4) == [True] * 4 and holm([0.013] * 4) == [False] * 4
+    assert holm([]) == []
+
+
+@pytest.mark.parametrize("resamples", [400, 2000])
+def test_a_family_of_one_keeps_every_direction_its_95_percent_interval_gives(resamples):
+    """Notebook 90 judges one comparison at a time: Holm must change nothing there, so a
+    percentile interval that clears the bound always has p <= 0.05, edges included."""
+    rng = np.random.default_rng(4)
+    cleared = 0
+    for _ in range(2000):
+        # speeds around either bound, on a coarse grid so that resamples tie with it
+        centre = rng.uniform(0.80, 0.93) ** rng.choice([1, -1])
+        speed = np.round(rng.normal(centre, 0.03, resamples), 3)
+        low, high = np.percentile(speed, [2.5, 97.5])
+        if verdict(low, high, 0.1) in ("slower", "faster"):
+            cleared += 1
+            assert holm([direction_p(speed, 0.1)]) == [True], (low, high)
+    # measured: 889 and 925 cleared, of which 21 and 5 sit at p = 0.05 exactly
+    assert cleared > 500
+
+
+def test_enough_resamples_that_p_can_pass_holms_strictest_level_without_being_0():
+    assert resamples_for(10) == 2000 and resamples_for(50) == 2000
+    assert resamples_for(51) == 4000 and resamples_for(10, 400) == 400
+    for tests in (1, 10, 50, 51, 180):
+        assert 2 / resamples_for(tests) <= 0.05 / tests

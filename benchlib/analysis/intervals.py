@@ -3,12 +3,18 @@ base of two groups' medians with a bootstrap 95% interval (launches resampled fi
 values within each launch), and the one verdict rule both use (`verdict`): a direction
 only from a 95% interval over MIN_LAUNCHES or more independent launches a side (values
 taken in separate processes) that excludes 1 and clears the threshold; otherwise no
-direction, with n. See benchlib.compare.verdicts and benchlib.analysis.verdict."""
+direction, with n. Several comparisons judged together (one `compare` call: rows x
+metrics) keep a direction only where Holm's step-down (`holm`) over their bootstrap
+p-values (`direction_p`) rejects at a family-wise ALPHA; a single comparison is a family
+of one, where that is its 95% interval clearing the bound. See benchlib.compare.verdicts
+and benchlib.analysis.verdict."""
 
 from __future__ import annotations
 
+import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from benchlib.core.timing import MIN_FOR_CI
 
@@ -20,6 +26,7 @@ MIN_VALUES = MIN_FOR_CI  # an interval only from 5 or more values, as everywhere
 MIN_LAUNCHES = MIN_FOR_CI
 DEFAULT_THRESHOLD = 0.10  # a direction must clear this too (docs/compare.md)
 RESAMPLES = 2000
+ALPHA = 0.05  # the family-wise error rate of the directions one comparison call names
 
 
 @dataclass
@@ -31,6 +38,7 @@ class Ratio:
     range_high: float
     n_base: int
     n_new: int
+    boot: Any = field(default=None, repr=False)  # the resampled ratios behind low-high
 
 
 def boot_medians(groups: list[list[float]], rng, resamples: int):
@@ -49,7 +57,10 @@ def boot_medians(groups: list[list[float]], rng, resamples: int):
     size = lens[picked][..., None]  # then each picked launch's values, as many as it has
     slot = np.arange(lens.max())
     within = (rng.random((resamples, len(groups), lens.max())) * size).astype(int)
-    drawn = np.where(slot < size, padded[picked[..., None], within], np.nan)
+    drawn = padded[picked[..., None], within]
+    if (lens == lens.max()).all():  # no padding drawn: the plain median, several times faster
+        return np.median(drawn.reshape(resamples, -1), axis=1)
+    drawn = np.where(slot < size, drawn, np.nan)
     return np.nanmedian(drawn.reshape(resamples, -1), axis=1)
 
 
@@ -62,28 +73,65 @@ def ratio_interval(base: list[list[float]], new: list[list[float]], resamples: i
     flat_b = [v for g in base for v in g]
     flat_n = [v for g in new for v in g]
     ratio = statistics.median(flat_n) / statistics.median(flat_b)
-    low = high = None
+    low = high = boot = None
     if min(len(flat_b), len(flat_n)) >= MIN_VALUES:
         rng = np.random.default_rng(seed)
         boot = boot_medians(new, rng, resamples) / boot_medians(base, rng, resamples)
         low, high = (float(q) for q in np.percentile(boot, [2.5, 97.5]))
     return Ratio(ratio, low, high, min(flat_n) / max(flat_b), max(flat_n) / min(flat_b),
-                 len(flat_b), len(flat_n))
+                 len(flat_b), len(flat_n), boot)
+
+
+def direction_p(speed_boot, threshold: float) -> float:
+    """The two-sided bootstrap p-value of a direction beyond the threshold: twice the share
+    of resampled speeds (new / base performance) on the wrong side of the bound, for the
+    direction with fewer (1 / (1 + threshold) for slower, 1 + threshold for faster). It is
+    the percentile interval read the other way: with R a multiple of 40 resamples, a 95%
+    interval that clears the bound has p <= 0.05, so a family of one keeps every direction
+    the interval gives. It moves in steps of 2 / R; `resamples_for` keeps those below
+    Holm's strictest level."""
+    import numpy as np
+
+    speed = np.asarray(speed_boot)
+    share = min(np.mean(speed >= 1 / (1 + threshold)), np.mean(speed <= 1 + threshold))
+    return float(min(1.0, 2 * share))
+
+
+def resamples_for(tests: int, resamples: int = RESAMPLES) -> int:
+    """Resamples for `tests` comparisons judged together: a multiple of `resamples` large
+    enough that p's step, 2 / R, is no coarser than Holm's strictest level, ALPHA / tests
+    (2000 up to 50 tests): else p = 0 would be the only p that can pass it."""
+    return resamples * max(1, math.ceil(2 * tests / ALPHA / resamples))
+
+
+def holm(pvalues: list[float], alpha: float = ALPHA) -> list[bool]:
+    """Holm-Bonferroni step-down: which of m hypotheses are rejected with the chance of
+    any false rejection at most `alpha`, whatever their dependence. The smallest p is
+    held to alpha / m, the next to alpha / (m - 1), ..., stopping at the first that fails;
+    with m = 1 it is p <= alpha."""
+    rejected = [False] * len(pvalues)
+    for rank, i in enumerate(sorted(range(len(pvalues)), key=pvalues.__getitem__)):
+        if pvalues[i] > alpha / (len(pvalues) - rank):
+            break
+        rejected[i] = True
+    return rejected
 
 
 def verdict(speed_low: float | None, speed_high: float | None, threshold: float,
-            n_launches: int = MIN_LAUNCHES) -> str:
+            n_launches: int = MIN_LAUNCHES, holm_rejects: bool = True) -> str:
     """The one verdict rule (`benchlib compare` and notebook 90): slower / faster / no
     change / inconclusive for a 95% speed interval (new / base performance, > 1 faster)
     over independent launches. A direction only when the interval excludes 1 and clears
-    the threshold; None bounds (too few values), or fewer than MIN_LAUNCHES launches on
-    the side with fewest, are inconclusive ("no clear difference", with n)."""
+    the threshold and, among comparisons judged together, `holm` rejects this one
+    (`holm_rejects`; a lone comparison is a family of one: True); None bounds (too few
+    values), or fewer than MIN_LAUNCHES launches on the side with fewest, are
+    inconclusive ("no clear difference", with n)."""
     if speed_low is None or speed_high is None or n_launches < MIN_LAUNCHES:
         return "inconclusive"
     if speed_high < 1 / (1 + threshold):
-        return "slower"
+        return "slower" if holm_rejects else "inconclusive"
     if speed_low > 1 + threshold:
-        return "faster"
+        return "faster" if holm_rejects else "inconclusive"
     if speed_low >= 1 / (1 + threshold) and speed_high <= 1 + threshold:
         return "no change"
     return "inconclusive"

@@ -19,6 +19,16 @@ better, its inverse where lower is): `slower` when the whole interval lies below
 launches on a side: repeats inside one process share its luck, on a shared machine whole
 launches of one setup drift far apart (docs/compare.md), and a bootstrap over 2 to 4
 launches finds a direction in identical data far more often than 5% of the time.
+
+One call tests many rows x metrics at once, and at 95% each, ten of them name a
+direction in identical data far more often than 5% of the time. So the comparisons that
+can get a direction (5+ launches a side) are one family: each gets a bootstrap p-value
+(analysis.intervals.direction_p, the share of resampled speeds on the wrong side of the
+bound, the percentile interval read the other way), and a direction stands only where
+Holm's step-down at a family-wise alpha of 0.05 rejects it (intervals.holm); a row whose
+95% interval clears the threshold but fails the correction is `inconclusive`. The
+verdict column is the corrected one, and the exit status counts its `slower` rows: what
+is shown is what fails the call. One comparison is a family of one: the 95% rule.
 """
 
 from __future__ import annotations
@@ -32,12 +42,16 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.analysis.intervals import (
+    ALPHA,
     DEFAULT_THRESHOLD,
     MIN_LAUNCHES,
     MIN_VALUES,
     RESAMPLES,
     Ratio,
+    direction_p,
+    holm,
     ratio_interval,
+    resamples_for,
     verdict,
 )
 
@@ -95,13 +109,15 @@ class Comparison:
     only_base: int  # rows only one side has
     only_new: int
     env_diff: list[tuple[str, str, str]] = field(default_factory=list)
+    tests: int = 0  # comparisons judged together for a direction (Holm's m)
 
     @property
     def slower(self):
         return self.rows[self.rows["verdict"] == "slower"]
 
     def exit_code(self) -> int:
-        """1 when any row is slower beyond the threshold with confidence, else 0."""
+        """1 when any row is slower beyond the threshold with confidence after the
+        family-wise correction (the verdict column), else 0."""
         return 1 if len(self.slower) else 0
 
 
@@ -158,18 +174,22 @@ def _row_metrics(metrics: list[str], b_recs: list[dict[str, Any]],
             if m is not None and _has(b_recs, m) and _has(n_recs, m)]
 
 
-def _metric_row(key: str, name: str, b_recs: list[dict[str, Any]], n_recs: list[dict[str, Any]],
-                metric: str, threshold: float, resamples: int) -> dict[str, Any] | None:
-    """One (row, metric) of the comparison; None when the base median is not above 0."""
-    b_vals = [g for r in b_recs for g in launches(r, metric)]
-    n_vals = [g for r in n_recs for g in launches(r, metric)]
-    if statistics.median([v for g in b_vals for v in g]) <= 0:
-        return None
+def _groups(records: list[dict[str, Any]], metric: str) -> list[list[float]]:
+    """A row's values of `metric`, one list per launch, over its records."""
+    return [g for r in records for g in launches(r, metric)]
+
+
+def _metric_row(key: str, name: str, b_recs: list[dict[str, Any]], b_vals: list[list[float]],
+                n_vals: list[list[float]], metric: str, threshold: float,
+                resamples: int) -> dict[str, Any]:
+    """One (row, metric) of the comparison, its verdict before the family's correction."""
     r = ratio_interval(b_vals, n_vals, resamples)
     up = DIRECTIONS[metric] > 0
     speed, s_lo, s_hi = (r.ratio, r.low, r.high) if up else (
         1 / r.ratio, None if r.high is None else 1 / r.high,
         None if r.low is None else 1 / r.low)
+    n_launches = min(len(b_vals), len(n_vals))
+    tested = r.boot is not None and n_launches >= MIN_LAUNCHES
     return {
         "study": b_recs[0]["study"], "row": name, "metric": metric,
         "base": statistics.median([v for g in b_vals for v in g]),
@@ -180,10 +200,24 @@ def _metric_row(key: str, name: str, b_recs: list[dict[str, Any]], n_recs: list[
         "launches": f"{len(b_vals)}/{len(n_vals)}",
         "values_from": per_repeat(b_recs[0], metric)[0],
         "speed": speed, "speed_low": s_lo, "speed_high": s_hi,
-        "verdict": verdict(s_lo, s_hi, threshold, min(len(b_vals), len(n_vals))),
-        "why": _why(r, s_lo, s_hi, threshold, min(len(b_vals), len(n_vals))),
+        # the direction's p-value, before the correction; None: not tested for one
+        "p": direction_p(r.boot if up else 1 / r.boot, threshold) if tested else None,
+        "verdict": verdict(s_lo, s_hi, threshold, n_launches),
+        "why": _why(r, s_lo, s_hi, threshold, n_launches),
         "key": key,
     }
+
+
+def _correct(out: list[dict[str, Any]], threshold: float) -> None:
+    """Holm across the family: a direction whose test the step-down does not reject
+    becomes inconclusive, saying so."""
+    tested = [row for row in out if row["p"] is not None]
+    for row, rejects in zip(tested, holm([row["p"] for row in tested], ALPHA)):
+        before = row["verdict"]
+        row["verdict"] = verdict(row["speed_low"], row["speed_high"], threshold,
+                                 MIN_LAUNCHES, rejects)
+        if row["verdict"] != before:
+            row["why"] = f"not after Holm, p={row['p']:.2g}"
 
 
 def _slowest_first(out: list[dict[str, Any]]):
@@ -209,18 +243,21 @@ def compare(base: ResultSet, new: ResultSet, threshold: float = DEFAULT_THRESHOL
     common = _common(base, new, b_rows, n_rows)
     metrics = _check_metrics(metrics)
     names = describe_rows([r for k in common for r in b_rows[k] + n_rows[k]])
-    out = []
-    for key in common:
-        for metric in _row_metrics(metrics, b_rows[key], n_rows[key]):
-            row = _metric_row(key, names[key], b_rows[key], n_rows[key], metric, threshold,
-                              resamples)
-            if row is not None:
-                out.append(row)
+    pairs = [(key, metric, _groups(b_rows[key], metric), _groups(n_rows[key], metric))
+             for key in common for metric in _row_metrics(metrics, b_rows[key], n_rows[key])]
+    # a ratio needs a base median above 0
+    pairs = [p for p in pairs if statistics.median([v for g in p[2] for v in g]) > 0]
+    tests = sum(min(len(b), len(n)) >= MIN_LAUNCHES for _, _, b, n in pairs)
+    resamples = resamples_for(tests, resamples)
+    out = [_metric_row(key, names[key], b_rows[key], b, n, metric, threshold, resamples)
+           for key, metric, b, n in pairs]
+    _correct(out, threshold)
     if not out:
         asked = ", ".join(metrics) if metrics else "a primary metric (" + ", ".join(PRIMARY) + ")"
         raise UsageError(f"metric: no row common to both sets has {asked} on both sides")
     return Comparison(base, new, threshold, _slowest_first(out), len(set(b_rows) - set(n_rows)),
-                      len(set(n_rows) - set(b_rows)), env_diff(base.records, new.records))
+                      len(set(n_rows) - set(b_rows)), env_diff(base.records, new.records),
+                      sum(row["p"] is not None for row in out))
 
 
 def _why(r: Ratio, low: float | None, high: float | None, threshold: float,

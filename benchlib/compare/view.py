@@ -9,7 +9,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchlib.analysis.intervals import MIN_LAUNCHES, MIN_VALUES, RESAMPLES, boot_medians
+from benchlib.analysis.intervals import ALPHA, MIN_LAUNCHES, MIN_VALUES, RESAMPLES, boot_medians
 from benchlib.compare.sets import launches, row_key
 from benchlib.compare.verdicts import DIRECTIONS, VERDICTS, Comparison
 from benchlib.records import results
@@ -65,7 +65,10 @@ def sentences(comparison: Comparison) -> list[str]:
     counts = rows["verdict"].value_counts()
     out = [f"{c.new.label} against {c.base.label}: {rows['key'].nunique()} rows in common, "
            f"{len(rows)} comparisons at a {t} threshold: "
-           + ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS) + "."]
+           + ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS) + ".",
+           f"{c.tests} of them (rows x metrics with {MIN_LAUNCHES}+ launches a side) tested "
+           f"for a direction together; the verdicts are corrected for that (Holm, family-wise "
+           f"alpha {ALPHA:g})."]
     for verdict_name in ("slower", "faster"):
         hits = rows[rows["verdict"] == verdict_name]
         if len(hits):
@@ -75,6 +78,10 @@ def sentences(comparison: Comparison) -> list[str]:
             out.append(f"{verdict_name.capitalize()} beyond {t} with 95% confidence: {listed}.")
     if not len(rows[rows["verdict"] == "slower"]):
         out.append(f"No row is slower beyond {t} with 95% confidence.")
+    held = rows[rows["why"].str.startswith("not after Holm")]
+    if len(held):
+        out.append(f"{len(held)} comparison(s) whose 95% interval clears {t} get no direction "
+                   f"after the correction for testing {c.tests} together.")
     single = rows[rows["why"].str.endswith(("launch", "launches"))]
     if len(single):
         out.append(f"{len(single)} comparison(s) come from fewer than {MIN_LAUNCHES} launches "
