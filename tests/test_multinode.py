@@ -44,7 +44,9 @@ def test_a_node_that_never_joins_fails_within_the_join_timeout(tmp_path):
     with pytest.raises(LaunchError, match=r"torchrun agent of node 0: not all 2 nodes "
                        r"joined the rendezvous at 127\.0\.0\.1:\d+ within its join timeout"):
         supervise([agent], tmp_path, timeout_s=120)
-    assert time.monotonic() - start < 60  # the 5 s join timeout, plus torchrun's start-up
+    # the 5 s join timeout plus torchrun's start-up, which shared cores can stretch several
+    # times; not torchrun's default join timeout (600 s), nor supervise's 120 s
+    assert time.monotonic() - start < 100
 
 
 def test_the_missing_node_is_reported_within_the_join_timeout_even_if_an_agent_is_stuck(tmp_path):
@@ -56,10 +58,12 @@ def test_the_missing_node_is_reported_within_the_join_timeout_even_if_an_agent_i
                           None, None)
     stuck = start_process(["sh", "-c", "trap '' TERM; sleep 120"], tmp_path / "launcher-node1.log",
                           "torchrun agent of node 1", None, None)
-    start = time.monotonic()
     with pytest.raises(LaunchError, match="torchrun agent of node 0: not all 2 nodes joined"):
         supervise([agent, stuck], tmp_path, timeout_s=120)
-    assert time.monotonic() - start < 30  # 5 s + torchrun's start-up + 2 s, not + 35 s
+    # timed from the failed agent's last log line (its exit), so that how long torchrun
+    # took to start does not count: the stuck agent is given 2 s, not stop()'s 35 s grace
+    after_exit_s = time.time() - (tmp_path / "launcher-node0.log").stat().st_mtime
+    assert after_exit_s < 20
     assert stuck.popen.poll() is not None  # and it was stopped (SIGKILL)
 
 
