@@ -130,7 +130,10 @@ def test_check_dlperf_prints_every_cell_and_the_median_the_docs_state(capsys):
     assert len(cells) == 27  # every published 16- and 32-GPU cell with four 1-node rows
     assert not any(" MxNet " in line for line in cells)  # all TODO in the seed
     median = re.fullmatch(r"median absolute error: (\d+\.\d)%", out[-1])
-    assert median and float(median.group(1)) <= 10.0
+    # the printed median is the median of the printed cells' errors (what the check
+    # computes, not a claim about how good the model is: that is issue 23 item 5's)
+    errors = sorted(abs(float(line.split()[-1])) for line in cells)
+    assert median and float(median.group(1)) == pytest.approx(errors[len(errors) // 2], abs=0.051)
     oneflow_32 = next(line for line in cells if re.match(r"^\s*OneFlow\s+128\s+32\s", line))
     assert abs(float(oneflow_32.split()[-1])) < 5.0
     docs = DOCS.read_text()
