@@ -317,3 +317,17 @@ def test_on_a_slurm_testbed_the_partition_stands_for_the_host(tmp_path):
             run_id=run_id, study="s", notebook="n.ipynb", params={}, started_at=results.now(),
             env={**env, "hostname": host}, status="ok", testbed=bed))
     assert set(results.load_results(tmp_path)["hardware"]) == {"cpu; EPYC; c1/gpu"}
+
+
+def test_fastest_variant_is_named_only_among_runs_of_the_same_work():
+    from benchlib.analysis import framework_comparison
+
+    runs = framework_comparison.runs(records([
+        fw_row(1, 10.0), fw_row(1, 14.0, precision="amp_bf16"),
+        fw_row(1, 90.0, image_size=16.0, precision="amp_bf16", channels_last=True),  # other work
+        fw_row(1, 50.0, host="h2", precision="amp_bf16", channels_last=True)]))  # other machine
+    lines = framework_comparison.fastest_variants(runs)
+    assert lines == ["- Fastest variant on one device for resnet18, batch 4, 32px, synthetic: "
+                     "**amp_bf16**, 14.0 samples/s (median); next fp32, 10.0 (2 variants of the "
+                     "same work)."]
+    assert "+nhwc" not in framework_comparison.conclusions(runs).split("Fastest")[1].split("\n")[0]

@@ -73,12 +73,7 @@ def conclusions(runs: pd.DataFrame) -> str:
     if runs.empty:
         return "No framework-comparison runs yet (notebook 40)."
     parts = []
-    one = runs[runs["nproc_per_node"] == 1]
-    if not one.empty:
-        best = one.loc[one["samples_per_s"].idxmax()]
-        parts.append(f"- Fastest variant on one device here: **{best['variant']}**, "
-                     f"{best['samples_per_s']:,.1f} samples/s ({best['arch']}, batch "
-                     f"{best['batch_size']}, {best['image_size']}px, {best['dataset']}).")
+    parts += fastest_variants(runs[runs["nproc_per_node"] == 1])
     for _, r in runs.dropna(subset=["speedup"]).iterrows():
         if r["nproc_per_node"] > 1:
             parts.append(f"- {r['variant']} on {r['nproc_per_node']} devices: speedup "
@@ -101,6 +96,26 @@ def conclusions(runs: pd.DataFrame) -> str:
         parts.append("- Some runs are not ResNet-50 at 224px: compare their scaling, not their "
                      "samples/s, with the published rows.")
     return "\n".join(parts)
+
+
+SAME_WORK = ["arch", "dataset", "image_size", "batch_size", "hardware"]
+
+
+def fastest_variants(one: pd.DataFrame) -> list[str]:
+    """Per work (model, data, image size, batch, hardware) measured in two or more
+    variants: the fastest by median samples/s and the next one. Variants of different
+    work are never ranked against each other (a 64px row is not faster than a 224px one)."""
+    out = []
+    for _, group in one.groupby(SAME_WORK, sort=True):
+        medians = group.groupby("variant")["samples_per_s"].median().sort_values(ascending=False)
+        if len(medians) < 2:
+            continue
+        r = group.iloc[0]
+        out.append(f"- Fastest variant on one device for {r['arch']}, batch {r['batch_size']}, "
+                   f"{r['image_size']}px, {r['dataset']}: **{medians.index[0]}**, "
+                   f"{medians.iloc[0]:,.1f} samples/s (median); next {medians.index[1]}, "
+                   f"{medians.iloc[1]:,.1f} ({len(medians)} variants of the same work).")
+    return out
 
 
 def _jax_sentence(runs: pd.DataFrame) -> str:
