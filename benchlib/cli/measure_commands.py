@@ -142,6 +142,8 @@ def cmd_calibrate(args) -> int:
     for name in ("steps", "rounds", "batch_size"):
         if getattr(args, name) < 1:
             raise UsageError(f"{name}: must be >= 1, got {getattr(args, name)}")
+    if args.ground_truth:
+        return _ground_truth(args)
     if args.path:  # before minutes of measuring, not after
         from benchlib.data.manifest import describe
 
@@ -160,6 +162,30 @@ def cmd_calibrate(args) -> int:
                                             "fetch": fetch})
         print(f"figures: {args.json}")
     return 0
+
+
+def _ground_truth(args) -> int:
+    """`calibrate --ground-truth`: 1 and 2 ranks (2 only where there are 2 devices: on CPU,
+    or 2 GPUs); exit 1 when a check misses."""
+    import torch
+
+    from benchlib.distributed.device import device_for
+    from benchlib.studies import calibrate
+
+    device = device_for(args.device)  # gpu without CUDA: refused here, before any launch
+    ranks = (1, 2) if device.type == "cpu" or torch.cuda.device_count() >= 2 else (1,)
+    if ranks == (1,):
+        print("ground truth: one GPU here, so 1 rank only")
+    checks = calibrate.ground_truth(device.type if device.type == "cpu" else "gpu",
+                                    common.outputs(args) / "logs" / "calibrate-ground-truth",
+                                    ranks, args.delay_ms, args.steps)
+    print("\n".join(calibrate.ground_truth_lines(checks)))
+    if args.json:
+        from benchlib import atomic
+
+        atomic.write_json(Path(args.json), {"device": str(device), "ground_truth": checks})
+        print(f"figures: {args.json}")
+    return 0 if all(c["passed"] for c in checks) else 1
 
 
 def cmd_overhead(args) -> int:
@@ -241,6 +267,13 @@ def add_parsers(sub) -> None:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--path", help="data folder: also compare preload_batched with a plain copy")
     p.add_argument("--json", help="also write every figure here (JSON)")
+    p.add_argument("--ground-truth", action="store_true",
+                   help="instead: the training worker (1 and 2 ranks) with a known delay "
+                   "injected into every step, its samples/s and the parent's clock against "
+                   "the truth; --steps per epoch; exit 1 when one misses 2%%")
+    p.add_argument("--delay-ms", type=float, default=100.0,
+                   help="--ground-truth: the delay injected into every step (default 100)")
+    p.add_argument("--outputs", help=common.OUTPUTS_HELP)
     p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("overhead", help="benchmark: the sweep's fixed cost per row")

@@ -9,11 +9,13 @@ synchronize per epoch; the host clock on CPU), so measuring does not stall the d
     data_s     the rest of the step: how long the device waited for the next batch
 
 `traverse` only iterates and moves batches (seed 000's --test_tranverse_time);
-`train` runs the full step with SGD (seed 000's default lr 1e-3).
+`train` runs the full step with SGD (seed 000's default lr 1e-3). A `StepDelay` adds a
+known time to every step: the truth `benchlib calibrate --ground-truth` checks against.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -101,14 +103,54 @@ def set_matmul_precision(precision: str) -> None:
     torch.backends.cudnn.allow_tf32 = tf32
 
 
+def cuda_cycles_per_ms(device: torch.device, cycles: int = 10_000_000) -> float:
+    """How many cycles `torch.cuda._sleep` spins per millisecond on `device`, timed by CUDA
+    events: the slope between spins of `cycles` and 3 x `cycles`, so that what a launch
+    costs falls out; the median of 5, after one spin that lets the clocks ramp up."""
+    with torch.cuda.device(device):
+        torch.cuda._sleep(cycles)
+        slopes = []
+        for _ in range(5):
+            a, b, c = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+            a.record()
+            torch.cuda._sleep(cycles)
+            b.record()
+            torch.cuda._sleep(3 * cycles)
+            c.record()
+            c.synchronize()
+            slopes.append(2 * cycles / (b.elapsed_time(c) - a.elapsed_time(b)))
+    return statistics.median(slopes)
+
+
+class StepDelay:
+    """A known time added inside every step, so that a clock can be checked against a
+    truth (`benchlib calibrate --ground-truth`). On CPU the host sleeps; on CUDA a spin
+    kernel of that length runs on the step's stream, where the CUDA events that time the
+    step see it as they see compute (a host sleep would hide behind queued kernels)."""
+
+    def __init__(self, ms: float, device: torch.device):
+        if ms < 0:
+            raise ConfigError("inject_step_delay_ms", f"must be >= 0, got {ms}")
+        self.ms = ms
+        self.cycles = round(ms * cuda_cycles_per_ms(device)) if ms and device.type == "cuda" else 0
+
+    def __call__(self) -> None:
+        if self.cycles:
+            torch.cuda._sleep(self.cycles)
+        elif self.ms:
+            time.sleep(self.ms / 1e3)
+
+
 class Stepper:
     """What one step does after the batch arrives: move it, and (train) learn from it,
     in the given precision (fp32, tf32, amp_bf16, amp_fp16 with a gradient scaler),
-    memory format (channels_last) and with or without torch.compile."""
+    memory format (channels_last) and with or without torch.compile; `step_delay_ms`
+    adds that known time to every step (a `StepDelay`: ground truth, never a real run)."""
 
     def __init__(self, mode: str, device: torch.device, model: nn.Module | None = None,
                  lr: float = 1e-3, momentum: float = 0.0, precision: str = "fp32",
-                 channels_last: bool = False, compile: bool = False):
+                 channels_last: bool = False, compile: bool = False,
+                 step_delay_ms: float = 0.0):
         if mode not in MODES:
             raise ConfigError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
         self.mode, self.device = mode, device
@@ -116,6 +158,7 @@ class Stepper:
         self.model = model.to(device, memory_format=self.memory_format) if model is not None else None
         self.autocast = AUTOCAST.get(precision)
         self.scaler = torch.amp.GradScaler(device.type) if precision == "amp_fp16" else None
+        self.delay = StepDelay(step_delay_ms, device)
         if mode == "train":
             if model is None:
                 raise ConfigError("mode", "train needs a model")
@@ -128,6 +171,7 @@ class Stepper:
         non_blocking = self.device.type == "cuda"
         x = x.to(self.device, non_blocking=non_blocking)
         y = y.to(self.device, non_blocking=non_blocking)
+        self.delay()  # after the hand-over mark: inside the step's compute time
         if self.mode == "traverse":
             return None
         if x.dim() == 4:

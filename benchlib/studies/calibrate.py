@@ -9,11 +9,21 @@
 3. Fetch ceilings: `preload_batched` shuffled traverse against a contiguous copy of the
    same decoded array into a preallocated buffer (memory bandwidth, the limit no loader
    can beat) and a shuffled gather of batch-sized row sets into a preallocated batch.
+4. Ground truth (`--ground-truth`): the real worker path (launch, worker, trainer, warm-up
+   left out, slowest rank, median over epochs) on a tiny step that a known delay
+   dominates; the samples/s its result holds, and the samples/s the parent's own clock
+   gives over the same timed windows, against batch / (delay + base step). Check 2
+   compares one chain of marks with itself; this one has a truth that no clock made.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import statistics
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -183,3 +193,144 @@ def report_lines(loop: dict[str, Any], fetch: dict[str, Any] | None,
             f"{fetch['share_of_gather']:.1%} of it (p10 {fetch['share_of_gather_p10']:.1%}, "
             f"p90 {fetch['share_of_gather_p90']:.1%})"]
     return lines
+
+
+# ------------------------------------------------------------------------ ground truth
+
+# The worker's run: SimpleCNN on 8x8 synthetic images (made once on the device: no IO), a
+# step of ~2 ms on one idle CPU core (4-16 ms on a loaded 2-core host) that an injected
+# delay of 100 ms dominates, so that the base step's drift under load moves the truth
+# little. Every step logs a line (the parent's clock reads them); 3 warm-up steps of each
+# epoch are left out, as in any run.
+GROUND_TRUTH_RUN = {"dataset": "synthetic", "model": "simplecnn", "image_size": 8,
+                    "batch_size": 8, "warmup_steps": 3, "epochs": 3, "log_interval": 1}
+TOLERANCE = 0.02  # a check passes when the measured samples/s is within 2% of the truth
+_STEP_LINE = re.compile(r"step (\d+): loss ")
+
+
+class LogStamps(threading.Thread):
+    """The parent's own clock on a worker: every line rank 0 writes to its log, stamped
+    with this process's perf_counter when it lands (polled every `every_s`)."""
+
+    def __init__(self, log: Path, every_s: float = 0.001):
+        super().__init__(name="benchlib-log-stamps", daemon=True)
+        self.log, self.every_s = log, every_s
+        self.lines: list[tuple[float, str]] = []
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        handle, inode, partial = None, None, ""
+        while not self._done.wait(self.every_s):
+            try:
+                now_inode = os.stat(self.log).st_ino
+            except FileNotFoundError:
+                continue
+            if now_inode != inode:  # made, or made again (a launch retried after a crash)
+                if handle is not None:
+                    handle.close()
+                handle, inode, partial = open(self.log), now_inode, ""
+                self.lines.clear()
+            chunk = handle.read()
+            if chunk:
+                at = time.perf_counter()
+                *complete, partial = (partial + chunk).split("\n")
+                self.lines += [(at, line) for line in complete]
+        if handle is not None:
+            handle.close()
+
+    def steps(self) -> dict[int, float]:
+        """Stop; when the line of each global step (1, 2, ...) landed."""
+        self._done.set()
+        self.join()
+        return {int(m.group(1)): at for at, line in self.lines
+                if (m := _STEP_LINE.match(line))}
+
+
+def _worker_run(nproc: int, delay_ms: float, steps: int, device: str, log_dir: Path,
+                timeout_s: float) -> dict[str, Any]:
+    """One launch of the training worker, as a study launches it (single, or ddp under
+    torchrun), with `delay_ms` injected into every step: its metrics, and the samples/s
+    the parent's clock gives over each epoch's timed steps (median over epochs)."""
+    from benchlib.launch.launcher import launch
+
+    env = dict(os.environ)
+    if device == "cpu":  # a step this small gains nothing from a second thread; on a shared
+        # 2-core host two spin-waiting threads made it 100x slower (0.33 s, not 2 ms)
+        env.setdefault("OMP_NUM_THREADS", "1")
+    params = {**GROUND_TRUTH_RUN, "max_steps": steps, "device": device,
+              "inject_step_delay_ms": delay_ms}
+    stamps = LogStamps(log_dir / "rank0.log")
+    stamps.start()
+    try:
+        out = launch("single" if nproc == 1 else "ddp", params, log_dir,
+                     "single" if nproc == 1 else "torchrun", nproc=nproc, timeout_s=timeout_s,
+                     env=env)
+    finally:
+        at = stamps.steps()
+    warmup, samples = GROUND_TRUTH_RUN["warmup_steps"], nproc * GROUND_TRUTH_RUN["batch_size"]
+    parent = []
+    for epoch in range(GROUND_TRUTH_RUN["epochs"]):  # global step numbers, from 1
+        first, last = epoch * steps + warmup, (epoch + 1) * steps
+        if first in at and last in at:
+            parent.append((last - first) * samples / (at[last] - at[first]))
+    return {"metrics": out.result["metrics"], "log_dir": str(log_dir), "wall_s": out.wall_s,
+            "parent_samples_per_s": statistics.median(parent) if parent else float("nan"),
+            "parent_epochs": len(parent)}
+
+
+def check(name: str, expected: float, measured: float) -> dict[str, Any]:
+    """One ground-truth check: `measured` samples/s against the `expected` truth."""
+    error = measured / expected - 1
+    return {"check": name, "expected": expected, "measured": measured, "error": error,
+            "passed": abs(error) <= TOLERANCE}
+
+
+def ground_truth(device: str, folder: Path, ranks: tuple[int, ...] = (1, 2),
+                 delay_ms: float = 100.0, steps: int = 30,
+                 timeout_s: float = 300.0) -> list[dict[str, Any]]:
+    """For each number of ranks, the worker with `delay_ms` in every step against the
+    truth, expected samples/s = ranks x batch / (delay + base step); two checks each: the
+    samples/s the worker's result holds (what its record would), and the parent's clock
+    over the same timed windows.
+
+    The base step differs by device. On CPU the host sleeps and then does the step's work,
+    in series: the base is the step of a launch without the delay, measured just before
+    (2-16 ms here, 2-14% of the step: more than the tolerance, so not neglected; load that
+    changes between the two launches moves the truth, so run it on a quiet host). On CUDA
+    the spin runs on the device while the host queues the step's other kernels, so the
+    host's time hides under it and only the device's own work adds (0.66 ms with a 50 ms
+    delay on an H100): the base is left out, and a delay of 100 ms keeps that under 1%."""
+    if delay_ms <= 0:
+        raise UsageError(f"delay_ms: must be > 0 (the truth the figures are checked "
+                         f"against), got {delay_ms}")
+    if steps <= GROUND_TRUTH_RUN["warmup_steps"]:
+        raise UsageError(f"steps: must be > {GROUND_TRUTH_RUN['warmup_steps']} (the warm-up "
+                         f"steps of each epoch), got {steps}")
+    checks = []
+    for nproc in ranks:
+        samples = nproc * GROUND_TRUTH_RUN["batch_size"]
+        base_sps = None
+        if device == "cpu":
+            base = _worker_run(nproc, 0.0, steps, device, folder / f"{nproc}rank-delay0ms",
+                               timeout_s)
+            base_sps = base["metrics"]["samples_per_s"]
+        base_s = samples / base_sps if base_sps else 0.0
+        run = _worker_run(nproc, delay_ms, steps, device,
+                          folder / f"{nproc}rank-delay{delay_ms:g}ms", timeout_s)
+        expected = samples / (delay_ms / 1e3 + base_s)
+        where = (f"{nproc} rank{'s' if nproc > 1 else ''}, {delay_ms:g} ms + base "
+                 f"{base_s * 1e3:.2f} ms per step")
+        about = {"ranks": nproc, "delay_ms": delay_ms, "base_step_s": base_s,
+                 "base_samples_per_s": base_sps, "log_dir": run["log_dir"],
+                 "injected_step_delay_ms": run["metrics"].get("injected_step_delay_ms")}
+        checks += [{**check(f"{where}: worker's samples/s", expected,
+                            run["metrics"]["samples_per_s"]), **about},
+                   {**check(f"{where}: parent's clock", expected,
+                            run["parent_samples_per_s"]), **about}]
+    return checks
+
+
+def ground_truth_lines(checks: list[dict[str, Any]]) -> list[str]:
+    return [f"ground truth, {c['check']}: expected {c['expected']:,.1f} samples/s, measured "
+            f"{c['measured']:,.1f}, error {c['error']:+.2%}: "
+            f"{'pass' if c['passed'] else 'FAIL'} (within {TOLERANCE:.0%})" for c in checks]

@@ -38,7 +38,7 @@ from benchlib.data import storage, transforms
 from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
-from benchlib.errors import InjectedFailure
+from benchlib.errors import ConfigError, InjectedFailure
 
 
 class SyntheticBatches:
@@ -156,6 +156,8 @@ def wrap(model: nn.Module, strategy: str, device: torch.device,
 def check_args(args: argparse.Namespace) -> None:
     """What the arguments alone say cannot work, refused before any rank starts."""
     require_counts(args, ("epochs", "batch_size"))
+    if args.inject_step_delay_ms < 0:
+        raise ConfigError("inject_step_delay_ms", f"must be >= 0, got {args.inject_step_delay_ms}")
 
 
 def _loader(args: argparse.Namespace, env: DistEnv, dataset: Dataset | None, collate: Any,
@@ -212,7 +214,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     loader, sampler = _loader(args, env, dataset, collate, shape, batch, device)
     step = loops.Stepper("train", device, model, lr=args.lr, momentum=args.momentum,
                          precision=args.precision, channels_last=args.channels_last,
-                         compile=args.compile)
+                         compile=args.compile, step_delay_ms=args.inject_step_delay_ms)
     losses: list[float] = []
     on_step = _step_hook(args, env, losses)
 
@@ -253,6 +255,8 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     }
     if args.strategy == "dp" and device.type != "cuda":
         metrics["note"] = "DataParallel without GPUs: ran as one CPU device"
+    if args.inject_step_delay_ms:  # a ground truth's run: its figures are not the model's
+        metrics["injected_step_delay_ms"] = args.inject_step_delay_ms
     return {"metrics": metrics, "details": {"epochs": epochs, "losses": losses}}
 
 
@@ -286,5 +290,9 @@ def parser(strategy: str, study: type[TrainingConfig] = STUDY) -> argparse.Argum
     p.add_argument("--fail-rank", type=int, default=0)
     p.add_argument("--fail-how", choices=["raise", "kill"], default="raise",
                    help="fault injection: an exception, or SIGKILL")
+    p.add_argument("--inject-step-delay-ms", type=float, default=0.0,
+                   help="add this many ms to every step, inside its timing (a sleep on CPU, "
+                   "a spin kernel on CUDA): the truth `benchlib calibrate --ground-truth` "
+                   "checks against, never a real run")
     p.set_defaults(strategy=strategy)
     return p
