@@ -3,6 +3,7 @@ import statistics
 import time
 
 import torch
+from torch.utils.data import DataLoader
 
 from benchlib.core import loops
 from benchlib.core.models import ToyNet, build_model
@@ -114,6 +115,21 @@ def test_batched_data_is_fetched_by_index_tensors_every_sample_once_per_epoch(sm
     assert not torch.equal(epochs[0], epochs[1])  # shuffled again each epoch
     again = loops.make_loader(prepared.dataset, prepared.collate_fn, 64, 0, torch.device("cpu"), 3)
     assert torch.equal(torch.cat([y for _, y in again]), epochs[0])  # seeded: reproducible
+
+
+def test_the_lean_loader_gives_the_dataloaders_batches_in_its_order(small_data):
+    prepared = storage.prepare("fashion-mnist", "preload_batched", str(small_data))
+    cpu = torch.device("cpu")
+    plain = loops.make_loader(prepared.dataset, prepared.collate_fn, 64, 0, cpu, 5)
+    lean = loops.make_loader(prepared.dataset, prepared.collate_fn, 64, 0, cpu, 5, lean=True)
+    assert isinstance(plain, DataLoader) and isinstance(lean, loops.BatchLoader)
+    assert len(lean) == len(plain) == math.ceil(600 / 64)
+    for _ in range(2):  # each epoch reshuffled alike
+        pairs = list(zip(plain, lean, strict=True))
+        assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in pairs)
+    # with workers, a DataLoader still feeds them
+    assert isinstance(loops.make_loader(prepared.dataset, prepared.collate_fn, 64, 1, cpu, 5,
+                                        lean=True), DataLoader)
 
 
 def test_batches_prefetched_during_start_up_are_left_out_and_the_record_says_so(small_data):

@@ -9,6 +9,8 @@
 | tensorclass_memmap | the tensorclass memory-mapped on disk     | a whole batch                    |
 | np_memmap          | a numpy .npy memory map of decoded floats | per item                         |
 
+With no workers, the IO study and calibrate iterate preload_batched without a DataLoader
+(loops.BatchLoader: the same batches in the same order, without its per-batch machinery).
 Every variant yields, for the same index, the same float32 1x28x28 sample in [0, 1] and
 the same int64 label (a test checks it). Decoded copies are cached under
 `<data path>/cache/<dataset>-<checksum>/`, so they follow the data when it changes; the

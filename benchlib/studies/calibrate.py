@@ -141,7 +141,8 @@ def fetch_ceiling(path: str, dataset: str = "fashion-mnist", batch_size: int = 6
         for index in order.split(batch_size):
             torch.index_select(images, 0, index, out=batch[:len(index)])
         gather_s = time.perf_counter() - start
-        loader = loops.make_loader(prepared.dataset, prepared.collate_fn, batch_size, 0, cpu, r)
+        loader = loops.make_loader(prepared.dataset, prepared.collate_fn, batch_size, 0, cpu, r,
+                                   lean=True)
         times = loops.run_epoch(loader, loops.Stepper("traverse", cpu), warmup_steps=0)
         if r:  # round 0 warms caches, the allocator and the loader's machinery
             copy_sps.append(n / copy_s)

@@ -106,7 +106,7 @@ def run(cfg: SingleDeviceIoConfig, run_id: str = "interactive") -> IOResult:
         trace = paths.outputs_dir() / "traces" / f"{run_id}.json" if cfg.export_trace else None
         step = _stepper(cfg, device, cfg.seed)
         loader = loops.make_loader(prepared.dataset, prepared.collate_fn, cfg.batch_size,
-                                   cfg.num_workers, device, cfg.seed)
+                                   cfg.num_workers, device, cfg.seed, lean=True)
         result.profile = loops.profile_steps(loader, step, min(steps_per_epoch,
                                                                cfg.warmup_steps + 20), trace)
         metrics["trace_path"] = str(trace) if trace else None
@@ -124,7 +124,7 @@ def _measure(cfg: SingleDeviceIoConfig, prepared: storage.Prepared, device: torc
     for r in range(cfg.repeats):
         step = _stepper(cfg, device, cfg.seed + r)
         loader = loops.make_loader(prepared.dataset, prepared.collate_fn, cfg.batch_size,
-                                   cfg.num_workers, device, cfg.seed + r)
+                                   cfg.num_workers, device, cfg.seed + r, lean=True)
         data_s, compute_s, samples, total_s = [], [], 0, 0.0
         for _ in range(cfg.epochs):
             times = loops.run_epoch(loader, step, warmup)
