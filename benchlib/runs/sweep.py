@@ -96,6 +96,10 @@ def execute(notebook: Path, output: Path, parameters: dict[str, Any], env: dict[
                 str(notebook), str(tmp), parameters=parameters, kernel_name=KERNEL,
                 progress_bar=False, cwd=str(notebook.parent), execution_timeout=timeout_s,
                 kernel_manager_class=kernels.manager_class(folder),
+                # the record and the notebook are written by then: a graceful shutdown
+                # only waited 1.4-2.5 s a row for a kernel holding torch to exit (0.1-0.2 s
+                # now: scripts/row_times.py, a row's "rest" column, 3 IO rows here)
+                shutdown_kernel="immediate",
             )
         except Exception as exc:  # the notebook's failure is the run's result
             return error_of(exc)
