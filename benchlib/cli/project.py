@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="benchlib project", description="Project throughput, speedup and "
                 "efficiency to more devices and nodes; see docs/projection.md.")
     p.add_argument("--check-dlperf", action="store_true",
-                   help="fit seed 003's 1-node rows, predict its 16/32-GPU rows, print the errors")
+                   help="fit 1-node rows, predict 16/32-GPU rows: seed 003 in-sample and "
+                   "leave-one-framework-out, DLPerf's pages out-of-sample, beside a naive baseline")
     p.add_argument("--samples-per-s", type=float, help="one device's training samples/s")
     p.add_argument("--step-s", type=float, help="or one device's step time (s)")
     p.add_argument("--batch-size", type=int, help="per device")

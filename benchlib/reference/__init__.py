@@ -3,6 +3,9 @@
     dlperf_resnet50.csv  seed 003's DLPerf tables: ResNet-50 v1.5 samples/s for OneFlow,
                          TensorFlow, PyTorch, MXNet and Paddle, batch 32/64/128/160,
                          1-32 V100s (status: ok, todo, oom)
+    dlperf_pages_resnet50.csv  DLPerf's per-framework pages: FP32 RN50 tables, batch
+                         128, 1-32 V100s, each with commit, page and table (the
+                         projection check's out-of-sample set)
     published.csv        other published RN50 rows (NVIDIA DLE, Lambda, timm), each
                          with its source
     peak_flops.csv       dense peak FLOP/s per GPU and precision, from the data sheets,
@@ -66,3 +69,13 @@ def peak_flops(device_name: str, precision: str) -> tuple[float, str] | None:
     found = {(float(row["flops"]), row["source"]) for row in _rows("peak_flops.csv")
              if row["precision"] == precision and re.search(row["gpu"], device_name)}
     return found.pop() if len({f for f, _ in found}) == 1 and len(found) == 1 else None
+
+
+def dlperf_pages():
+    """DLPerf's per-framework ResNet-50 FP32 tables (batch 128, 1-32 V100s, the cluster of
+    seed 003), each row with the repository, commit, page and table it was read from: the
+    projection check's out-of-sample set."""
+    import pandas as pd
+
+    df = pd.DataFrame(_rows("dlperf_pages_resnet50.csv"))
+    return df.astype({"batch_size": int, "nodes": int, "devices": int, "samples_per_s": float})
