@@ -30,12 +30,13 @@ def test_dry_run_lists_every_gpu_path_the_check_must_cover(tmp_path):
                  "resnet50_amp_bf16", "resnet50_amp_bf16_cl", "resnet50_amp_bf16_cl_compile",
                  "ddp_nccl", "dp", "lightning", "elastic_restart", "jax_resnet50"):
         assert name in names
-    # one process per storage variant, each for 2 modes x 2 worker counts
-    assert [n for n in names if n.startswith("io_")] == ["io_raw", "io_preload", "io_preload_batched"]
-    assert done.stdout.count("--modes train,traverse --workers 0,4") == 3
+    # raw's settings in one process; preload against preload_batched over 5 launches
+    assert [n for n in names if n.startswith("io_")] == ["io_raw", "io_ab"]
+    assert done.stdout.count("--modes train,traverse --workers 0,4") == 2
+    assert "--variants preload,preload_batched --launches 5" in done.stdout
     assert "--backend nccl --group-of-one" in done.stdout and "--max-restarts 1" in done.stdout
-    assert done.stdout.splitlines()[-1].startswith("19 steps, about ")
-    assert done.stdout.splitlines()[-1].endswith("fits in the 510 s budget")
+    assert done.stdout.splitlines()[-1].startswith("18 steps, about ")
+    assert done.stdout.splitlines()[-1].endswith("fits in the 540 s budget")
     assert not (tmp_path / "out").exists()
 
 
@@ -117,27 +118,72 @@ def test_a_step_that_does_not_fit_the_budget_is_skipped_not_started_and_cut(tmp_
     assert [o["status"] for o in summary["steps"]] == ["skipped", "ok"]
 
 
+def _on_cpu(step, out, small_data) -> list[str]:
+    """The step's io_grid arguments, on this machine's CPU and the small data set."""
+    args = step.argv[step.argv.index("benchlib.gpucheck.io_grid") + 1:]
+    return [str(small_data) if a == str(out / "data") else "cpu" if a == "gpu" else
+            "0" if a == "0,4" else a for a in args]
+
+
 def test_an_io_step_measures_each_setting_in_one_process_and_reads_a_figure_for_each(
         tmp_path, small_data):
     from benchlib.gpucheck import io_grid
 
     out = tmp_path / "out"
-    step = next(s for s in steps.plan(out) if s.name == "io_preload_batched")
-    args = step.argv[step.argv.index("benchlib.gpucheck.io_grid") + 1:]
-    args = [str(small_data) if a == str(out / "data") else "cpu" if a == "gpu" else a
-            for a in args]
+    step = next(s for s in steps.plan(out) if s.name == "io_raw")
     log = tmp_path / "log"
     with open(log, "w") as f, redirect_stdout(f):
-        assert io_grid.main([*args[:2], "--workers", "0", *args[4:]]) == 0
+        assert io_grid.main(_on_cpu(step, out, small_data)) == 0
     figures = gpucheck._io_figures(log.read_text())
     assert figures["train_w0_samples_per_s"] > 0 and figures["traverse_w0_samples_per_s"] > 0
     assert (figures["traverse_w0_samples_per_s_p10"] <= figures["traverse_w0_samples_per_s"]
             <= figures["traverse_w0_samples_per_s_p90"])
-    headline = gpucheck._headline("io_preload_batched", figures)
+    headline = gpucheck._headline("io_raw", figures)
     assert headline.startswith("train_w0 ") and "; traverse_w0 " in headline
     records = [results.read_record(p) for p in results.record_files(out / "results")]
     assert sorted((r["params"]["mode"], r["params"]["variant"]) for r in records) == [
-        ("train", "preload_batched"), ("traverse", "preload_batched")]
+        ("train", "raw"), ("traverse", "raw")]
+
+
+def test_the_io_ab_interleaves_five_launches_and_gives_each_ratio_an_interval(
+        tmp_path, small_data):
+    """Five processes, each every setting once in a rotated order; the ratio of the two
+    variants over launches, with the verdict rule's interval."""
+    out = tmp_path / "out"
+    step = next(s for s in steps.plan(out) if s.name == "io_ab")
+    args = [a for a in _on_cpu(step, out, small_data) if a != "train,traverse"]
+    args[args.index("--modes") + 1:args.index("--modes") + 1] = ["traverse"]
+    done = subprocess.run([sys.executable, "-m", "benchlib.gpucheck.io_grid", *args,
+                           "--warmup-steps", "1"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-800:]
+    records = [results.read_record(p) for p in results.record_files(out / "results")]
+    firsts = [r["params"]["variant"] for r in sorted(records, key=lambda r: r["started_at"])][::2]
+    assert firsts == ["preload", "preload_batched"] * 2 + ["preload"]  # rotated each launch
+    figures = step.figures(json.loads((out / "work" / "io_ab.json").read_text()))
+    key = "ab_preload_batched_over_preload_traverse_w0"
+    assert figures["preload_traverse_w0_samples_per_s_n"] == 5
+    assert figures[key + "_low"] <= figures[key] <= figures[key + "_high"]
+    assert figures[key + "_verdict"] in ("faster", "slower", "no change", "inconclusive")
+    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("A/B "))
+    assert line.startswith("A/B preload_batched / preload, traverse_w0: ") and "5 launches" in line
+
+
+def test_the_ab_summary_finds_a_real_difference_and_none_in_identical_launches():
+    from benchlib.gpucheck import io_grid
+
+    def launch(a: float, b: float) -> list[dict]:
+        return [{"params": {"variant": v, "mode": "train", "num_workers": 0},
+                 "metrics": {"samples_per_s": x}} for v, x in (("preload", a), ("batched", b))]
+
+    noise = [1.0, 1.03, 0.98, 1.02, 0.99]
+    faster = io_grid.summary([launch(100 * n, 150 * n) for n in noise])["ab"]
+    assert [(a["new"], a["setting"], a["verdict"]) for a in faster] == [
+        ("batched", "train_w0", "faster")]
+    assert 1.4 < faster[0]["low"] <= faster[0]["ratio"] == 1.5 <= faster[0]["high"] < 1.6
+    same = io_grid.summary([launch(100 * n, 100 * n) for n in noise])["ab"][0]
+    assert same["verdict"] != "faster" and same["low"] <= 1.0 <= same["high"]
+    two = io_grid.summary([launch(100, 150), launch(101, 151)])["ab"][0]
+    assert two["low"] is None and two["verdict"] == "inconclusive"  # 2 launches: no interval
 
 
 def test_the_resnet50_steps_are_notebook_40s_gpu_rows_with_the_settings_the_h100_ran(tmp_path):

@@ -201,21 +201,46 @@ def _jax_step(res: Callable[[str], str]) -> Step:
         {**cfg.as_dict(), "framework": "jax"}, res("jax_resnet50"), expected_s=40)
 
 
-# IO steps' seconds on one H100 host at 10,000 images, four settings in one process each:
-# the four single-setting processes took 62, 42 and 40 s there (2026-11-27), 6-8 s of
-# each a process start that one process pays once
-IO_EXPECTED_S = {"raw": 40, "preload": 26, "preload_batched": 24}
+# IO steps' seconds on one H100 host at 10,000 images: raw's four settings in one
+# process (the four single-setting processes took 62 s there on 2026-11-27, 6-8 s of each
+# a process start); the A/B, 5 launches of 8 settings of 1 repeat, ~8 s start + ~6 s each
+IO_EXPECTED_S = {"raw": 40, "ab": 75}
 IO_MODES, IO_WORKERS = ("train", "traverse"), (0, 4)
+IO_AB = ("preload", "preload_batched")  # per-item against batched fetch: the claim to test
+IO_AB_LAUNCHES = 5  # the fewest that give a 95% interval (analysis.intervals.MIN_LAUNCHES)
 
 
 def _io_steps(out: Path) -> list[Step]:
-    """One step per storage variant: its modes and worker counts in one process (io_grid)."""
-    data = out / "data"
-    return [Step(f"io_{variant}", [
-        sys.executable, "-m", "benchlib.gpucheck.io_grid", "--modes", ",".join(IO_MODES),
-        "--workers", ",".join(map(str, IO_WORKERS)),
-        "1", "gpu", "--path", str(data), "--dataset", "fashion-mnist", "--variant", variant,
-        "--repeats", "3", "--study", STUDY + "-io", "--outputs", str(out)], 100,
-        {"dataset": "fashion-mnist", "fashion_size": FASHION_SIZE, "variant": variant,
-         "modes": list(IO_MODES), "num_workers": list(IO_WORKERS), "epochs": 1, "repeats": 3},
-        expected_s=IO_EXPECTED_S[variant]) for variant in ("raw", "preload", "preload_batched")]
+    """Raw files, each mode and worker count in one process; then preload against
+    preload_batched as an interleaved A/B over 5 launches (io_grid)."""
+    data, grid = out / "data", ["--modes", ",".join(IO_MODES),
+                                "--workers", ",".join(map(str, IO_WORKERS))]
+    io = ["1", "gpu", "--path", str(data), "--dataset", "fashion-mnist",
+          "--study", STUDY + "-io", "--outputs", str(out)]
+    params = {"dataset": "fashion-mnist", "fashion_size": FASHION_SIZE, "modes": list(IO_MODES),
+              "num_workers": list(IO_WORKERS), "epochs": 1}
+    summary = str(out / "work" / "io_ab.json")
+    return [
+        Step("io_raw", [sys.executable, "-m", "benchlib.gpucheck.io_grid", *grid, *io,
+                        "--variant", "raw", "--repeats", "3"], 100,
+             {**params, "variant": "raw", "repeats": 3}, expected_s=IO_EXPECTED_S["raw"]),
+        Step("io_ab", [sys.executable, "-m", "benchlib.gpucheck.io_grid", *grid,
+                       "--variants", ",".join(IO_AB), "--launches", str(IO_AB_LAUNCHES),
+                       "--summary", summary, *io, "--repeats", "1"], 200,
+             {**params, "variants": list(IO_AB), "launches": IO_AB_LAUNCHES, "repeats": 1},
+             summary, _ab_figures, expected_s=IO_EXPECTED_S["ab"]),
+    ]
+
+
+def _ab_figures(s: dict[str, Any]) -> dict[str, Any]:
+    """The A/B summary, flat: each setting's median and spread over launches, and each
+    ratio with its interval and verdict."""
+    figures: dict[str, Any] = {}
+    for name, m in s["settings"].items():
+        figures.update({f"{name}_{k}": m[k] for k in ("samples_per_s", "samples_per_s_p10",
+                                                      "samples_per_s_p90", "samples_per_s_n")})
+    for a in s["ab"]:
+        key = f"ab_{a['new']}_over_{a['base']}_{a['setting']}"
+        figures.update({key: a["ratio"], f"{key}_low": a["low"], f"{key}_high": a["high"],
+                        f"{key}_verdict": a["verdict"]})
+    return figures
