@@ -192,7 +192,7 @@ def test_the_resnet50_steps_are_notebook_40s_gpu_rows_with_the_settings_the_h100
     plan = {s.name: s for s in steps.plan(tmp_path)}
     windows = {"fp32": 15, "tf32": 20, "amp_bf16": 30, "amp_bf16_cl": 30, "amp_bf16_cl_compile": 30}
     for variant, max_steps in windows.items():
-        worker, params = plan[f"resnet50_{variant}"].config
+        _, worker, params = plan[f"resnet50_{variant}"].config
         assert worker == "single"
         assert {k: params[k] for k in ("model", "dataset", "image_size", "batch_size", "lr",
                                        "momentum", "device", "epochs", "max_steps",
@@ -218,7 +218,7 @@ def test_a_resnet50_steps_run_json_is_one_the_worker_accepts(tmp_path):
     from benchlib.workers.bootstrap import Plain, parse
 
     step = next(s for s in steps.plan(tmp_path) if s.name == "resnet50_amp_bf16_cl_compile")
-    worker, params = step.config
+    _, worker, params = step.config
     config = protocol.write_run_config(tmp_path, worker, params)
     worker_parser = lambda: Plain(None, parser(worker)).parser()  # noqa: E731 - as `single` builds it
     args = parse(worker_parser(), ["--config", str(config)])
@@ -227,3 +227,17 @@ def test_a_resnet50_steps_run_json_is_one_the_worker_accepts(tmp_path):
     protocol.write_run_config(tmp_path, worker, {**params, "no_such_parameter": 1})
     with pytest.raises(ConfigError, match="'no_such_parameter' is not a parameter of"):
         parse(worker_parser(), ["--config", str(config)])
+
+
+def test_a_misspelt_name_in_the_gpu_table_is_refused_not_dropped(tmp_path, monkeypatch):
+    import pytest
+
+    from benchlib.errors import ConfigError
+
+    table = (ROOT / steps.GPU_TABLE).read_text().replace("timed_steps: 5}", "timed_step: 5}")
+    (tmp_path / "params").mkdir()
+    (tmp_path / steps.GPU_TABLE).write_text(table)
+    monkeypatch.setenv("BENCHLIB_ROOT", str(tmp_path))
+    with pytest.raises(ConfigError, match=r"^timed_step: not a parameter of notebook 40 "
+                                          r"\(params/framework_comparison_gpu.yaml, row 1\)"):
+        steps.gpu_rows()

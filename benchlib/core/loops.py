@@ -84,9 +84,9 @@ class BatchLoader:
     """What a DataLoader without workers does for a data set that fetches whole batches,
     without its per-batch machinery (fetcher, collate dispatch, pinning checks): each
     batch is `collate_fn(dataset[index tensor])`, pinned for CUDA; the same batches in the
-    same order. That machinery took about 40% of each batch's time for preload_batched
-    here (25.6% of the contiguous-copy ceiling through a DataLoader, 42.7% without, 12
-    interleaved rounds on this 2-core machine)."""
+    same order. That machinery cost about as much as the gather itself for preload_batched:
+    with index_select and this loader, `python -m benchlib calibrate --path DATA` gives
+    39-52% of the contiguous-copy ceiling on a quiet 2-core machine (21% before both)."""
 
     def __init__(self, dataset, sampler: IndexBatches, collate_fn, pin: bool):
         self.dataset, self.sampler, self.collate_fn, self.pin = dataset, sampler, collate_fn, pin

@@ -55,9 +55,7 @@ def run_step(step: Step, out: Path, env: dict[str, Any]) -> dict[str, Any]:
     log = out / "logs" / f"{step.name}.log"
     timeout = step.timeout_s
     if step.config is not None:
-        worker, params = step.config
-        protocol.write_run_config(Path(step.argv[step.argv.index("--config") + 1]).parent,
-                                  worker, params)
+        protocol.write_run_config(*step.config)
     started_at, start = results.now(), time.monotonic()
     with open(log, "w") as f:
         proc = subprocess.Popen(step.argv, stdout=f, stderr=subprocess.STDOUT,
@@ -208,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{s.name:30} ~{s.expected_s:3.0f} s (box {s.timeout_s:3.0f} s)  "
                       f"{' '.join(s.argv)}")
                 if s.config is not None:
-                    print(f"{'':30} run.json params: {json.dumps(s.config[1], sort_keys=True)}")
+                    print(f"{'':30} run.json params: {json.dumps(s.config[2], sort_keys=True)}")
             expected = sum(s.expected_s for s in steps)
             print(f"{len(steps)} steps, about {expected:.0f} s on one H100; a step starts only "
                   f"while its expected time fits in the {args.budget_s:.0f} s budget")

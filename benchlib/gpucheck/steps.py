@@ -18,6 +18,7 @@ import yaml
 
 from benchlib import paths, reference
 from benchlib.config.framework_comparison import FrameworkComparisonConfig
+from benchlib.errors import ConfigError
 from benchlib.launch.protocol import RUN_CONFIG
 from benchlib.runs.params import expand
 from benchlib.studies import framework_comparison
@@ -53,9 +54,9 @@ class Step:
     figures: Callable[[dict[str, Any]], dict[str, Any]] = lambda r: r.get("metrics", {})
     outcome: dict[str, Any] = field(default_factory=dict)
     expected_s: float = 10.0
-    # (worker, parameters) for the run.json that argv's `--config` names, written when the
-    # step starts (a dry run writes nothing)
-    config: tuple[str, dict[str, Any]] | None = None
+    # (folder, worker, parameters) of the run.json that argv's `--config` names, written
+    # when the step starts (a dry run writes nothing)
+    config: tuple[Path, str, dict[str, Any]] | None = None
 
 
 def _worker(module: str, args: list[str], torchrun: bool = False,
@@ -141,8 +142,13 @@ def gpu_rows() -> list[FrameworkComparisonConfig]:
     the study's defaults, then the row."""
     file = paths.project_root() / GPU_TABLE
     (study,) = yaml.safe_load(file.read_text())["studies"]
-    return [FrameworkComparisonConfig.from_params({**study.get("defaults", {}), **row})
-            for row in expand(study, GPU_TABLE)]
+    rows = [{**study.get("defaults", {}), **row} for row in expand(study, GPU_TABLE)]
+    known = set(FrameworkComparisonConfig.field_names())
+    for i, row in enumerate(rows, start=1):  # from_params would drop a misspelt name unseen
+        if set(row) - known:
+            raise ConfigError(sorted(set(row) - known)[0], f"not a parameter of notebook 40 "
+                              f"({GPU_TABLE}, row {i}); it takes {', '.join(sorted(known))}")
+    return [FrameworkComparisonConfig.from_params(row) for row in rows]
 
 
 def _variant(cfg: FrameworkComparisonConfig) -> str:
@@ -155,11 +161,12 @@ def _resnet50_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
     steps: list[Step] = []
     for cfg in gpu_rows():
         name, expected = f"resnet50_{_variant(cfg)}", RESNET50_EXPECTED_S[_variant(cfg)]
-        config = out / "work" / name / RUN_CONFIG
-        steps.append(Step(name, _worker("single", ["--config", str(config), "--result", res(name)]),
+        folder = out / "work" / name
+        steps.append(Step(name, _worker("single", ["--config", str(folder / RUN_CONFIG),
+                                                   "--result", res(name)]),
                           3 * expected, cfg.as_dict(), res(name),
                           _resnet50_figures(cfg.precision), expected_s=expected,
-                          config=("single", framework_comparison.trainer_params(cfg))))
+                          config=(folder, "single", framework_comparison.trainer_params(cfg))))
     return steps
 
 
