@@ -175,8 +175,9 @@ def test_a_hostile_parameter_reaches_the_worker_as_one_string(slurm_cluster, tmp
 
 
 def queued_jobs(env: dict[str, str]) -> set[str]:
-    """The ids of the jobs in the queue (not their elapsed times, which move)."""
-    return set(subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True,
+    """The ids of the jobs in the queue, an array by its own id (`%F`): a pending array shows
+    as `6_[0]` and, once started, as `6_0`, the same job (not their elapsed times, which move)."""
+    return set(subprocess.run(["squeue", "-h", "-o", "%F"], env=env, capture_output=True,
                               text=True, check=True).stdout.split())
 
 
