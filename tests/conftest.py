@@ -131,7 +131,7 @@ def write_wrong_shapes(results_dir: Path, good: dict) -> list[tuple[Path, str]]:
     }
     written = []
     for stem, (record, why) in shapes.items():
-        path = results_dir / good["study"] / f"{stem}.json"
+        path = results_dir / good["table"] / f"{stem}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({**record, "run_id": stem}))
         written.append((path, why))

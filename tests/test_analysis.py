@@ -50,7 +50,7 @@ def test_data_prep_table_and_the_generated_data_caveat():
 
 
 def io_rows(**over):
-    base = {"notebook": "10_single_device_io.ipynb", "study": "io", "device_name": "cpu",
+    base = {"notebook": "10_single_device_io.ipynb", "table": "io", "device_name": "cpu",
             "model": "toynet", "samples": 70000.0, "torch": "2.5.1",
             "epochs": 1.0, "batch_size": 64.0, "repeats": 3.0, "warmup_steps": 5.0,
             "dataset": "fashion-mnist", "mode": "traverse", "variant": "raw",
@@ -84,7 +84,7 @@ def test_single_device_io_sentence_flips_with_the_ratio():
 
 
 def dist_rows(**over):
-    base = {"notebook": "20_dp_vs_ddp.ipynb", "study": "d", "dataset": "cifar10",
+    base = {"notebook": "20_dp_vs_ddp.ipynb", "table": "d", "dataset": "cifar10",
             "model": "pyramidnet", "depth": 20.0, "alpha": 48.0, "batch_size": 32.0,
             "device": "cpu", "strategy": "single", "launcher": "torchrun",
             "nproc_per_node": 1.0, "devices": 1.0, "global_batch": 32.0, "samples_per_s": 100.0,
@@ -108,7 +108,7 @@ def test_dp_vs_ddp_speedup_is_against_the_single_run_of_the_same_work():
 
 def test_multinode_lightning_overhead_pairs_the_same_layout():
     def row(trainer, world, sps, launch_s):
-        return {"notebook": "30_multinode_lightning.ipynb", "study": "m", "trainer": trainer,
+        return {"notebook": "30_multinode_lightning.ipynb", "table": "m", "trainer": trainer,
                 "launcher": "torchrun", "dataset": "fashion-mnist", "model": "toynet",
                 "depth": 20.0, "alpha": 48.0, "batch_size": 32.0, "device": "cpu",
                 "nnodes": float(world), "nproc_per_node": 1.0, "world_size": float(world),
@@ -132,7 +132,7 @@ def test_multinode_lightning_overhead_pairs_the_same_layout():
 
 def test_fault_tolerance_says_whether_the_loss_came_back():
     def row(diff):
-        return {"notebook": "35_fault_tolerance.ipynb", "study": "f", "model": "toynet",
+        return {"notebook": "35_fault_tolerance.ipynb", "table": "f", "model": "toynet",
                 "dataset": "mydataset", "nproc_per_node": 2.0, "checkpoint_every": 4.0,
                 "fail_at_step": 6.0, "restarts": 1.0, "steps_redone": 2.0, "final_step": 8.0,
                 "recovery_s": 3.5, "redo_s": 0.2, "checkpoint_s": 0.01, "loss_last": 2.0,
@@ -147,7 +147,7 @@ def test_fault_tolerance_says_whether_the_loss_came_back():
 
 def test_framework_comparison_scaling_mfu_and_jax_sentences():
     def row(n, sps, **over):
-        return {"notebook": "40_framework_comparison.ipynb", "study": "fw", "arch": "resnet18",
+        return {"notebook": "40_framework_comparison.ipynb", "table": "fw", "arch": "resnet18",
                 "dataset": "synthetic", "image_size": 32.0, "batch_size": 4.0,
                 "nproc_per_node": float(n), "precision": "fp32", "channels_last": False,
                 "compile": False, "device": "cpu", "samples_per_s": sps, "mfu": None,

@@ -176,7 +176,7 @@ def test_an_outputs_folder_that_is_a_file_is_called_a_file(tmp_path):
     file = tmp_path / "notes.txt"
     file.write_text("x\n")
     plan = tmp_path / "p.yaml"
-    plan.write_text(f"study: t\nnotebook: {ROOT / 'benchlib' / 'resources' / 'trivial.ipynb'}\n")
+    plan.write_text(f"name: t\nnotebook: {ROOT / 'benchlib' / 'resources' / 'trivial.ipynb'}\n")
     said = (f"outputs: {file} is a file, not a folder; give --outputs (or BENCHLIB_OUTPUTS) a "
             "folder, new or one that holds outputs\n")
     for command in (["sweep", str(plan), "--dry-run", "--outputs", str(file)],
@@ -192,7 +192,7 @@ def test_an_outputs_folder_that_is_a_file_is_called_a_file(tmp_path):
 
 def test_slurm_task_with_a_file_that_is_not_a_plan_is_one_line(tmp_path):
     plan = tmp_path / "plan.json"
-    plan.write_text("study: t\n")
+    plan.write_text("name: t\n")
     done = benchlib("slurm-task", str(plan), "0", "--outputs", str(tmp_path / "out"))
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.startswith(f"benchlib slurm-task: plan: {plan} is not a Slurm sweep's "

@@ -52,7 +52,7 @@ def test_benchlib_data_resolves_outputs_paths_as_the_rows_do(outputs, tmp_path, 
 
 def test_a_slurm_sweep_refuses_rows_whose_data_is_not_prepared(outputs, tmp_path):
     table = tmp_path / "mn.yaml"
-    table.write_text("study: mn\nnotebook: notebooks/30_multinode_lightning.ipynb\n"
+    table.write_text("name: mn\nnotebook: notebooks/30_multinode_lightning.ipynb\n"
                      "defaults: {launcher: srun, dataset: mydataset, model: toynet, device: cpu,\n"
                      "           nnodes: 2, trainer: ddp, max_steps: 4, warmup_steps: 1}\n"
                      "table: [{batch_size: 8}, {batch_size: 16}]\n")
@@ -75,7 +75,7 @@ def test_a_slurm_sweep_does_not_ask_the_data_prep_row_for_the_data_it_makes(outp
     """The smoke table's first row prepares `dataset: all` under outputs/data, before any
     data is there: a submit-side check must not refuse it (nor the table with it)."""
     assert not (outputs / "data").exists()
-    rows = [r for r in load_plan(ROOT / "params" / "smoke_cpu.yaml") if r.study == "data_prep"]
+    rows = [r for r in load_plan(ROOT / "params" / "smoke_cpu.yaml") if r.table == "data_prep"]
     assert rows and rows[0].params["dataset"] == "all"
     slurm_sweep.check_data(rows)
 

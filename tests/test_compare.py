@@ -37,7 +37,7 @@ def write_set(results_dir, label, env, *, slow=1.0, repeats=7, noise=0.02, seed=
             vals = level * (1 + noise * rng.standard_normal(repeats))
             rec = results.make_record(
                 run_id=results.run_id_for(study, "nb", params, bed["id"]) + f"-{label}-{launch}",
-                study=study, notebook="10_single_device_io.ipynb", params=params, env=env,
+                table=study, notebook="10_single_device_io.ipynb", params=params, env=env,
                 started_at=results.now(), status="ok", metrics={metric: float(np.median(vals))},
                 details={key: [{metric: float(v), "repeat": r} for r, v in enumerate(vals)]},
                 label=label, testbed=bed)
@@ -82,7 +82,7 @@ def in_memory_set(label, values):
     """A result set of values[row, launch, epoch] without files: one record a launch."""
     bed = testbed.from_env(BASE_ENV, commit="c0ffee")
     records = [results.make_record(
-        run_id=f"{label}-{row}-{launch}", study="bench_io", notebook="10_single_device_io.ipynb",
+        run_id=f"{label}-{row}-{launch}", table="bench_io", notebook="10_single_device_io.ipynb",
         params={"row": row}, env=BASE_ENV, started_at=results.now(), status="ok",
         metrics={"samples_per_s": float(np.median(epochs))},
         details={"epochs": [{"samples_per_s": float(v), "repeat": launch} for v in epochs]},
@@ -269,7 +269,7 @@ def test_bad_input_gets_one_line_and_exit_2(two_sets, capsys):
     assert "result sets here: new (30 ok), base (30 ok)" in line
     write_set(two_sets, "other", BASE_ENV, study="elsewhere")
     assert main(["compare", "base", "other"]) == 2
-    assert ("no rows in common: base has studies bench_io, other has elsewhere"
+    assert ("no rows in common: base has tables bench_io, other has elsewhere"
             in one_line_error(capsys))
     assert main(["compare", "base", "new", "--metric", "loss"]) == 2
     assert "metric: 'loss' has no direction to compare" in one_line_error(capsys)

@@ -102,7 +102,7 @@ def test_dp_vs_ddp_shared_cores_caveat_only_for_several_ranks_on_a_cpu():
 
 def multinode_frame(light, ddp, **over):
     def row(trainer, world, launcher, stats, launch_s):
-        return {"notebook": "30_multinode_lightning.ipynb", "study": "m", "trainer": trainer,
+        return {"notebook": "30_multinode_lightning.ipynb", "table": "m", "trainer": trainer,
                 "launcher": launcher, "dataset": "fashion-mnist", "model": "toynet",
                 "depth": 20.0, "alpha": 48.0, "batch_size": 32.0, "device": "cpu",
                 "nnodes": float(world), "nproc_per_node": 1.0, "world_size": float(world),
@@ -151,7 +151,7 @@ def test_launch_records_where_the_ranks_ran(tmp_path):
 
 
 def fault_row(**over):
-    base = {"notebook": "35_fault_tolerance.ipynb", "study": "f", "model": "toynet",
+    base = {"notebook": "35_fault_tolerance.ipynb", "table": "f", "model": "toynet",
             "dataset": "mydataset", "nproc_per_node": 2.0, "checkpoint_every": 4.0,
             "fail_at_step": 6.0, "restarts": 1.0, "steps_redone": 2.0, "final_step": 8.0,
             "recovery_s": 4.0, "restart_s": 3.0, "redo_s": 0.2, "checkpoint_s": 0.01,
@@ -219,7 +219,7 @@ def test_the_seed_003_sentence_states_oneflows_measured_scaling():
     from benchlib.analysis import framework_comparison
 
     runs = framework_comparison.runs(records([{
-        "notebook": "40_framework_comparison.ipynb", "study": "fw", "arch": "resnet18",
+        "notebook": "40_framework_comparison.ipynb", "table": "fw", "arch": "resnet18",
         "dataset": "synthetic", "image_size": 32.0, "batch_size": 4.0, "nproc_per_node": 1.0,
         "precision": "fp32", "channels_last": False, "compile": False, "device": "cpu",
         "samples_per_s": 10.0, "mfu": None, "device_name": "cpu"}]))
@@ -245,7 +245,7 @@ def test_io_pools_only_runs_of_the_same_model_data_size_and_torch():
 
 
 def fw_row(n, sps, **over):
-    return {"notebook": "40_framework_comparison.ipynb", "study": "fw", "arch": "resnet18",
+    return {"notebook": "40_framework_comparison.ipynb", "table": "fw", "arch": "resnet18",
             "dataset": "synthetic", "image_size": 32.0, "batch_size": 4.0,
             "nproc_per_node": float(n), "precision": "fp32", "channels_last": False,
             "compile": False, "device": "auto", "samples_per_s": sps, "mfu": None,
@@ -294,7 +294,7 @@ def test_load_results_gives_each_record_its_hardware(tmp_path):
     env = {"hostname": "node7", "cpu_model": "AMD EPYC 9454",
            "gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * 2, "packages": {"torch": "2.5.1"}}
     results.write_record(tmp_path, results.make_record(
-        run_id="r1", study="s", notebook="n.ipynb", params={}, env=env,
+        run_id="r1", table="s", notebook="n.ipynb", params={}, env=env,
         started_at=results.now(), status="ok"))
     df = results.load_results(tmp_path)
     assert df.loc[0, "hardware"] == "2 x NVIDIA H100 80GB HBM3; AMD EPYC 9454; node7"
@@ -314,7 +314,7 @@ def test_on_a_slurm_testbed_the_partition_stands_for_the_host(tmp_path):
     bed = testbed._finish({"kind": "slurm", "cluster": "c1", "partition": "gpu"}, "c1-gpu", None)
     for host, run_id in (("n1", "a"), ("n2", "b")):
         results.write_record(tmp_path, results.make_record(
-            run_id=run_id, study="s", notebook="n.ipynb", params={}, started_at=results.now(),
+            run_id=run_id, table="s", notebook="n.ipynb", params={}, started_at=results.now(),
             env={**env, "hostname": host}, status="ok", testbed=bed))
     assert set(results.load_results(tmp_path)["hardware"]) == {"cpu; EPYC; c1/gpu"}
 

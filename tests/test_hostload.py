@@ -29,7 +29,7 @@ def test_a_row_records_the_load_at_start_and_end_and_a_busy_start(tmp_path, outp
     loads = iter([(9.0, 5.0, 3.0), (1.0, 4.0, 3.0)])  # busy at start, quiet at the end
     monkeypatch.setattr(os, "getloadavg", lambda: next(loads))
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    [row] = load_plan(write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\n"))
+    [row] = load_plan(write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\n"))
     record = sweep.run_row(row, outputs)
     assert record["status"] == "ok"
     assert record["host_load"] == {
@@ -40,7 +40,7 @@ def test_a_row_records_the_load_at_start_and_end_and_a_busy_start(tmp_path, outp
 def _record(run_id: str, load_1m: float) -> dict:
     sample = {"load_1m": load_1m, "load_5m": 1.0, "load_15m": 1.0, "cpus": 2}
     return results.make_record(
-        run_id=run_id, study="s", notebook="trivial.ipynb", params={"x": run_id},
+        run_id=run_id, table="s", notebook="trivial.ipynb", params={"x": run_id},
         env={"hostname": "h1", "cpu_model": "cpu", "gpus": [], "packages": {}},
         started_at="2026-01-01T00:00:00.000+00:00", status="ok", metrics={"y": 1.0},
         host_load=hostload.span(sample, sample))

@@ -58,7 +58,7 @@ def test_cli_io_writes_a_record_with_profile_and_trace(small_data, outputs, caps
     out = capsys.readouterr().out
     assert f"fashion-mnist preload_batched train on {envinfo.cpu_model()}, num_workers=0:" in out
     record = json.loads(open(out.split("record: ")[1].strip()).read())
-    assert record["status"] == "ok" and record["study"] == "io"
+    assert record["status"] == "ok" and record["study"] == "single_device_io" and record["table"] == "io"
     assert record["params"]["variant"] == "preload_batched" and record["params"]["profile"] is True
     trace = record["metrics"]["trace_path"]
     assert trace.startswith(str(outputs / "traces")) and '"traceEvents"' in open(trace).read()
@@ -188,7 +188,7 @@ def test_a_sweep_row_whose_warmup_covers_the_epoch_is_refused_before_any_kernel_
         tmp_path, small_data, outputs, capsys):
     # 300 MyDataSet samples at batch 64: 5 steps, all of them warm-up
     file = tmp_path / "io.yaml"
-    file.write_text(f"study: io\nnotebook: 10_single_device_io\ndefaults: {{path: {small_data}, "
+    file.write_text(f"name: io\nnotebook: 10_single_device_io\ndefaults: {{path: {small_data}, "
                     "device: cpu, dataset: mydataset, epochs: 1, repeats: 1}\n"
                     "table: [{warmup_steps: 5}]\n")
     assert main(["sweep", str(file)]) == 2

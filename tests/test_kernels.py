@@ -63,7 +63,7 @@ def test_a_row_leaves_no_kernel_files_and_a_killed_sweeps_are_removed(tmp_path, 
 
 
 def test_a_sweep_killed_mid_row_leaves_its_kernel_folder_to_the_next_sweep(tmp_path, tmpdir_short):
-    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ntable: [{{x: 1, sleep_s: 30}}]\n")
+    file = write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\ntable: [{{x: 1, sleep_s: 30}}]\n")
     env = {**os.environ, "BENCHLIB_OUTPUTS": str(tmp_path / "out")}
     killed = subprocess.Popen([sys.executable, "-m", "benchlib", "sweep", str(file),
                                "--no-progress"], env=env, stdout=subprocess.DEVNULL,
@@ -75,7 +75,7 @@ def test_a_sweep_killed_mid_row_leaves_its_kernel_folder_to_the_next_sweep(tmp_p
     killed.send_signal(signal.SIGKILL)
     killed.wait()
     assert list(tmpdir_short.glob(f"{kernels.PREFIX}*"))  # what a killed sweep leaves
-    file.write_text(f"study: t\nnotebook: {TRIVIAL}\ntable: [{{x: 2}}]\n")
+    file.write_text(f"name: t\nnotebook: {TRIVIAL}\ntable: [{{x: 2}}]\n")
     done = subprocess.run([sys.executable, "-m", "benchlib", "sweep", str(file), "--no-progress"],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

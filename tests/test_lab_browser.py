@@ -45,7 +45,7 @@ BROKEN_NOTEBOOK = "broken.ipynb"  # benchlib's trivial notebook with fail=True
 IO_PARAMS = {"device": '"cpu"', "repeats": "2", "warmup_steps": "1"}
 # the records notebook 90 reads: one real row of notebook 10, run by a sweep
 SWEEP = """
-study: io_workers
+name: io_workers
 notebook: {notebook}
 defaults: {{device: cpu, dataset: fashion-mnist, epochs: 1, repeats: 2, warmup_steps: 1}}
 grid: {{num_workers: [0]}}

@@ -93,11 +93,11 @@ def test_io_notebook_sweep_feeds_the_analysis_conclusions(tmp_path, outputs, sma
     file = tmp_path / "io.yaml"
     file.write_text(f"""
 studies:
-  - study: io_workers
+  - name: io_workers
     notebook: 10_single_device_io
     defaults: {{path: {small_data}, device: cpu, dataset: mydataset, repeats: 2, warmup_steps: 1}}
     grid: {{num_workers: [0, 1]}}
-  - study: io_variants
+  - name: io_variants
     notebook: 10_single_device_io
     defaults: {{path: {small_data}, device: cpu, mode: traverse, repeats: 2, warmup_steps: 1,
                profile: true}}
@@ -124,7 +124,7 @@ studies:
 def test_dp_ddp_notebook_sweep_gives_speedup_and_busbw_in_the_analysis(tmp_path, outputs, small_data):
     file = tmp_path / "dist.yaml"
     file.write_text(f"""
-study: dp_ddp
+name: dp_ddp
 notebook: 20_dp_vs_ddp
 defaults: {{path: {small_data}, device: cpu, dataset: cifar10, model: pyramidnet, depth: 8,
            alpha: 12, batch_size: 8, max_steps: 4, warmup_steps: 1, epochs: 2}}
@@ -154,7 +154,7 @@ table:
 def test_framework_notebook_rows_scale_and_sit_beside_seed_003(tmp_path, outputs):
     file = tmp_path / "fw.yaml"
     file.write_text("""
-study: framework
+name: framework
 notebook: 40_framework_comparison
 defaults: {device: cpu, arch: resnet18, dataset: synthetic, image_size: 32, batch_size: 4,
            skip_steps: 1, warmup_steps: 1, timed_steps: 3, repeats: 2}
@@ -186,7 +186,7 @@ def test_multinode_and_fault_tolerance_notebooks_feed_the_analysis(tmp_path, out
     file = tmp_path / "mn.yaml"
     file.write_text(f"""
 studies:
-  - study: multinode
+  - name: multinode
     notebook: 30_multinode_lightning
     defaults: {{path: {small_data}, device: cpu, dataset: mydataset, model: toynet,
                batch_size: 16, epochs: 2, max_steps: 6, warmup_steps: 2}}
@@ -194,7 +194,7 @@ studies:
       - {{trainer: ddp, launcher: torchrun, nnodes: 1}}
       - {{trainer: ddp, launcher: torchrun, nnodes: 2}}
       - {{trainer: lightning, launcher: lightning, nnodes: 2}}
-  - study: fault
+  - name: fault
     notebook: 35_fault_tolerance
     defaults: {{path: {small_data}, device: cpu, dataset: mydataset, model: toynet,
                max_steps: 8, epochs: 1, fail_at_step: 6, checkpoint_every: 4}}
@@ -202,10 +202,10 @@ studies:
 """)
     assert main(["sweep", str(file), "--no-progress"]) == 0
     df = results.load_results(outputs / "results")
-    mn = df[df["study"] == "multinode"].set_index(["trainer", "nnodes"])
+    mn = df[df["table"] == "multinode"].set_index(["trainer", "nnodes"])
     assert mn.loc[("ddp", 2), "world_size"] == 2 and mn.loc[("lightning", 2), "world_size"] == 2
     assert mn.loc[("lightning", 2), "cluster_environment"] == "LightningEnvironment"
-    fault = df[df["study"] == "fault"].iloc[0]
+    fault = df[df["table"] == "fault"].iloc[0]
     assert fault["restarts"] == 1 and fault["steps_redone"] == 2  # killed after 6, resumed at 4
     assert fault["loss_diff"] <= 1e-6 * max(abs(fault["loss_last"]), 1)
 
@@ -226,7 +226,7 @@ def _measured(outputs, run_id, study, notebook, params, metrics):
     from benchlib.core import envinfo
 
     results.write_record(outputs / "results", results.make_record(
-        run_id=run_id, study=study, notebook=notebook, params=params, env=envinfo.collect(),
+        run_id=run_id, table=study, notebook=notebook, params=params, env=envinfo.collect(),
         started_at=results.now(), status="ok", metrics=metrics))
 
 

@@ -19,12 +19,13 @@ table:
     assert [r.params for r in rows] == [{"x": 1, "fail": False, "sleep_s": 0.0},
                                         {"x": 2, "fail": False, "sleep_s": 0.0}]
     assert rows[0].overrides == {"fail": False, "x": 1}
+    assert rows[0].table == "t"  # `study:`, the older spelling of `name:`, names the table
     assert rows[0].run_id != rows[1].run_id
     assert rows[1].source == f"{file}: row 2"
 
 
 def test_grid_is_the_cartesian_product_in_order(tmp_path):
-    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\n"
+    file = write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\n"
                                   "grid: {x: [1, 2, 3], fail: [false, true]}\n")
     assert [(r.params["x"], r.params["fail"]) for r in load_plan(file)] == [
         (1, False), (1, True), (2, False), (2, True), (3, False), (3, True)]
@@ -33,40 +34,41 @@ def test_grid_is_the_cartesian_product_in_order(tmp_path):
 def test_several_studies_in_one_file_and_notebook_by_short_name(tmp_path):
     file = write_params(tmp_path, f"""
 studies:
-  - {{study: a, notebook: {TRIVIAL}}}
-  - {{study: prep, notebook: 00_data_prep, table: [{{size: 10, offline: true}}]}}
+  - {{name: a, notebook: {TRIVIAL}}}
+  - {{name: prep, notebook: 00_data_prep, table: [{{size: 10, offline: true}}]}}
 """)
     rows = load_plan(file)
-    assert [(r.study, r.notebook.name) for r in rows] == [("a", "trivial.ipynb"),
+    assert [(r.table, r.notebook.name) for r in rows] == [("a", "trivial.ipynb"),
                                                           ("prep", "00_data_prep.ipynb")]
     assert rows[1].params["size"] == 10 and rows[1].params["path"] == "outputs/data"
 
 
 BAD = [
-    ("study: t\nnotebook: {nb}\ntable: [{{x: 1}}\n",
+    ("name: t\nnotebook: {nb}\ntable: [{{x: 1}}\n",
      "not valid YAML at line 4"),
-    ("study: t\nnotebook: {nb}\ntabel: [{{x: 1}}]\n",
-     "unknown key 'tabel'; allowed: study, notebook, description, defaults, table, grid"),
-    ("study: t\nnotebook: {nb}\ntable: [{{x: 1}}, {{y: 2}}]\n",
+    ("name: t\nnotebook: {nb}\ntabel: [{{x: 1}}]\n",
+     "unknown key 'tabel'; allowed: name, notebook, description, defaults, table, grid"),
+    ("name: t\nnotebook: {nb}\ntable: [{{x: 1}}, {{y: 2}}]\n",
      "row 2: y: not a parameter of trivial.ipynb; allowed: x, fail, sleep_s"),
-    ("study: t\nnotebook: {nb}\ntable: [{{x: '3'}}]\n",
+    ("name: t\nnotebook: {nb}\ntable: [{{x: '3'}}]\n",
      "row 1: x: expected int, got str '3'"),
-    ("study: t\nnotebook: 00_data_prep\ntable: [{{dataset: mnist}}]\n",
+    ("name: t\nnotebook: 00_data_prep\ntable: [{{dataset: mnist}}]\n",
      "row 1: dataset: 'mnist' is not one of all, fashion-mnist, mydataset"),
-    ("study: t\nnotebook: 00_data_prep\ntable: [{{size: -5}}]\n",
+    ("name: t\nnotebook: 00_data_prep\ntable: [{{size: -5}}]\n",
      "row 1: size: must be >= 1, got -5"),
-    ("study: t\nnotebook: nope\n",
+    ("name: t\nnotebook: nope\n",
      "notebook: 'nope' not found; known: 00_data_prep, 10_single_device_io, 20_dp_vs_ddp, "
      "30_multinode_lightning, 35_fault_tolerance, 40_framework_comparison, 45_scaling_projection, "
      "90_analysis"),
-    ("study: t\nnotebook: {nb}\ntable: [{{x: 1}}]\ngrid: {{x: [1]}}\n",
+    ("name: t\nnotebook: {nb}\ntable: [{{x: 1}}]\ngrid: {{x: [1]}}\n",
      "give either table or grid, not both"),
-    ("study: t\nnotebook: {nb}\ngrid: {{x: 3}}\n",
+    ("name: t\nnotebook: {nb}\ngrid: {{x: 3}}\n",
      "grid: must map each parameter to a non-empty list"),
-    ("study: t\nnotebook: {nb}\ntable: [{{x: 1}}, {{x: 1}}]\n",
-     "row 2: same study and parameters as"),
-    ("notebook: {nb}\n", "study: required"),
-    ("- just a list\n", "must be a mapping with study and notebook, or studies"),
+    ("name: t\nnotebook: {nb}\ntable: [{{x: 1}}, {{x: 1}}]\n",
+     "row 2: same table and parameters as"),
+    ("notebook: {nb}\n", "name: required"),
+    ("- just a list\n", "must be a mapping with name and notebook, or studies"),
+    ("name: t\nstudy: t\nnotebook: {nb}\n", "give name, not both name and study"),
 ]
 
 
@@ -80,7 +82,7 @@ def test_bad_tables_are_refused_with_file_row_and_parameter(tmp_path, text, mess
 
 
 def test_cli_sweep_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, outputs, capsys):
-    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ntable: [{{x: 1}}, {{x: -1, z: 0}}]\n")
+    file = write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\ntable: [{{x: 1}}, {{x: -1, z: 0}}]\n")
     assert main(["sweep", str(file)]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"benchlib sweep: {file}: row 2: z: not a parameter of trivial.ipynb; allowed: x, fail, sleep_s"
@@ -93,7 +95,7 @@ def test_cli_sweep_missing_file(tmp_path, capsys):
 
 
 def test_dry_run_lists_rows_and_runs_nothing(tmp_path, outputs, capsys):
-    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ngrid: {{x: [1, 2]}}\n")
+    file = write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\ngrid: {{x: [1, 2]}}\n")
     assert main(["sweep", str(file), "--dry-run"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2 and all(line.startswith("run  t/") for line in lines)
@@ -105,7 +107,7 @@ def test_loading_a_plan_checks_values_only_and_preflight_asks_the_machine(tmp_pa
     or a GPU; the row's preflight does, where the row runs."""
     from benchlib.runs.params import preflight
 
-    file = write_params(tmp_path, f"study: t\nnotebook: 10_single_device_io\n"
+    file = write_params(tmp_path, f"name: t\nnotebook: 10_single_device_io\n"
                                   f"table: [{{path: {tmp_path / 'none'}, device: cpu}}]\n")
     rows = load_plan(file)  # the data is not there: not this step's business
     with pytest.raises(UsageError, match=r"row 1: path: .* has no fashion-mnist data"):
@@ -120,7 +122,7 @@ def test_sweep_executor_slurm_does_not_probe_this_machine(tmp_path, outputs, cap
     data = tmp_path / "data"  # on the shared file system, as the array tasks will read it
     prepare.prepare(DataPrepConfig(path=str(data), dataset="fashion-mnist", fashion_size=100,
                                    offline=True))
-    file = write_params(tmp_path, f"study: t\nnotebook: 10_single_device_io\n"
+    file = write_params(tmp_path, f"name: t\nnotebook: 10_single_device_io\n"
                                   f"table: [{{path: {data}, device: gpu}}]\n")
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, no sinfo here
     assert main(["sweep", str(file), "--executor", "slurm", "--dry-run"]) == 0
@@ -135,7 +137,7 @@ def test_sweep_executor_slurm_does_not_probe_this_machine(tmp_path, outputs, cap
 
 
 def test_an_empty_table_is_refused_not_swept_as_0_ok(tmp_path, outputs, capsys):
-    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ntable: []\n")
+    file = write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\ntable: []\n")
     assert main(["sweep", str(file)]) == 2
     assert capsys.readouterr().err == (
         f"benchlib sweep: {file}: table: empty, so nothing would run; give one mapping per row, "
@@ -144,9 +146,9 @@ def test_an_empty_table_is_refused_not_swept_as_0_ok(tmp_path, outputs, capsys):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("study: t\nnotebook: {nb}\ntable: [{{x: 1}}]\ngrid: {{x: [1]}}\n",
+    ("name: t\nnotebook: {nb}\ntable: [{{x: 1}}]\ngrid: {{x: [1]}}\n",
      ": give either table or grid, not both"),
-    ("studies:\n  - {{study: t, notebook: {nb}, table: 3}}\n",
+    ("studies:\n  - {{name: t, notebook: {nb}, table: 3}}\n",
      ": studies[1]: table: must be a list of mappings"),
 ])
 def test_file_level_errors_have_no_empty_segment(tmp_path, text, message):
@@ -169,7 +171,7 @@ def test_a_run_with_a_bad_parameter_has_no_empty_segment(outputs, capsys):
 ])
 def test_a_slurm_dry_run_refuses_what_the_real_run_refuses(tmp_path, outputs, capsys, monkeypatch,
                                                            flags, message):
-    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ntable: [{{x: 1}}]\n")
+    file = write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\ntable: [{{x: 1}}]\n")
     monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, no sinfo here
     for dry_run in (["--dry-run"], []):
         assert main(["sweep", str(file), "--executor", "slurm", *flags, *dry_run]) == 2, dry_run
@@ -179,7 +181,7 @@ def test_a_slurm_dry_run_refuses_what_the_real_run_refuses(tmp_path, outputs, ca
 
 
 def test_a_local_dry_run_refuses_slurm_flags_as_the_real_run_does(tmp_path, outputs, capsys):
-    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ntable: [{{x: 1}}]\n")
+    file = write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\ntable: [{{x: 1}}]\n")
     for dry_run in (["--dry-run"], []):
         assert main(["sweep", str(file), "--partition", "gpu", *dry_run]) == 2, dry_run
         assert capsys.readouterr().err == ("benchlib sweep: executor: --partition, --time, "

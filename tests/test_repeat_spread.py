@@ -95,7 +95,7 @@ def test_a_record_of_launches_is_compared_as_launches_not_epochs():
 def test_multinode_and_framework_show_the_spreads_too():
     def mn(mode, p10, p90):
         values = tuple(p10 + (p90 - p10) * i / 4 for i in range(5))
-        return {"notebook": "30_multinode_lightning.ipynb", "study": "m", "trainer": "ddp",
+        return {"notebook": "30_multinode_lightning.ipynb", "table": "m", "trainer": "ddp",
                 "launcher": "torchrun", "dataset": "fashion-mnist", "model": "toynet",
                 "depth": 20.0, "alpha": 48.0, "batch_size": 32.0, "device": "cpu", "nnodes": 1.0,
                 "nproc_per_node": 2.0, "world_size": 2.0, "global_batch": 64.0, "epoch_s": 1.0,
@@ -107,7 +107,7 @@ def test_multinode_and_framework_show_the_spreads_too():
 
     def fw(mode, p10, p90):
         values = tuple(p10 + (p90 - p10) * i / 4 for i in range(5))
-        return {"notebook": "40_framework_comparison.ipynb", "study": "f", "arch": "resnet18",
+        return {"notebook": "40_framework_comparison.ipynb", "table": "f", "arch": "resnet18",
                 "dataset": "synthetic", "image_size": 64.0, "batch_size": 8.0,
                 "nproc_per_node": 1.0, "precision": "fp32", "channels_last": False,
                 "compile": False, "samples_per_s": 10.0, "samples_per_s_p10": p10,

@@ -73,8 +73,8 @@ def test_the_site_has_the_landing_page_analysis_run_pages_and_records(site):
     runs = results.read_records(site / "results")
     assert {"index.html", "analysis.html", pages.CSS_NAME} <= names
     for rec in runs:
-        assert f"{rec['study']}/{rec['run_id']}.html" in names
-        assert f"records/{rec['study']}/{rec['run_id']}.json" in names
+        assert f"{rec['table']}/{rec['run_id']}.html" in names
+        assert f"records/{rec['table']}/{rec['run_id']}.json" in names
 
 
 def test_every_link_is_relative_and_resolves_to_a_file_and_anchor(site):
@@ -119,8 +119,8 @@ def test_landing_page_leads_with_findings_then_testbeds_failures_and_runs(site):
     assert order == sorted(order)
     text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
     assert "fashion-mnist: 350 samples, generated" in text
-    assert "broken Which data sets" not in text
-    assert "broken What does trivial.ipynb measure? No ok run, so no figure: 1 failed " \
+    assert "trivial Which data sets" not in text
+    assert "trivial What does trivial.ipynb measure? No ok run, so no figure: 1 failed " \
            "(first error: ValueError: asked to fail with x=0" in text
     data_prep = next(r for r in results.read_records(site / "results") if r["study"] == "data_prep")
     figure = re.search(r'<strong><a href="([^"]+)">350</a></strong>', page)
@@ -147,7 +147,7 @@ def test_run_page_says_what_ran_before_the_outputs_and_links_to_the_analysis(sit
 
 
 def test_failed_run_page_shows_its_error_at_the_top(site):
-    rec = next(r for r in results.read_records(site / "results") if r["study"] == "broken")
+    rec = next(r for r in results.read_records(site / "results") if r["table"] == "broken")
     page = (site / "report" / "broken" / f"{rec['run_id']}.html").read_text()
     assert '<span class="failed">failed</span>: ValueError: asked to fail with x=0' in page
 
@@ -323,7 +323,7 @@ def test_records_of_the_wrong_shape_are_skipped_with_a_warning_naming_each(tmp_p
     from conftest import write_wrong_shapes
 
     outputs = tmp_path / "outputs"
-    good = results.make_record(run_id="abc123", study="s", notebook="n.ipynb", params={"x": 1},
+    good = results.make_record(run_id="abc123", table="s", notebook="n.ipynb", params={"x": 1},
                                env={"hostname": "h1"}, started_at=results.now(), status="ok",
                                metrics={"samples_per_s": 1.0})
     results.write_record(outputs / "results", good)

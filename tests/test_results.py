@@ -10,7 +10,7 @@ from benchlib.records import results
 
 
 def record(**kw):
-    base = dict(run_id="abc123", study="s", notebook="n.ipynb", params={"num_workers": 2},
+    base = dict(run_id="abc123", table="s", notebook="n.ipynb", params={"num_workers": 2},
                 env={"hostname": "h1", "cpu_model": "cpu", "gpus": [], "packages": {"torch": "2.14.1"}},
                 started_at="2026-01-01T00:00:00.000+00:00", status="ok",
                 metrics={"samples_per_s": 100.0}, executed_notebook="runs/s/abc123.ipynb")

@@ -50,7 +50,7 @@ def submit_training(env, tmp_path, trainer: str, worker_args: str, nodes: int = 
 def plan(tmp_path, rows: str) -> Path:
     path = tmp_path / "multinode.yaml"
     path.write_text(
-        "study: mn_slurm\nnotebook: notebooks/30_multinode_lightning.ipynb\n"
+        "name: mn_slurm\nnotebook: notebooks/30_multinode_lightning.ipynb\n"
         "defaults: {launcher: srun, dataset: synthetic, model: simplecnn, batch_size: 8, "
         "max_steps: 6, warmup_steps: 2, device: cpu, epochs: 1, nnodes: 2, timeout_s: 240}\n"
         f"table:\n{rows}")

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.notebook
 
 def trivial_study(tmp_path, xs, failing=()):
     rows = "\n".join(f"  - {{x: {x}, fail: {str(x in failing).lower()}}}" for x in xs)
-    return write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ntable:\n{rows}\n")
+    return write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\ntable:\n{rows}\n")
 
 
 def test_a_failing_row_is_recorded_and_the_next_row_still_runs(tmp_path, outputs):
@@ -68,11 +68,12 @@ def test_cli_sweep_exit_status_and_summary(tmp_path, outputs, capsys):
 
 
 def test_cli_run_one_notebook_with_parameters(outputs, capsys):
-    assert main(["run", str(TRIVIAL), "-p", "x", "21", "--study", "adhoc"]) == 0
+    assert main(["run", str(TRIVIAL), "-p", "x", "21", "--table", "adhoc"]) == 0
     out = capsys.readouterr().out
     record_file = out.split("record: ")[1].strip()
     rec = json.loads(open(record_file).read())
-    assert rec["study"] == "adhoc" and rec["metrics"] == {"y": 42} and rec["params"]["x"] == 21
+    assert (rec["table"], rec["study"]) == ("adhoc", "trivial")  # its table, its notebook's study
+    assert rec["metrics"] == {"y": 42} and rec["params"]["x"] == 21
 
 
 def test_cli_run_rejects_an_undeclared_parameter(outputs, capsys):
@@ -100,7 +101,7 @@ def test_a_sweep_killed_mid_row_leaves_nothing_half_written_and_a_rerun_finishes
     import signal
     import time
 
-    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ndefaults: {{sleep_s: 3}}\n"
+    file = write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\ndefaults: {{sleep_s: 3}}\n"
                                   "table: [{x: 1}, {x: 2}, {x: 3}]\n")
     sweep = _sweep_process(file, outputs)
     deadline = time.monotonic() + 120
@@ -124,7 +125,7 @@ def test_a_sweep_killed_mid_row_leaves_nothing_half_written_and_a_rerun_finishes
 
 
 def test_two_sweeps_on_the_same_outputs_split_the_rows_and_lose_nothing(tmp_path, outputs):
-    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ndefaults: {{sleep_s: 1}}\n"
+    file = write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\ndefaults: {{sleep_s: 1}}\n"
                                   "table: [{x: 1}, {x: 2}, {x: 3}, {x: 4}]\n")
     first, second = _sweep_process(file, outputs), _sweep_process(file, outputs)
     outs = [p.communicate(timeout=180)[0] for p in (first, second)]

@@ -85,22 +85,45 @@ def test_a_version_1_record_loads_with_a_testbed_from_its_env(tmp_path):
     df = results.load_results(tmp_path)
     assert df.iloc[0]["label"] == rec["label"] and df.iloc[0]["testbed"] == "h1"
     assert df.iloc[0]["samples_per_s"] == 10.0
+    # its `study` named its table; the study is now its notebook's
+    assert (rec["schema_version"], rec["table"], rec["study"]) == (3, "s", "n")
+
+
+def test_a_version_2_record_names_its_table_and_its_notebooks_study(tmp_path):
+    new = results.make_record(run_id="0123456789ab", table="io_workers",
+                              notebook="10_single_device_io.ipynb", params={"x": 1}, env=ENV,
+                              started_at=results.now(), status="ok")
+    assert (new["study"], new["table"], new["schema_version"]) == ("single_device_io",
+                                                                   "io_workers", 3)
+    old = {k: v for k, v in new.items() if k != "table"}
+    old.update(schema_version=2, study="io_workers")  # as version 2 wrote it
+    (tmp_path / "io_workers").mkdir()
+    (tmp_path / "io_workers" / "0123456789ab.json").write_text(json.dumps(old))
+    [rec] = results.read_records(tmp_path)
+    assert rec == new  # the same record as this version writes
+    df = results.load_results(tmp_path, "single_device_io")  # picked by its study ...
+    assert list(df["table"]) == ["io_workers"] and list(df["study"]) == ["single_device_io"]
+    assert len(results.load_results(tmp_path, "io_workers")) == 1  # ... or by its table
+    # a version 3 record without its table is refused by name
+    (tmp_path / "io_workers" / "0123456789ab.json").write_text(json.dumps({**old,
+                                                                          "schema_version": 3}))
+    assert results.read_records(tmp_path) == []
 
 
 def test_a_new_record_carries_its_testbed_and_label(tmp_path):
     bed = testbed.from_env(ENV, "abc")
-    rec = results.make_record(run_id="r", study="s", notebook="n", params={}, env=ENV,
+    rec = results.make_record(run_id="r", table="s", notebook="n", params={}, env=ENV,
                               started_at=results.now(), status="ok", label="before", testbed=bed)
-    assert rec["schema_version"] == 2 and rec["label"] == "before" and rec["testbed"] == bed
+    assert rec["schema_version"] == 3 and rec["label"] == "before" and rec["testbed"] == bed
     assert results.read_record(results.write_record(tmp_path, rec)) == rec
     with pytest.raises(testbed.UsageError, match="label: 'a/b'"):
-        results.make_record(run_id="r", study="s", notebook="n", params={}, env=ENV,
+        results.make_record(run_id="r", table="s", notebook="n", params={}, env=ENV,
                             started_at=results.now(), status="ok", label="a/b")
 
 
 def trivial(tmp_path, xs=(1, 2)):
     rows = "\n".join(f"  - {{x: {x}}}" for x in xs)
-    return write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ntable:\n{rows}\n")
+    return write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\ntable:\n{rows}\n")
 
 
 def files(outputs, sub="results", pattern="*.json"):
@@ -147,7 +170,7 @@ def test_force_and_a_new_label_add_records_and_never_overwrite_an_ok_one(tmp_pat
 
 
 def test_a_failed_record_is_replaced_only_within_its_result_set(tmp_path, outputs):
-    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ntable:\n  - {{x: 1, fail: true}}\n")
+    file = write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\ntable:\n  - {{x: 1, fail: true}}\n")
     [row] = load_plan(file)
     run_plan([row], outputs, progress=False, label="a")
     run_plan([row], outputs, progress=False, label="a")  # retried: replaces its own failure
@@ -190,7 +213,7 @@ def test_two_partitions_sharing_one_outputs_folder_never_mix(slurm_cluster, tmp_
     """The test cluster's partitions debug (n1, n2) and solo (n1) on one BENCHLIB_OUTPUTS:
     each runs the row for itself, into its own result set, and then skips it."""
     env = {**slurm_cluster, "BENCHLIB_OUTPUTS": str(tmp_path / "out")}
-    file = write_params(tmp_path, f"study: t\nnotebook: {TRIVIAL}\ntable:\n  - {{x: 3}}\n")
+    file = write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\ntable:\n  - {{x: 3}}\n")
 
     def sweep(partition):
         done = subprocess.run([sys.executable, "-m", "benchlib", "sweep", str(file), "--executor",

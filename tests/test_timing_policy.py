@@ -59,7 +59,7 @@ def test_framework_conclusions_flag_rows_whose_jax_figure_was_timed_another_way(
     from benchlib.analysis import framework_comparison
 
     def fw(**over):
-        return {"notebook": "40_framework_comparison.ipynb", "study": "f", "arch": "resnet18",
+        return {"notebook": "40_framework_comparison.ipynb", "table": "f", "arch": "resnet18",
                 "dataset": "synthetic", "image_size": 64.0, "batch_size": 8.0,
                 "nproc_per_node": 1.0, "precision": "fp32", "channels_last": False,
                 "compile": False, "samples_per_s": 10.0, "mfu": None, "device_name": "cpu",

@@ -20,7 +20,7 @@ NOTEBOOK = "20_dp_vs_ddp.ipynb"
 # a speedup's baseline does the same work on the same hardware (not the same `device`
 # parameter: "auto" on a GPU host and "cuda" there are one machine, "cpu" on two hosts two)
 SPREAD_SHOWN = ["strategy", "launcher", "devices", "model", "dataset"]
-SAME_WORK = ["study", "dataset", "model", "depth", "alpha", "batch_size", "precision", "hardware"]
+SAME_WORK = ["table", "dataset", "model", "depth", "alpha", "batch_size", "precision", "hardware"]
 
 
 def runs(df: pd.DataFrame) -> pd.DataFrame:

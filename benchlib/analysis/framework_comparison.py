@@ -27,7 +27,7 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
         return runs
     runs["variant"] = runs["precision"] + runs["channels_last"].map({True: "+nhwc", False: ""}) \
         + runs["compile"].map({True: "+compile", False: ""})
-    keys = ["study", "arch", "dataset", "image_size", "batch_size", "variant", "hardware"]
+    keys = ["table", "arch", "dataset", "image_size", "batch_size", "variant", "hardware"]
     return with_speedup(runs, keys, runs["nproc_per_node"] == 1, "nproc_per_node")
 
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 NOTEBOOK = "30_multinode_lightning.ipynb"
 SPREAD_SHOWN = ["trainer", "launcher", "nnodes", "nproc_per_node", "model"]
-SAME_WORK = ["study", "trainer", "dataset", "model", "depth", "alpha", "batch_size", "hardware"]
+SAME_WORK = ["table", "trainer", "dataset", "model", "depth", "alpha", "batch_size", "hardware"]
 
 
 def runs(df: pd.DataFrame) -> pd.DataFrame:

@@ -25,9 +25,10 @@ def table(df: pd.DataFrame) -> pd.DataFrame:
 
 def failures(df: pd.DataFrame) -> pd.DataFrame:
     """Failed runs with their error and executed notebook."""
-    cols = ["study", "run_id", "error", "executed_notebook"]
+    cols = ["study", "table", "run_id", "error", "executed_notebook"]
     if df.empty:
         return pd.DataFrame(columns=cols)
+    cols = [c for c in cols if c in df]  # a frame built by hand may lack `table`
     return df.loc[df["status"] == "failed", cols].reset_index(drop=True)
 
 

@@ -24,8 +24,8 @@ def _new_run(args, notebook: str, params: dict) -> tuple[str, dict]:
     bed = testbed.current()
     label = testbed.check_label(args.label) if args.label else \
         testbed.default_label(results.read_records(results_dir), bed)
-    run_id = results.run_id_for(args.study, notebook, params, bed["id"])
-    return results.free_run_id(results_dir, args.study, run_id, label), \
+    run_id = results.run_id_for(args.table, notebook, params, bed["id"])
+    return results.free_run_id(results_dir, args.table, run_id, label), \
         {"label": label, "testbed": bed}
 
 
@@ -37,7 +37,7 @@ def _store(args, notebook: str, run_id: str, params: dict, started: tuple[str, d
     from benchlib.records import results
 
     record = results.make_record(
-        run_id=run_id, study=args.study, notebook=notebook, params=params,
+        run_id=run_id, table=args.table, notebook=notebook, params=params,
         env=envinfo.collect(), started_at=started[0], status="ok", metrics=metrics,
         details=details, host_load=hostload.span(started[1], hostload.sample()), **result_set)
     return results.write_record(common.outputs(args) / "results", record)
@@ -227,7 +227,9 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("io", help="single-device IO: seed 000's singlegpu.py and test_funcs.py")
     add_config_flags(p, SingleDeviceIoConfig, positional=("epochs", "device"),
                      required=("path", "dataset"), choices={"device": DEVICES})
-    p.add_argument("--study", default="io", help="study name of the record (default io)")
+    p.add_argument("--table", "--study", dest="table", default="io",
+                   help="the table the record is filed under: outputs/results/<table>/ "
+                        "(default io; --study is its older spelling)")
     p.add_argument("--outputs", help=common.OUTPUTS_HELP)
     p.add_argument("--label", help=common.MEASURE_LABEL_HELP)
     p.set_defaults(func=cmd_io)
@@ -245,7 +247,9 @@ def add_parsers(sub) -> None:
     distributed(p)
     p.add_argument("--max-bytes", type=int, default=64 * 2**20)
     p.add_argument("--iters", type=int, default=10)
-    p.add_argument("--study", default="allreduce")
+    p.add_argument("--table", "--study", dest="table", default="allreduce",
+                   help="the table the record is filed under (default allreduce; --study is "
+                        "its older spelling)")
     p.add_argument("--label", help=common.MEASURE_LABEL_HELP)
     p.set_defaults(func=cmd_allreduce)
 

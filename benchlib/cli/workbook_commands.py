@@ -60,7 +60,7 @@ def cmd_sweep(args) -> int:
         todo = {r.run_id for r in sweep.pending(rows, outputs, args.force, args.label)}
         for r in rows:
             state = "run " if r.run_id in todo else "skip"
-            print(f"{state} {r.study}/{r.run_id} {r.notebook.name} {json.dumps(r.overrides)}")
+            print(f"{state} {r.table}/{r.run_id} {r.notebook.name} {json.dumps(r.overrides)}")
         return 0
     if args.executor == "slurm":
         from benchlib.runs import slurm_sweep
@@ -116,13 +116,13 @@ def cmd_run(args) -> int:
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise UsageError(f"param: {twice[0]} given more than once; give each parameter once")
-    row = params.single_row(args.notebook, dict(map(_parse_param, args.param or [])), args.study)
+    row = params.single_row(args.notebook, dict(map(_parse_param, args.param or [])), args.table)
     params.preflight([row])
     summary = sweep.run_plan([row], common.outputs(args), force=args.force, progress=False,
                              label=args.label)
-    code = common.report_sweep(summary, f"run {row.study}/{row.run_id}")
-    record = results.find_record(common.outputs(args) / "results", row.study, row.run_id, args.label)
-    print(f"record: {results.record_path(common.outputs(args) / 'results', row.study, record['run_id'])}")
+    code = common.report_sweep(summary, f"run {row.table}/{row.run_id}")
+    record = results.find_record(common.outputs(args) / "results", row.table, row.run_id, args.label)
+    print(f"record: {results.record_path(common.outputs(args) / 'results', row.table, record['run_id'])}")
     return code
 
 
@@ -169,7 +169,9 @@ def add_parsers(sub) -> None:
     p.add_argument("notebook", help="e.g. 00_data_prep or notebooks/00_data_prep.ipynb")
     p.add_argument("-p", "--param", nargs=2, action="append", metavar=("NAME", "VALUE"),
                    help="a parameter (VALUE read as YAML: 3, 0.5, true, text)")
-    p.add_argument("--study", help="study name for the record (default: the notebook's name)")
+    p.add_argument("--table", "--study", dest="table",
+                   help="the table the record is filed under: outputs/results/<table>/ "
+                        "(default: the notebook's name; --study is its older spelling)")
     p.add_argument("--outputs", help=common.OUTPUTS_HELP)
     p.add_argument("--force", action="store_true", help="rerun even if an ok record exists")
     p.add_argument("--label", help=common.LABEL_HELP)

@@ -1,5 +1,5 @@
 """What `benchlib compare` puts side by side: result sets opened from a label or a folder
-(the newest set when a folder holds several), their rows matched by study and parameters
+(the newest set when a folder holds several), their rows matched by table and parameters
 (where the data lives left out), each row's values per launch, and what differs between
 the two sets' environments. See benchlib.compare.verdicts for the rules."""
 
@@ -115,8 +115,8 @@ def row_params(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def row_key(record: dict[str, Any]) -> str:
-    """What a row is across testbeds: its study and parameters, wherever the data lives."""
-    return json.dumps({"study": record["study"], "params": row_params(record)},
+    """What a row is across testbeds: its table and parameters, wherever the data lives."""
+    return json.dumps({"table": record["table"], "params": row_params(record)},
                       sort_keys=True, default=str)
 
 
@@ -128,7 +128,7 @@ def group_rows(records: list[dict[str, Any]], where: str) -> dict[str, list[dict
     for key, recs in groups.items():
         beds = sorted({r["testbed"]["id"] for r in recs})
         if len(beds) > 1:
-            raise UsageError(f"result set {where} holds row {recs[0]['study']} "
+            raise UsageError(f"result set {where} holds row {recs[0]['table']} "
                              f"{json.dumps(row_params(recs[0]), sort_keys=True)} from "
                              f"{len(beds)} testbeds ({', '.join(beds)}): give each testbed "
                              "its own label")
@@ -136,12 +136,12 @@ def group_rows(records: list[dict[str, Any]], where: str) -> dict[str, list[dict
 
 
 def describe_rows(records: list[dict[str, Any]]) -> dict[str, str]:
-    """row key -> the parameters that tell the study's compared rows apart."""
-    by_study: dict[str, dict[str, dict[str, Any]]] = {}
+    """row key -> the parameters that tell the table's compared rows apart."""
+    by_table: dict[str, dict[str, dict[str, Any]]] = {}
     for r in records:
-        by_study.setdefault(r["study"], {})[row_key(r)] = row_params(r)
+        by_table.setdefault(r["table"], {})[row_key(r)] = row_params(r)
     out = {}
-    for rows in by_study.values():
+    for rows in by_table.values():
         names = sorted({k for p in rows.values() for k in p})
         varying = [n for n in names if len({repr(p.get(n)) for p in rows.values()}) > 1]
         for key, p in rows.items():

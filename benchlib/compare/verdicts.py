@@ -69,7 +69,6 @@ from benchlib.compare.sets import (
     per_repeat,
     values,
 )
-from benchlib.config import studies as registry
 from benchlib.errors import UsageError
 from benchlib.records import results
 
@@ -124,7 +123,7 @@ class Comparison:
 
 def _names(record: dict[str, Any]) -> set[str]:
     """The names `--study` picks a record by: its study (config/studies.py) and its table."""
-    return {registry.of_notebook(record["notebook"]), record["study"]}
+    return {record["study"], record["table"]}
 
 
 def _check_studies(studies: Iterable[str] | None, records: list[dict[str, Any]]) -> list[str]:
@@ -145,8 +144,8 @@ def _common(base: ResultSet, new: ResultSet, b_rows: dict[str, Any],
     common = sorted(set(b_rows) & set(n_rows))
     if not common:
         def studies_of(rows):
-            return ", ".join(sorted({json.loads(k)["study"] for k in rows})) or "none"
-        raise UsageError(f"no rows in common: {base.label} has studies {studies_of(b_rows)}, "
+            return ", ".join(sorted({json.loads(k)["table"] for k in rows})) or "none"
+        raise UsageError(f"no rows in common: {base.label} has tables {studies_of(b_rows)}, "
                          f"{new.label} has {studies_of(n_rows)} (none with the same parameters)")
     return common
 
@@ -191,7 +190,7 @@ def _metric_row(key: str, name: str, b_recs: list[dict[str, Any]], b_vals: list[
     n_launches = min(len(b_vals), len(n_vals))
     tested = r.boot is not None and n_launches >= MIN_LAUNCHES
     return {
-        "study": b_recs[0]["study"], "row": name, "metric": metric,
+        "study": b_recs[0]["study"], "table": b_recs[0]["table"], "row": name, "metric": metric,
         "base": statistics.median([v for g in b_vals for v in g]),
         "new": statistics.median([v for g in n_vals for v in g]),
         "ratio": r.ratio, "ci95_low": r.low, "ci95_high": r.high,

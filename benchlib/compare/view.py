@@ -40,7 +40,8 @@ def table(comparison: Comparison):
 
     rows = comparison.rows
     return pd.DataFrame({
-        "study": rows["study"], "row": rows["row"], "metric": rows["metric"],
+        "study": rows["study"], "table": rows["table"], "row": rows["row"],
+        "metric": rows["metric"],
         "base": rows["base"].map(_num), "new": rows["new"].map(_num),
         "ratio": rows["ratio"].map(lambda x: f"{x:.3f}"),
         "95% interval": [interval_text(r) for _, r in rows.iterrows()],
@@ -72,7 +73,7 @@ def sentences(comparison: Comparison) -> list[str]:
     for verdict_name in ("slower", "faster"):
         hits = rows[rows["verdict"] == verdict_name]
         if len(hits):
-            listed = "; ".join(f"{r.study} {r.row} {r.metric} {change_text(r.speed)} "
+            listed = "; ".join(f"{r.table} {r.row} {r.metric} {change_text(r.speed)} "
                                f"(speed {r.speed_low:.3f}-{r.speed_high:.3f})"
                                for r in hits.itertuples())
             out.append(f"{verdict_name.capitalize()} beyond {t} with 95% confidence: {listed}.")
@@ -137,7 +138,7 @@ def forest_plot(comparison: Comparison, ax=None):
     ax.axvline(1, color="#666666", lw=0.8)
     labels = []
     for y, r in enumerate(rows.itertuples()):
-        labels.append(f"{r.study} {r.row} ({r.metric})")
+        labels.append(f"{r.table} {r.row} ({r.metric})")
         color = colors[r.verdict]
         if r.speed_low is None or math.isnan(r.speed_low):
             lo, hi = sorted((r.range_low, r.range_high) if DIRECTIONS[r.metric] > 0
@@ -210,7 +211,7 @@ def trend_plot(history, metric: str, key: str, ax=None):
                             for r in history.itertuples()], fontsize=8)
     row = json.loads(key)
     params = ", ".join(f"{k}={v}" for k, v in sorted(row["params"].items()))
-    ax.set_title(f"{row['study']}: {metric} across result sets", fontsize=10)
+    ax.set_title(f"{row['table']}: {metric} across result sets", fontsize=10)
     ax.set_ylabel(metric)
     ax.text(0, -0.42, params, transform=ax.transAxes, fontsize=7, va="top", wrap=True)
     return ax

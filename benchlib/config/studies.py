@@ -3,9 +3,9 @@
 The sweep (whether a row's study checks the machine first), the
 report (its findings' order, a record's study), the analysis (its sections' order) and
 `compare --study` all read it, so a study is added here once.
-A record's `study` field is the name of its parameter table (`io_workers`); the study it
-belongs to is `of_notebook(record["notebook"])` (`single_device_io`), and its result set
-is its `label`.
+A record's `study` field names its study (`single_device_io`, `of_notebook(its notebook)`),
+its `table` the parameter table its row came from (`io_workers`), and its `label` its
+result set.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ STUDIES: tuple[Study, ...] = (
 )
 # records of the all-reduce CLI belong to no notebook study; they are named as their command
 CLI_ONLY = {"benchlib allreduce (CLI)": "allreduce"}
+GPU_CHECK = "gpu_check"  # a GPU check step's record: its notebook is "gpu-check <step>"
 
 BY_NAME = {s.name: s for s in STUDIES}
 _BY_NOTEBOOK = {nb: s for s in STUDIES for nb in (s.notebook, *s.cli)}
@@ -75,6 +76,8 @@ def of_notebook(notebook: str) -> str:
         return _BY_NOTEBOOK[notebook].name
     if notebook in CLI_ONLY:
         return CLI_ONLY[notebook]
+    if notebook.startswith("gpu-check "):
+        return GPU_CHECK
     stem = notebook.rpartition("/")[2].removesuffix(".ipynb")
     head, _, rest = stem.partition("_")
     return rest if head.isdigit() and rest else stem

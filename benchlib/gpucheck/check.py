@@ -94,7 +94,7 @@ def run_step(step: Step, out: Path, env: dict[str, Any]) -> dict[str, Any]:
         outcome.update(status="failed", error=f"exit 0 but no result in {step.result}")
     params = {"step": step.name, **step.params}
     record = results.make_record(run_id=results.run_id_for(STUDY, step.name, step.params),
-                                 study=STUDY, notebook=f"gpu-check {step.name}", params=params,
+                                 table=STUDY, notebook=f"gpu-check {step.name}", params=params,
                                  env=env, started_at=started_at,
                                  status="ok" if outcome["status"] == "ok" else "failed",
                                  metrics={k: v for k, v in (outcome.get("figures") or {}).items()

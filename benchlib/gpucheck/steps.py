@@ -223,7 +223,7 @@ def _io_steps(out: Path) -> list[Step]:
     data, grid = out / "data", ["--modes", ",".join(IO_MODES),
                                 "--workers", ",".join(map(str, IO_WORKERS))]
     io = ["1", "gpu", "--path", str(data), "--dataset", "fashion-mnist",
-          "--study", STUDY + "-io", "--outputs", str(out)]
+          "--table", STUDY + "-io", "--outputs", str(out)]
     params = {"dataset": "fashion-mnist", "fashion_size": FASHION_SIZE, "modes": list(IO_MODES),
               "num_workers": list(IO_WORKERS), "epochs": 1}
     summary = str(out / "work" / "io_ab.json")

@@ -6,7 +6,7 @@ testbed without an id, a schema newer than this benchlib's), is skipped with one
 naming it and why: everything that reads records (load_results, compare, the report, a
 sweep deciding what to run) reads them here.
 
-    outputs/results/<study>/<run_id>.json
+    outputs/results/<table>/<run_id>.json
 """
 
 from __future__ import annotations
@@ -16,26 +16,31 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchlib.config import studies
 from benchlib.errors import UnreadableRecord
 from benchlib.records import testbed
 
 # 2: every record has a testbed and a result-set label (version 1 records get them on
 # reading, derived from their env: testbed.upgrade_v1)
-SCHEMA_VERSION = 2
+# 3: `study` names the study (config/studies.py: single_device_io) and `table` the parameter
+# table its row came from (io_workers), whose folder holds it; a version 2 record's `study`
+# was its table (upgrade_v2)
+SCHEMA_VERSION = 3
 STATUSES = ("ok", "failed")
 # what every record holds (results.write_record checks it on the way in too)
 REQUIRED = ("schema_version", "run_id", "study", "notebook", "params", "env", "method_version",
             "started_at", "finished_at", "status", "error", "metrics", "executed_notebook")
 # the fields' types: text, a mapping, or either of those or null
 _TEXT = ("run_id", "study", "notebook", "method_version", "started_at", "finished_at")
+_TEXT_SINCE_3 = ("table",)
 _MAPPING = ("params", "env", "metrics")
 _MAPPING_OR_NULL = ("error", "details", "executor", "host_load")
 _TYPE_NAMES = {dict: "a mapping", list: "a list", str: "text", bool: "true or false",
                type(None): "null"}
 
 
-def record_path(results_dir: Path, study: str, run_id: str) -> Path:
-    return Path(results_dir) / study / f"{run_id}.json"
+def record_path(results_dir: Path, table: str, run_id: str) -> Path:
+    return Path(results_dir) / table / f"{run_id}.json"
 
 
 def read_record(path: Path) -> dict[str, Any]:
@@ -52,7 +57,16 @@ def read_record(path: Path) -> dict[str, Any]:
     why = _wrong_shape(record)
     if why:
         raise UnreadableRecord(f"{path}: {why}")
-    return testbed.upgrade_v1(record) if record["schema_version"] == 1 else record
+    if record["schema_version"] == 1:
+        record = testbed.upgrade_v1(record)
+    return upgrade_v2(record) if record["schema_version"] == 2 else record
+
+
+def upgrade_v2(record: dict[str, Any]) -> dict[str, Any]:
+    """A version 2 record as a version 3 one: its `study` was the name of its table; the
+    study is now the one its notebook belongs to."""
+    return {**record, "schema_version": 3, "table": record["study"],
+            "study": studies.of_notebook(record["notebook"])}
 
 
 def _type_name(value: Any) -> str:
@@ -98,6 +112,10 @@ def _wrong_shape(record: dict[str, Any]) -> str | None:
         return "testbed has no identity"
     if not isinstance(record["label"], str) or not record["label"]:
         return f"label is {_type_name(record['label'])}, not text"
+    if version >= 3:
+        for key in _TEXT_SINCE_3:
+            if not isinstance(record.get(key), str) or not record[key]:
+                return f"a version {version} record without {key} (text)"
     return None
 
 
@@ -105,20 +123,20 @@ def _warn_skipped(error: UnreadableRecord) -> None:
     print(f"benchlib: skipped {error}", file=sys.stderr)
 
 
-def find_record(results_dir: Path, study: str, run_id: str,
+def find_record(results_dir: Path, table: str, run_id: str,
                 label: str | None = None) -> dict[str, Any] | None:
     """The row's newest record (of result set `label`, if given), or None; an unreadable
     one counts as none (the row runs again and its new record replaces the broken file),
     with a warning."""
-    records = [r for r in row_records(results_dir, study, run_id)
+    records = [r for r in row_records(results_dir, table, run_id)
                if label is None or r["label"] == label]
     return max(records, key=lambda r: r["finished_at"]) if records else None
 
 
-def row_records(results_dir: Path, study: str, run_id: str) -> list[dict[str, Any]]:
+def row_records(results_dir: Path, table: str, run_id: str) -> list[dict[str, Any]]:
     """Every readable record of one row on one testbed: `<run_id>.json`, and the
     `<run_id>-<n>.json` that reruns (--force, another result set) added beside it."""
-    first = record_path(results_dir, study, run_id)
+    first = record_path(results_dir, table, run_id)
     found = []
     for path in [first, *sorted(first.parent.glob(f"{run_id}-*.json"))]:
         if path.exists():
@@ -129,14 +147,14 @@ def row_records(results_dir: Path, study: str, run_id: str) -> list[dict[str, An
     return found
 
 
-def has_ok_record(results_dir: Path, study: str, run_id: str, label: str | None = None) -> bool:
+def has_ok_record(results_dir: Path, table: str, run_id: str, label: str | None = None) -> bool:
     """Whether the row is done on this testbed: an ok record (in result set `label`, or
     in any set when None)."""
     return any(r["status"] == "ok" and (label is None or r["label"] == label)
-               for r in row_records(results_dir, study, run_id))
+               for r in row_records(results_dir, table, run_id))
 
 
-def free_run_id(results_dir: Path, study: str, run_id: str, label: str) -> str:
+def free_run_id(results_dir: Path, table: str, run_id: str, label: str) -> str:
     """The id a new record of this row takes: `run_id`, else `run_id-2`, `-3`, ...: the
     first whose file is absent, unreadable, or a failed record of the same result set
     (which the new one replaces). An ok record, or another set's, is never replaced, nor
@@ -144,7 +162,7 @@ def free_run_id(results_dir: Path, study: str, run_id: str, label: str) -> str:
     n = 1
     while True:
         candidate = run_id if n == 1 else f"{run_id}-{n}"
-        path = record_path(results_dir, study, candidate)
+        path = record_path(results_dir, table, candidate)
         if not path.exists():
             return candidate
         try:

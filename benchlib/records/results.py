@@ -1,6 +1,10 @@
 """Result records: one JSON file per run, written atomically, read back as a DataFrame.
 
-    outputs/results/<study>/<run_id>.json
+    outputs/results/<table>/<run_id>.json
+
+A record names its study (`study`: single_device_io, config/studies.py's name for its
+notebook), the parameter table its row came from (`table`: io_workers, its folder and part
+of its run id) and its result set (`label`): three fields, each for one thing.
 
 A notebook does not write its own record. It hands its metrics to `publish()`; the
 sweep that ran it adds the parameters, the environment, the times, the status and the
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import METHOD_VERSION, atomic
+from benchlib.config import studies
 from benchlib.errors import RecordError, UnreadableRecord  # noqa: F401 (read as results.X)
 from benchlib.records import testbed
 
@@ -52,26 +57,30 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def run_id_for(study: str, notebook: str, params: dict[str, Any],
+def run_id_for(table: str, notebook: str, params: dict[str, Any],
                testbed_id: str | None = None) -> str:
-    """A stable id: the same study, notebook name and parameters give the same id anywhere;
+    """A stable id: the same table, notebook name and parameters give the same id anywhere;
     with `testbed_id`, the same id on the same testbed only (a row's identity)."""
-    identity = {"study": study, "notebook": notebook, "params": atomic.to_jsonable(params)}
+    # "study" is the key the table's name had before records named their study: kept, so
+    # that a row keeps its id (and a rerun finds its record)
+    identity = {"study": table, "notebook": notebook, "params": atomic.to_jsonable(params)}
     if testbed_id is not None:
         identity["testbed"] = testbed_id
     key = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
-def make_record(*, run_id: str, study: str, notebook: str, params: dict, env: dict,
+def make_record(*, run_id: str, table: str, notebook: str, params: dict, env: dict,
                 started_at: str, status: str, metrics: dict | None = None,
                 details: dict | None = None, error: dict | None = None,
                 executed_notebook: str | None = None,
                 executor: dict | None = None, label: str | None = None,
                 testbed: dict | None = None,
                 host_load: dict | None = None) -> dict[str, Any]:
-    """A record; `testbed` defaults to the one `env` describes, `label` to that testbed's
-    default result set dated today; `host_load` is core.hostload.span() (None: unknown)."""
+    """A record of a row of `table` that ran `notebook` (its study is the notebook's:
+    config.studies.of_notebook); `testbed` defaults to the one `env` describes, `label` to
+    that testbed's default result set dated today; `host_load` is core.hostload.span()
+    (None: unknown)."""
     if status not in STATUSES:
         raise RecordError(f"status: {status!r} is not one of {', '.join(STATUSES)}")
     clash = sorted(set(metrics or {}) & set(params))
@@ -80,7 +89,8 @@ def make_record(*, run_id: str, study: str, notebook: str, params: dict, env: di
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_id,
-        "study": study,
+        "study": studies.of_notebook(notebook),
+        "table": table,
         "notebook": notebook,
         "params": params,
         "env": env,
@@ -107,7 +117,7 @@ def write_record(results_dir: Path, record: dict[str, Any]) -> Path:
     missing = [k for k in REQUIRED if k not in record]
     if missing:
         raise RecordError(f"record: missing {', '.join(missing)}")
-    return atomic.write_json(record_path(results_dir, record["study"], record["run_id"]), record)
+    return atomic.write_json(record_path(results_dir, record["table"], record["run_id"]), record)
 
 
 ENV_COLUMNS = {"hostname": "host", "cpu_model": "cpu"}
@@ -126,16 +136,16 @@ def hardware(env: dict[str, Any], bed: dict[str, Any] | None = None) -> str:
 
 def select(records: list[dict[str, Any]], study: str | None = None, label: str | None = None,
            testbed_id: str | None = None, latest: bool = False) -> list[dict[str, Any]]:
-    """Records of one study, result set (label) or testbed (id or its first characters);
-    `latest`: only the newest record of each row (study, notebook and parameters), so
-    that a table shows every row once however many result sets hold it."""
-    chosen = [r for r in records if (study is None or r["study"] == study)
+    """Records of one study (its name or its table's), result set (label) or testbed (id
+    or its first characters); `latest`: only the newest record of each row (table, notebook
+    and parameters), so that a table shows every row once however many result sets hold it."""
+    chosen = [r for r in records if (study is None or study in (r["study"], r["table"]))
               and (label is None or r["label"] == label)
               and (testbed_id is None or r["testbed"]["id"].startswith(testbed_id))]
     if latest:
         newest: dict[str, dict[str, Any]] = {}
         for r in sorted(chosen, key=lambda r: r["finished_at"]):
-            newest[run_id_for(r["study"], r["notebook"], r["params"])] = r
+            newest[run_id_for(r["table"], r["notebook"], r["params"])] = r
         keep = {id(r) for r in newest.values()}
         chosen = [r for r in chosen if id(r) in keep]
     return chosen
@@ -146,7 +156,7 @@ def load_results(results_dir: str | Path, study: str | None = None, *, label: st
     """All records as a pandas DataFrame: one row per run, params and metrics as columns.
     `label`, `testbed` (an id or its start) and `latest` select as `select()` does.
 
-    Columns: run_id, study, notebook, status, error, started_at, finished_at, duration_s,
+    Columns: run_id, study, table, notebook, status, error, started_at, finished_at, duration_s,
     method_version, host, cpu, gpu, torch, hardware, executed_notebook, label, testbed (its
     name), testbed_id, then every parameter and every metric under its own name.
     """
@@ -164,7 +174,8 @@ def frame(records: list[dict[str, Any]]):
     for rec in records:
         env = rec.get("env", {})
         bed = rec.get("testbed") or {}  # read_record gives every field; a built one may not
-        row = {k: rec.get(k) for k in ("run_id", "study", "notebook", "status", "method_version",
+        row = {k: rec.get(k) for k in ("run_id", "study", "table", "notebook", "status",
+                                       "method_version",
                                        "started_at", "finished_at", "executed_notebook", "label")}
         row.update(testbed=bed.get("name"), testbed_id=bed.get("id"))
         row["error"] = (rec.get("error") or {}).get("message")
@@ -215,7 +226,7 @@ def load_details(results_dir: str | Path, key: str, study: str | None = None, *,
     for rec in select(ok, study, label, testbed, latest):
         labels = {k: v for k, v in rec["metrics"].items() if isinstance(v, str)}
         for item in rec.get("details", {}).get(key, []):
-            rows.append({"run_id": rec["run_id"], "study": rec["study"],
+            rows.append({"run_id": rec["run_id"], "study": rec["study"], "table": rec["table"],
                          "notebook": rec["notebook"], **rec["params"], **labels, **item})
     return pd.DataFrame(rows)
 

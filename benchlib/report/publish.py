@@ -3,8 +3,8 @@ and every run, as a static site that works from file:// with no network.
 
     outputs/report/index.html                    findings per study, testbeds, failures, runs
     outputs/report/analysis.html                 notebooks/90_analysis.ipynb, executed fresh
-    outputs/report/<study>/<run_id>.html         each run's executed notebook, code hidden
-    outputs/report/records/<study>/<run_id>.json each run's record, as the sweep wrote it
+    outputs/report/<table>/<run_id>.html         each run's executed notebook, code hidden
+    outputs/report/records/<table>/<run_id>.json each run's record, as the sweep wrote it
     outputs/report/static/notebook.css           JupyterLab's CSS, shared by the pages
     outputs/report/compare.html                  notebook 95, when two result sets share a row
     outputs/benchlib-report.zip                  with --zip: the folder, to hand around
@@ -88,20 +88,20 @@ def publish_runs(records: list[dict[str, Any]], outputs: Path, report_dir: Path,
     headed by what ran and a link to its study's section of the analysis."""
     site = Site(report_dir, outputs)
     for rec in records:
-        src = results.record_path(outputs / "results", rec["study"], rec["run_id"])
-        target = report_dir / "records" / rec["study"] / f"{rec['run_id']}.json"
+        src = results.record_path(outputs / "results", rec["table"], rec["run_id"])
+        target = report_dir / "records" / rec["table"] / f"{rec['run_id']}.json"
         if not target.exists() or target.read_bytes() != src.read_bytes():
             atomic.write_bytes(target, src.read_bytes())
         site.records[rec["run_id"]] = target
         executed = outputs / rec["executed_notebook"] if rec["executed_notebook"] else None
         if executed and executed.exists():
-            page = report_dir / rec["study"] / f"{rec['run_id']}.html"
+            page = report_dir / rec["table"] / f"{rec['run_id']}.html"
             header = pages.run_header(rec, beds[rec["run_id"]], page, report_dir,
                                       pages.injected(executed), target,
                                       pages.section_for(rec["notebook"], analysis_sections))
             site.pages[rec["run_id"]] = pages.convert(
                 executed, page, report_dir, header,
-                f"{rec['study']} · run {rec['run_id']} · benchlib report")
+                f"{rec['table']} · run {rec['run_id']} · benchlib report")
     return site
 
 

@@ -2,7 +2,7 @@
 
 One study per file:
 
-    study: data_prep                      # names outputs/results/<study>/
+    name: data_prep                       # the table's name: outputs/results/<name>/
     notebook: notebooks/00_data_prep.ipynb
     defaults: {path: outputs/data}        # applied to every row
     table:                                # one row per item, like the seeds' tables
@@ -10,9 +10,10 @@ One study per file:
       - {dataset: mydataset, size: 6000}
     # or grid: {num_workers: [0, 1, 2], dataset: [fashion-mnist, mydataset]}  (cartesian)
 
-or several under `studies:` (a list of the above). Every row is checked against the
-parameters the notebook declares (names and types, read by papermill) and against the
-study's config class (ranges and choices) named in the notebook's metadata.
+or several under `studies:` (a list of the above). `study:` is the older spelling of
+`name:`, still read; a record's own `study` is the study its notebook belongs to.
+Every row is checked against the parameters the notebook declares (names and types, read
+by papermill) and against the study's config class (ranges and choices) named in the notebook's metadata.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from benchlib.config.base import check_type
 from benchlib.errors import ConfigError, UsageError
 from benchlib.records.results import run_id_for
 
-STUDY_KEYS = ("study", "notebook", "description", "defaults", "table", "grid", "execution_timeout")
+STUDY_KEYS = ("name", "notebook", "description", "defaults", "table", "grid", "execution_timeout")
+OLD_NAME_KEY = "study"  # what `name` was called before records named their study
 FILE_KEYS = ("studies", "description")
 
 
@@ -69,7 +71,7 @@ class NotebookSpec:
 class Row:
     """One run: a notebook with its parameters."""
 
-    study: str
+    table: str  # the parameter table's name: its records' folder and part of their run id
     notebook: Path
     params: dict[str, Any]  # everything the notebook runs with, its own defaults included
     overrides: dict[str, Any] = field(default_factory=dict)  # what the table sets
@@ -80,8 +82,8 @@ class Row:
 
     @property
     def row_id(self) -> str:
-        """The row on any testbed: study, notebook and parameters."""
-        return run_id_for(self.study, self.notebook.stem, self.params)
+        """The row on any testbed: table, notebook and parameters."""
+        return run_id_for(self.table, self.notebook.stem, self.params)
 
     @property
     def run_id(self) -> str:
@@ -89,7 +91,7 @@ class Row:
         from benchlib.records import testbed
 
         bed = self.testbed or testbed.current()
-        return run_id_for(self.study, self.notebook.stem, self.params, bed["id"])
+        return run_id_for(self.table, self.notebook.stem, self.params, bed["id"])
 
 
 def find_notebook(name: str, where: str) -> Path:
@@ -148,15 +150,19 @@ def expand(study: dict[str, Any], where: str) -> list[dict[str, Any]]:
 
 def study_rows(study: Any, where: str, notebooks: dict[Path, NotebookSpec]) -> list[Row]:
     if not isinstance(study, dict):
-        raise UsageError(f"{where}: a study must be a mapping with study and notebook")
+        raise UsageError(f"{where}: a study must be a mapping with name and notebook")
+    if OLD_NAME_KEY in study:
+        if "name" in study:
+            raise UsageError(f"{where}: give name, not both name and study (its older spelling)")
+        study = {("name" if k == OLD_NAME_KEY else k): v for k, v in study.items()}
     unknown = sorted(set(study) - set(STUDY_KEYS))
     if unknown:
         raise UsageError(f"{where}: unknown key {unknown[0]!r}; allowed: {', '.join(STUDY_KEYS)}")
-    for key in ("study", "notebook"):
+    for key in ("name", "notebook"):
         if not isinstance(study.get(key), str) or not study[key]:
             raise UsageError(f"{where}: {key}: required (a name)")
-    if not study["study"].replace("_", "").replace("-", "").isalnum():
-        raise UsageError(f"{where}: study: {study['study']!r} must be letters, digits, - and _")
+    if not study["name"].replace("_", "").replace("-", "").isalnum():
+        raise UsageError(f"{where}: name: {study['name']!r} must be letters, digits, - and _")
     path = find_notebook(study["notebook"], where)
     spec = notebooks.get(path) or notebooks.setdefault(path, NotebookSpec.read(path))
     defaults = study.get("defaults") or {}
@@ -170,7 +176,7 @@ def study_rows(study: Any, where: str, notebooks: dict[Path, NotebookSpec]) -> l
         row_where = f"{where}: row {i}"
         overrides = {**defaults, **row}
         params = check_row(spec, overrides, row_where)
-        rows.append(Row(study["study"], path, params, overrides, row_where, timeout))
+        rows.append(Row(study["name"], path, params, overrides, row_where, timeout))
     return rows
 
 
@@ -187,7 +193,7 @@ def load_plan(file: str | Path) -> list[Row]:
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise UsageError(f"{name}: not valid YAML{at}: {getattr(e, 'problem', e)}") from e
     if not isinstance(doc, dict):
-        raise UsageError(f"{name}: must be a mapping with study and notebook, or studies")
+        raise UsageError(f"{name}: must be a mapping with name and notebook, or studies")
     notebooks: dict[Path, NotebookSpec] = {}
     if "studies" in doc:
         unknown = sorted(set(doc) - set(FILE_KEYS))
@@ -203,7 +209,7 @@ def load_plan(file: str | Path) -> list[Row]:
     seen: dict[str, str] = {}
     for r in rows:
         if r.row_id in seen:
-            raise UsageError(f"{r.source}: same study and parameters as {seen[r.row_id]}")
+            raise UsageError(f"{r.source}: same table and parameters as {seen[r.row_id]}")
         seen[r.row_id] = r.source
     return rows
 
@@ -227,9 +233,9 @@ def preflight(rows: list[Row]) -> None:
             raise UsageError(f"{row.source}: {e}") from e
 
 
-def single_row(notebook: str, overrides: dict[str, Any], study: str | None = None) -> Row:
+def single_row(notebook: str, overrides: dict[str, Any], table: str | None = None) -> Row:
     """One run of one notebook (`python -m benchlib run`), checked like a table row."""
     path = find_notebook(notebook, "run")
     spec = NotebookSpec.read(path)
     params = check_row(spec, overrides, "run")
-    return Row(study or path.stem, path, params, overrides, f"run {path.name}")
+    return Row(table or path.stem, path, params, overrides, f"run {path.name}")

@@ -107,7 +107,7 @@ def write_plan(rows: list[Row], path: Path) -> None:
 def read_plan(plan: Path) -> list[Row]:
     """The rows of a plan a Slurm sweep wrote; a file that is not one is a UsageError."""
     try:
-        return [Row(r["study"], Path(r["notebook"]), r["params"], r["overrides"], r["source"],
+        return [Row(r["table"], Path(r["notebook"]), r["params"], r["overrides"], r["source"],
                     r["timeout_s"], r.get("testbed"), r.get("label", ""))
                 for r in json.loads(Path(plan).read_text())["rows"]]
     except OSError as e:
@@ -148,7 +148,7 @@ def submit_arrays(rows: list[Row], sweep_dir: Path, outputs: Path, partition: st
         for shape, indices in groups.items():
             nodes, tasks, gpus = shape
             path = sweep_dir / f"array-{nodes}x{tasks}{f'-{gpus}gpu' if gpus else ''}.sbatch"
-            path.write_text(arrays.array_script(rows[indices[0]].study, indices, shape, sweep_dir,
+            path.write_text(arrays.array_script(rows[indices[0]].table, indices, shape, sweep_dir,
                                                 outputs, partition, time_limit, requeue,
                                                 exclusive))
             jobs[commands.submit(path)] = indices
@@ -258,7 +258,7 @@ def _count_rows(todo: list[Row], jobs: dict[str, list[int]], states: dict[str, d
     gets a failed record naming its Slurm state and log."""
     job_of = {index: job_id for job_id, indices in jobs.items() for index in indices}
     for index, row in enumerate(todo):
-        record = results.find_record(outputs / "results", row.study, row.run_id, row.label)
+        record = results.find_record(outputs / "results", row.table, row.run_id, row.label)
         job_id = job_of[index]
         info = {**_task_info(sweep_dir, index), "job_id": job_id,
                 "state": states[job_id].get(str(index), "UNKNOWN")}
@@ -283,9 +283,9 @@ def queued_elsewhere(outputs: Path) -> dict[str, str]:
 
 
 def _lost_row(row: Row, outputs: Path, info: dict[str, Any], started_at: str) -> dict:
-    run_id = results.free_run_id(outputs / "results", row.study, row.run_id, row.label)
+    run_id = results.free_run_id(outputs / "results", row.table, row.run_id, row.label)
     record = results.make_record(
-        run_id=run_id, study=row.study, notebook=row.notebook.name, params=row.params,
+        run_id=run_id, table=row.table, notebook=row.notebook.name, params=row.params,
         env=envinfo.collect(), started_at=started_at, status="failed",
         label=row.label, testbed=row.testbed,
         error={"type": "SlurmTaskFailed",

@@ -1,7 +1,7 @@
 """Run a plan of rows through papermill's Python API, one kernel per row.
 
 For each row: skip it if an ok record exists; otherwise execute the notebook into
-outputs/runs/<study>/<run_id>.ipynb (written beside it under a temporary name and
+outputs/runs/<table>/<run_id>.ipynb (written beside it under a temporary name and
 renamed when the kernel is done, so a killed sweep leaves no half notebook), collect
 what the notebook published, and write the record. A row that raises is recorded as
 failed, with its error and executed notebook, and the sweep goes on.
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import atomic
+from benchlib.config import studies
 from benchlib.core import envinfo, hostload
 from benchlib.errors import RecordError
 from benchlib.records import results, testbed
@@ -114,22 +115,23 @@ def run_row(row: Row, outputs: Path, executor: dict[str, Any] | None = None) -> 
     if row.testbed is None or not row.label:
         [row] = results.assign_result_set([row], outputs / "results", row.label or None,
                                            row.testbed)
-    run_id = results.free_run_id(outputs / "results", row.study, row.run_id, row.label)
-    rel_notebook = Path("runs") / row.study / f"{run_id}.ipynb"
-    metrics_file = outputs / "runs" / row.study / f".{run_id}.metrics.json"
+    run_id = results.free_run_id(outputs / "results", row.table, row.run_id, row.label)
+    rel_notebook = Path("runs") / row.table / f"{run_id}.ipynb"
+    metrics_file = outputs / "runs" / row.table / f".{run_id}.metrics.json"
     metrics_file.unlink(missing_ok=True)
     started_at, load_start = results.now(), hostload.sample()
     kernel_env = {
         results.METRICS_FILE_VAR: str(metrics_file),
         "BENCHLIB_OUTPUTS": str(outputs),
         results.RUN_ID_VAR: run_id,
-        "BENCHLIB_STUDY": row.study,
+        "BENCHLIB_TABLE": row.table,
+        "BENCHLIB_STUDY": studies.of_notebook(row.notebook.name),
     }
     error = execute(row.notebook, outputs / rel_notebook, row.overrides, kernel_env, row.timeout_s)
     load = hostload.span(load_start, hostload.sample())
     published = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
     metrics_file.unlink(missing_ok=True)
-    fields = dict(run_id=run_id, study=row.study, notebook=row.notebook.name,
+    fields = dict(run_id=run_id, table=row.table, notebook=row.notebook.name,
                   params=row.params, env=envinfo.collect(), started_at=started_at,
                   executed_notebook=str(rel_notebook), executor=executor, label=row.label,
                   testbed=testbed.where_it_ran(row.testbed), host_load=load)
@@ -153,7 +155,7 @@ def pending(rows: list[Row], outputs: Path, force: bool = False,
     if force:
         return list(rows)
     return [r for r in rows
-            if not results.has_ok_record(outputs / "results", r.study, r.run_id, label)]
+            if not results.has_ok_record(outputs / "results", r.table, r.run_id, label)]
 
 
 @contextlib.contextmanager
@@ -165,7 +167,7 @@ def claim(row: Row, outputs: Path, force: bool = False, label: str | None = None
     next one at once."""
     import fcntl
 
-    lock = outputs / "runs" / row.study / f".{row.run_id}.lock"
+    lock = outputs / "runs" / row.table / f".{row.run_id}.lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
     while True:
         fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
@@ -183,7 +185,7 @@ def claim(row: Row, outputs: Path, force: bool = False, label: str | None = None
         os.close(fd)
     try:
         # done meanwhile?
-        mine = force or not results.has_ok_record(outputs / "results", row.study, row.run_id,
+        mine = force or not results.has_ok_record(outputs / "results", row.table, row.run_id,
                                                   label)
         if mine:
             for half in lock.parent.glob(f".{row.run_id}*.ipynb.*"):  # left by a killed sweep
