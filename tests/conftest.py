@@ -14,6 +14,10 @@ TRIVIAL = ROOT / "benchlib" / "resources" / "trivial.ipynb"
 # `make test` runs two pytest-xdist workers (most of the suite's time is waiting: on ranks
 # joining, Slurm's queue, kernels starting). Each worker gets a TMPDIR of its own, so one
 # worker's sweep never clears the kernel folders another's test is looking at.
+# One thread a process: the suite runs several processes at once (xdist workers, the ranks
+# and kernels they start) on two cores, where more threads only wait for each other.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 if os.environ.get("PYTEST_XDIST_WORKER"):
     _tmp = Path("/tmp") / f"benchlib-tests-{os.environ['PYTEST_XDIST_WORKER']}"
     _tmp.mkdir(exist_ok=True)
@@ -24,7 +28,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # Tests that must not run beside each other go to one worker: the two-node Slurm cluster
 # is one (a test fills its nodes on purpose), and a module-scoped fixture (a JupyterLab
 # server, a run shared by a module's tests) is made once, on one worker.
-SHARED_MODULE_FIXTURES = ("test_elastic", "test_lab_browser", "test_report_site")
+SHARED_MODULE_FIXTURES = ("test_elastic", "test_lab_browser", "test_report_site", "test_study_sweeps")
 
 
 def pytest_collection_modifyitems(config, items):

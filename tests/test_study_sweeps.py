@@ -1,0 +1,160 @@
+"""The study notebooks swept together, as `make run` sweeps them, and the analysis over all
+of their records: one sweep of every table below and one report (notebook 90 run once),
+of which each test reads its study's part. One sweep instead of one per study saves the
+suite three analysis runs and report builds; the parts still fail one by one."""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+
+from benchlib.cli import main
+from benchlib.core import envinfo
+from benchlib.records import results
+from benchlib.report import publish
+
+pytestmark = pytest.mark.notebook
+
+PLAN = """
+studies:
+  - name: io_workers
+    notebook: 10_single_device_io
+    defaults: {{path: {data}, device: cpu, dataset: mydataset, repeats: 2, warmup_steps: 1}}
+    grid: {{num_workers: [0, 1]}}
+  - name: io_variants
+    notebook: 10_single_device_io
+    defaults: {{path: {data}, device: cpu, mode: traverse, repeats: 2, warmup_steps: 1,
+               profile: true}}
+    grid: {{variant: [raw, preload]}}
+  - name: dp_ddp
+    notebook: 20_dp_vs_ddp
+    defaults: {{path: {data}, device: cpu, dataset: cifar10, model: pyramidnet, depth: 8,
+               alpha: 12, batch_size: 8, max_steps: 4, warmup_steps: 1, epochs: 2}}
+    table:
+      - {{strategy: single, nproc_per_node: 1}}
+      - {{strategy: ddp, launcher: torchrun, nproc_per_node: 2, allreduce: true,
+         allreduce_max_bytes: 65536}}
+      - {{strategy: ddp, launcher: torchrun, nproc_per_node: 2, epochs: 1, repeats: 2,
+         repeat_mode: process}}
+  - name: multinode
+    notebook: 30_multinode_lightning
+    defaults: {{path: {data}, device: cpu, dataset: mydataset, model: toynet,
+               batch_size: 16, epochs: 2, max_steps: 6, warmup_steps: 2}}
+    table:
+      - {{trainer: ddp, launcher: torchrun, nnodes: 1}}
+      - {{trainer: ddp, launcher: torchrun, nnodes: 2}}
+      - {{trainer: lightning, launcher: lightning, nnodes: 2}}
+  - name: fault
+    notebook: 35_fault_tolerance
+    defaults: {{path: {data}, device: cpu, dataset: mydataset, model: toynet,
+               max_steps: 8, epochs: 1, fail_at_step: 6, checkpoint_every: 4}}
+    table: [{{nproc_per_node: 2}}]
+  - name: framework
+    notebook: 40_framework_comparison
+    defaults: {{device: cpu, arch: resnet18, dataset: synthetic, image_size: 32, batch_size: 4,
+               skip_steps: 1, warmup_steps: 1, timed_steps: 3, repeats: 2}}
+    grid: {{nproc_per_node: [1, 2]}}
+"""
+
+
+@dataclass
+class Swept:
+    code: int  # the sweep's exit status
+    outputs: Path
+    df: pd.DataFrame  # every record
+    analysis: str  # the report's analysis page
+
+    def table(self, name: str) -> pd.DataFrame:
+        rows = self.df[self.df["table"] == name]
+        assert len(rows) and set(rows["status"]) == {"ok"}, rows[["run_id", "status", "error"]]
+        return rows
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory, small_data) -> Swept:
+    root = tmp_path_factory.mktemp("swept")
+    outputs = root / "outputs"
+    plan = root / "plan.yaml"
+    plan.write_text(PLAN.format(data=small_data))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("BENCHLIB_OUTPUTS", str(outputs))
+        code = main(["sweep", str(plan), "--no-progress"])
+        df = results.load_results(outputs / "results")
+        publish.build(outputs)
+        yield Swept(code, outputs, df, (outputs / "report" / "analysis.html").read_text())
+
+
+def test_every_row_of_every_study_ran_ok(swept):
+    assert swept.code == 0 and len(swept.df) == 15 and set(swept.df["status"]) == {"ok"}
+    # each record names its study (the notebook's) apart from its table
+    assert dict(zip(swept.df["table"], swept.df["study"])) == {
+        "io_workers": "single_device_io", "io_variants": "single_device_io",
+        "dp_ddp": "dp_vs_ddp", "multinode": "multinode_lightning",
+        "fault": "fault_tolerance", "framework": "framework_comparison"}
+
+
+def test_io_rows_feed_the_analysis_conclusions(swept):
+    io = swept.df[swept.df["study"] == "single_device_io"]
+    assert len(io) == 4 and set(io["status"]) == {"ok"} and (io["samples_per_s"] > 0).all()
+    executed = nbformat.read(swept.outputs / io.iloc[0]["executed_notebook"], 4)
+    assert not [o for c in executed.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    analysis = swept.analysis
+    assert "fastest with <strong>num_workers=" in analysis
+    cpu = envinfo.cpu_model()  # a record names the CPU's model, never just "cpu"
+    assert re.search(rf"FashionMNIST traverse on {re.escape(cpu)} \(1 ep\): (no clear difference "
+                     r"between|<strong>(preload|raw) x[\d.]+ over)", analysis)
+    assert "raw takes <strong>" in analysis and "seed 000 measured 15.9x" in analysis
+    assert f"fashion-mnist, traverse (1 ep, s, {cpu})" in analysis  # the seed-shaped table
+
+
+def test_dp_ddp_rows_give_speedup_and_busbw_in_the_analysis(swept):
+    df = swept.table("dp_ddp")
+    process = df[df["repeat_mode"] == "process"].iloc[0]
+    assert process["samples_per_s_n"] == 2 and process["launches"] == 2  # one value a launch
+    ddp = df[(df["strategy"] == "ddp") & (df["repeat_mode"] == "epoch")].iloc[0]
+    assert ddp["world_size"] == 2 and ddp["global_batch"] == 16 and ddp["busbw_gbps"] > 0
+    assert (swept.outputs / "logs" / ddp["run_id"] / "train" / "rank1.log").exists()
+    analysis = swept.analysis
+    assert "<strong>DDP via torchrun</strong> on 2 device(s)" in analysis
+    assert "<strong>speedup " in analysis and "Seed 002 on two P100s" in analysis
+    assert "over 2 epochs of one launch" in analysis and "over 2 launches" in analysis
+
+
+def test_framework_rows_scale_and_sit_beside_seed_003(swept):
+    df = swept.table("framework")
+    assert set(df["world_size"]) == {1, 2} and df["mfu"].isna().all()
+    assert (df["flops_per_sample"] > 0).all() and (df["lr"] == df["nproc_per_node"] * 4 / 1000).all()
+    one, two = df[df["nproc_per_node"] == 1].iloc[0], df[df["nproc_per_node"] == 2].iloc[0]
+    # the one-device row's notebook, the one with JAX beside it
+    executed = nbformat.read(swept.outputs / one["executed_notebook"], 4)
+    text = "".join(str(o) for c in executed.cells for o in c.get("outputs", []))
+    assert f"PyTorch here ({envinfo.cpu_model()}, fp32)" in text and "OneFlow" in text
+    assert one["jax_backend"] == "cpu" and one["jax_samples_per_s"] > 0  # measured live
+    assert "JAX " in text and "here (cpu, fp32)" in text
+    assert two["jax_skipped"] == "JAX is measured on one device with synthetic data only"
+    analysis = swept.analysis
+    assert "fp32 on 2 devices: speedup" in analysis and "Seed 003 (PyTorch 1.6, V100" in analysis
+    assert "MFU is unknown here" in analysis
+    assert "on the same machine, same ResNet and timing (1 row(s)): <strong>" in analysis
+
+
+def test_multinode_and_fault_tolerance_rows_feed_the_analysis(swept):
+    mn = swept.table("multinode").set_index(["trainer", "nnodes"])
+    assert mn.loc[("ddp", 2), "world_size"] == 2 and mn.loc[("lightning", 2), "world_size"] == 2
+    assert mn.loc[("lightning", 2), "cluster_environment"] == "LightningEnvironment"
+    fault = swept.table("fault").iloc[0]
+    assert fault["restarts"] == 1 and fault["steps_redone"] == 2  # killed after 6, resumed at 4
+    assert fault["loss_diff"] <= 1e-6 * max(abs(fault["loss_last"]), 1)
+    analysis = swept.analysis
+    assert "<strong>ddp</strong> via torchrun on 2 node(s) x 1" in analysis
+    assert mn.loc[("lightning", 2), "topology"] == "one host"  # both "nodes" ran here
+    assert re.search(r"2 x 1: (no clear difference between|<strong>(Lightning|raw DDP) x[\d.]+ "
+                     r"over)", analysis)  # Lightning against raw DDP, same layout
+    assert "(2 x 1) put every node on one host" in analysis  # the loopback caveat
+    assert "Steps redone stayed within restarts x (checkpoint_every - 1)" in analysis
+    assert "passed before the restarted ranks were ready" in analysis
+    assert "1 restart(s), 2 step(s) redone" in analysis
+    assert "it ended at the same loss as the uninterrupted run" in analysis
