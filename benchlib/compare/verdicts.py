@@ -143,10 +143,10 @@ def _common(base: ResultSet, new: ResultSet, b_rows: dict[str, Any],
     """The row keys both sets have, sorted (UsageError when there are none)."""
     common = sorted(set(b_rows) & set(n_rows))
     if not common:
-        def studies_of(rows):
+        def tables_of(rows):
             return ", ".join(sorted({json.loads(k)["table"] for k in rows})) or "none"
-        raise UsageError(f"no rows in common: {base.label} has tables {studies_of(b_rows)}, "
-                         f"{new.label} has {studies_of(n_rows)} (none with the same parameters)")
+        raise UsageError(f"no rows in common: {base.label} has tables {tables_of(b_rows)}, "
+                         f"{new.label} has {tables_of(n_rows)} (none with the same parameters)")
     return common
 
 
