@@ -1,6 +1,8 @@
 """The set-up files agree with each other and with what the README promises."""
 
 import re
+import subprocess
+import sys
 import tomllib
 
 import yaml
@@ -41,3 +43,22 @@ def test_ci_calls_make_test_and_outputs_are_ignored_except_readme():
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     ignore = (ROOT / ".gitignore").read_text().splitlines()
     assert "/outputs/*" in ignore and "!/outputs/README.md" in ignore
+
+
+def test_the_installed_pytest_and_xdist_keep_a_group_on_one_worker(tmp_path):
+    """`make test` keeps the Slurm tests and each shared module fixture on one worker with
+    xdist_group (tests/conftest.py). pytest 9.2 with pytest-xdist 3.8 drops the groups
+    without a word (xdist issue #1386): two grouped tests then run on two workers."""
+    (tmp_path / "test_grouped.py").write_text(
+        "import os, pytest\n"
+        "@pytest.mark.xdist_group('g')\n"
+        "@pytest.mark.parametrize('i', range(4))\n"
+        "def test_where(i):\n"
+        f"    open(os.path.join({str(tmp_path)!r}, os.environ['PYTEST_XDIST_WORKER']), 'a')\n")
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "--dist",
+                          "loadgroup", "-p", "no:cacheprovider", "-c", "/dev/null",
+                          "--rootdir", str(tmp_path), str(tmp_path / "test_grouped.py")],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    workers = sorted(p.name for p in tmp_path.glob("gw*"))  # each worker that ran one
+    assert len(workers) == 1, workers

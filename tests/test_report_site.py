@@ -8,7 +8,6 @@ outputs/screenshots/.
 from __future__ import annotations
 
 import html
-import os
 import re
 import zipfile
 from html.parser import HTMLParser
@@ -371,11 +370,3 @@ def test_each_finding_shows_its_studys_first_analysis_figure_small(tmp_path):
     assert f'<img src="{index.THUMBS}/notebook10.png"' in img
     assert index.thumbnail(report_dir, "20_dp_vs_ddp.ipynb", ("a", "b")) == ""
 
-
-def test_the_suites_groups_hold(request):
-    """Under `make test` (pytest-xdist, --dist loadgroup) this module's tests run on one
-    worker, so its site is built once: a pytest that drops the group (9.2 with xdist 3.8)
-    fails here instead of building every module fixture on every worker."""
-    if not (os.environ.get("PYTEST_XDIST_WORKER") and request.config.getvalue("loadgroup")):
-        pytest.skip("runs under pytest-xdist with --dist loadgroup (make test)")
-    assert request.node.nodeid.endswith("@test_report_site"), request.node.nodeid
