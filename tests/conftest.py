@@ -34,7 +34,7 @@ SHARED_MODULE_FIXTURES = ("test_elastic", "test_lab_browser", "test_report_site"
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into node ids
 def pytest_collection_modifyitems(config, items):
     # pytest 9.2 with pytest-xdist 3.8 ignores these groups without a word (xdist issue
-    # #1386): constraints.txt pins pytest 9.1, and test_the_suites_groups_hold checks it
+    # #1386): constraints.txt pins pytest 9.1, and test_packaging.py checks it
     for item in items:
         if "slurm_cluster" in item.fixturenames or item.get_closest_marker("slurm"):
             item.add_marker(pytest.mark.xdist_group("slurm"))
