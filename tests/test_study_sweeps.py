@@ -57,6 +57,23 @@ studies:
     defaults: {{device: cpu, arch: resnet18, dataset: synthetic, image_size: 32, batch_size: 4,
                skip_steps: 1, warmup_steps: 1, timed_steps: 3, repeats: 2}}
     grid: {{nproc_per_node: [1, 2]}}
+  - name: own_model
+    notebook: 20_dp_vs_ddp
+    defaults: {{device: cpu, strategy: ddp, launcher: torchrun, nproc_per_node: 2,
+               model: "examples.custom_model:build", model_args: {{width: 8}},
+               dataset: "examples.custom_data:shapes", batch_size: 8, max_steps: 4,
+               warmup_steps: 1, loss: "examples.custom_model:smoothed_cross_entropy"}}
+    table: [{{epochs: 1}}]
+  - name: own_model_framework
+    notebook: 40_framework_comparison
+    defaults: {{device: cpu, batch_size: 4, image_size: 32, skip_steps: 1, warmup_steps: 1,
+               timed_steps: 3, repeats: 2, compare_jax: false}}
+    table:
+      - {{arch: "examples.custom_model:build", dataset: "examples.custom_data:shapes",
+         nproc_per_node: 2, compare_jax: true}}
+      - {{arch: "timm:resnet10t", dataset: synthetic}}
+      - {{arch: "hf:gpt2", dataset: synthetic, seq_len: 32, vocab_size: 256,
+         model_args: {{n_layer: 2, n_head: 2, n_embd: 64, n_positions: 64}}}}
 """
 
 
@@ -88,12 +105,13 @@ def swept(tmp_path_factory, small_data) -> Swept:
 
 
 def test_every_row_of_every_study_ran_ok(swept):
-    assert swept.code == 0 and len(swept.df) == 13 and set(swept.df["status"]) == {"ok"}
+    assert swept.code == 0 and len(swept.df) == 17 and set(swept.df["status"]) == {"ok"}
     # each record names its study (the notebook's) apart from its table
     assert dict(zip(swept.df["table"], swept.df["study"])) == {
         "io_workers": "single_device_io", "io_variants": "single_device_io",
         "dp_ddp": "dp_vs_ddp", "multinode": "multinode_lightning",
-        "fault": "fault_tolerance", "framework": "framework_comparison"}
+        "fault": "fault_tolerance", "framework": "framework_comparison",
+        "own_model": "dp_vs_ddp", "own_model_framework": "framework_comparison"}
 
 
 def test_io_rows_feed_the_analysis_conclusions(swept):
@@ -158,3 +176,30 @@ def test_multinode_and_fault_tolerance_rows_feed_the_analysis(swept):
     assert "passed before the restarted ranks were ready" in analysis
     assert "1 restart(s), 2 step(s) redone" in analysis
     assert "it ended at the same loss as the uninterrupted run" in analysis
+
+
+def test_a_model_and_data_set_of_ones_own_train_on_two_ranks_and_say_what_ran(swept):
+    """examples/: a model function with model_args, a data set function and a loss of the
+    user's, through notebook 20 on 2 gloo ranks and notebook 40; a timm and a transformers
+    model built from their configs (no download) through notebook 40."""
+    import hashlib
+
+    own = swept.table("own_model").iloc[0]
+    assert own["world_size"] == 2 and own["backend_used"] == "gloo" and own["samples_per_s"] > 0
+    assert own["model_class"] == "examples.custom_model.WideCNN"
+    assert own["model_args"] == '{"width": 8}' and own["model_params"] == 3 * 8 * 9 + 8 * 8 * 9 * 2 \
+        + 3 * 2 * 8 + 8 * 4 + 4  # three convs without bias, three batch norms, the head
+    source = (Path(__file__).parents[1] / "examples" / "custom_model.py").read_bytes()
+    assert own["model_source_sha"] == hashlib.sha256(source).hexdigest()[:16]
+    assert own["flops_per_sample"] > 0
+    fw = swept.table("own_model_framework").set_index("arch")
+    mine = fw.loc["examples.custom_model:build"]
+    assert mine["world_size"] == 2 and mine["jax_skipped"].startswith("JAX trains the built-in")
+    timm_row = fw.loc["timm:resnet10t"]
+    assert timm_row["model_class"] == "timm.models.resnet.ResNet" and timm_row["samples_per_s"] > 0
+    lm = fw.loc["hf:gpt2"]
+    assert lm["model_class"].endswith("GPT2LMHeadModel") and lm["tokens_per_sample"] == 32
+    assert lm["tokens_per_s"] == pytest.approx(lm["samples_per_s"] * 32)
+    assert lm["tokens_per_s_p10"] <= lm["tokens_per_s"] <= lm["tokens_per_s_p90"]
+    # 2 layers of n_embd 64 with a vocabulary of 256 (the data's ids) and 64 positions
+    assert lm["model_params"] == 256 * 64 + 64 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64

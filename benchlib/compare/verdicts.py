@@ -78,6 +78,7 @@ DIRECTIONS = {
     "speedup": +1, "efficiency": +1, "mfu": +1, "busbw_gbps": +1, "algbw_gbps": +1,
     "step_s": -1, "batch_s": -1, "epoch_s": -1, "data_s": -1, "compute_s": -1,
     "total_s": -1, "launch_s": -1, "recovery_s": -1, "prep_s": -1, "allreduce_latency_s": -1,
+    "tokens_per_s": +1, "energy_j_per_sample": -1, "cost_per_million_samples": -1,
 }
 # A row's metric when none is asked for: the first of these it has.
 PRIMARY = ("samples_per_s", "busbw_gbps", "recovery_s", "total_s", "prep_s")

@@ -193,7 +193,10 @@ def row(rec: dict[str, Any]) -> dict[str, Any]:
     out["gpu"] = ", ".join(g["name"] for g in env.get("gpus", [])) or None
     out["torch"] = env.get("packages", {}).get("torch")
     out["hardware"] = hardware(env, bed or None)
-    out.update(rec["params"])
+    # a mapping parameter (model_args) as its JSON text: a frame's cells are grouped and
+    # compared, which a dict cannot be
+    out.update({k: json.dumps(v, sort_keys=True) if isinstance(v, dict) else v
+                for k, v in rec["params"].items()})
     out.update(rec["metrics"])
     out["samples_per_s_launches"] = launch_values(rec)
     out["samples_per_s_epochs"] = launch_values(rec, "epochs")

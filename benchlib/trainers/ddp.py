@@ -31,7 +31,7 @@ from benchlib.config.base import require_counts
 from benchlib.config.choices import PRECISIONS, SYNTHETIC_STEPS
 from benchlib.config.flags import add_config_flags
 from benchlib.config.training import TrainingConfig, check_own_code, training_fields
-from benchlib.core import envinfo, loops, throughput
+from benchlib.core import energy, envinfo, loops, throughput
 from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
@@ -174,7 +174,11 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     utilisation_thread.start()
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    epochs = []
+    # each rank reads its own GPUs' energy counters (DataParallel's process: all it uses)
+    meter = energy.EnergyMeter((model.device_ids if args.strategy == "dp" else [device.index])
+                               if device.type == "cuda" else [])
+    meter.start()
+    epochs, window_samples = [], 0
     for epoch in range(args.epochs):
         if sampler is not None:
             sampler.set_epoch(epoch)
@@ -183,7 +187,10 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         mine = throughput.rank_share(times.samples, times.data_s, times.compute_s,
                                      times.epoch_s, times.loss_last, args.warmup_steps)
         epochs.append({"epoch": epoch, **throughput.across_ranks(gather_objects(mine), env.rank)})
+        window_samples += sum(times.samples)
+    metered = meter.stop()
     utilisation = utilisation_thread.stop()
+    ranks = gather_objects({**metered, "samples": window_samples})
     if args.save_model and env.rank == 0:
         plain = model.module if hasattr(model, "module") else model
         with atomic.replacing(Path(args.train_dir) / "model.pt", suffix=".pt") as tmp:
@@ -201,6 +208,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         "threads_per_rank": torch.get_num_threads(),
         "flops_per_sample": flops_per_sample,
         **utilisation,
+        **energy.run_figures(ranks, sum(r["samples"] for r in ranks)),
     }
     if args.strategy == "dp" and device.type != "cuda":
         metrics["note"] = "DataParallel without GPUs: ran as one CPU device"
