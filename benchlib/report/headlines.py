@@ -71,6 +71,22 @@ def _io(ok: list[Record]) -> tuple[list[Claim], str]:
     return claims, ""
 
 
+def _memory(ok: list[Record]) -> tuple[list[Claim], str]:
+    """Per search: the largest batch that trains, and where the next one up stopped."""
+    claims = []
+    for rec in sorted(ok, key=lambda r: r["finished_at"]):
+        m, p = rec.get("metrics") or {}, rec.get("params") or {}
+        if m.get("largest_batch") is None:
+            claims.append(Claim(f"{p.get('model')} on {m.get('device_name')}",
+                                note=m.get("boundary", "")))
+            continue
+        claims.append(Claim(f"{p.get('model')} on {m.get('device_name')}",
+                            Figure(f"batch {m['largest_batch']}", "the largest that trains",
+                                   sources=[("", rec)]),
+                            note=m.get("boundary", "")))
+    return claims, ""
+
+
 def _dist(ok: list[Record]) -> tuple[list[Claim], str]:
     work = ("dataset", "model", "depth", "alpha", "batch_size", "device")
     claims: list[tuple[tuple, Claim]] = []
@@ -214,6 +230,7 @@ def _projection(ok: list[Record]) -> tuple[list[Claim], str]:
 HEADLINES: dict[str, Callable[[list[Record]], tuple[list[Claim], str]]] = {
     "data_prep": _data_prep,
     "single_device_io": _io,
+    "memory_and_batch": _memory,
     "dp_vs_ddp": _dist,
     "multinode_lightning": _multinode,
     "fault_tolerance": _fault,
