@@ -46,7 +46,9 @@ def test_peak_rss_of_a_window_grows_by_a_tensor_allocated_inside_it():
     f = peak.figures
     assert f["peak_kind"] == memory.RSS_WINDOW  # clear_refs is writable here
     assert f["peak_bytes"] == f["peak_rss_bytes"]
-    assert size <= f["peak_bytes"] - start <= size + 16 * MiB
+    # the tensor's pages, less what the process gave back meanwhile (a larger process, the
+    # test suite, frees a little between reading `start` and allocating)
+    assert 0.97 * size <= f["peak_bytes"] - start <= size + 16 * MiB
     assert (f["peak_alloc_bytes"], f["peak_reserved_bytes"], f["alloc_retries"], f["ooms"]) \
         == (None, None, None, None)  # CUDA's figures: none on the CPU, never invented
 
