@@ -44,7 +44,8 @@ def throughput_figure(trials: list[dict[str, Any]], metrics: dict[str, Any]):
     peak.plot(df["batch_size"], df["peak_bytes"] / 2**30, ".:", color="tab:gray",
               label="peak memory")
     if metrics.get("limit_bytes"):
-        peak.axhline(metrics["limit_bytes"] / 2**30, color="tab:gray", linewidth=0.8)
+        peak.axhline(metrics["limit_bytes"] / 2**30, color="tab:gray", linewidth=0.8,
+                     label=f"limit ({metrics.get('limit_source', 'memory_limit')})")
     peak.set_ylabel(f"peak memory (GiB; {metrics.get('peak_kind') or 'peak'})")
     lines = ax.get_legend_handles_labels()
     extra = peak.get_legend_handles_labels()
