@@ -11,7 +11,8 @@ from benchlib.core import loops
 from benchlib.core.models import build_model
 from benchlib.errors import ConfigError, UsageError
 from benchlib.studies import framework_comparison
-from benchlib.trainers.ddp import training_flops_per_sample
+from benchlib.trainers import ddp
+from benchlib.trainers.job import build_job
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
 
@@ -65,7 +66,8 @@ def test_mfu_is_unknown_without_a_published_peak_never_invented():
 
 
 def test_training_flops_of_resnet50_are_three_forward_passes():
-    flops = training_flops_per_sample(build_model("resnet50", (3, 224, 224)), (3, 224, 224))
+    args = ddp.parser("single").parse_args(["--model", "resnet50", "--dataset", "synthetic"])
+    flops = build_job(args).flops_per_sample()
     forward = 2 * 4.09e9  # torchvision's ResNet-50: 4.09 GMACs per 224px image
     assert flops == pytest.approx(3 * forward, rel=0.03)
 
@@ -101,7 +103,7 @@ def test_what_this_machine_cannot_run_is_refused_before_launch(kw, message):
 
 def test_an_image_folder_too_small_for_the_window_is_refused(small_data):
     cfg = FrameworkComparisonConfig(path=str(small_data), dataset="imagefolder", device="cpu", batch_size=8)
-    with pytest.raises(ConfigError, match="the image folder has 40 training images: 5 steps of "
+    with pytest.raises(ConfigError, match="the data set has 40 training samples: 5 steps of "
                                           "batch 8 x 1, fewer than the 125"):
         framework_comparison.preflight(cfg)
 

@@ -25,12 +25,16 @@ from benchlib.runs.params import NotebookSpec
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
+def default(f: dataclasses.Field):
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_parameters_have_the_dataclass_names_types_and_defaults(path):
     spec = NotebookSpec.read(path)
     config = CONFIGS[spec.config]
     hints = typing.get_type_hints(config)
-    fields = {f.name: (hints[f.name].__name__, f.default) for f in dataclasses.fields(config)}
+    fields = {f.name: (hints[f.name].__name__, default(f)) for f in dataclasses.fields(config)}
     declared = {name: (kind, default) for name, (kind, default) in spec.parameters.items()}
     assert declared == fields
 
@@ -67,7 +71,7 @@ def test_workers_default_to_their_studys_defaults(parser, config, own):
     module = importlib.import_module(parser)
     p = module.parser("ddp") if parser.endswith("ddp") else module.parser()
     defaults = worker_defaults(p)
-    shared = {f.name: f.default for f in dataclasses.fields(config)
+    shared = {f.name: default(f) for f in dataclasses.fields(config)
               if f.name in defaults and f.name not in own}
     assert shared and {k: defaults[k] for k in shared} == shared
 

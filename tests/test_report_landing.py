@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 from benchlib.analysis import common
 from benchlib.records import testbed
@@ -49,12 +50,14 @@ def dist_records(host: str = "box", ddp: float = 113.0) -> list[dict]:
 
 
 def test_ddp_line_gives_the_ratio_over_one_process_with_paired_spread_and_n():
-    [finding] = landing.findings(dist_records())
+    runs = dist_records()
+    [finding] = landing.findings(runs)
     assert finding.claims[0].text() == ("DDP via torchrun on 2 gloo ranks: 1.13x over one "
                                         "process (p10-p90 1.09-1.18, n=12 epochs each)")
+    by_id = {r["run_id"]: r for r in runs}  # a figure names the runs it came from by id
     ddp, single = finding.claims[0].figure.sources
-    assert ddp[1]["params"]["strategy"] == "ddp" and single == ("baseline", single[1])
-    assert single[1]["params"]["strategy"] == "single"
+    assert by_id[ddp[1]]["params"]["strategy"] == "ddp" and single == ("baseline", single[1])
+    assert by_id[single[1]]["params"]["strategy"] == "single"
     assert finding.testbed.label == "T1" and finding.status == "2 runs, all ok"
     # 2 ranks on a CPU: the records show the cause; notebook 90 says it in the same words
     assert common.SHARED_CORES in finding.caveat
@@ -90,7 +93,8 @@ def test_two_testbeds_give_two_lines_each_against_its_own_baseline():
     assert (first.testbed.label, second.testbed.label) == ("T1", "T2")
     assert first.claims[0].figure.value == "1.13x" and second.claims[0].figure.value == "1.80x"
     assert second.testbed.device == "2 x NVIDIA H100 80GB HBM3" and first.testbed.device == "cpu"
-    assert {r["env"]["hostname"] for _, r in second.claims[0].figure.sources} == {"b"}
+    by_id = {r["run_id"]: r for r in runs}
+    assert {by_id[run]["env"]["hostname"] for _, run in second.claims[0].figure.sources} == {"b"}
 
 
 def test_a_ratio_without_a_baseline_shows_the_throughput_and_says_why():
@@ -268,3 +272,43 @@ def test_a_spread_over_launches_says_launches_not_epochs():
     assert finding.claims[0].text().endswith("n=3 launches and 12 epochs)")
     [finding] = landing.findings([process[0]])
     assert finding.claims[0].text().endswith("n=3 launches)")
+
+
+def test_landing_page_and_notebook_90_say_a_headline_with_the_same_function():
+    """One analysis stack: analysis.headlines over the records' frame gives the sentence;
+    the landing page (line and HTML) and notebook 90's findings both show it."""
+    import html
+    import re
+
+    from benchlib.analysis import headlines
+    from benchlib.records import results
+    from benchlib.report import index
+
+    runs = dist_records()
+    claims, caveat = headlines.headline(results.frame(runs))
+    sentence = headlines.sentence(claims, caveat)
+    assert sentence.startswith("DDP via torchrun on 2 gloo ranks: 1.13x over one process "
+                               "(p10-p90 1.09-1.18, n=12 epochs each).")
+    assert common.SHARED_CORES in sentence
+    [finding] = landing.findings(runs)
+    assert sentence in finding.text()
+    site = index.Site(Path("/r"), Path("/o"))
+    site.records = {r["run_id"]: Path(f"/r/records/{r['run_id']}.json") for r in runs}
+    shown = re.sub(r' <span class="src">.*?</span>', "", index.finding(finding, site, [], False))
+    page = html.unescape(re.sub(r"<[^>]+>", "", shown))  # the HTML's text, without links
+    assert [c.text() for c in claims] == [c.text() for c in finding.claims]
+    assert all(c.text() in page for c in claims) and caveat in page
+    # notebook 90's frame holds every study: other studies' columns are NaN for these rows,
+    # their integer columns floats, and the sentence is still the same
+    others = [record("io_workers", IO, {"dataset": "fashion-mnist", "num_workers": w,
+                                        "variant": "raw", "mode": "train", "device": "cpu"},
+                     sps(v, v, v, n=3)) for w, v in [(0, 500.0), (2, 900.0)]]
+    others.append(record("data_prep", "00_data_prep.ipynb", {"dataset": "all"},
+                         {"cifar10_samples": 2457, "cifar10_source": "generated"}))
+    summary = headlines.summary(results.frame([*runs, *others]))
+    assert f"*{landing.findings(runs)[0].question}* {sentence}" in summary
+    io_line = landing.findings(others[:2])[0]
+    assert headlines.sentence(io_line.claims, io_line.caveat) in summary
+    assert "fastest num_workers=2: 900 samples/s" in summary  # not num_workers=2.0
+    assert summary.index("**data_prep**") < summary.index("**single_device_io**") \
+        < summary.index("**dp_vs_ddp**")

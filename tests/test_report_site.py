@@ -157,7 +157,8 @@ def test_analysis_page_has_a_table_of_contents_of_its_sections(site):
     page = (site / "report" / "analysis.html").read_text()
     toc = re.search(r'<nav class="benchlib-toc">.*?</nav>', page, re.S).group(0)
     links = re.findall(r'href="#([^"]+)">([^<]+)<', toc)
-    assert [t for _, t in links][:3] == ["All runs", "Failed runs", "data_prep: data preparation (notebook 00)"]
+    assert [t for _, t in links][:4] == ["Findings: the headline of each study", "All runs",
+                                         "Failed runs", "data_prep: data preparation (notebook 00)"]
     ids = parse(site / "report" / "analysis.html").ids
     assert all(html.unescape(a) in ids for a, _ in links) and len(links) >= 8
     assert page.index("benchlib-toc") < page.index("90 · Analysis")

@@ -110,7 +110,7 @@ def test_every_trainer_builds_the_imagefolder_set_with_the_same_transforms(small
     trainer's ImageNet-layout sets agree, with and without augmentation, and evaluation
     resizes to 256 before its 224 crop (pytorch/examples' recipe)."""
     from benchlib.data import transforms
-    from benchlib.trainers.ddp import build_dataset
+    from benchlib.trainers.job import build_dataset
     from benchlib.workers import elastic
 
     for augment in (True, False):

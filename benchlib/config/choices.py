@@ -1,6 +1,8 @@
 """The allowed values and named defaults of the study parameters, in one place: the
 configs check against these, and the modules that implement them import them."""
 
+import re
+
 DEVICES = ("cpu", "gpu", "auto")  # gpu: an error without CUDA; auto: a GPU if there is one
 BACKENDS = ("auto", "gloo", "nccl")  # auto: nccl on CUDA, gloo on CPU
 DEFAULT_PORT = 29500  # the rendezvous port torchrun and Slurm scripts use unless told
@@ -19,6 +21,12 @@ FRAMEWORK_DATASETS = ("synthetic", "imagefolder")
 VARIANTS = ("raw", "preload", "preload_batched", "tensorclass", "tensorclass_memmap", "np_memmap")
 MODES = ("traverse", "train")
 MODELS = ("toynet", "simplecnn", "pyramidnet", "resnet18", "resnet50")
+# beside the built-in names: the user's own code (benchlib.core.entrypoints), and models of
+# the field's libraries built from a config, never a download (benchlib.core.models)
+ENTRY_POINT = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+MODEL_LIBRARIES = {"timm": "timm", "hf": "transformers"}  # prefix: the package it needs
+MODEL_FORMS = "pkg.module:function, timm:NAME or hf:NAME"
+DATASET_FORMS = "pkg.module:function"
 IO_MODELS = ("toynet", "simplecnn", "pyramidnet")  # 1x28x28 inputs
 ARCHS = ("resnet18", "resnet50")
 PRECISIONS = ("fp32", "tf32", "amp_bf16", "amp_fp16")
@@ -32,3 +40,25 @@ MULTINODE_LAUNCHERS = ("torchrun", "lightning", "srun")
 # over the launches), or a whole launch (a fresh process per repeat: its median over its
 # epochs), which also sees start-up, placement and whatever else differs between runs
 REPEAT_MODES = ("epoch", "process")
+
+
+def is_entry_point(value: str) -> bool:
+    """`pkg.module:function`, as setuptools names an entry point."""
+    return bool(ENTRY_POINT.fullmatch(value)) and value.partition(":")[0] not in MODEL_LIBRARIES
+
+
+def model_kind(name: str) -> str | None:
+    """builtin, timm, hf or entry (the user's pkg.module:function); None: not a model name."""
+    if name in MODELS:
+        return "builtin"
+    prefix, colon, rest = name.partition(":")
+    if colon and prefix in MODEL_LIBRARIES and rest:
+        return prefix
+    return "entry" if is_entry_point(name) else None
+
+
+def dataset_kind(name: str) -> str | None:
+    """builtin (a name in TRAIN_DATASETS) or entry; None: not a data set name."""
+    if name in TRAIN_DATASETS:
+        return "builtin"
+    return "entry" if is_entry_point(name) else None

@@ -9,6 +9,7 @@ import argparse
 import ast
 import dataclasses
 import inspect
+import json
 import textwrap
 import typing
 from collections.abc import Iterable
@@ -31,6 +32,22 @@ def _own_field_help(cls: type) -> dict[str, str]:
                 and isinstance(doc.value.value, str):
             helps[field.target.id] = " ".join(doc.value.value.split())
     return helps
+
+
+def json_object(text: str | dict) -> dict:
+    """A dict field's flag value: a JSON object (`--model-args '{"width": 64}'`)."""
+    if isinstance(text, dict):
+        return text
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a JSON object, e.g. '{{\"width\": 64}}'")
+    return value
+
+
+json_object.__name__ = "a JSON object"  # what argparse and a run.json check call its type
 
 
 def field_help(cls: type) -> dict[str, str]:
@@ -67,15 +84,19 @@ def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
         kw: dict[str, Any] = {"help": helps.get(name, "")}
         if name in choices:
             kw["choices"] = choices[name]
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING \
+            else f.default
+        if kind is dict:
+            kind = json_object
         if kind is bool:
-            kw.update(action=argparse.BooleanOptionalAction, default=f.default)
+            kw.update(action=argparse.BooleanOptionalAction, default=default)
         elif name in positional:
             kw["type"] = kind
         else:
-            kw.update(type=kind, default=None if name in required else f.default,
+            kw.update(type=kind, default=None if name in required else default,
                       required=name in required)
             if name not in required:
-                kw["help"] += f" (default {f.default})"
+                kw["help"] += f" (default {json.dumps(default) if kind is json_object else default})"
         if name in positional:
             parser.add_argument(name, **kw)
         else:

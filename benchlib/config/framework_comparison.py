@@ -9,12 +9,17 @@ from benchlib.config.base import StudyConfig, require_choice, require_min
 from benchlib.config.choices import (
     ARCHS,
     BACKENDS,
+    DATASET_FORMS,
     DEVICES,
     FRAMEWORK_DATASETS,
     LAUNCHERS,
+    MODEL_FORMS,
     PRECISIONS,
     REPEAT_MODES,
+    dataset_kind,
+    model_kind,
 )
+from benchlib.errors import ConfigError
 
 
 @dataclasses.dataclass
@@ -25,9 +30,17 @@ class FrameworkComparisonConfig(StudyConfig):
     study: ClassVar[str] = "framework_comparison"
 
     arch: str = "resnet50"
-    """resnet50 (seed 003: ResNet-50 v1.5, torchvision's) or resnet18."""
+    """resnet50 (seed 003: ResNet-50 v1.5, torchvision's) or resnet18; or a model of your
+    own, pkg.module:function, timm:NAME or hf:NAME (built from its config, no download)."""
+    model_args: dict = dataclasses.field(default_factory=dict)
+    """Keyword arguments of your model function, or a timm or hf model's config overrides."""
     dataset: str = "synthetic"
-    """synthetic (one batch made on the device: compute only) or imagefolder (JPEGs)."""
+    """synthetic (one batch made on the device: compute only), imagefolder (JPEGs), or your
+    own: pkg.module:function returning a map-style torch Dataset of (input, label)."""
+    seq_len: int = 0
+    """synthetic tokens for a language model (hf:NAME): ids per sample (0: images)."""
+    vocab_size: int = 0
+    """synthetic tokens: ids are 0..vocab_size-1."""
     path: str = "outputs/data"
     """Folder prepared by `benchlib data` (imagefolder), or holding your ImageNet copy."""
     image_size: int = 224
@@ -69,8 +82,24 @@ class FrameworkComparisonConfig(StudyConfig):
     """Seed of weights and data."""
 
     def validate(self) -> None:
-        require_choice("arch", self.arch, ARCHS)
-        require_choice("dataset", self.dataset, FRAMEWORK_DATASETS)
+        kind = model_kind(self.arch)
+        if kind is None or (kind == "builtin" and self.arch not in ARCHS):
+            raise ConfigError("arch", f"{self.arch!r} is not one of {', '.join(ARCHS)}, nor "
+                              f"{MODEL_FORMS}")
+        if self.dataset not in FRAMEWORK_DATASETS and dataset_kind(self.dataset) != "entry":
+            raise ConfigError("dataset", f"{self.dataset!r} is not one of "
+                              f"{', '.join(FRAMEWORK_DATASETS)}, nor {DATASET_FORMS}")
+        if self.model_args and kind == "builtin":
+            raise ConfigError("model_args", f"{self.arch} is built in and takes none; "
+                              f"model_args are for {MODEL_FORMS}")
+        for name in ("seq_len", "vocab_size"):
+            require_min(name, getattr(self, name), 0)
+        if bool(self.seq_len) != bool(self.vocab_size) or (self.seq_len and self.dataset != "synthetic"):
+            raise ConfigError("seq_len", "synthetic tokens need dataset synthetic, seq_len and "
+                              "vocab_size (>= 1)")
+        if kind == "hf" and not self.seq_len and dataset_kind(self.dataset) != "entry":
+            raise ConfigError("arch", f"{self.arch} is a language model: give it tokens "
+                              "(seq_len and vocab_size, or your own data)")
         require_choice("precision", self.precision, PRECISIONS)
         require_choice("launcher", self.launcher, LAUNCHERS)
         require_choice("device", self.device, DEVICES)

@@ -10,10 +10,23 @@ worker's flags and the run.json a study writes for it."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, ClassVar
 
 from benchlib.config.base import StudyConfig, require_counts, require_min
-from benchlib.config.choices import BACKENDS, DEVICES, GRAY_28, MODELS, REPEAT_MODES, TRAIN_DATASETS
+from benchlib.config.choices import (
+    BACKENDS,
+    DATASET_FORMS,
+    DEVICES,
+    GRAY_28,
+    MODEL_FORMS,
+    MODELS,
+    REPEAT_MODES,
+    TRAIN_DATASETS,
+    dataset_kind,
+    is_entry_point,
+    model_kind,
+)
 from benchlib.errors import ConfigError
 
 
@@ -39,17 +52,35 @@ class TrainingConfig(StudyConfig):
     """What a training worker (benchlib.workers.single, dp, ddp, lightning, elastic)
     trains with. The defaults are seed 002's; a study sets its own in its `defaults`."""
 
-    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {
-        "dataset": TRAIN_DATASETS, "model": MODELS, "device": DEVICES, "backend": BACKENDS}
+    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"device": DEVICES, "backend": BACKENDS}
 
     dataset: str = "cifar10"
     """The data set: one prepared by `benchlib data` (fashion-mnist, mydataset, cifar10,
-    imagefolder), or one made without files where the study allows it (synthetic: one
-    batch made on the device, no IO; dummy: random images)."""
+    imagefolder), one made without files where the study allows it (synthetic: one batch
+    made on the device, no IO, of input_shape or seq_len; dummy: random images), or your
+    own: pkg.module:function returning a map-style torch Dataset of (input, label)."""
     path: str = "outputs/data"
     """Folder prepared by `benchlib data`, the same on every node."""
     model: str = "pyramidnet"
-    """pyramidnet (seed 002), simplecnn, toynet (28x28 data only), resnet18 or resnet50."""
+    """pyramidnet (seed 002), simplecnn, toynet (28x28 data only), resnet18 or resnet50; or
+    pkg.module:function returning an nn.Module, timm:NAME, or hf:NAME (a transformers model
+    type or a local config.json), built from its config: no weights are downloaded."""
+    model_args: dict = dataclasses.field(default_factory=dict)
+    """Keyword arguments of your model function, or a timm or hf model's config overrides
+    (on the command line: JSON, --model-args '{"width": 64}')."""
+    loss: str = ""
+    """pkg.module:function(output, labels) returning the loss; empty: the model's own .loss
+    (transformers), else cross-entropy."""
+    collate: str = ""
+    """pkg.module:function that batches your data set's items; empty: default_collate."""
+    input_shape: str = ""
+    """synthetic: one input's shape, CxHxW (3x32x32); empty: 3 x image_size x image_size."""
+    num_classes: int = 10
+    """synthetic: labels 0..num_classes-1; a timm model gets this many outputs."""
+    seq_len: int = 0
+    """synthetic tokens: ids per sample, for a language model (0: images)."""
+    vocab_size: int = 0
+    """synthetic tokens: ids are 0..vocab_size-1."""
     depth: int = 20
     """PyramidNet depth, 6n + 2 (the paper's CIFAR setting: 110)."""
     alpha: int = 48
@@ -77,6 +108,8 @@ class TrainingConfig(StudyConfig):
 
     def validate(self) -> None:
         super().validate()
+        # a study that names its data sets (`allowed`) has checked them already
+        check_own_code(self, any_dataset="dataset" not in self.allowed_values())
         if self.model == "pyramidnet" and (self.depth - 2) % 6:
             raise ConfigError("depth", f"PyramidNet depth must be 6n + 2 (20, 32, 110), got "
                               f"{self.depth}")
@@ -91,6 +124,50 @@ class TrainingConfig(StudyConfig):
     def training_params(self) -> dict[str, Any]:
         """The training fields and their values, by name: what the worker takes."""
         return {name: getattr(self, name) for name in training_fields(type(self))}
+
+
+def check_own_code(values: Any, any_dataset: bool = True) -> None:
+    """The model and data set named as benchlib knows them (`any_dataset`: the training
+    data sets or one of the user's own), and the fields that describe a model, data set or
+    loss of the user's own: entry points written as such, shapes and counts that can be,
+    each only where it means something. A config's fields or a worker's parsed flags."""
+    if model_kind(values.model) is None:
+        raise ConfigError("model", f"{values.model!r} is not one of {', '.join(MODELS)}, "
+                          f"nor {MODEL_FORMS}")
+    if any_dataset and dataset_kind(values.dataset) is None:
+        raise ConfigError("dataset", f"{values.dataset!r} is not one of "
+                          f"{', '.join(TRAIN_DATASETS)}, nor {DATASET_FORMS}")
+    for name in ("loss", "collate"):
+        value = getattr(values, name)
+        if value and not is_entry_point(value):
+            raise ConfigError(name, f"{value!r} is not an entry point: write pkg.module:function")
+    if values.collate and dataset_kind(values.dataset) != "entry":
+        raise ConfigError("collate", f"only a data set of your own (pkg.module:function) takes "
+                          f"a collate function, not {values.dataset}")
+    if values.model_args and model_kind(values.model) == "builtin":
+        raise ConfigError("model_args", f"{values.model} is built in and takes none (its "
+                          f"settings are depth and alpha); model_args are for {MODEL_FORMS}")
+    if values.input_shape and not re.fullmatch(r"[1-9]\d*(x[1-9]\d*)*", values.input_shape):
+        raise ConfigError("input_shape", f"{values.input_shape!r} is not a shape: write CxHxW, "
+                          "e.g. 3x32x32")
+    for name in ("num_classes", "seq_len", "vocab_size"):
+        require_min(name, getattr(values, name), 1 if name == "num_classes" else 0)
+    if values.seq_len or values.vocab_size or values.input_shape:
+        if values.dataset != "synthetic":
+            given = "seq_len" if values.seq_len else "vocab_size" if values.vocab_size \
+                else "input_shape"
+            raise ConfigError(given, f"declares synthetic data's shape; dataset is "
+                              f"{values.dataset}, whose items have their own")
+    if bool(values.seq_len) != bool(values.vocab_size):
+        raise ConfigError("vocab_size" if values.seq_len else "seq_len",
+                          "synthetic tokens need both seq_len and vocab_size (>= 1)")
+    if values.seq_len and values.input_shape:
+        raise ConfigError("input_shape", "synthetic tokens (seq_len) have no input_shape: "
+                          "give one of the two")
+    if model_kind(values.model) == "hf" and not values.seq_len \
+            and dataset_kind(values.dataset) != "entry":
+        raise ConfigError("model", f"{values.model} is a language model: give it tokens "
+                          "(dataset synthetic with seq_len and vocab_size, or your own data)")
 
 
 def training_fields(cls: type) -> list[str]:

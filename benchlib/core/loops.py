@@ -167,16 +167,41 @@ class StepDelay:
             time.sleep(self.ms / 1e3)
 
 
+class Objective:
+    """What a step minimises: the model's own `.loss` (a transformers model, given the
+    labels), a loss function of the user's (`loss: pkg.module:function(output, labels)`),
+    or cross-entropy, over the last dimension of the output (a language model's logits
+    against token ids included)."""
+
+    def __init__(self, loss: Callable[..., torch.Tensor] | None = None, labels_kw: bool = False):
+        self.loss, self.labels_kw = loss, labels_kw
+        self.cross_entropy = nn.CrossEntropyLoss()
+
+    def __call__(self, forward: Callable[..., Any], x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = forward(x, labels=y) if self.labels_kw else forward(x)
+        own = getattr(out, "loss", None)
+        if own is not None:
+            return own
+        if self.loss is not None:
+            return self.loss(out, y)
+        logits = getattr(out, "logits", out)
+        if y.dim() >= 2 and logits.dim() == y.dim() + 1:  # per-token labels
+            return self.cross_entropy(logits.flatten(0, -2), y.flatten())
+        return self.cross_entropy(logits, y)
+
+
+
 class Stepper:
     """What one step does after the batch arrives: move it, and (train) learn from it,
     in the given precision (fp32, tf32, amp_bf16, amp_fp16 with a gradient scaler),
-    memory format (channels_last) and with or without torch.compile; `step_delay_ms`
-    adds that known time to every step (a `StepDelay`: ground truth, never a real run)."""
+    memory format (channels_last) and with or without torch.compile; `objective` says
+    what the step minimises (cross-entropy unless told); `step_delay_ms` adds that known
+    time to every step (a `StepDelay`: ground truth, never a real run)."""
 
     def __init__(self, mode: str, device: torch.device, model: nn.Module | None = None,
                  lr: float = 1e-3, momentum: float = 0.0, precision: str = "fp32",
                  channels_last: bool = False, compile: bool = False,
-                 step_delay_ms: float = 0.0):
+                 step_delay_ms: float = 0.0, objective: Objective | None = None):
         if mode not in MODES:
             raise ConfigError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
         self.mode, self.device = mode, device
@@ -190,7 +215,7 @@ class Stepper:
                 raise ConfigError("mode", "train needs a model")
             set_matmul_precision(precision)
             self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=momentum)
-            self.loss_fn = nn.CrossEntropyLoss()
+            self.objective = objective or Objective()
             self.forward = torch.compile(self.model) if compile else self.model
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> float | None:
@@ -204,7 +229,7 @@ class Stepper:
             x = x.contiguous(memory_format=self.memory_format)
         self.optimizer.zero_grad(set_to_none=True)
         with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
-            loss = self.loss_fn(self.forward(x), y)
+            loss = self.objective(self.forward, x, y)
         if self.scaler is None:
             loss.backward()
             self.optimizer.step()

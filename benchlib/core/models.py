@@ -1,4 +1,7 @@
-"""The models the studies train, by name. torchvision models get weights=None (no download)."""
+"""The models the studies train: by name (the seeds' models; torchvision's get
+weights=None, no download), or the user's own by entry point (`pkg.module:function`),
+or a model of timm (`timm:NAME`) or transformers (`hf:NAME`), built from its config
+only: no weights are downloaded, so it runs offline."""
 
 from __future__ import annotations
 
@@ -6,7 +9,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from benchlib.config.choices import MODELS
+from benchlib.config.choices import MODEL_FORMS, MODEL_LIBRARIES, MODELS, model_kind
+from benchlib.core import entrypoints
 from benchlib.errors import ConfigError
 
 
@@ -98,19 +102,126 @@ class PyramidNet(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
-def build_model(name: str, in_shape: tuple[int, int, int] = (1, 28, 28), depth: int = 20,
-                alpha: int = 48) -> nn.Module:
+def build_model(name: str, in_shape: tuple[int, ...] = (1, 28, 28), depth: int = 20,
+                alpha: int = 48, model_args: dict | None = None, num_classes: int = 10,
+                tokens: bool = False, vocab_size: int = 0) -> nn.Module:
+    """The model `name` names, for inputs of `in_shape` (for tokens: (seq_len,)) and
+    `num_classes` labels (a language model: `vocab_size` ids)."""
+    kind = model_kind(name)
+    if tokens and kind in ("builtin", "timm"):
+        raise ConfigError("model", f"{name!r} takes images; token data needs a language "
+                          "model: hf:NAME or your own pkg.module:function")
+    if kind == "entry":
+        return _module("model", name, entrypoints.call(
+            "model", name, entrypoints.load("model", name), dict(model_args or {})))
+    if kind == "timm":
+        return _timm(name, in_shape, num_classes, model_args or {})
+    if kind == "hf":
+        return _hf(name, tokens, vocab_size, in_shape, model_args or {})
+    if model_args:
+        raise ConfigError("model_args", f"{name} is built in and takes no model_args (its "
+                          "settings are depth and alpha); model_args are for " + MODEL_FORMS)
     if name == "toynet":
-        if in_shape != (1, 28, 28):
+        if tuple(in_shape) != (1, 28, 28):
             raise ConfigError("model", f"toynet takes 1x28x28 inputs, not {'x'.join(map(str, in_shape))}; "
                              "use simplecnn or pyramidnet")
-        return ToyNet()
+        return ToyNet(num_classes)
     if name == "simplecnn":
-        return SimpleCNN(in_shape=in_shape)
+        return SimpleCNN(num_classes, in_shape=in_shape)
     if name == "pyramidnet":
-        return PyramidNet(depth, alpha, in_channels=in_shape[0])
+        return PyramidNet(depth, alpha, num_classes, in_channels=in_shape[0])
     if name in ("resnet18", "resnet50"):
         import torchvision
 
         return getattr(torchvision.models, name)(weights=None)  # 1000 classes, as on ImageNet
-    raise ConfigError("model", f"{name!r} is not one of {', '.join(MODELS)}")
+    raise ConfigError("model", f"{name!r} is not one of {', '.join(MODELS)}, nor {MODEL_FORMS}")
+
+
+def _module(field: str, name: str, built: object) -> nn.Module:
+    if not isinstance(built, nn.Module):
+        raise ConfigError(field, f"{name!r} returned a {type(built).__name__}, not a "
+                          "torch.nn.Module")
+    return built
+
+
+def _library(name: str):
+    """The package a timm: or hf: model needs, or one line saying how to install it."""
+    import importlib
+
+    prefix = name.partition(":")[0]
+    package = MODEL_LIBRARIES[prefix]
+    try:
+        module = importlib.import_module(package)
+    except ImportError:
+        raise ConfigError("model", f"{name!r} needs {package}, which is not installed here: "
+                          f"pip install 'benchlib[models]' (or {package})") from None
+    if package == "transformers":  # its notes on configs built offline are not ours to print
+        module.logging.set_verbosity_error()
+    return module
+
+
+def _timm(name: str, in_shape: tuple[int, ...], num_classes: int, args: dict) -> nn.Module:
+    timm = _library(name)
+    arch = name.partition(":")[2]
+    if not timm.is_model(arch):
+        raise ConfigError("model", f"timm {timm.__version__} has no model {arch!r} "
+                          "(timm.list_models('*resnet*') lists them)")
+    kwargs = {"pretrained": False, "num_classes": num_classes, "in_chans": in_shape[0], **args}
+    return entrypoints.call("model_args", name, lambda **kw: timm.create_model(arch, **kw), kwargs)
+
+
+def hf_config(name: str, args: dict):
+    """A transformers config from `hf:NAME`: a model type the installed transformers knows
+    (`hf:gpt2`, `hf:bert`), or a local config.json (or the folder holding it); never a
+    download. `args` override its attributes (n_layer, hidden_size, ...)."""
+    from pathlib import Path
+
+    transformers = _library(name)
+    ref = name.partition(":")[2]
+    local = Path(ref).expanduser()
+    try:
+        if local.name == "config.json" or local.is_dir() or ref.endswith(".json"):
+            if not local.exists():
+                raise ConfigError("model", f"{name!r}: {local} does not exist")
+            config = transformers.AutoConfig.from_pretrained(
+                str(local.parent if local.is_file() else local), local_files_only=True)
+            for key, value in args.items():
+                setattr(config, key, value)
+            return config
+        return transformers.AutoConfig.for_model(ref, **args)
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - transformers' own error, in one line
+        why = str(e).splitlines()[0].split(". Should contain")[0]  # not its list of 900 types
+        raise ConfigError("model", f"transformers {transformers.__version__} cannot build "
+                          f"{ref!r} from a config offline: {why} (transformers.CONFIG_MAPPING "
+                          "lists the model types it knows)") from None
+
+
+def _hf(name: str, tokens: bool, vocab_size: int, in_shape: tuple[int, ...],
+        args: dict) -> nn.Module:
+    """A transformers causal language model, its weights initialised from the config,
+    trained on its own `.loss` over token data."""
+    transformers = _library(name)
+    if not tokens:
+        raise ConfigError("model", f"{name!r} is a language model: give it token data "
+                          "(dataset synthetic with seq_len and vocab_size, or your own)")
+    config = hf_config(name, args)
+    if vocab_size and "vocab_size" not in args:  # the data's ids are the vocabulary
+        config.vocab_size = vocab_size
+        for token in ("bos_token_id", "eos_token_id", "pad_token_id"):
+            if isinstance(getattr(config, token, None), int) and getattr(config, token) >= vocab_size:
+                setattr(config, token, vocab_size - 1)
+    if vocab_size > getattr(config, "vocab_size", vocab_size):
+        raise ConfigError("vocab_size", f"{vocab_size} is more ids than {name}'s vocabulary of "
+                          f"{config.vocab_size}; lower vocab_size or set model_args vocab_size")
+    limit = next((getattr(config, k) for k in ("n_positions", "max_position_embeddings")
+                  if getattr(config, k, None)), None)
+    if limit is not None and in_shape[0] > limit:
+        raise ConfigError("seq_len", f"{in_shape[0]} is longer than {name}'s {limit} positions; "
+                          "lower seq_len or set model_args n_positions")
+    try:
+        return transformers.AutoModelForCausalLM.from_config(config)
+    except Exception as e:  # noqa: BLE001 - transformers' own error, in one line
+        raise ConfigError("model", f"transformers cannot build {name!r} as a causal language "
+                          f"model: {str(e).splitlines()[0]}") from None

@@ -170,25 +170,7 @@ def frame(records: list[dict[str, Any]]):
     landing page compute their sentences from."""
     import pandas as pd
 
-    rows = []
-    for rec in records:
-        env = rec.get("env", {})
-        bed = rec.get("testbed") or {}  # read_record gives every field; a built one may not
-        row = {k: rec.get(k) for k in ("run_id", "study", "table", "notebook", "status",
-                                       "method_version",
-                                       "started_at", "finished_at", "executed_notebook", "label")}
-        row.update(testbed=bed.get("name"), testbed_id=bed.get("id"))
-        row["error"] = (rec.get("error") or {}).get("message")
-        row.update({col: env.get(key) for key, col in ENV_COLUMNS.items()})
-        row["gpu"] = ", ".join(g["name"] for g in env.get("gpus", [])) or None
-        row["torch"] = env.get("packages", {}).get("torch")
-        row["hardware"] = hardware(env, bed or None)
-        row.update(rec["params"])
-        row.update(rec["metrics"])
-        row["samples_per_s_launches"] = launch_values(rec)
-        row["samples_per_s_epochs"] = launch_values(rec, "epochs")
-        rows.append(row)
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame([row(rec) for rec in records])
     if df.empty:
         return df
     for col in ("started_at", "finished_at"):
@@ -196,6 +178,26 @@ def frame(records: list[dict[str, Any]]):
     df.insert(df.columns.get_loc("finished_at") + 1, "duration_s",
               (df["finished_at"] - df["started_at"]).dt.total_seconds())
     return df.copy()  # one block: the inserts above fragment a wide frame (pandas warns)
+
+
+def row(rec: dict[str, Any]) -> dict[str, Any]:
+    """One record as its row of `frame` (its times still text)."""
+    env = rec.get("env", {})
+    bed = rec.get("testbed") or {}  # read_record gives every field; a built one may not
+    out = {k: rec.get(k) for k in ("run_id", "study", "table", "notebook", "status",
+                                   "method_version",
+                                   "started_at", "finished_at", "executed_notebook", "label")}
+    out.update(testbed=bed.get("name"), testbed_id=bed.get("id"))
+    out["error"] = (rec.get("error") or {}).get("message")
+    out.update({col: env.get(key) for key, col in ENV_COLUMNS.items()})
+    out["gpu"] = ", ".join(g["name"] for g in env.get("gpus", [])) or None
+    out["torch"] = env.get("packages", {}).get("torch")
+    out["hardware"] = hardware(env, bed or None)
+    out.update(rec["params"])
+    out.update(rec["metrics"])
+    out["samples_per_s_launches"] = launch_values(rec)
+    out["samples_per_s_epochs"] = launch_values(rec, "epochs")
+    return out
 
 
 def launch_values(rec: dict[str, Any], key: str = "launches") -> tuple[float, ...] | None:

@@ -10,10 +10,10 @@ import html
 from pathlib import Path
 from typing import Any
 
+from benchlib.analysis.claims import Claim, Figure
 from benchlib.config import studies
 from benchlib.core import hostload
 from benchlib.report import landing, pages
-from benchlib.report.figures import Claim, Figure, varying_params
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222;
 line-height:1.45;padding:0 1em}table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px
@@ -41,9 +41,8 @@ class Site:
         self.pages: dict[str, Path] = {}
         self.records: dict[str, Path] = {}
 
-    def links(self, rec: dict[str, Any], role: str = "") -> str:
-        """"notebook, record" links of one run, for a figure's sources."""
-        run = rec["run_id"]
+    def links(self, run: str, role: str = "") -> str:
+        """"notebook, record" links of one run (its id), for a figure's sources."""
         out = []
         if run in self.pages:
             out.append(f'<a href="{_rel(self.report_dir, self.pages[run])}">notebook</a>')
@@ -55,13 +54,13 @@ def _figure(fig: Figure, site: Site) -> str:
     e = html.escape
     first = fig.sources[0][1] if fig.sources else None
     value = e(fig.value)
-    if first is not None and first["run_id"] in site.pages:
-        value = f'<a href="{_rel(site.report_dir, site.pages[first["run_id"]])}">{value}</a>'
+    if first is not None and first in site.pages:
+        value = f'<a href="{_rel(site.report_dir, site.pages[first])}">{value}</a>'
     extra = [f"p10-p90 {e(fig.spread[0])}-{e(fig.spread[1])}"] if fig.spread else []
     extra += [e(fig.n)] if fig.n else []
     text = f"<strong>{value}</strong>" + (f" {e(fig.what)}" if fig.what else "") + \
         (f" ({', '.join(extra)})" if extra else "")
-    sources = "; ".join(site.links(rec, role) for role, rec in fig.sources)
+    sources = "; ".join(site.links(run, role) for role, run in fig.sources)
     return text + (f' <span class="src">[{sources}]</span>' if sources else "")
 
 
@@ -86,7 +85,7 @@ def finding(f: landing.Finding, site: Site, analysis_sections: list[tuple[str, s
         err = first["error"] or {}
         lines.append(f'<div class="headline failed">No ok run, so no figure: {len(f.failed)} '
                      f'failed (first error: {e(err.get("type", "?"))}: '
-                     f'{e(err.get("message", ""))}; {site.links(first)}).</div>')
+                     f'{e(err.get("message", ""))}; {site.links(first["run_id"])}).</div>')
     if f.caveat:
         lines.append(f'<div class="caveat">{e(f.caveat)}</div>')
     meta = [f'testbed <a href="#testbed-{e(f.testbed.label)}">{e(f.testbed.label)}</a>'
@@ -144,7 +143,7 @@ def failures_table(records: list[dict[str, Any]], site: Site) -> str:
     rows = "".join(
         f'<tr><td>{e(r["study"])}</td><td>{e(r["run_id"])}</td>'
         f'<td class="failed">{e((r["error"] or {}).get("type", ""))}: '
-        f'{e((r["error"] or {}).get("message", ""))}</td><td>{site.links(r)}</td></tr>'
+        f'{e((r["error"] or {}).get("message", ""))}</td><td>{site.links(r["run_id"])}</td></tr>'
         for r in failed)
     return (f'<h2 id="failures">Failures</h2><p>{len(failed)} run(s) failed; their numbers '
             f'are used nowhere.</p><table><tr><th>study</th><th>run</th><th>error</th>'
@@ -154,7 +153,7 @@ def failures_table(records: list[dict[str, Any]], site: Site) -> str:
 def study_table(study: str, records: list[dict[str, Any]], site: Site,
                  beds: dict[str, landing.Testbed]) -> str:
     e = html.escape
-    cols = varying_params(records)  # the columns worth showing
+    cols = landing.varying_params(records)  # the columns worth showing
     metric_name = landing.headline_metric(records[0])[0]
     several = len({beds[r["run_id"]].label for r in records}) > 1
     sets = len({r.get("label") for r in records}) > 1  # history kept: say which set a run is in

@@ -2,12 +2,14 @@
 the records, and what the run tables show of each run.
 
 A finding names the study's question and its headline figure with spread (p10-p90) and
-n; every figure keeps the records it came from, so the page links each number to its
+n; every figure keeps the run ids it came from, so the page links each number to its
 record and executed notebook. Figures are only taken from ok runs, ratios only between
 runs of the same work on the same testbed, and a study with no ok run says so.
 
-Pure functions over record dicts (`results.read_records`): no pandas, no I/O. The
-figures are built in report/figures.py, each study's headline in report/headlines.py.
+The headline itself is analysis/headlines.py's, over the records' frame
+(`results.frame`, the frame notebook 90 loads): notebook 90's findings say the same
+sentence. This module groups record dicts (`results.read_records`) by study and testbed
+and names the testbeds; no I/O.
 """
 
 from __future__ import annotations
@@ -15,11 +17,16 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
+from typing import Any
 
+import pandas as pd
+
+from benchlib.analysis import headlines
+from benchlib.analysis.claims import Claim, run_metric
 from benchlib.config import studies
-from benchlib.records import testbed
-from benchlib.report.figures import Claim, Record, metric, samples_figure
-from benchlib.report.headlines import HEADLINES
+from benchlib.records import results, testbed
+
+Record = dict[str, Any]
 
 # ---------------------------------------------------------------- testbeds
 
@@ -119,15 +126,9 @@ class Finding:
             first = self.failed[0]["error"] or {}
             why = f" (first error: {first.get('type', '?')}: {first.get('message', '')})"
             return head + f"No ok run, so no figure: {len(self.failed)} failed{why}."
-        body = self.claims[0].text() + "."
-        if len(self.claims) > 1:
-            body += " Also: " + "; ".join(c.text() for c in self.claims[1:]) + "."
-        if self.caveat:
-            body += " " + self.caveat
+        body = headlines.sentence(self.claims, self.caveat)
         where = f" Testbed {self.testbed.label}." if self.testbed else ""
         return head + body + where + f" ({self.status}.)"
-
-
 
 
 def findings(records: list[Record]) -> list[Finding]:
@@ -142,17 +143,8 @@ def findings(records: list[Record]) -> list[Finding]:
         name = studies.of_notebook(notebook)
         ok = newest_ok(runs)
         failed = sorted((r for r in runs if r["status"] != "ok"), key=lambda r: r["started_at"])
-        claims, caveat = [], ""
-        if ok:
-            headline = HEADLINES.get(name)
-            if headline is None:
-                claims = [Claim(f"{len(ok)} ok run(s)",
-                                note=f"no headline figure is defined for {notebook}")]
-            else:
-                claims, caveat = headline(ok)
-                if not claims:
-                    claims = [Claim(f"{len(ok)} ok run(s)", note="none of them reported "
-                                    "the figure this study is summarised by")]
+        # the frame notebook 90 loads, and the function its findings call
+        claims, caveat = headlines.headline(results.frame(ok)) if ok else ([], "")
         question = (studies.BY_NAME[name].question if name in studies.BY_NAME
                     else f"What does {notebook} measure?")
         out.append(Finding(study, notebook, question, beds[runs[0]["run_id"]], claims,
@@ -163,17 +155,13 @@ def findings(records: list[Record]) -> list[Finding]:
 
 # ---------------------------------------------------------------- run tables
 
+def varying_params(records: list[Record]) -> list[str]:
+    """The parameters whose value differs between the records: a run table's columns."""
+    names = sorted({k for r in records for k in r["params"]})
+    return [n for n in names if len({repr(r["params"].get(n)) for r in records}) > 1]
+
+
 def headline_metric(rec: Record) -> tuple[str, str]:
-    """(column name, value) that the run table shows for a run: samples/s with spread, a
-    fault run's recovery time, a data preparation's seconds."""
-    if rec["notebook"] == "35_fault_tolerance.ipynb":
-        value = metric(rec, "recovery_s")
-        return "recovery", "" if value is None else f"{value:.1f} s"
-    if rec["notebook"] == "00_data_prep.ipynb":
-        value = metric(rec, "prep_s")
-        return "prepared in", "" if value is None else f"{value:.1f} s"
-    fig = samples_figure(rec, "")
-    if fig is None:
-        return "samples/s (p10-p90)", ""
-    return "samples/s (p10-p90)", fig.value + (f" ({fig.spread[0]}-{fig.spread[1]})"
-                                               if fig.spread else "")
+    """(column name, value) that the run table shows for a run (analysis.claims.run_metric
+    over its row of the records' frame)."""
+    return run_metric(pd.Series(results.row(rec), dtype=object))

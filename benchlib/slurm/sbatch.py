@@ -90,8 +90,27 @@ def training_script(trainer: str, nodes: int, devices: int, worker_args: list[st
         argv = srun_argv(trainer, worker_args, nodes, devices, port, max_restarts=max_restarts,
                          rdzv_id=Shell("$SLURM_JOB_ID"), head=Shell("$head_node"), python=python)
     body = ['head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
-            "export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}", *preemption_aware(render(argv), requeue)]
+            "export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}",
+            *importable_on_every_node(worker_args, nodes, python),
+            *preemption_aware(render(argv), requeue)]
     return script(job, body)
+
+
+OWN_CODE_FLAGS = {"--model": "model", "--dataset": "dataset", "--loss": "loss",
+                  "--collate": "collate"}
+
+
+def importable_on_every_node(worker_args: list[str], nodes: int, python: str) -> list[str]:
+    """A model, data set or loss of the user's (an entry point, or a timm:/hf: model) must
+    import on every node: one task per node checks it before the ranks start, and the
+    script ends with exit 2 and the check's one line if a node cannot."""
+    pairs = [f"{OWN_CODE_FLAGS[flag]}={value}" for flag, value in zip(worker_args, worker_args[1:])
+             if flag in OWN_CODE_FLAGS and ":" in str(value)]
+    if not pairs:
+        return []
+    check = render(["srun", "--nodes", str(nodes), "--ntasks-per-node", "1", python, "-m",
+                    "benchlib.core.entrypoints", *pairs])
+    return [f"{check} || exit 2"]
 
 
 def preemption_aware(command: str, requeue: bool) -> list[str]:

@@ -40,11 +40,28 @@ def data_prepared(path: str, dataset: str) -> dict[str, Any]:
     return describe(path, dataset)
 
 
-def steps_fit(cfg: Any, per_step: int) -> None:
-    """The data is there, and an epoch has a timed step after the warm-up."""
+def own_code_trains(cfg: Any) -> int | None:
+    """The user's model and data, built here on the CPU as every rank will build them, take
+    a training step's forward and loss on a batch of 2: a module that is not importable,
+    a function that does not return a module or a data set, items that are not tensors, a
+    model whose output does not fit the labels, all end here, before any rank starts.
+    The number of samples in the user's data set (None: synthetic or built in)."""
+    from benchlib.trainers.job import build_job, uses_own_code
+
+    if not uses_own_code(cfg):
+        return None
+    job = build_job(cfg)
+    job.check(cfg.model)
+    return len(job.dataset) if job.dataset is not None else None
+
+
+def steps_fit(cfg: Any, per_step: int, samples: int | None = None) -> None:
+    """The data is there, and an epoch has a timed step after the warm-up (`samples`: the
+    size of a data set of the user's, which has no manifest)."""
     steps = cfg.max_steps or SYNTHETIC_STEPS
     if cfg.dataset != "synthetic":
-        samples = data_prepared(cfg.path, cfg.dataset)["samples"]["train"]
+        if samples is None:
+            samples = data_prepared(cfg.path, cfg.dataset)["samples"]["train"]
         steps = min(steps, math.ceil(samples / per_step)) if cfg.max_steps else \
             math.ceil(samples / per_step)
     if cfg.warmup_steps >= steps:

@@ -38,7 +38,7 @@ def preflight(cfg: DpVsDdpConfig) -> None:
     checks.ranks_fit("nproc_per_node", cfg.nproc_per_node, cuda)
     # ddp: a batch per rank; dp: a batch per device its one process spans (GPUs only)
     per_step = cfg.batch_size * (cfg.nproc_per_node if cfg.strategy == "ddp" or cuda else 1)
-    checks.steps_fit(cfg, per_step)
+    checks.steps_fit(cfg, per_step, checks.own_code_trains(cfg))
 
 
 def run(cfg: DpVsDdpConfig, run_id: str = "interactive") -> DistResult:
@@ -53,6 +53,7 @@ def run(cfg: DpVsDdpConfig, run_id: str = "interactive") -> DistResult:
                        timeout_s=cfg.timeout_s) for r in range(cfg.repeats)]
     figures, details = repeats.figures(cfg.repeat_mode, launched)
     metrics = {**launched[0].result["metrics"], **figures, "log_dir": str(log_dir)}
+    metrics.update(repeats.token_figures(metrics))
     details = {**launched[0].result["details"], **details, "allreduce": []}
     if cfg.allreduce and nproc > 1:
         reduced = launch("allreduce", {"max_bytes": cfg.allreduce_max_bytes, "device": cfg.device,

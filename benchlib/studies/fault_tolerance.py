@@ -53,8 +53,9 @@ def preflight(cfg: FaultToleranceConfig) -> None:
     """Where the row runs: the device, one rank per device, the data prepared."""
     cuda = checks.device_and_backend(cfg.device, "auto")
     checks.ranks_fit("nproc_per_node", cfg.nproc_per_node, cuda)
-    if cfg.dataset != "dummy":
+    if cfg.dataset != "dummy":  # dummy images: each rank checks its model before it joins
         checks.data_prepared(cfg.path, cfg.dataset)
+        checks.own_code_trains(cfg)
 
 
 def run(cfg: FaultToleranceConfig, run_id: str = "interactive") -> FaultResult:

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 from benchlib import paths, reference
 from benchlib.config import FrameworkComparisonConfig
+from benchlib.config.choices import ARCHS
 from benchlib.core.timing import summarize
 from benchlib.distributed.device import check_precision
 from benchlib.errors import ConfigError
@@ -36,7 +38,8 @@ def learning_rate(cfg: FrameworkComparisonConfig) -> float:
 
 def trainer_params(cfg: FrameworkComparisonConfig) -> dict[str, Any]:
     """The trainer worker's parameters (its run.json): DLPerf's settings for this row."""
-    return {"model": cfg.arch, "dataset": cfg.dataset, "path": str(paths.resolve(cfg.path)),
+    return {"model": cfg.arch, "model_args": cfg.model_args, "seq_len": cfg.seq_len,
+            "vocab_size": cfg.vocab_size, "dataset": cfg.dataset, "path": str(paths.resolve(cfg.path)),
             "image_size": cfg.image_size, "batch_size": cfg.batch_size,
             "epochs": windows_per_launch(cfg), "max_steps": cfg.steps,
             "warmup_steps": cfg.skip_steps + cfg.warmup_steps, "lr": learning_rate(cfg),
@@ -64,6 +67,13 @@ def mfu(samples_per_s: float, devices: int, flops_per_sample: float, device_name
     return samples_per_s / devices * flops_per_sample / peak[0], peak[1]
 
 
+def training_view(cfg: FrameworkComparisonConfig) -> SimpleNamespace:
+    """The row as the training fields name it (benchlib.config.training): what the
+    trainer builds its job from."""
+    return SimpleNamespace(**{**trainer_params(cfg), "loss": "", "collate": "",
+                              "input_shape": "", "num_classes": 10, "depth": 20, "alpha": 48})
+
+
 def preflight(cfg: FrameworkComparisonConfig) -> None:
     """Where the row runs: device, precision and backend, one rank per device, and an
     image folder big enough for the skipped, warm-up and timed steps."""
@@ -74,14 +84,16 @@ def preflight(cfg: FrameworkComparisonConfig) -> None:
         what = "GPUs are visible" if cuda else "CPU cores are there (one rank each)"
         raise ConfigError("nproc_per_node", f"{cfg.nproc_per_node} asked for, but only "
                           f"{visible} {what}")
-    if cfg.dataset == "imagefolder":
-        have = checks.data_prepared(cfg.path, "imagefolder")["samples"]["train"]
+    own = checks.own_code_trains(training_view(cfg))
+    if cfg.dataset != "synthetic":
+        have = own if own is not None else \
+            checks.data_prepared(cfg.path, "imagefolder")["samples"]["train"]
         steps = have // (cfg.batch_size * cfg.nproc_per_node)
         if steps < cfg.steps:
-            raise ConfigError("timed_steps", f"the image folder has {have} training images: "
+            raise ConfigError("timed_steps", f"the data set has {have} training samples: "
                               f"{steps} steps of batch {cfg.batch_size} x {cfg.nproc_per_node}, "
                               f"fewer than the {cfg.steps} skipped, warm-up and timed steps; "
-                              "use more images or fewer steps")
+                              "use more samples or fewer steps")
 
 
 def run(cfg: FrameworkComparisonConfig, run_id: str = "interactive") -> FrameworkResult:
@@ -93,6 +105,7 @@ def run(cfg: FrameworkComparisonConfig, run_id: str = "interactive") -> Framewor
                        launcher, cfg.nproc_per_node, timeout_s=cfg.timeout_s) for r in range(count)]
     figures, details = repeats.figures(cfg.repeat_mode, launched)
     m = {**launched[0].result["metrics"], **figures}
+    m.update(repeats.token_figures(m))
     m["mfu"], m["mfu_peak_source"] = mfu(m["samples_per_s"], m["world_size"],
                                           m["flops_per_sample"], m["device_name"], cfg.precision)
     m["lr"] = learning_rate(cfg)
@@ -119,6 +132,8 @@ def jax_skipped(cfg: FrameworkComparisonConfig) -> str | None:
         return "compare_jax is off"
     if importlib.util.find_spec("jax") is None:
         return "JAX is not installed here (pip install 'benchlib[jax]')"
+    if cfg.arch not in ARCHS:
+        return f"JAX trains the built-in ResNets only ({', '.join(ARCHS)}), not {cfg.arch}"
     if cfg.nproc_per_node != 1 or cfg.dataset != "synthetic":
         return "JAX is measured on one device with synthetic data only"
     if cfg.precision not in JAX_PRECISIONS:

@@ -41,11 +41,11 @@ def preflight(cfg: MultinodeLightningConfig) -> None:
     sweep's check, made once before it submits."""
     if cfg.launcher == "srun":
         check_layout(cfg.trainer, cfg.nnodes, cfg.nproc_per_node, gpu=cfg.device == "gpu")
-        checks.steps_fit(cfg, cfg.batch_size * cfg.world_size)
+        checks.steps_fit(cfg, cfg.batch_size * cfg.world_size, checks.own_code_trains(cfg))
         return
     cuda = checks.device_and_backend(cfg.device, cfg.backend)
     checks.ranks_fit("nproc_per_node", cfg.world_size, cuda)
-    checks.steps_fit(cfg, cfg.batch_size * cfg.world_size)
+    checks.steps_fit(cfg, cfg.batch_size * cfg.world_size, checks.own_code_trains(cfg))
 
 
 def run(cfg: MultinodeLightningConfig, run_id: str = "interactive") -> DistResult:
@@ -62,6 +62,7 @@ def run(cfg: MultinodeLightningConfig, run_id: str = "interactive") -> DistResul
                                join_timeout_s=cfg.join_timeout_s,
                                srun_torchrun=cfg.trainer == "ddp"))
     figures, details = repeats.figures(cfg.repeat_mode, launched)
+    figures.update(repeats.token_figures({**launched[0].result["metrics"], **figures}))
     metrics = {**launched[0].result["metrics"], **figures, "log_dir": str(log_dir),
                "launch_retries": sum(out.result["metrics"].get("launch_retries", 0)
                                      for out in launched)}

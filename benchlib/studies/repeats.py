@@ -43,3 +43,15 @@ def figures(repeat_mode: str, launched: list[Any]) -> tuple[dict[str, Any], dict
         if epochs and all(name in e for e in epochs):
             metrics[name] = summarize([e[name] for e in epochs], name)[name]
     return metrics, {"epochs": epochs, "launches": launches}
+
+
+def token_figures(metrics: dict[str, Any]) -> dict[str, Any]:
+    """A language model's samples/s as tokens/s (each figure of the spread times the ids
+    per sample, `tokens_per_sample`, which its trainer records); nothing for images."""
+    per_sample = metrics.get("tokens_per_sample")
+    if not per_sample:
+        return {}
+    return {key.replace("samples_per_s", "tokens_per_s"): value * per_sample
+            for key, value in metrics.items()
+            if key.startswith("samples_per_s") and not key.endswith("_n")
+            and isinstance(value, (int, float))}

@@ -20,61 +20,23 @@ import os
 import signal
 import threading
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from benchlib import atomic
 from benchlib.config import DpVsDdpConfig as STUDY  # its defaults are this worker's
 from benchlib.config.base import require_counts
 from benchlib.config.choices import PRECISIONS, SYNTHETIC_STEPS
 from benchlib.config.flags import add_config_flags
-from benchlib.config.training import TrainingConfig, training_fields
+from benchlib.config.training import TrainingConfig, check_own_code, training_fields
 from benchlib.core import envinfo, loops, throughput
-from benchlib.core.models import build_model
-from benchlib.data import storage, transforms
 from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
 from benchlib.errors import ConfigError, InjectedFailure
-
-
-class SyntheticBatches:
-    """One random batch made once on the device, handed out `steps` times: no IO, no
-    decode, no copy (the compute-only limit, like NVIDIA DLE's synthetic mode)."""
-
-    def __init__(self, batch: int, shape: tuple[int, ...], steps: int, device: torch.device,
-                 seed: int):
-        g = torch.Generator().manual_seed(seed)
-        self.x = torch.rand(batch, *shape, generator=g).to(device)
-        self.y = torch.randint(0, 10, (batch,), generator=g).to(device)
-        self.steps = steps
-
-    def __len__(self) -> int:
-        return self.steps
-
-    def __iter__(self):
-        return iter([(self.x, self.y)] * self.steps)
-
-
-def build_dataset(name: str, path: str, augment: bool = True,
-                  image_size: int = 224) -> tuple[Dataset, Any, tuple]:
-    """(dataset, collate_fn, input shape), with benchlib.data.transforms' training
-    transforms (their evaluation ones when not `augment`)."""
-    from torch.utils.data import default_collate
-
-    from benchlib.data import datasets
-
-    if name == "imagefolder":
-        return (datasets.imagefolder(path, "train", transforms.imagefolder(image_size, augment)),
-                default_collate, (3, image_size, image_size))
-    if name == "cifar10":
-        return (datasets.cifar10(path, train=True, transform=transforms.cifar10(augment)),
-                default_collate, (3, 32, 32))
-    prepared = storage.prepare(name, "raw", path)
-    return prepared.dataset, prepared.collate_fn, (1, 28, 28)
+from benchlib.trainers.job import Job, build_job
 
 
 class UtilisationSampler(threading.Thread):
@@ -123,19 +85,6 @@ def _mean_loss(loss: torch.Tensor, env: DistEnv) -> float:
     return value.item()
 
 
-def training_flops_per_sample(model: nn.Module, shape: tuple[int, ...]) -> float:
-    """FLOPs of one training step (forward and backward) per sample, counted by
-    torch.utils.flop_counter on a batch of 2 on the CPU (before the model moves)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    x = torch.rand(2, *shape)
-    counter = FlopCounterMode(display=False)
-    with counter:
-        model(x).sum().backward()
-    model.zero_grad(set_to_none=True)
-    return counter.get_total_flops() / 2
-
-
 def wrap(model: nn.Module, strategy: str, device: torch.device,
          dp_devices: int = 0) -> tuple[nn.Module, int]:
     """The model as the strategy runs it, and how many devices it spans."""
@@ -156,17 +105,18 @@ def wrap(model: nn.Module, strategy: str, device: torch.device,
 def check_args(args: argparse.Namespace) -> None:
     """What the arguments alone say cannot work, refused before any rank starts."""
     require_counts(args, ("epochs", "batch_size"))
+    check_own_code(args)
     if args.inject_step_delay_ms < 0:
         raise ConfigError("inject_step_delay_ms", f"must be >= 0, got {args.inject_step_delay_ms}")
 
 
-def _loader(args: argparse.Namespace, env: DistEnv, dataset: Dataset | None, collate: Any,
-            shape: tuple[int, ...], batch: int, device: torch.device):
+def _loader(args: argparse.Namespace, env: DistEnv, job: Job, batch: int, device: torch.device):
     """(loader, the DistributedSampler or None): synthetic batches made once on the device,
     or the data set, split across ranks for DDP (DataParallel splits each batch itself)."""
+    dataset, collate = job.dataset, job.collate
     if dataset is None:
-        return SyntheticBatches(batch, shape, args.max_steps or SYNTHETIC_STEPS, device,
-                                args.seed + env.rank), None
+        return job.synthetic(batch, args.max_steps or SYNTHETIC_STEPS, device,
+                             args.seed + env.rank), None
     sampler = None
     if args.strategy == "ddp":
         from torch.utils.data.distributed import DistributedSampler
@@ -203,18 +153,17 @@ def _step_hook(args: argparse.Namespace, env: DistEnv, losses: list[float]):
 
 def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
     torch.manual_seed(args.seed)
-    shape, dataset, collate = (3, args.image_size, args.image_size), None, None
-    if args.dataset != "synthetic":
-        dataset, collate, shape = build_dataset(args.dataset, args.path, not args.no_augment,
-                                                args.image_size)
-    model = build_model(args.model, shape, args.depth, args.alpha)
-    flops_per_sample = training_flops_per_sample(model, shape)
-    model, devices = wrap(model, args.strategy, device, args.dp_devices)
+    job = build_job(args)
+    if job.own:  # a model that does not fit the labels: one line, exit 2
+        job.check(args.model)
+    flops_per_sample = job.flops_per_sample()
+    model, devices = wrap(job.model, args.strategy, device, args.dp_devices)
     batch = args.batch_size * devices  # DataParallel splits one batch over its devices
-    loader, sampler = _loader(args, env, dataset, collate, shape, batch, device)
+    loader, sampler = _loader(args, env, job, batch, device)
     step = loops.Stepper("train", device, model, lr=args.lr, momentum=args.momentum,
                          precision=args.precision, channels_last=args.channels_last,
-                         compile=args.compile, step_delay_ms=args.inject_step_delay_ms)
+                         compile=args.compile, step_delay_ms=args.inject_step_delay_ms,
+                         objective=job.objective)
     losses: list[float] = []
     on_step = _step_hook(args, env, losses)
 
@@ -248,7 +197,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         "device_name": envinfo.device_name(device),
         "device_type": device.type,
         "peak_mem_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
-        "model_params": sum(p.numel() for p in model.parameters()),
+        **job.described,  # model_params, model_class, model_source_sha, tokens_per_sample
         "threads_per_rank": torch.get_num_threads(),
         "flops_per_sample": flops_per_sample,
         **utilisation,

@@ -87,6 +87,7 @@ class Plan:
     val_set: Dataset | None
     collate: Any
     model: torch.nn.Module
+    loss: Any = None  # the user's loss function (`loss: pkg.module:function`); None: cross-entropy
 
 
 def _log(env: DistEnv, message: str) -> None:
@@ -144,7 +145,8 @@ class ElasticTrainer:
         self.plain = plan.model  # without DDP: what a checkpoint stores, what validates
         self.stepper = loops.Stepper("train", device, self.model, lr=args.lr,
                                      momentum=args.momentum, precision=args.precision,
-                                     channels_last=args.channels_last)
+                                     channels_last=args.channels_last,
+                                     objective=loops.Objective(plan.loss))
         self.optimizer = self.stepper.optimizer
         for group in self.optimizer.param_groups:  # Stepper's SGD has none; seed 001 used 1e-4
             group["weight_decay"] = args.weight_decay

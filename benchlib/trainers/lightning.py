@@ -47,19 +47,14 @@ from torch import nn
 
 from benchlib.config import choices
 from benchlib.core import envinfo, loops, throughput
-from benchlib.core.models import build_model
 from benchlib.core.timing import StepMarks
 from benchlib.distributed.device import check_device
 from benchlib.distributed.group import barrier_and_destroy, gather_objects
 from benchlib.distributed.lightning_env import Layout
 from benchlib.errors import InjectedFailure, RankError, UsageError
 from benchlib.launch import protocol
-from benchlib.trainers.ddp import (
-    SyntheticBatches,
-    UtilisationSampler,
-    build_dataset,
-    training_flops_per_sample,
-)
+from benchlib.trainers.ddp import UtilisationSampler
+from benchlib.trainers.job import Job, build_job
 
 # what a failure is handed to, with the Trainer when there is one (its local ranks)
 OnFailure = Callable[[BaseException, "pl.Trainer | None"], NoReturn]
@@ -80,16 +75,18 @@ def use_cuda(device: str, devices: int) -> bool:
 
 
 class BenchModule(pl.LightningModule):
-    """One of the shared models, trained with SGD and cross entropy. Its data comes from
-    `make_loader(device, rank)`, called once Lightning has placed the module."""
+    """A job's model (benchlib.trainers.job), trained with SGD on its objective
+    (cross-entropy unless told). Its data comes from `make_loader(device, rank)`, called
+    once Lightning has placed the module."""
 
     def __init__(self, model: nn.Module, make_loader: Callable[[torch.device, int], Any],
-                 lr: float, momentum: float, fail_at_step: int = 0, fail_rank: int = 0):
+                 lr: float, momentum: float, fail_at_step: int = 0, fail_rank: int = 0,
+                 objective: loops.Objective | None = None):
         super().__init__()
         self.model, self.make_loader = model, make_loader
         self.lr, self.momentum = lr, momentum
         self.fail_at_step, self.fail_rank = fail_at_step, fail_rank
-        self.loss_fn = nn.CrossEntropyLoss()
+        self.objective = objective or loops.Objective()
         self.steps = 0
 
     def train_dataloader(self):
@@ -100,7 +97,7 @@ class BenchModule(pl.LightningModule):
         self.steps += 1
         if self.steps == self.fail_at_step and self.global_rank == self.fail_rank:
             raise InjectedFailure(f"injected failure at step {self.steps} on rank {self.global_rank}")
-        return self.loss_fn(self.model(x), y)
+        return self.objective(self.model, x, y)
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.model.parameters(), lr=self.lr, momentum=self.momentum)
@@ -204,15 +201,14 @@ def build_trainer(args: argparse.Namespace, where: Layout, cuda: bool,
                       enable_model_summary=False, num_sanity_val_steps=0, callbacks=callbacks)
 
 
-def make_loader_factory(args: argparse.Namespace, dataset, collate) -> Callable:
+def make_loader_factory(args: argparse.Namespace, job: Job) -> Callable:
     def make(device: torch.device, rank: int):
-        if args.dataset == "synthetic":  # made on the device: no IO, no copy
-            shape = (3, args.image_size, args.image_size)
-            return SyntheticBatches(args.batch_size, shape, args.max_steps or choices.SYNTHETIC_STEPS, device,
-                                    args.seed + rank)
+        if job.dataset is None:  # synthetic: made on the device, no IO, no copy
+            return job.synthetic(args.batch_size, args.max_steps or choices.SYNTHETIC_STEPS,
+                                 device, args.seed + rank)
         # shuffled; Lightning swaps in a DistributedSampler (seeded by seed_everything)
-        return loops.make_loader(dataset, collate, args.batch_size, args.num_workers, device,
-                                 args.seed)
+        return loops.make_loader(job.dataset, job.collate, args.batch_size, args.num_workers,
+                                 device, args.seed)
     return make
 
 
@@ -220,18 +216,16 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool, on_failure: OnFailu
     """Train; rank 0 returns the result, the other ranks None. A failure, inside fit or
     in a local rank this process started, goes to `on_failure` (which does not return)."""
     pl.seed_everything(args.seed, verbose=False)
-    dataset = collate = None
-    shape = (3, args.image_size, args.image_size)
-    if args.dataset != "synthetic":
-        dataset, collate, shape = build_dataset(args.dataset, args.path, not args.no_augment,
-                                                args.image_size)
-    model = build_model(args.model, shape, args.depth, args.alpha)
-    flops_per_sample = training_flops_per_sample(model, shape)
+    job = build_job(args)
+    if job.own:  # a model that does not fit the labels: one line, exit 2
+        job.check(args.model)
+    model = job.model
+    flops_per_sample = job.flops_per_sample()
     # fp32 means fp32, as in benchlib.trainer: PyTorch's default runs cuDNN convolutions in
     # TF32, which made Lightning look 1.8x faster than the DDP trainer on one H100
     loops.set_matmul_precision("fp32")
-    module = BenchModule(model, make_loader_factory(args, dataset, collate), args.lr,
-                         args.momentum, args.fail_at_step, args.fail_rank)
+    module = BenchModule(model, make_loader_factory(args, job), args.lr, args.momentum,
+                         args.fail_at_step, args.fail_rank, job.objective)
     timer = ThroughputTimer(args.warmup_steps, args.epochs)
     trainer = build_trainer(args, where, cuda, [timer, FailFast(on_failure)])
     chosen = getattr(trainer.strategy, "cluster_environment", None)
@@ -244,7 +238,7 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool, on_failure: OnFailu
         on_failure(e, trainer)
     if where.rank != 0:
         return None
-    metrics = {**_metrics(args, where, trainer, model, timer, cuda),
+    metrics = {**_metrics(args, where, trainer, model, timer, cuda), **job.described,
                "flops_per_sample": flops_per_sample, "fit_s": fit_s}
     return {"metrics": metrics, "details": {"epochs": timer.epochs, "host": socket.gethostname(),
                                             "startup_rank0": startup_breakdown(timer.startup)}}

@@ -145,8 +145,8 @@ def checked_params(parser: argparse.ArgumentParser, params: dict[str, Any],
                               f"{'true or false' if flag else 'a value, not true or false'}")
         if not flag and value is not None and action.type is not None:
             try:
-                value = action.type(str(value))
-            except ValueError:
+                value = action.type(value if isinstance(value, dict) else str(value))
+            except (ValueError, argparse.ArgumentTypeError):
                 raise ConfigError(name, f"{value!r} (in {path}) is not "
                                   f"{getattr(action.type, '__name__', 'valid')}") from None
         if action.choices is not None and value not in action.choices:

@@ -29,7 +29,7 @@ from benchlib import paths
 from benchlib.config.base import require_min
 from benchlib.config.choices import PRECISIONS
 from benchlib.config.flags import add_config_flags
-from benchlib.config.training import TrainingConfig, training_fields
+from benchlib.config.training import TrainingConfig, check_own_code, training_fields
 from benchlib.distributed.device import check_precision, choose_backend, device_for
 from benchlib.distributed.env import DistEnv, resolve
 from benchlib.distributed.group import init
@@ -133,7 +133,7 @@ def build_data(args: argparse.Namespace):
     from torchvision.transforms import ToTensor
 
     from benchlib.data import datasets, dummy, manifest, storage, transforms
-    from benchlib.trainers import ddp
+    from benchlib.trainers import job
 
     path = args.data or args.path
     if args.dummy:
@@ -151,7 +151,7 @@ def build_data(args: argparse.Namespace):
                           transforms.imagefolder(args.image_size, augment=False)) \
             if args.val_path else None
         return train, val, default_collate, shape
-    train, collate, shape = ddp.build_dataset(args.dataset, path, not args.no_augment)
+    train, collate, shape = job.build_dataset(args.dataset, path, not args.no_augment)
     if not args.val_path:
         return train, None, collate, shape
     if args.dataset == "mydataset":
@@ -171,8 +171,10 @@ def preflight(args: argparse.Namespace, env: DistEnv) -> elastic.Plan:
     (exit code 2), before a process group exists or a step runs."""
     import torch
 
+    from benchlib.core import entrypoints
     from benchlib.core.models import build_model
 
+    check_own_code(args, any_dataset=False)  # the data sets are the flag's choices
     for name in ("epochs", "batch_size", "keep_checkpoints", "dummy_size", "lr_step_epochs"):
         require_min(name, getattr(args, name), 1)
     for name in ("max_steps", "checkpoint_every", "num_workers", "warmup_steps", "fail_at_step"):
@@ -198,9 +200,11 @@ def preflight(args: argparse.Namespace, env: DistEnv) -> elastic.Plan:
             print(f"removed {stale}, left by a writer that was killed", flush=True)
     train_set, val_set, collate, shape = build_data(args)
     torch.manual_seed(args.seed)  # the same initial weights on every rank and every run
-    model = build_model(args.model, shape, args.depth, args.alpha)
+    model = build_model(args.model, shape, args.depth, args.alpha, model_args=args.model_args,
+                        num_classes=args.num_classes)
+    loss = entrypoints.load("loss", args.loss) if args.loss else None
     return elastic.Plan(args, env, folder, found if resuming else None, restarts, train_set,
-                        val_set, collate, model)
+                        val_set, collate, model, loss)
 
 
 def join(env: DistEnv, backend: str, timeout_s: float, restarts: int) -> None:

@@ -22,7 +22,7 @@ import warnings
 from benchlib.config import MultinodeLightningConfig as STUDY  # its defaults are this worker's
 from benchlib.config.base import require_counts
 from benchlib.config.flags import add_config_flags
-from benchlib.config.training import TrainingConfig, training_fields
+from benchlib.config.training import TrainingConfig, check_own_code, training_fields
 from benchlib.distributed.lightning_env import Layout, global_rank, layout, read_int
 from benchlib.errors import ConfigError
 from benchlib.workers.bootstrap import Early, Worker, fail, run
@@ -68,6 +68,7 @@ def check_args(args: argparse.Namespace) -> None:
                                     f"{args.epochs}")
     args.epochs = args.epochs or args.total_epochs or STUDY.epochs
     require_counts(args, ("epochs", "repeats", "batch_size", "devices", "nnodes"))
+    check_own_code(args)
     if args.timeout <= 0:
         raise ConfigError("timeout", f"must be > 0 seconds, got {args.timeout}")
 

@@ -1,0 +1,208 @@
+"""A study's headline as claims: a figure (a value, its spread p10-p90 and n, and the run
+ids it came from), a claim built of one, and the helpers the per-study headlines share
+(labels, ratios between runs of the same work, caveats).
+
+Computed over rows of the records' frame (`results.frame`, what `load_results` gives
+notebook 90): the report's landing page and notebook 90's findings call the same
+functions (analysis/headlines.py) over the same frame. A row's value is read with
+`value()`, which gives the same answer whether the frame holds one study or every study
+(where a parameter another study lacks is NaN, and its integer column floats)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+# parameters shown as their value alone in a run's label ("preload traverse"), the rest
+# as name=value ("num_workers=2")
+BARE = ("dataset", "variant", "mode", "model", "arch", "strategy", "trainer", "launcher",
+        "precision")
+
+Row = pd.Series  # one run: a row of the records' frame
+
+
+@dataclass
+class Figure:
+    """One number and the runs it came from: (role, run id), the role "" for the run
+    itself, or one such as "baseline"."""
+
+    value: str
+    what: str = ""
+    spread: tuple[str, str] | None = None  # p10, p90 as shown
+    n: str = ""
+    sources: list[tuple[str, str]] = field(default_factory=list)
+
+    def text(self) -> str:
+        extra = [f"p10-p90 {self.spread[0]}-{self.spread[1]}"] if self.spread else []
+        extra += [self.n] if self.n else []
+        return " ".join(filter(None, [self.value, self.what])) + \
+            (f" ({', '.join(extra)})" if extra else "")
+
+
+@dataclass
+class Claim:
+    """"<subject>: <figure>; <note>", e.g. "DDP via torchrun on 2 gloo ranks: 1.13x over
+    one process (p10-p90 1.11-1.16, n=2 epochs each)"."""
+
+    subject: str
+    figure: Figure | None = None
+    note: str = ""
+
+    def text(self) -> str:
+        out = self.subject + (f": {self.figure.text()}" if self.figure else "")
+        return out + (f"; {self.note}" if self.note else "")
+
+
+def value(row: Row, name: str) -> Any:
+    """A row's value of `name` as its record held it: None where the record had none (a
+    missing column, NaN), a plain Python value (not numpy's), an integral float as the
+    int it was before a frame of mixed studies made its column float."""
+    v = row.get(name) if name in row.index else None
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+        v = v.item()  # numpy scalar
+    if isinstance(v, float):
+        return None if math.isnan(v) else int(v) if v.is_integer() else v
+    return v
+
+
+def number(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return None if math.isnan(v) else float(v)
+
+
+def metric(row: Row, name: str) -> float | None:
+    return number(value(row, name))
+
+
+def fmt(v: float) -> str:
+    """Three significant figures, thousands separated: 12,300 / 45.6 / 0.123."""
+    if v == 0:
+        return "0"
+    digits = max(0, 2 - int(math.floor(math.log10(abs(v)))))
+    return f"{round(v, digits):,.{digits}f}"
+
+
+def spread_unit(row: Row, unit: str) -> str:
+    """What a run's spread is over: `unit` (its study's: epochs, repeats), or launches
+    where each launch was one sample (`repeat_mode: process`)."""
+    return "launches" if value(row, "repeat_mode") == "process" else unit
+
+
+def _n(row: Row, name: str, unit: str) -> str:
+    count = metric(row, f"{name}_n")
+    return f"n={int(count)} {spread_unit(row, unit)}" if count else ""
+
+
+def samples_figure(row: Row, unit: str) -> Figure | None:
+    """A run's median samples/s with its p10-p90 over `unit`s (repeats, epochs)."""
+    sps = metric(row, "samples_per_s")
+    if sps is None:
+        return None
+    lo, hi = metric(row, "samples_per_s_p10"), metric(row, "samples_per_s_p90")
+    spread = (fmt(lo), fmt(hi)) if lo is not None and hi is not None else None
+    return Figure(fmt(sps), "samples/s", spread, _n(row, "samples_per_s", unit),
+                  [("", row["run_id"])])
+
+
+def ratio_figure(row: Row, base: Row, what: str, unit: str) -> Figure | None:
+    """samples/s of `row` over those of `base`; the spread pairs p10 with p90 (the widest
+    the two spreads allow), n counts both runs' samples."""
+    a, b = metric(row, "samples_per_s"), metric(base, "samples_per_s")
+    if not a or not b:
+        return None
+    a10, a90 = metric(row, "samples_per_s_p10"), metric(row, "samples_per_s_p90")
+    b10, b90 = metric(base, "samples_per_s_p10"), metric(base, "samples_per_s_p90")
+    spread = (f"{a10 / b90:.2f}", f"{a90 / b10:.2f}") if a10 and a90 and b10 and b90 else None
+    na, nb = metric(row, "samples_per_s_n"), metric(base, "samples_per_s_n")
+    ua, ub = spread_unit(row, unit), spread_unit(base, unit)
+    n = "" if not (na and nb) else f"n={int(na)} {ua} each" if (na, ua) == (nb, ub) \
+        else f"n={int(na)} and {int(nb)} {ua}" if ua == ub \
+        else f"n={int(na)} {ua} and {int(nb)} {ub}"
+    return Figure(f"{a / b:.2f}x", what, spread, n,
+                  [("", row["run_id"]), ("baseline", base["run_id"])])
+
+
+def rows(runs: pd.DataFrame) -> list[Row]:
+    return [row for _, row in runs.iterrows()]
+
+
+def varying(runs: pd.DataFrame, names: list[str]) -> list[str]:
+    """Those of `names` whose value differs between the runs, in order."""
+    return [n for n in names if len({repr(value(r, n)) for r in rows(runs)}) > 1]
+
+
+def label(row: Row, names: list[str]) -> str:
+    parts = []
+    for name in names:
+        v = value(row, name)
+        parts.append(str(v) if name in BARE else f"{name}={v}")
+    return " ".join(parts)
+
+
+def same_work(runs: pd.DataFrame, keys: tuple[str, ...]) -> dict[tuple, list[Row]]:
+    """The runs grouped by their values of `keys`, in the order each group first occurs."""
+    groups: dict[tuple, list[Row]] = {}
+    for row in rows(runs):
+        groups.setdefault(tuple(repr(value(row, k)) for k in keys), []).append(row)
+    return groups
+
+
+def device_text(group: list[Row]) -> str:
+    names = sorted({str(value(r, "device_name")) for r in group if value(r, "device_name")})
+    return ", ".join(names)
+
+
+def ranks_of(row: Row) -> float:
+    """How many ranks (or DataParallel devices) a run used."""
+    return metric(row, "world_size") or metric(row, "devices") or \
+        metric(row, "nproc_per_node") or 1
+
+
+def above_linear_caveat(claims: list[Claim], runs: pd.DataFrame) -> str:
+    """The caveat, only where the runs show it: a ratio over a baseline that is more than
+    the ratio of their ranks, with the threads per rank each ran, when they differ."""
+    by_id = {r["run_id"]: r for r in rows(runs)}
+    odd = []
+    for claim in claims:
+        fig = claim.figure
+        if fig is None or [role for role, _ in fig.sources] != ["", "baseline"]:
+            continue
+        run, base = by_id[fig.sources[0][1]], by_id[fig.sources[1][1]]
+        ranks = ranks_of(run) / ranks_of(base)
+        a, b = metric(run, "samples_per_s"), metric(base, "samples_per_s")
+        if a and b and ranks > 1 and a / b > ranks * 1.05:
+            odd.append((fig, run, base, ranks))
+    if not odd:
+        return ""
+    fig, run, base, ranks = odd[0]
+    text = (f"{len(odd)} of these ratios exceed the rank count (e.g. {fig.value} with "
+            f"{ranks:g}x the ranks): more than linear is not what more ranks give")
+    mine, theirs = metric(run, "threads_per_rank"), metric(base, "threads_per_rank")
+    if mine and theirs and mine != theirs:
+        text += (f"; the baseline ran {theirs:g} threads per rank and this run {mine:g}, and "
+                 "threads that compete for cores (other load, oversubscription) slow a run down")
+    return text + ". Rerun both on an idle machine before reading them as scaling."
+
+
+def joined_caveats(*texts: str) -> str:
+    return " ".join(t for t in texts if t)
+
+
+def run_metric(row: Row) -> tuple[str, str]:
+    """(column name, value) that a table of runs shows for one: samples/s with spread, a
+    fault run's recovery time, a data preparation's seconds."""
+    if value(row, "notebook") == "35_fault_tolerance.ipynb":
+        v = metric(row, "recovery_s")
+        return "recovery", "" if v is None else f"{v:.1f} s"
+    if value(row, "notebook") == "00_data_prep.ipynb":
+        v = metric(row, "prep_s")
+        return "prepared in", "" if v is None else f"{v:.1f} s"
+    fig = samples_figure(row, "")
+    if fig is None:
+        return "samples/s (p10-p90)", ""
+    return "samples/s (p10-p90)", fig.value + (f" ({fig.spread[0]}-{fig.spread[1]})"
+                                               if fig.spread else "")

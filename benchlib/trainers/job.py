@@ -1,0 +1,203 @@
+"""A training job as the trainers run it (benchlib.trainers.ddp and lightning): its model,
+its data and what it learns from, built from the training fields (benchlib.config.training)
+whatever their source: a seed's model and data set by name, the user's own by entry point
+(`pkg.module:function`), a timm or transformers model from its config, or synthetic data
+of a declared shape (images, or token ids for a language model).
+
+A study's preflight builds the same job on the CPU and takes one training step on a
+batch of 2 (`check`), so bad input ends there, one line and exit 2, before any rank starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset, default_collate
+
+from benchlib.config.choices import dataset_kind, model_kind
+from benchlib.core import entrypoints
+from benchlib.core.loops import Objective
+from benchlib.core.models import build_model
+from benchlib.data import storage, transforms
+from benchlib.errors import ConfigError
+
+
+class SyntheticBatches:
+    """One batch made once on the device, handed out `steps` times: no IO, no decode, no
+    copy (the compute-only limit, like NVIDIA DLE's synthetic mode)."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, steps: int):
+        self.x, self.y, self.steps = x, y, steps
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self):
+        return iter([(self.x, self.y)] * self.steps)
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """"3x32x32" -> (3, 32, 32)."""
+    if not re.fullmatch(r"[1-9]\d*(x[1-9]\d*)*", text):
+        raise ConfigError("input_shape", f"{text!r} is not a shape: write CxHxW, e.g. 3x32x32")
+    return tuple(int(n) for n in text.split("x"))
+
+
+def build_dataset(name: str, path: str, augment: bool = True, image_size: int = 224,
+                  collate: str = "") -> tuple[Dataset, Any, tuple]:
+    """(dataset, collate_fn, input shape): a prepared data set with benchlib.data.transforms'
+    training transforms (their evaluation ones when not `augment`), or the map-style data
+    set `pkg.module:function` returns, batched by `collate` (default_collate when empty)."""
+    from benchlib.data import datasets
+
+    if dataset_kind(name) == "entry":
+        return _own_dataset(name, collate)
+    if name == "imagefolder":
+        return (datasets.imagefolder(path, "train", transforms.imagefolder(image_size, augment)),
+                default_collate, (3, image_size, image_size))
+    if name == "cifar10":
+        return (datasets.cifar10(path, train=True, transform=transforms.cifar10(augment)),
+                default_collate, (3, 32, 32))
+    prepared = storage.prepare(name, "raw", path)
+    return prepared.dataset, prepared.collate_fn, (1, 28, 28)
+
+
+def _own_dataset(name: str, collate: str) -> tuple[Dataset, Any, tuple]:
+    dataset = entrypoints.call("dataset", name, entrypoints.load("dataset", name), {})
+    if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
+        raise ConfigError("dataset", f"{name!r} returned a {type(dataset).__name__}, not a "
+                          "map-style torch.utils.data.Dataset (with __getitem__ and __len__)")
+    if len(dataset) < 2:
+        raise ConfigError("dataset", f"{name!r} has {len(dataset)} items; a training step "
+                          "needs at least 2")
+    item = dataset[0]
+    fn = entrypoints.load("collate", collate) if collate else default_collate
+    if not collate:
+        ok = isinstance(item, (tuple, list)) and len(item) == 2 and all(
+            isinstance(v, (torch.Tensor, int, float)) for v in item)
+        if not ok:
+            what = type(item).__name__ if not isinstance(item, (tuple, list)) else \
+                "(" + ", ".join(type(v).__name__ for v in item) + ")"
+            raise ConfigError("dataset", f"item 0 of {name!r} is {what}; each item must be "
+                              "(input, label), tensors or numbers, or name a collate function")
+    x, _ = fn([dataset[0], dataset[1]])
+    return dataset, fn, tuple(x.shape[1:])
+
+
+@dataclass
+class Job:
+    """What one rank trains. `dataset` None: synthetic batches made on the device."""
+
+    model: nn.Module
+    dataset: Dataset | None
+    collate: Any
+    shape: tuple[int, ...]  # one input's shape; token data: (seq_len,)
+    num_classes: int
+    vocab_size: int  # token data when > 0
+    objective: Objective
+    described: dict[str, Any] = field(default_factory=dict)
+    own: bool = False  # a model, data set or loss of the user's: `check` it before training
+
+    def batch(self, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """n samples on the CPU: random ones of the declared shape, or the data set's first."""
+        g = torch.Generator().manual_seed(seed)
+        if self.dataset is not None:
+            return self.collate([self.dataset[i] for i in range(n)])
+        if self.vocab_size:
+            x = torch.randint(0, self.vocab_size, (n, *self.shape), generator=g)
+            return x, torch.randint(0, self.vocab_size, (n, *self.shape), generator=g)
+        return (torch.rand(n, *self.shape, generator=g),
+                torch.randint(0, self.num_classes, (n,), generator=g))
+
+    def synthetic(self, batch: int, steps: int, device: torch.device, seed: int) -> SyntheticBatches:
+        x, y = self.batch(batch, seed)
+        return SyntheticBatches(x.to(device), y.to(device), steps)
+
+    def flops_per_sample(self) -> float:
+        """FLOPs of one training step (forward and backward) per sample, counted by
+        torch.utils.flop_counter on a batch of 2 on the CPU (before the model moves)."""
+        from torch.utils.flop_counter import FlopCounterMode
+
+        x, y = self.batch(2, 0)
+        counter = FlopCounterMode(display=False)
+        with counter:
+            self.objective(self.model, x, y).backward()
+        self.model.zero_grad(set_to_none=True)
+        return counter.get_total_flops() / 2
+
+    def largest_label(self, items: int = 256) -> int:
+        """The largest label among a data set's first `items` (a class label per item)."""
+        if self.dataset is None:
+            return self.num_classes - 1 if not self.vocab_size else self.vocab_size - 1
+        labels = [self.dataset[i] for i in range(min(len(self.dataset), items))]
+        labels = [item[1] for item in labels if isinstance(item, (tuple, list)) and len(item) == 2]
+        return max((int(torch.as_tensor(v).max()) for v in labels), default=0)
+
+    def check(self, name: str) -> None:
+        """One training step's forward and loss on a batch of 2 on the CPU: a model whose
+        output does not fit the data's labels is refused here, naming `model`."""
+        x, y = self.batch(2, 0)
+        try:
+            out = self.model(x, labels=y) if self.objective.labels_kw else self.model(x)
+            logits = getattr(out, "logits", out)
+            if self.objective.loss is None and getattr(out, "loss", None) is None \
+                    and isinstance(logits, torch.Tensor) and not y.is_floating_point():
+                top = max(int(y.max()), self.largest_label())
+                if logits.dim() < 1 or logits.shape[-1] <= top:
+                    raise ConfigError("model", f"{name!r} gives {tuple(logits.shape)} outputs for "
+                                      f"a batch of 2, but the data's labels go up to {top}: "
+                                      "it needs more outputs per sample (or give a loss)")
+            self.objective(lambda *a, **k: out, x, y).backward()
+        except ConfigError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the user's model on the data
+            raise ConfigError("model", f"{name!r} does not train on this data (input "
+                              f"{tuple(x.shape)}, labels {tuple(y.shape)}): "
+                              f"{type(e).__name__}: {str(e).splitlines()[0]}") from None
+        finally:
+            self.model.zero_grad(set_to_none=True)
+
+
+def build_job(args: argparse.Namespace | Any) -> Job:
+    """The job the training fields describe (a worker's parsed flags or a study config)."""
+    image_size = getattr(args, "image_size", 224)
+    augment = not getattr(args, "no_augment", False)
+    tokens = args.seq_len > 0
+    dataset = collate = None
+    if tokens:
+        shape = (args.seq_len,)
+    elif args.input_shape:
+        shape = parse_shape(args.input_shape)
+    else:
+        shape = (3, image_size, image_size)
+    if args.dataset != "synthetic":
+        dataset, collate, shape = build_dataset(args.dataset, args.path, augment, image_size,
+                                                args.collate)
+        x = collate([dataset[0], dataset[1]])[0]
+        tokens = tokens or (not torch.is_floating_point(x) and x.dim() == 2)  # (batch, ids)
+    vocab = args.vocab_size
+    if tokens and not vocab and dataset is not None:
+        vocab = int(collate([dataset[i] for i in range(min(len(dataset), 64))])[0].max()) + 1
+    model = build_model(args.model, shape, args.depth, args.alpha, model_args=args.model_args,
+                        num_classes=args.num_classes, tokens=tokens, vocab_size=vocab)
+    loss = entrypoints.load("loss", args.loss) if args.loss else None
+    objective = Objective(loss, labels_kw=model_kind(args.model) == "hf")
+    described = {"model_class": f"{type(model).__module__}.{type(model).__qualname__}",
+                 "model_source_sha": entrypoints.source_hash(model),
+                 "model_params": sum(p.numel() for p in model.parameters())}
+    if tokens:  # a language model: its tokens/s is samples/s times this
+        described["tokens_per_sample"] = shape[0]
+    return Job(model, dataset, collate, shape, args.num_classes, vocab if tokens else 0,
+               objective, described, own=uses_own_code(args))
+
+
+def uses_own_code(args: argparse.Namespace | Any) -> bool:
+    """A model, data set or loss of the user's (an entry point, timm: or hf:), or synthetic
+    data of a declared shape: what `Job.check` is for."""
+    return (model_kind(args.model) != "builtin" or dataset_kind(args.dataset) == "entry"
+            or bool(args.loss or args.input_shape or args.seq_len))
