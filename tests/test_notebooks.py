@@ -154,7 +154,7 @@ def test_one_name_per_study_across_notebook_config_modules_and_sections(path):
 def test_the_study_registry_lists_every_notebook_once_in_reading_order():
     assert [s.notebook for s in registry.STUDIES] == sorted(p.name for p in STUDY_NOTEBOOKS)
     with pytest.raises(ConfigError, match="study: 'io' is not a study; studies: data_prep, "
-                       "single_device_io, dp_vs_ddp"):
+                       "single_device_io, memory_and_batch, dp_vs_ddp"):
         registry.named("io")
 
 

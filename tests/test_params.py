@@ -57,7 +57,7 @@ BAD = [
     ("name: t\nnotebook: 00_data_prep\ntable: [{{size: -5}}]\n",
      "row 1: size: must be >= 1, got -5"),
     ("name: t\nnotebook: nope\n",
-     "notebook: 'nope' not found; known: 00_data_prep, 10_single_device_io, 20_dp_vs_ddp, "
+     "notebook: 'nope' not found; known: 00_data_prep, 10_single_device_io, 15_memory_and_batch, 20_dp_vs_ddp, "
      "30_multinode_lightning, 35_fault_tolerance, 40_framework_comparison, 45_scaling_projection, "
      "90_analysis"),
     ("name: t\nnotebook: {nb}\ntable: [{{x: 1}}]\ngrid: {{x: [1]}}\n",

@@ -88,6 +88,20 @@ def _ordered(claims: list[tuple[tuple, Claim]]) -> list[Claim]:
     return [c for _, c in sorted(claims, key=lambda oc: oc[0])]
 
 
+def _memory(ok: pd.DataFrame) -> Headline:
+    """Per search (notebook 15, `benchlib maxbatch`): the largest batch that trains, and
+    where the next one up stopped."""
+    claims = []
+    for run in rows(ok.sort_values("finished_at")):
+        subject = f"{value(run, 'model')} on {value(run, 'device_name')}"
+        boundary = value(run, "boundary") or ""
+        largest = value(run, "largest_batch")
+        figure = None if largest is None else Figure(
+            f"batch {int(largest)}", "the largest that trains", sources=[("", run["run_id"])])
+        claims.append(Claim(subject, figure, note=boundary))
+    return claims, ""
+
+
 def _dist(ok: pd.DataFrame) -> Headline:
     work = ("dataset", "model", "depth", "alpha", "batch_size", "device")
     claims: list[tuple[tuple, Claim]] = []
@@ -235,6 +249,7 @@ def _projection(ok: pd.DataFrame) -> Headline:
 HEADLINES: dict[str, Callable[[pd.DataFrame], Headline]] = {
     "data_prep": _data_prep,
     "single_device_io": _io,
+    "memory_and_batch": _memory,
     "dp_vs_ddp": _dist,
     "multinode_lightning": _multinode,
     "fault_tolerance": _fault,

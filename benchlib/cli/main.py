@@ -1,5 +1,5 @@
-"""`python -m benchlib ...`: data, env, sweep, run, report, compare, io, allreduce, doctor,
-calibrate, overhead, project. The commands live in workbook_commands and measure_commands,
+"""`python -m benchlib ...`: data, env, sweep, run, report, compare, io, maxbatch, allreduce,
+doctor, calibrate, overhead, project. The commands live in workbook_commands and measure_commands,
 each beside its flags; this module builds the parser and runs one.
 
 Bad input prints one line naming the parameter and what is allowed, and exits 2.
@@ -19,7 +19,7 @@ from benchlib.errors import BenchlibError, Terminated
 
 # the commands that measure and keep no checkpoint: SIGTERM (a Slurm job's end) stops their
 # ranks and exits 75, "run it again", as a preempted training run does
-ENDED_BY_SIGTERM_WITH_75 = ("io", "allreduce", "doctor")
+ENDED_BY_SIGTERM_WITH_75 = ("io", "maxbatch", "allreduce", "doctor")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,5 +1,5 @@
-"""The measuring commands: io, allreduce, doctor, calibrate, overhead (each command's
-flags beside what it does)."""
+"""The measuring commands: io, maxbatch, allreduce, doctor, calibrate, overhead (each
+command's flags beside what it does)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 import benchlib.cli.common as common
 from benchlib import paths
 from benchlib.cli.flags import add_config_flags, config_from
-from benchlib.config import SingleDeviceIoConfig
+from benchlib.config import MemoryAndBatchConfig, SingleDeviceIoConfig
 from benchlib.config.choices import DEVICES
-from benchlib.errors import BenchlibError, UsageError
+from benchlib.errors import BenchlibError, ConfigError, UsageError
 
 
 def _new_run(args, notebook: str, params: dict) -> tuple[str, dict]:
@@ -63,6 +63,33 @@ def cmd_io(args) -> int:
               + (f"  self cuda {row['self_cuda_ms']:9.3f} ms" if "self_cuda_ms" in row else ""))
     if result.metrics["trace_path"]:
         print(f"trace: {result.metrics['trace_path']}")
+    print(f"record: {path}")
+    return 0
+
+
+def cmd_maxbatch(args) -> int:
+    """The largest batch that trains: a table of the batches tried, the sentence, a record."""
+    from benchlib.core import hostload
+    from benchlib.records import results
+    from benchlib.studies import memory_and_batch
+
+    try:  # named as typed: --memory-limit, not memory_limit
+        cfg = config_from(args, MemoryAndBatchConfig)
+        memory_and_batch.preflight(cfg)  # bad input ends here: exit 2, nothing written
+    except ConfigError as e:
+        raise UsageError(f"--{e.field.replace('_', '-')}: {str(e).split(': ', 1)[1]}") from None
+    params = cfg.as_dict()
+    run_id, result_set = _new_run(args, "benchlib-maxbatch", params)
+    started = results.now(), hostload.sample()
+    result = memory_and_batch.run(cfg, run_id)
+    print(f"{'batch':>7}  {'fits':>4}  {'samples/s':>10}  {'peak':>10}  why not")
+    for t in result.details["trials"]:
+        rate = f"{t['samples_per_s']:10.1f}" if t["samples_per_s"] else f"{'-':>10}"
+        print(f"{t['batch_size']:>7}  {'yes' if t['fits'] else 'no':>4}  {rate}  "
+              f"{memory_and_batch.size_text(t['peak_bytes']):>10}  {t['why']}")
+    print(memory_and_batch.describe(cfg, result))
+    path = _store(args, "benchlib maxbatch (CLI)", run_id, params, started, result.metrics,
+                  result.details, result_set)
     print(f"record: {path}")
     return 0
 
@@ -233,6 +260,16 @@ def add_parsers(sub) -> None:
     p.add_argument("--outputs", help=common.OUTPUTS_HELP)
     p.add_argument("--label", help=common.MEASURE_LABEL_HELP)
     p.set_defaults(func=cmd_io)
+
+    p = sub.add_parser("maxbatch", help="the largest per-device batch that trains (doubling, "
+                       "then bisection, on real training steps), throughput against batch")
+    add_config_flags(p, MemoryAndBatchConfig, choices={"device": DEVICES})
+    p.add_argument("--table", default="maxbatch",
+                   help="the table the record is filed under: outputs/results/<table>/ "
+                        "(default maxbatch)")
+    p.add_argument("--outputs", help=common.OUTPUTS_HELP)
+    p.add_argument("--label", help=common.MEASURE_LABEL_HELP)
+    p.set_defaults(func=cmd_maxbatch)
 
     def distributed(p, nproc_default: int = 2) -> None:
         p.add_argument("--nproc", type=int, default=nproc_default, help="ranks on this host")

@@ -14,13 +14,14 @@ from benchlib.config.data_prep import DataPrepConfig
 from benchlib.config.dp_vs_ddp import DpVsDdpConfig
 from benchlib.config.fault_tolerance import FaultToleranceConfig
 from benchlib.config.framework_comparison import FrameworkComparisonConfig
+from benchlib.config.memory_and_batch import MemoryAndBatchConfig
 from benchlib.config.multinode_lightning import MultinodeLightningConfig
 from benchlib.config.scaling_projection import ScalingProjectionConfig
 from benchlib.config.single_device_io import SingleDeviceIoConfig
 
 CONFIGS: dict[str, type[StudyConfig]] = {c.__name__: c for c in (
-    DataPrepConfig, SingleDeviceIoConfig, DpVsDdpConfig, MultinodeLightningConfig,
-    FaultToleranceConfig, FrameworkComparisonConfig, ScalingProjectionConfig, AnalysisConfig,
-    CompareConfig)}
+    DataPrepConfig, SingleDeviceIoConfig, MemoryAndBatchConfig, DpVsDdpConfig,
+    MultinodeLightningConfig, FaultToleranceConfig, FrameworkComparisonConfig,
+    ScalingProjectionConfig, AnalysisConfig, CompareConfig)}
 
 __all__ = ["CONFIGS", "StudyConfig", *CONFIGS]

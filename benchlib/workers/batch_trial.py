@@ -1,0 +1,114 @@
+"""`python -m benchlib.workers.batch_trial`: a few real training steps at one batch size,
+and the memory they took (benchlib.core.memory). One process per batch tried, so that
+each starts with nothing cached and a crash of one is not the search's.
+
+The batch is made on the device in the model's input shape (no files: the search
+measures memory, not IO). The window of peak memory starts before the model is built,
+so parameters, gradients, optimizer state and activations all count. A batch that does
+not fit is a result, not a failure: CUDA's OutOfMemoryError (or the CPU allocator's
+refusal) is caught and reported, as is a peak over `--memory-limit-bytes`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+
+from benchlib.config.memory_and_batch import CLASSES
+from benchlib.core.loops import Stepper
+from benchlib.core.memory import PeakMemory, breakdown
+from benchlib.core.models import build_model
+from benchlib.distributed.env import DistEnv
+from benchlib.errors import ConfigError
+from benchlib.workers.bootstrap import entry
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _out_of_memory(error: BaseException) -> bool:
+    """CUDA's OutOfMemoryError, or the CPU allocator failing to find the bytes."""
+    return isinstance(error, torch.OutOfMemoryError) or (
+        isinstance(error, RuntimeError) and "can't allocate memory" in str(error))
+
+
+def trial(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
+    torch.manual_seed(args.seed)
+    shape = tuple(int(v) for v in args.in_shape.split("x"))
+    peak = PeakMemory(device)
+    peak.reset()
+    stepper, samples_per_s, step_s, error = None, None, None, None
+    try:
+        model = build_model(args.model, in_shape=shape, depth=args.depth, alpha=args.alpha)
+        x = torch.rand(args.batch_size, *shape, device=device)
+        y = torch.randint(0, CLASSES, (args.batch_size,), device=device)
+        stepper = Stepper("train", device, model, lr=args.lr, momentum=0.9)
+        for _ in range(args.warmup_steps):
+            stepper(x, y)
+        _sync(device)
+        start = time.perf_counter()
+        timed = args.steps - args.warmup_steps
+        for _ in range(timed):
+            loss = stepper(x, y)
+        loss.item()  # waits for the last step
+        step_s = (time.perf_counter() - start) / timed
+        samples_per_s = args.batch_size / step_s
+    except (torch.OutOfMemoryError, RuntimeError) as e:
+        if not _out_of_memory(e):
+            raise
+        error = " ".join(str(e).split())[:300]
+    figures = peak.read()
+    limit = args.memory_limit_bytes or None
+    if error is not None:
+        fits, why = False, f"out of memory: {error}"
+    elif limit is not None and figures["peak_bytes"] > limit:
+        fits, why = False, f"peak {figures['peak_bytes']} B ({figures['peak_kind']}) over the limit {limit} B"
+    else:
+        fits, why = True, ""
+    counted = figures["peak_alloc_bytes"] if device.type == "cuda" else figures["peak_bytes"]
+    parts = breakdown(stepper.model, stepper.optimizer, counted) if stepper is not None else {}
+    total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else None
+    row = {"batch_size": args.batch_size, "fits": fits, "why": why,
+           "samples_per_s": samples_per_s, "step_s": step_s, "memory_limit_bytes": limit,
+           "device_total_bytes": total, "device_name": _device_name(device), **figures, **parts}
+    print(f"batch {args.batch_size}: {'fits' if fits else 'does not fit'}"
+          f"{'' if fits else ' (' + why + ')'}; peak {figures['peak_bytes']} B "
+          f"({figures['peak_kind']})", flush=True)
+    return {"metrics": {k: row[k] for k in ("batch_size", "fits", "samples_per_s", "peak_bytes")},
+            "details": {"trial": row}}
+
+
+def _device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def check(args: argparse.Namespace) -> None:
+    if args.batch_size < 1:
+        raise ConfigError("batch_size", f"must be >= 1, got {args.batch_size}")
+    if args.steps <= args.warmup_steps:
+        raise ConfigError("steps", f"{args.steps} leaves no timed step after "
+                          f"{args.warmup_steps} warm-up step(s)")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="benchlib.workers.batch_trial", description=__doc__)
+    p.add_argument("--model", default="simplecnn")
+    p.add_argument("--in-shape", default="3x32x32", help="one sample's CxHxW")
+    p.add_argument("--depth", type=int, default=20)
+    p.add_argument("--alpha", type=int, default=48)
+    p.add_argument("--batch-size", type=int, default=1)
+    p.add_argument("--steps", type=int, default=4, help="training steps, the warm-up included")
+    p.add_argument("--warmup-steps", type=int, default=1)
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--memory-limit-bytes", type=int, default=0,
+                   help="a peak over this does not fit (0: no limit)")
+    return p
+
+
+if __name__ == "__main__":
+    raise SystemExit(entry(trial, parser(), check=check))
