@@ -192,6 +192,14 @@ def test_a_model_and_data_set_of_ones_own_train_on_two_ranks_and_say_what_ran(sw
     source = (Path(__file__).parents[1] / "examples" / "custom_model.py").read_bytes()
     assert own["model_source_sha"] == hashlib.sha256(source).hexdigest()[:16]
     assert own["flops_per_sample"] > 0
+    # memory: fp32 parameters, a gradient each, SGD's momentum buffer each; the rest of the
+    # window's peak RSS (this is a CPU) is activations, workspace and the interpreter
+    assert own["param_bytes"] == own["grad_bytes"] == own["optimizer_state_bytes"] \
+        == 4 * own["model_params"]
+    assert own["peak_kind"] == "rss, this window" and own["peak_rss_bytes"] == own["peak_bytes"]
+    assert own["other_bytes"] == own["peak_bytes"] - 3 * own["param_bytes"] > 0
+    assert pd.isna(own["peak_reserved_bytes"]) and pd.isna(own["alloc_retries"])  # CUDA's only
+    assert pd.isna(own["energy_j"]) and pd.isna(own["cost_per_million_samples"])  # no counter
     fw = swept.table("own_model_framework").set_index("arch")
     mine = fw.loc["examples.custom_model:build"]
     assert mine["world_size"] == 2 and mine["jax_skipped"].startswith("JAX trains the built-in")

@@ -31,7 +31,7 @@ from benchlib.config.base import require_counts
 from benchlib.config.choices import PRECISIONS, SYNTHETIC_STEPS
 from benchlib.config.flags import add_config_flags
 from benchlib.config.training import TrainingConfig, check_own_code, training_fields
-from benchlib.core import energy, envinfo, loops, throughput
+from benchlib.core import energy, envinfo, loops, memory, throughput
 from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
@@ -172,8 +172,8 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         gpus = model.device_ids if args.strategy == "dp" else [device.index]
     utilisation_thread = UtilisationSampler(gpus)
     utilisation_thread.start()
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+    peak = memory.PeakMemory(device)  # the training window's peak, and where it went
+    peak.reset()
     # each rank reads its own GPUs' energy counters (DataParallel's process: all it uses)
     meter = energy.EnergyMeter((model.device_ids if args.strategy == "dp" else [device.index])
                                if device.type == "cuda" else [])
@@ -189,6 +189,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         epochs.append({"epoch": epoch, **throughput.across_ranks(gather_objects(mine), env.rank)})
         window_samples += sum(times.samples)
     metered = meter.stop()
+    peaks = peak.read()
     utilisation = utilisation_thread.stop()
     ranks = gather_objects({**metered, "samples": window_samples})
     if args.save_model and env.rank == 0:
@@ -203,7 +204,9 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         "backend_used": backend if torch.distributed.is_initialized() else None,
         "device_name": envinfo.device_name(device),
         "device_type": device.type,
-        "peak_mem_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
+        "peak_mem_bytes": peaks["peak_alloc_bytes"],  # the name earlier records use
+        **peaks,  # peak allocated and reserved (CUDA), peak RSS, retries and OOMs (CUDA)
+        **memory.breakdown(job.model, step.optimizer, peaks["peak_bytes"]),
         **job.described,  # model_params, model_class, model_source_sha, tokens_per_sample
         "threads_per_rank": torch.get_num_threads(),
         "flops_per_sample": flops_per_sample,
