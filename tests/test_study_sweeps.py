@@ -74,6 +74,11 @@ studies:
       - {{arch: "timm:resnet10t", dataset: synthetic}}
       - {{arch: "hf:gpt2", dataset: synthetic, seq_len: 32, vocab_size: 256,
          model_args: {{n_layer: 2, n_head: 2, n_embd: 64, n_positions: 64}}}}
+  - name: transformer
+    notebook: 50_transformer_training
+    defaults: {{device: cpu, model: gpt-tiny, dataset: tokens, seq_len: 32, batch_size: 4,
+               max_steps: 6, warmup_steps: 2, epochs: 2, nproc_per_node: 2}}
+    table: [{{strategy: ddp}}, {{strategy: fsdp2}}]
 """
 
 
@@ -105,13 +110,14 @@ def swept(tmp_path_factory, small_data) -> Swept:
 
 
 def test_every_row_of_every_study_ran_ok(swept):
-    assert swept.code == 0 and len(swept.df) == 17 and set(swept.df["status"]) == {"ok"}
+    assert swept.code == 0 and len(swept.df) == 19 and set(swept.df["status"]) == {"ok"}
     # each record names its study (the notebook's) apart from its table
     assert dict(zip(swept.df["table"], swept.df["study"])) == {
         "io_workers": "single_device_io", "io_variants": "single_device_io",
         "dp_ddp": "dp_vs_ddp", "multinode": "multinode_lightning",
         "fault": "fault_tolerance", "framework": "framework_comparison",
-        "own_model": "dp_vs_ddp", "own_model_framework": "framework_comparison"}
+        "own_model": "dp_vs_ddp", "own_model_framework": "framework_comparison",
+        "transformer": "transformer_training"}
 
 
 def test_io_rows_feed_the_analysis_conclusions(swept):
@@ -211,3 +217,22 @@ def test_a_model_and_data_set_of_ones_own_train_on_two_ranks_and_say_what_ran(sw
     assert lm["tokens_per_s_p10"] <= lm["tokens_per_s"] <= lm["tokens_per_s_p90"]
     # 2 layers of n_embd 64 with a vocabulary of 256 (the data's ids) and 64 positions
     assert lm["model_params"] == 256 * 64 + 64 * 64 + 2 * (12 * 64 * 64 + 13 * 64) + 2 * 64
+
+
+def test_notebook_50_sets_fsdp2_beside_ddp_with_tokens_per_s_and_both_flop_counts(swept):
+    lm = swept.table("transformer").set_index("strategy")
+    for strategy in ("ddp", "fsdp2"):
+        run = lm.loc[strategy]
+        assert run["world_size"] == 2 and run["tokens_per_s"] == pytest.approx(
+            run["samples_per_s"] * 32) and run["tokens_per_s_per_device"] == run["tokens_per_s"] / 2
+        assert abs(run["flop_count_ratio"] - 1) <= 0.05 and pd.isna(run["mfu"])  # no CPU peak
+        assert run["mfu_peak_source"].startswith("no published peak for")
+    assert lm.loc["fsdp2", "param_bytes"] == lm.loc["ddp", "param_bytes"] / 2  # its shard
+    analysis = swept.analysis
+    assert re.search(r"gpt-tiny, seq 32, batch 4, fp32: tokens/s (no clear difference between "
+                     r"FSDP2 on 2 ranks and DDP on 2 ranks|<strong>(FSDP2|DDP) on 2 ranks x)",
+                     analysis)
+    assert "FSDP2&#x27;s peak memory is" in analysis or "FSDP2's peak memory is" in analysis
+    assert "counter agree within" in analysis and "MFU is unknown here" in analysis
+    landing = (swept.outputs / "report" / "index.html").read_text()
+    assert "gpt-tiny fsdp2 on 2 ranks" in landing and "tokens/s" in landing

@@ -21,6 +21,7 @@ from benchlib.analysis.claims import (
     Row,
     above_linear_caveat,
     device_text,
+    fmt,
     joined_caveats,
     label,
     metric,
@@ -226,6 +227,30 @@ def _framework(ok: pd.DataFrame) -> Headline:
                                   above_linear_caveat(claims, ok))
 
 
+def _lm(ok: pd.DataFrame) -> Headline:
+    """Per language model: each configuration's tokens/s with its spread; its MFU and peak
+    memory per rank in the note."""
+    claims = []
+    for run in rows(ok.sort_values(["model", "strategy", "ac", "compile"], kind="stable")):
+        tps = metric(run, "tokens_per_s")
+        if tps is None:
+            continue
+        lo, hi = metric(run, "tokens_per_s_p10"), metric(run, "tokens_per_s_p90")
+        figure = Figure(fmt(tps), "tokens/s", (fmt(lo), fmt(hi)) if lo and hi else None,
+                        f"n={int(metric(run, 'samples_per_s_n') or 1)}",
+                        [("", run["run_id"])])
+        ranks = f" on {int(metric(run, 'world_size'))} ranks" \
+            if value(run, "strategy") != "single" else ""
+        saver = ", ".join(filter(None, [f"ac {value(run, 'ac')}" if value(run, "ac") != "none"
+                                        else "", "compiled" if value(run, "compile") else ""]))
+        mfu, peak = metric(run, "mfu"), metric(run, "peak_bytes")
+        note = "; ".join(filter(None, [f"MFU {mfu:.1%}" if mfu is not None else "MFU unknown",
+                                       f"peak {peak / 2**20:,.0f} MiB a rank" if peak else ""]))
+        claims.append(Claim(f"{value(run, 'model')} {value(run, 'strategy')}{ranks}"
+                            + (f" ({saver})" if saver else ""), figure, note))
+    return claims, common.shared_cores_caveat(ok)
+
+
 def _projection(ok: pd.DataFrame) -> Headline:
     claims = []
     for run in rows(ok.sort_values("started_at", kind="stable")):
@@ -254,6 +279,7 @@ HEADLINES: dict[str, Callable[[pd.DataFrame], Headline]] = {
     "multinode_lightning": _multinode,
     "fault_tolerance": _fault,
     "framework_comparison": _framework,
+    "transformer_training": _lm,
     "scaling_projection": _projection,
 }
 

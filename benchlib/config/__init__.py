@@ -18,10 +18,11 @@ from benchlib.config.memory_and_batch import MemoryAndBatchConfig
 from benchlib.config.multinode_lightning import MultinodeLightningConfig
 from benchlib.config.scaling_projection import ScalingProjectionConfig
 from benchlib.config.single_device_io import SingleDeviceIoConfig
+from benchlib.config.transformer_training import TransformerTrainingConfig
 
 CONFIGS: dict[str, type[StudyConfig]] = {c.__name__: c for c in (
     DataPrepConfig, SingleDeviceIoConfig, MemoryAndBatchConfig, DpVsDdpConfig,
     MultinodeLightningConfig, FaultToleranceConfig, FrameworkComparisonConfig,
-    ScalingProjectionConfig, AnalysisConfig, CompareConfig)}
+    TransformerTrainingConfig, ScalingProjectionConfig, AnalysisConfig, CompareConfig)}
 
 __all__ = ["CONFIGS", "StudyConfig", *CONFIGS]

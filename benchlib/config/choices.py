@@ -14,13 +14,16 @@ PROJECTION_MAX_DEVICES_PER_NODE = 1024
 DATASETS_PREPARED = ("fashion-mnist", "mydataset", "cifar10", "imagefolder")
 IO_DATASETS = ("fashion-mnist", "mydataset")
 GRAY_28 = ("fashion-mnist", "mydataset")  # 1x28x28 inputs
-TRAIN_DATASETS = ("cifar10", "fashion-mnist", "mydataset", "synthetic", "imagefolder")
+# tokens: synthetic token ids made on the device (for a language model)
+TRAIN_DATASETS = ("cifar10", "fashion-mnist", "mydataset", "synthetic", "imagefolder", "tokens")
+MADE_ON_DEVICE = ("synthetic", "tokens")  # no files: nothing to prepare, nothing to read
 ELASTIC_DATASETS = ("fashion-mnist", "mydataset", "cifar10", "imagefolder", "dummy")
 FRAMEWORK_DATASETS = ("synthetic", "imagefolder")
 
 VARIANTS = ("raw", "preload", "preload_batched", "tensorclass", "tensorclass_memmap", "np_memmap")
 MODES = ("traverse", "train")
-MODELS = ("toynet", "simplecnn", "pyramidnet", "resnet18", "resnet50")
+GPT_MODELS = ("gpt-tiny", "gpt2-124m", "gpt2-350m")  # benchlib.core.gpt: language models
+MODELS = ("toynet", "simplecnn", "pyramidnet", "resnet18", "resnet50", *GPT_MODELS)
 # beside the built-in names: the user's own code (benchlib.core.entrypoints), and models of
 # the field's libraries built from a config, never a download (benchlib.core.models)
 ENTRY_POINT = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -32,6 +35,10 @@ ARCHS = ("resnet18", "resnet50")
 PRECISIONS = ("fp32", "tf32", "amp_bf16", "amp_fp16")
 
 STRATEGIES = ("single", "dp", "ddp")
+# the transformer study's (notebook 50): FSDP2 shards parameters, gradients and optimizer
+# state over the ranks (torch.distributed.fsdp.fully_shard per block)
+LM_STRATEGIES = ("single", "ddp", "fsdp2")
+AC_MODES = ("none", "selective", "full")  # activation checkpointing per block
 LAUNCHERS = ("torchrun", "mp_spawn", "tcp")  # how DDP ranks start on one host
 MULTINODE_TRAINERS = ("lightning", "ddp")
 MULTINODE_LAUNCHERS = ("torchrun", "lightning", "srun")

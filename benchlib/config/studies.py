@@ -52,6 +52,8 @@ STUDIES: tuple[Study, ...] = (
           "How fast does ResNet train here, and how close to the hardware's peak (MFU)?"),
     Study("scaling_projection", "45_scaling_projection.ipynb",
           "How far would these figures scale, and what stops them?", preflight=False),
+    Study("transformer_training", "50_transformer_training.ipynb",
+          "DDP or FSDP2, which activation checkpointing: tokens/s, MFU and peak memory?"),
     Study("analysis", "90_analysis.ipynb", "Everything side by side", preflight=False),
     Study("compare", "95_compare.ipynb", "Did anything get slower between two result sets?",
           preflight=False),

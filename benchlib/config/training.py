@@ -18,7 +18,9 @@ from benchlib.config.choices import (
     BACKENDS,
     DATASET_FORMS,
     DEVICES,
+    GPT_MODELS,
     GRAY_28,
+    MADE_ON_DEVICE,
     MODEL_FORMS,
     MODELS,
     REPEAT_MODES,
@@ -144,30 +146,39 @@ def check_own_code(values: Any, any_dataset: bool = True) -> None:
     if values.collate and dataset_kind(values.dataset) != "entry":
         raise ConfigError("collate", f"only a data set of your own (pkg.module:function) takes "
                           f"a collate function, not {values.dataset}")
-    if values.model_args and model_kind(values.model) == "builtin":
+    language_model = values.model in GPT_MODELS or model_kind(values.model) == "hf"
+    if values.model_args and model_kind(values.model) == "builtin" \
+            and values.model not in GPT_MODELS:
         raise ConfigError("model_args", f"{values.model} is built in and takes none (its "
-                          f"settings are depth and alpha); model_args are for {MODEL_FORMS}")
+                          f"settings are depth and alpha); model_args are for {MODEL_FORMS} "
+                          f"and {', '.join(GPT_MODELS)}")
     if values.input_shape and not re.fullmatch(r"[1-9]\d*(x[1-9]\d*)*", values.input_shape):
         raise ConfigError("input_shape", f"{values.input_shape!r} is not a shape: write CxHxW, "
                           "e.g. 3x32x32")
     for name in ("num_classes", "seq_len", "vocab_size"):
         require_min(name, getattr(values, name), 1 if name == "num_classes" else 0)
-    if values.seq_len or values.vocab_size or values.input_shape:
-        if values.dataset != "synthetic":
-            given = "seq_len" if values.seq_len else "vocab_size" if values.vocab_size \
-                else "input_shape"
-            raise ConfigError(given, f"declares synthetic data's shape; dataset is "
+    for name in ("seq_len", "vocab_size", "input_shape"):  # the shape of data made here
+        if getattr(values, name) and values.dataset not in MADE_ON_DEVICE:
+            raise ConfigError(name, f"declares synthetic data's shape; dataset is "
                               f"{values.dataset}, whose items have their own")
-    if bool(values.seq_len) != bool(values.vocab_size):
+    if values.dataset == "synthetic" and bool(values.seq_len) != bool(values.vocab_size):
         raise ConfigError("vocab_size" if values.seq_len else "seq_len",
-                          "synthetic tokens need both seq_len and vocab_size (>= 1)")
-    if values.seq_len and values.input_shape:
-        raise ConfigError("input_shape", "synthetic tokens (seq_len) have no input_shape: "
-                          "give one of the two")
-    if model_kind(values.model) == "hf" and not values.seq_len \
-            and dataset_kind(values.dataset) != "entry":
+                          "synthetic tokens need both seq_len and vocab_size (>= 1); or use "
+                          "dataset tokens, which takes the model's")
+    if values.input_shape and (values.seq_len or values.dataset == "tokens"):
+        raise ConfigError("input_shape", "token data (seq_len, dataset tokens) has no "
+                          "input_shape: give one of the two")
+    tokens = values.dataset == "tokens" or bool(values.seq_len)
+    if values.dataset == "tokens" and not language_model and model_kind(values.model) != "entry":
+        raise ConfigError("dataset", f"tokens feed a language model ({', '.join(GPT_MODELS)}, "
+                          f"hf:NAME or your own), not {values.model}")
+    if values.dataset == "tokens" and model_kind(values.model) == "hf" and not values.seq_len:
+        raise ConfigError("seq_len", f"{values.model} needs seq_len (and vocab_size) for its "
+                          "token data")
+    if language_model and not tokens and dataset_kind(values.dataset) != "entry":
         raise ConfigError("model", f"{values.model} is a language model: give it tokens "
-                          "(dataset synthetic with seq_len and vocab_size, or your own data)")
+                          "(dataset tokens, or synthetic with seq_len and vocab_size, or your "
+                          "own data)")
 
 
 def training_fields(cls: type) -> list[str]:

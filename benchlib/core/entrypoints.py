@@ -115,5 +115,18 @@ def check_importable(pairs: list[str]) -> int:
     return 0
 
 
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m benchlib.core.entrypoints",
+        description="Check that each model, data set, collate or loss of your own imports "
+        "here (what a rendered Slurm script runs on every node before the ranks start); "
+        "one line naming the parameter and exit 2 when one does not.")
+    parser.add_argument("pairs", nargs="+", metavar="FIELD=VALUE",
+                        help="e.g. model=examples.custom_model:build dataset=... model=timm:resnet18")
+    return check_importable(parser.parse_args(argv).pairs)
+
+
 if __name__ == "__main__":
-    raise SystemExit(check_importable(sys.argv[1:]))
+    raise SystemExit(main())

@@ -110,6 +110,8 @@ class PeakMemory:
 
 
 def tensor_bytes(t: torch.Tensor) -> int:
+    """The bytes this rank holds: a sharded tensor's (FSDP2's DTensor) local shard only."""
+    t = t.to_local() if hasattr(t, "to_local") else t
     return t.numel() * t.element_size()
 
 

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from benchlib.config.choices import MODEL_FORMS, MODEL_LIBRARIES, MODELS, model_kind
+from benchlib.config.choices import GPT_MODELS, MODEL_FORMS, MODEL_LIBRARIES, MODELS, model_kind
 from benchlib.core import entrypoints
 from benchlib.errors import ConfigError
 
@@ -106,8 +106,15 @@ def build_model(name: str, in_shape: tuple[int, ...] = (1, 28, 28), depth: int =
                 alpha: int = 48, model_args: dict | None = None, num_classes: int = 10,
                 tokens: bool = False, vocab_size: int = 0) -> nn.Module:
     """The model `name` names, for inputs of `in_shape` (for tokens: (seq_len,)) and
-    `num_classes` labels (a language model: `vocab_size` ids)."""
+    `num_classes` labels (a language model: ids 0..vocab_size-1)."""
     kind = model_kind(name)
+    if name in GPT_MODELS:
+        if not tokens:
+            raise ConfigError("model", f"{name} is a language model: give it tokens (dataset "
+                              "tokens, or synthetic with seq_len and vocab_size)")
+        from benchlib.core import gpt
+
+        return gpt.build(name, model_args, seq_len=in_shape[0], vocab_size=vocab_size)
     if tokens and kind in ("builtin", "timm"):
         raise ConfigError("model", f"{name!r} takes images; token data needs a language "
                           "model: hf:NAME or your own pkg.module:function")

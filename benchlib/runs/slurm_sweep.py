@@ -30,6 +30,7 @@ from typing import Any
 
 from benchlib import atomic, paths
 from benchlib.config import DataPrepConfig
+from benchlib.config.choices import MADE_ON_DEVICE
 from benchlib.core import envinfo
 from benchlib.data.manifest import describe
 from benchlib.errors import ConfigError, SlurmError, UsageError
@@ -71,7 +72,7 @@ def check_partition(rows: list[Row], partition: str | None) -> None:
                 raise UsageError(f"{row.source}: {e} (partition {partition or 'default'})") from e
 
 
-NO_DATA = ("synthetic", "dummy")  # made in the process: nothing to prepare
+NO_DATA = (*MADE_ON_DEVICE, "dummy")  # made in the process: nothing to prepare
 
 
 def check_data(rows: list[Row]) -> None:

@@ -8,7 +8,7 @@ import math
 import os
 from typing import Any
 
-from benchlib.config.choices import SYNTHETIC_STEPS
+from benchlib.config.choices import MADE_ON_DEVICE, SYNTHETIC_STEPS
 from benchlib.data.manifest import describe
 from benchlib.distributed.device import choose_backend, uses_cuda
 from benchlib.errors import ConfigError
@@ -59,7 +59,7 @@ def steps_fit(cfg: Any, per_step: int, samples: int | None = None) -> None:
     """The data is there, and an epoch has a timed step after the warm-up (`samples`: the
     size of a data set of the user's, which has no manifest)."""
     steps = cfg.max_steps or SYNTHETIC_STEPS
-    if cfg.dataset != "synthetic":
+    if cfg.dataset not in MADE_ON_DEVICE:
         if samples is None:
             samples = data_prepared(cfg.path, cfg.dataset)["samples"]["train"]
         steps = min(steps, math.ceil(samples / per_step)) if cfg.max_steps else \
@@ -67,3 +67,30 @@ def steps_fit(cfg: Any, per_step: int, samples: int | None = None) -> None:
     if cfg.warmup_steps >= steps:
         raise ConfigError("warmup_steps", f"{cfg.warmup_steps} leaves no timed step: an "
                           f"epoch here has {steps} steps")
+
+
+def fsdp2_available() -> None:
+    """FSDP2 (`torch.distributed.fsdp.fully_shard`, torch 2.6 and later) in this torch."""
+    try:
+        from torch.distributed.fsdp import fully_shard  # noqa: F401
+    except ImportError:
+        import torch
+
+        raise ConfigError("strategy", f"fsdp2 needs torch.distributed.fsdp.fully_shard (torch "
+                          f">= 2.6); this torch is {torch.__version__}: use ddp") from None
+
+
+def blocks_fit(cfg: Any) -> None:
+    """Activation checkpointing and FSDP2 work block by block: the model must have them
+    (built on the meta device: no memory, no time)."""
+    if cfg.ac == "none" and cfg.strategy != "fsdp2":
+        return
+    import torch
+
+    from benchlib.distributed import fsdp
+    from benchlib.trainers.job import build_job
+
+    with torch.device("meta"):
+        model = build_job(cfg).model
+    fsdp.require_blocks(model, "ac" if cfg.ac != "none" else "strategy",
+                        cfg.ac if cfg.ac != "none" else "fsdp2")

@@ -28,10 +28,11 @@ from torch.utils.data import DataLoader
 from benchlib import atomic
 from benchlib.config import DpVsDdpConfig as STUDY  # its defaults are this worker's
 from benchlib.config.base import require_counts
-from benchlib.config.choices import PRECISIONS, SYNTHETIC_STEPS
+from benchlib.config.choices import AC_MODES, PRECISIONS, SYNTHETIC_STEPS
 from benchlib.config.flags import add_config_flags
 from benchlib.config.training import TrainingConfig, check_own_code, training_fields
 from benchlib.core import energy, envinfo, loops, memory, throughput
+from benchlib.distributed import fsdp
 from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
@@ -86,9 +87,12 @@ def _mean_loss(loss: torch.Tensor, env: DistEnv) -> float:
 
 
 def wrap(model: nn.Module, strategy: str, device: torch.device,
-         dp_devices: int = 0) -> tuple[nn.Module, int]:
-    """The model as the strategy runs it, and how many devices it spans."""
-    model = model.to(device)
+         dp_devices: int = 0, ac: str = "none", precision: str = "fp32") -> tuple[nn.Module, int]:
+    """The model as the strategy runs it (its blocks checkpointed as `ac` says), and how
+    many devices it spans."""
+    model = fsdp.checkpoint_blocks(model.to(device), ac)
+    if strategy == "fsdp2":
+        return fsdp.shard(model, precision), 1
     if strategy == "dp":
         if device.type != "cuda":
             return nn.DataParallel(model), 1  # without GPUs it runs the model as it is
@@ -106,6 +110,11 @@ def check_args(args: argparse.Namespace) -> None:
     """What the arguments alone say cannot work, refused before any rank starts."""
     require_counts(args, ("epochs", "batch_size"))
     check_own_code(args)
+    if args.strategy == "fsdp2":  # fully_shard needs a process group, of one rank too
+        args.group_of_one = True
+    if args.strategy == "fsdp2" and args.dp_devices:
+        raise ConfigError("dp_devices", "is DataParallel's; fsdp2 runs one rank per device "
+                          "(give the ranks with nproc_per_node)")
     if args.inject_step_delay_ms < 0:
         raise ConfigError("inject_step_delay_ms", f"must be >= 0, got {args.inject_step_delay_ms}")
 
@@ -118,7 +127,7 @@ def _loader(args: argparse.Namespace, env: DistEnv, job: Job, batch: int, device
         return job.synthetic(batch, args.max_steps or SYNTHETIC_STEPS, device,
                              args.seed + env.rank), None
     sampler = None
-    if args.strategy == "ddp":
+    if args.strategy in ("ddp", "fsdp2"):
         from torch.utils.data.distributed import DistributedSampler
 
         sampler = DistributedSampler(dataset, num_replicas=env.world_size, rank=env.rank,
@@ -156,8 +165,9 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     job = build_job(args)
     if job.own:  # a model that does not fit the labels: one line, exit 2
         job.check(args.model)
-    flops_per_sample = job.flops_per_sample()
-    model, devices = wrap(job.model, args.strategy, device, args.dp_devices)
+    flops = job.flop_figures()
+    model, devices = wrap(job.model, args.strategy, device, args.dp_devices, args.ac,
+                          args.precision)
     batch = args.batch_size * devices  # DataParallel splits one batch over its devices
     loader, sampler = _loader(args, env, job, batch, device)
     step = loops.Stepper("train", device, model, lr=args.lr, momentum=args.momentum,
@@ -209,7 +219,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         **memory.breakdown(job.model, step.optimizer, peaks["peak_bytes"]),
         **job.described,  # model_params, model_class, model_source_sha, tokens_per_sample
         "threads_per_rank": torch.get_num_threads(),
-        "flops_per_sample": flops_per_sample,
+        **flops,  # flops_per_sample; for tokens per token, and the two counts' ratio
         **utilisation,
         **energy.run_figures(ranks, sum(r["samples"] for r in ranks)),
     }
@@ -236,6 +246,9 @@ def parser(strategy: str, study: type[TrainingConfig] = STUDY) -> argparse.Argum
     p.add_argument("--precision", default="fp32", choices=PRECISIONS)
     p.add_argument("--channels-last", action="store_true")
     p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--ac", choices=AC_MODES, default="none",
+                   help="activation checkpointing per block: none, selective (keep the "
+                   "matmuls' outputs, recompute the rest) or full")
     p.add_argument("--dp-devices", type=int, default=0,
                    help="dp: the GPUs DataParallel spans (0 = every visible one)")
     p.add_argument("--momentum", type=float, default=0.9)

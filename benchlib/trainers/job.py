@@ -19,8 +19,8 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, default_collate
 
-from benchlib.config.choices import dataset_kind, model_kind
-from benchlib.core import entrypoints
+from benchlib.config.choices import GPT_MODELS, MADE_ON_DEVICE, dataset_kind, model_kind
+from benchlib.core import entrypoints, gpt
 from benchlib.core.loops import Objective
 from benchlib.core.models import build_model
 from benchlib.data import storage, transforms
@@ -120,15 +120,40 @@ class Job:
 
     def flops_per_sample(self) -> float:
         """FLOPs of one training step (forward and backward) per sample, counted by
-        torch.utils.flop_counter on a batch of 2 on the CPU (before the model moves)."""
+        torch.utils.flop_counter on a batch of 2: on a copy of the model on the meta device
+        (shapes only, no arithmetic: a second for GPT-2 at 1,024 tokens), else, for a model
+        that reads its values (a data-dependent branch), on the CPU before it moves.
+        Attention is counted through PyTorch's math kernels: the counter has no formula for
+        the CPU's fused attention, and the math path does the same matmuls."""
+        import copy
+
+        from torch.nn.attention import SDPBackend, sdpa_kernel
         from torch.utils.flop_counter import FlopCounterMode
 
         x, y = self.batch(2, 0)
-        counter = FlopCounterMode(display=False)
-        with counter:
-            self.objective(self.model, x, y).backward()
-        self.model.zero_grad(set_to_none=True)
+        try:
+            on_meta = copy.deepcopy(self.model).to("meta")
+            counter = FlopCounterMode(display=False)
+            with sdpa_kernel(SDPBackend.MATH), counter:
+                self.objective(on_meta, x.to("meta"), y.to("meta")).backward()
+        except Exception:  # noqa: BLE001 - the model needs real values: count on the CPU
+            counter = FlopCounterMode(display=False)
+            with sdpa_kernel(SDPBackend.MATH), counter:
+                self.objective(self.model, x, y).backward()
+            self.model.zero_grad(set_to_none=True)
         return counter.get_total_flops() / 2
+
+    def flop_figures(self) -> dict[str, float]:
+        """flops_per_sample (counted); for token data also per token, and where the model
+        has an analytic count (benchlib.core.gpt), the two counts' ratio."""
+        counted = self.flops_per_sample()
+        figures = {"flops_per_sample": counted}
+        if self.vocab_size:
+            figures["flops_per_token"] = counted / self.shape[0]
+            analytic = self.described.get("flops_per_token_analytic")
+            if analytic:
+                figures["flop_count_ratio"] = figures["flops_per_token"] / analytic
+        return figures
 
     def largest_label(self, items: int = 256) -> int:
         """The largest label among a data set's first `items` (a class label per item)."""
@@ -167,20 +192,23 @@ def build_job(args: argparse.Namespace | Any) -> Job:
     """The job the training fields describe (a worker's parsed flags or a study config)."""
     image_size = getattr(args, "image_size", 224)
     augment = not getattr(args, "no_augment", False)
-    tokens = args.seq_len > 0
+    tokens = args.seq_len > 0 or args.dataset == "tokens"
+    seq_len, vocab = args.seq_len, args.vocab_size
+    if args.dataset == "tokens" and args.model in GPT_MODELS:  # the model's own, unless given
+        sized = gpt.config(args.model, args.model_args)
+        seq_len, vocab = seq_len or sized.block_size, vocab or sized.vocab_size
     dataset = collate = None
     if tokens:
-        shape = (args.seq_len,)
+        shape = (seq_len,)
     elif args.input_shape:
         shape = parse_shape(args.input_shape)
     else:
         shape = (3, image_size, image_size)
-    if args.dataset != "synthetic":
+    if args.dataset not in MADE_ON_DEVICE:
         dataset, collate, shape = build_dataset(args.dataset, args.path, augment, image_size,
                                                 args.collate)
         x = collate([dataset[0], dataset[1]])[0]
         tokens = tokens or (not torch.is_floating_point(x) and x.dim() == 2)  # (batch, ids)
-    vocab = args.vocab_size
     if tokens and not vocab and dataset is not None:
         vocab = int(collate([dataset[i] for i in range(min(len(dataset), 64))])[0].max()) + 1
     model = build_model(args.model, shape, args.depth, args.alpha, model_args=args.model_args,
@@ -192,6 +220,8 @@ def build_job(args: argparse.Namespace | Any) -> Job:
                  "model_params": sum(p.numel() for p in model.parameters())}
     if tokens:  # a language model: its tokens/s is samples/s times this
         described["tokens_per_sample"] = shape[0]
+    if isinstance(model, gpt.GPT):  # 6N + 12·L·H·Q·T, beside PyTorch's count (flop_figures)
+        described["flops_per_token_analytic"] = gpt.flops_per_token(model, shape[0])
     return Job(model, dataset, collate, shape, args.num_classes, vocab if tokens else 0,
                objective, described, own=uses_own_code(args))
 

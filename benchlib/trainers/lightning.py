@@ -220,7 +220,7 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool, on_failure: OnFailu
     if job.own:  # a model that does not fit the labels: one line, exit 2
         job.check(args.model)
     model = job.model
-    flops_per_sample = job.flops_per_sample()
+    flops = job.flop_figures()
     # fp32 means fp32, as in benchlib.trainer: PyTorch's default runs cuDNN convolutions in
     # TF32, which made Lightning look 1.8x faster than the DDP trainer on one H100
     loops.set_matmul_precision("fp32")
@@ -239,7 +239,7 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool, on_failure: OnFailu
     if where.rank != 0:
         return None
     metrics = {**_metrics(args, where, trainer, model, timer, cuda), **job.described,
-               "flops_per_sample": flops_per_sample, "fit_s": fit_s}
+               **flops, "fit_s": fit_s}
     return {"metrics": metrics, "details": {"epochs": timer.epochs, "host": socket.gethostname(),
                                             "startup_rank0": startup_breakdown(timer.startup)}}
 

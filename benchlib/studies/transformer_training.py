@@ -1,0 +1,95 @@
+"""The transformer study (notebook 50): a decoder language model trained by one process,
+DDP or FSDP2, with or without activation checkpointing and torch.compile, launched as
+subprocesses like notebook 20's (`python -m benchlib.workers.<strategy>`).
+
+Its figures: tokens/s (global and per device, with the spread of samples/s), MFU by the
+analytic count of FLOPs per token (6N + 12·L·H·Q·T, PaLM appendix B) over the device's
+dense peak for the precision (benchlib/reference/peak_flops.csv; None where no peak is
+published, as on a CPU), the two FLOP counts (analytic, PyTorch's counter) and their
+ratio, and peak memory with its breakdown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from benchlib import paths, reference
+from benchlib.config import TransformerTrainingConfig
+from benchlib.distributed.device import check_precision
+from benchlib.launch.launcher import launch
+from benchlib.studies import checks, repeats, training
+
+
+@dataclass
+class LmResult:
+    metrics: dict[str, Any]
+    details: dict[str, Any]
+
+
+def trainer_params(cfg: TransformerTrainingConfig) -> dict[str, Any]:
+    """The worker's parameters (its run.json): the training fields, and this study's
+    strategy settings, which the worker takes as its own flags."""
+    return {**training.worker_params(cfg), "ac": cfg.ac, "compile": cfg.compile,
+            "precision": cfg.precision}
+
+
+def preflight(cfg: TransformerTrainingConfig) -> None:
+    """Where the row runs: device, precision and backend, one rank per device, FSDP2 in
+    this torch, an epoch with a timed step; the model and data built on the CPU and one
+    step's loss taken (a seq_len above the model's positions, ids beyond its vocabulary,
+    checkpointing or FSDP2 on a model without blocks: one line, before any rank)."""
+    cuda = checks.device_and_backend(cfg.device, cfg.backend)
+    check_precision(cfg.precision, "cuda" if cuda else "cpu")
+    checks.ranks_fit("nproc_per_node", cfg.nproc_per_node, cuda)
+    if cfg.strategy == "fsdp2":
+        checks.fsdp2_available()
+    samples = checks.own_code_trains(cfg)
+    checks.blocks_fit(cfg)
+    ranks = cfg.nproc_per_node if cfg.strategy != "single" else 1
+    checks.steps_fit(cfg, cfg.batch_size * ranks, samples)
+
+
+def run(cfg: TransformerTrainingConfig, run_id: str = "interactive") -> LmResult:
+    preflight(cfg)
+    log_dir = paths.outputs_dir() / "logs" / run_id
+    launcher = cfg.launcher if cfg.strategy != "single" else "single"
+    nproc = cfg.nproc_per_node if cfg.strategy != "single" else 1
+    launched = [launch(cfg.strategy, trainer_params(cfg),
+                       log_dir / ("train" if cfg.repeats == 1 else f"train-{r}"), launcher, nproc,
+                       timeout_s=cfg.timeout_s) for r in range(cfg.repeats)]
+    figures, details = repeats.figures(cfg.repeat_mode, launched)
+    m = {**launched[0].result["metrics"], **figures, "log_dir": str(log_dir)}
+    m.update(repeats.token_figures(m))
+    m.update(lm_figures(m, cfg.precision))
+    return LmResult(m, {**launched[0].result["details"], **details})
+
+
+def lm_figures(m: dict[str, Any], precision: str) -> dict[str, Any]:
+    """tokens/s per device, and MFU by the analytic count where the device's peak is known."""
+    per_device = m["tokens_per_s"] / m["world_size"]
+    flops = m.get("flops_per_token_analytic")
+    peak = reference.peak_flops(m["device_name"], precision)
+    out = {"tokens_per_s_per_device": per_device, "mfu": None,
+           "mfu_peak_source": f"no published peak for {m['device_name']} at {precision}"}
+    if peak is not None and flops:
+        out.update(mfu=per_device * flops / peak[0], mfu_peak_source=peak[1])
+    return out
+
+
+def describe(cfg: TransformerTrainingConfig, result: LmResult) -> str:
+    m = result.metrics
+    unit = "launches" if cfg.repeat_mode == "process" else "epochs"
+    how = cfg.strategy + (f" on {m['world_size']} ranks" if cfg.strategy != "single" else "")
+    saver = ", ".join(filter(None, [f"ac {cfg.ac}" if cfg.ac != "none" else "",
+                                    "compiled" if cfg.compile else "", cfg.precision]))
+    mfu = f"MFU {m['mfu']:.1%}" if m.get("mfu") is not None else f"MFU unknown ({m['mfu_peak_source']})"
+    peak = m.get("peak_bytes")
+    memory = f", peak memory {peak / 2**20:,.0f} MiB ({m.get('peak_kind')})" if peak else ""
+    return (f"{cfg.model}, {how} ({saver}) on {m['device_name']}: "
+            f"{m['tokens_per_s']:,.0f} tokens/s (p10 {m['tokens_per_s_p10']:,.0f}, p90 "
+            f"{m['tokens_per_s_p90']:,.0f} over {m['samples_per_s_n']} {unit}), "
+            f"{m['tokens_per_s_per_device']:,.0f} per device; {mfu}; FLOPs per token "
+            f"{m.get('flops_per_token_analytic', float('nan')):,.0f} analytic, "
+            f"{m['flops_per_token']:,.0f} counted (ratio {m.get('flop_count_ratio', float('nan')):.3f})"
+            f"{memory}")

@@ -1,0 +1,150 @@
+"""The transformer study's parts (notebook 50): benchlib's GPT, its FLOPs counted two ways,
+FSDP2 and activation checkpointing, and what is refused before any rank starts. The
+notebook itself runs in test_study_sweeps.py."""
+
+import json
+
+import pytest
+import torch
+
+from benchlib.config import TransformerTrainingConfig
+from benchlib.core import gpt
+from benchlib.distributed import fsdp
+from benchlib.errors import ConfigError
+from benchlib.launch.launcher import launch
+from benchlib.studies import transformer_training
+from benchlib.trainers import ddp
+from benchlib.trainers.job import build_job
+
+
+@pytest.mark.parametrize("name, params", [("gpt2-124m", 124_439_808), ("gpt2-350m", 354_823_168)])
+def test_the_named_sizes_have_gpt2s_parameter_counts(name, params):
+    """GPT-2 small and medium as OpenAI released them (transformers' GPT2LMHeadModel counts
+    the same: the head is tied to the token embedding)."""
+    with torch.device("meta"):
+        model = gpt.build(name)
+    assert sum(p.numel() for p in model.parameters()) == params
+    assert model.head.weight is model.wte.weight
+
+
+@pytest.mark.parametrize("name, seq_len", [("gpt-tiny", 256), ("gpt2-124m", 1024)])
+def test_the_analytic_flops_per_token_agree_with_pytorchs_counter_within_5_percent(name, seq_len):
+    args = ddp.parser("single").parse_args(["--model", name, "--dataset", "tokens", "--seq-len",
+                                            str(seq_len)])
+    job = build_job(args)
+    figures = job.flop_figures()
+    analytic = job.described["flops_per_token_analytic"]
+    cfg = job.model.cfg  # 6N + 12 L d T, N without the position table
+    n = sum(p.numel() for p in job.model.parameters()) - cfg.block_size * cfg.n_embd
+    assert analytic == 6 * n + 12 * cfg.n_layer * cfg.n_embd * seq_len
+    assert figures["flops_per_token"] == figures["flops_per_sample"] / seq_len
+    assert figures["flop_count_ratio"] == pytest.approx(1.0, abs=0.05)
+
+
+def test_checkpointing_recomputes_the_same_gradients():
+    torch.manual_seed(0)
+    reference = gpt.build("gpt-tiny", seq_len=32)
+    x = torch.randint(0, reference.cfg.vocab_size, (2, 32))
+
+    def grads(model):
+        torch.nn.functional.cross_entropy(model(x).flatten(0, 1), x.flatten()).backward()
+        return [p.grad.clone() for p in model.parameters()]
+
+    expected = grads(reference)
+    for mode in ("selective", "full"):
+        model = gpt.build("gpt-tiny", seq_len=32)
+        model.load_state_dict(reference.state_dict())
+        fsdp.checkpoint_blocks(model, mode)
+        assert all(isinstance(b, fsdp.Checkpointed) for b in model.blocks)
+        for got, want in zip(grads(model), expected):
+            torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.distributed
+def test_fsdp2_on_two_gloo_ranks_learns_what_ddp_learns(tmp_path):
+    """The same model, seed and batches: FSDP2's sharded step and DDP's all-reduced one give
+    the same losses, step by step (fp32); FSDP2's rank holds half the parameter bytes."""
+    common = {"model": "gpt-tiny", "dataset": "tokens", "seq_len": 32, "batch_size": 4,
+              "epochs": 1, "max_steps": 5, "warmup_steps": 1, "device": "cpu", "lr": 0.05,
+              "record_losses": 5, "log_interval": 0}
+    got = {s: launch(s, {**common, "ac": "selective" if s == "fsdp2" else "none"},
+                     tmp_path / s, "torchrun", 2, timeout_s=300).result for s in ("ddp", "fsdp2")}
+    ddp_losses, fsdp_losses = (got[s]["details"]["losses"] for s in ("ddp", "fsdp2"))
+    assert len(ddp_losses) == 5 and ddp_losses[-1] < ddp_losses[0]  # it learns
+    assert fsdp_losses == pytest.approx(ddp_losses, rel=1e-4)
+    d, f = got["ddp"]["metrics"], got["fsdp2"]["metrics"]
+    assert f["world_size"] == 2 and f["param_bytes"] == d["param_bytes"] / 2 \
+        == 4 * d["model_params"] / 2
+    assert f["tokens_per_sample"] == 32 and f["flop_count_ratio"] == pytest.approx(1, abs=0.05)
+
+
+@pytest.mark.parametrize("fields, line", [
+    (dict(model="gpt2-124m", seq_len=2048), "seq_len: 2048 is above gpt2-124m's 1024 positions"),
+    (dict(vocab_size=4096), "vocab_size: the data's ids go up to 4095, beyond gpt-tiny's "
+     "vocabulary of 2048"),
+    (dict(model_args={"n_head": 3}), "model_args: n_embd 128 is not a multiple of n_head 3"),
+    (dict(model_args={"width": 3}), "model_args: gpt-tiny takes n_layer, n_head"),
+    (dict(model="resnet18", dataset="synthetic", seq_len=0, ac="selective", strategy="single",
+          nproc_per_node=1), "ac: selective works block by block, and ResNet has no blocks"),
+    (dict(model="resnet18", dataset="synthetic", seq_len=0), "strategy: fsdp2 works block by "
+     "block, and ResNet has no blocks"),
+])
+def test_what_cannot_train_is_one_line_from_the_preflight(fields, line):
+    cfg = TransformerTrainingConfig(device="cpu", **fields)
+    with pytest.raises(ConfigError) as caught:
+        transformer_training.preflight(cfg)
+    assert str(caught.value).startswith(line) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("fields, line", [
+    (dict(precision="amp_fp16"), "precision: fsdp2 here runs fp32, tf32 or amp_bf16"),
+    (dict(strategy="dp"), "strategy: 'dp' is not one of single, ddp, fsdp2"),
+    (dict(ac="some"), "ac: 'some' is not one of none, selective, full"),
+    (dict(model="resnet18"), "dataset: tokens feed a language model"),
+    (dict(dataset="synthetic", seq_len=0), "model: gpt-tiny is a language model"),
+])
+def test_the_config_refuses_what_is_not_a_transformer_run(fields, line):
+    with pytest.raises(ConfigError) as caught:
+        TransformerTrainingConfig(**fields)
+    assert str(caught.value).startswith(line)
+
+
+def test_the_worker_refuses_fsdp2_beside_dataparallels_devices():
+    args = ddp.parser("fsdp2").parse_args(["--model", "gpt-tiny", "--dataset", "tokens",
+                                           "--dp-devices", "2"])
+    with pytest.raises(ConfigError, match="dp_devices: is DataParallel's; fsdp2 runs one rank"):
+        ddp.check_args(args)
+
+
+def test_mfu_is_the_analytic_count_over_the_published_peak():
+    m = {"tokens_per_s": 2 * 400_000.0, "world_size": 2, "flops_per_token_analytic": 7.7e8,
+         "device_name": "NVIDIA H100 80GB HBM3"}
+    got = transformer_training.lm_figures(m, "amp_bf16")
+    assert got["tokens_per_s_per_device"] == 400_000.0
+    assert got["mfu"] == pytest.approx(400_000 * 7.7e8 / 989.4e12) and "H100" in got["mfu_peak_source"]
+    cpu = transformer_training.lm_figures({**m, "device_name": "AMD EPYC"}, "fp32")
+    assert cpu["mfu"] is None and cpu["mfu_peak_source"] == "no published peak for AMD EPYC at fp32"
+    json.dumps(cpu)  # a record can hold it
+
+
+def test_the_analysis_says_what_each_checkpointing_mode_costs_and_saves():
+    """Notebook 90's sentences from a frame: full checkpointing against none on the same
+    strategy and ranks, five launches a side (a 95% interval over launches), its memory."""
+    import pandas as pd
+
+    from benchlib.analysis import transformer_training as lm
+
+    def run(ac, launches, peak):
+        return {"table": "t", "model": "gpt2-124m", "model_args": "{}", "seq_len": 1024,
+                "batch_size": 8, "precision": "amp_bf16", "hardware": "H100", "strategy": "fsdp2",
+                "world_size": 8, "ac": ac, "compile": False, "peak_mib": peak,
+                "samples_per_s": sorted(launches)[2], "samples_per_s_launches": tuple(launches),
+                "flop_count_ratio": 0.99, "mfu": 0.41, "mfu_peak_source": "H100 data sheet",
+                "device_name": "NVIDIA H100"}
+    frame = pd.DataFrame([run("none", [100, 101, 99, 100, 102], 60_000.0),
+                          run("full", [75, 76, 74, 75, 77], 21_000.0)])
+    text = lm.conclusions(frame)
+    assert ("gpt2-124m, seq 1024, batch 8, amp_bf16, fsdp2 on 8 rank(s): tokens/s **no "
+            "checkpointing x1.33 over ac full**") in text
+    assert "peak memory 0.35x without checkpointing" in text
+    assert "counter agree within 1.0%" in text and "Best MFU 41.0%: fsdp2 on 8 ranks" in text
