@@ -11,6 +11,10 @@ CPU ranks share their host's cores (host_cores): one rank's compute_s grows as i
 the cores shrinks below the threads it was measured with, compute_s x compute_threads /
 min(compute_threads, host_cores / ranks on the host), so ranks beyond the cores add no
 compute, only all-reduce.
+FSDP2 (strategy "fsdp2", fully_shard per block, ZeRO-3): instead of the all-reduce, each rank
+all-gathers the parameters in forward and again in backward and reduce-scatters the
+gradients, each a ring of (n-1)/n x bytes / busbw over all n ranks at the slowest link they
+cross (fsdp_comm_s).
 Pure (numpy/pandas). A missing input raises UsageError saying how to measure or give it;
 nothing is filled in silently.
 """
@@ -29,11 +33,27 @@ from benchlib.errors import UsageError
 
 DEFAULT_MAX_DEVICES = 1024  # the default sizes go up to this many devices
 BACKWARD_SHARE = 2 / 3  # backward ~ 2x the forward FLOPs: at most this share of compute_s hides comm
+STRATEGIES = ("ddp", "fsdp2")  # dp is ddp capped by single_process_limit
 DEFAULT_BUCKET_MB = 25.0  # torch DistributedDataParallel's bucket_cap_mb default
 # Parameters of torchvision models (1000 classes): sum of p.numel(), counted with torchvision 0.29.1.
 MODEL_PARAMS = {"resnet18": 11_689_512, "resnet34": 21_797_672, "resnet50": 25_557_032,
                 "resnet101": 44_549_160, "vgg16": 138_357_544, "vit_b_16": 86_567_656,
                 "mobilenet_v2": 3_504_872}
+
+
+def ring_allgather_s(nbytes: float, ranks: int, busbw_gbps: float | None) -> float:
+    """Seconds a ring all-gather (or reduce-scatter) of `nbytes` in all over `ranks` takes:
+    (n-1)/n x bytes / busbw (nccl-tests' busbw for both)."""
+    if ranks <= 1:
+        return 0.0
+    return (ranks - 1) / ranks * nbytes / (busbw_gbps * 1e9)
+
+
+def flops_per_token(params: float, layers: int, d_model: int, seq_len: int) -> float:
+    """Training FLOPs per token of a decoder-only transformer, PaLM (Chowdhery et al. 2022)
+    appendix B: 6N + 12 L H Q T, N parameters, L layers, H heads of Q dims (H Q = d_model),
+    T tokens per sequence: the matmuls' 6 per parameter plus attention's scores and values."""
+    return 6 * params + 12 * layers * d_model * seq_len
 
 
 def ring_allreduce_s(nbytes: float, ranks: int, busbw_gbps: float | None) -> float:
@@ -59,6 +79,10 @@ class Inputs:
     single_process_limit: float | None = None  # samples/s per node, DataParallel only
     host_cores: float | None = None  # CPU ranks: cores free for one node's ranks (None: devices)
     compute_threads: int | None = None  # CPU ranks: the threads compute_s was measured with
+    strategy: str = "ddp"  # ddp: all-reduce of grad_bytes; fsdp2: all-gathers and a reduce-scatter
+    gather_bytes: float | None = None  # fsdp2: parameter bytes all-gathered per pass (param dtype)
+    layers: int | None = None  # fsdp2: blocks, each its own fully_shard unit (None: one unit)
+    seq_len: int | None = None  # language models: tokens per sample, for tokens/s
     sources: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
 
@@ -92,6 +116,8 @@ HOW = {
                         "or give --inter-busbw (e.g. 10 for one 100 Gb/s link)",
     "single_process_limit": "DataParallel needs --single-process-limit: the samples/s of "
                             "the dp rows of notebook 20 on a full node",
+    "gather_bytes": "fsdp2 all-gathers the parameters: give --params N (or --model NAME) "
+                    "and --param-bytes (2 for bf16, the default)",
     "host_cores": "give --host-cores, the cores one node's CPU ranks share (nproc)",
     "compute_threads": "CPU ranks sharing --host-cores need --compute-threads: the "
                        "threads_per_rank of the one-device record compute_s came from",
@@ -109,6 +135,12 @@ def validate(inp: Inputs, sizes: Sequence[tuple[int, int]]) -> None:
         _positive("inter_busbw_gbps", inp.inter_busbw_gbps, HOW["inter_busbw_gbps"])
     if inp.single_process_limit is not None:
         _positive("single_process_limit", inp.single_process_limit, HOW["single_process_limit"])
+    if inp.strategy not in STRATEGIES:
+        raise UsageError(f"strategy: {inp.strategy!r} is not one of {', '.join(STRATEGIES)}")
+    if inp.strategy == "fsdp2":
+        _positive("gather_bytes", inp.gather_bytes, HOW["gather_bytes"])
+        if inp.layers is not None:
+            _positive("layers", inp.layers, "give --layers, the model's blocks")
     if not 0 <= inp.overlap <= 1:
         raise UsageError(f"overlap: must be between 0 and 1, got {inp.overlap}")
     _positive("bucket_bytes", inp.bucket_bytes, "give --bucket-mb (DDP's bucket_cap_mb)")
@@ -122,9 +154,27 @@ def validate(inp: Inputs, sizes: Sequence[tuple[int, int]]) -> None:
                              "devices each do not fit; give whole nodes")
 
 
+def fsdp_comm_s(inp: Inputs, per_node: int, nodes: int) -> float:
+    """FSDP2's collectives that compute does not hide. Per step, over all n ranks in one
+    ring (NCCL's flat ring: HSDP is not modelled), at the slowest link the ring crosses
+    (intra_busbw within a node, min(intra, inter) across nodes): the parameters all-gathered
+    in forward and again in backward (gather_bytes each) and the gradients reduce-scattered
+    (grad_bytes). Prefetch hides them behind compute, forward and backward alike, by
+    `overlap`, except the first block's forward all-gather, and never more than compute_s."""
+    ranks = per_node * nodes
+    busbw = inp.intra_busbw_gbps if nodes == 1 else min(
+        inp.inter_busbw_gbps, inp.intra_busbw_gbps or math.inf)
+    gather = ring_allgather_s(inp.gather_bytes, ranks, busbw)
+    total = 2 * gather + ring_allgather_s(inp.grad_bytes, ranks, busbw)
+    first_block = gather / (inp.layers or 1)
+    return total - min(inp.overlap * (total - first_block), inp.compute_s)
+
+
 def exposed_comm_s(inp: Inputs, per_node: int, nodes: int) -> float:
     """The all-reduce time backward does not hide: the last bucket always shows, the rest
-    hides by `overlap`, and never more than the backward pass lasts."""
+    hides by `overlap`, and never more than the backward pass lasts (fsdp2: fsdp_comm_s)."""
+    if inp.strategy == "fsdp2":
+        return fsdp_comm_s(inp, per_node, nodes)
     total = (ring_allreduce_s(inp.grad_bytes, per_node, inp.intra_busbw_gbps)
              + ring_allreduce_s(inp.grad_bytes, nodes, inp.inter_busbw_gbps))
     last_bucket = min(1.0, inp.bucket_bytes / inp.grad_bytes)
@@ -187,10 +237,12 @@ def project(inp: Inputs, sizes: Sequence[tuple[int, int]]) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     df["speedup"] = df["samples_per_s"] / one
     df["efficiency"] = df["speedup"] / df["devices"]
-    return df[["devices", "nodes", "samples_per_s", "speedup", "efficiency", "step_s",
-               "compute_s", "comm_s", "input_s", "dominant"]]
+    df["tokens_per_s"] = df["samples_per_s"] * inp.seq_len if inp.seq_len else math.nan
+    return df[["devices", "nodes", "samples_per_s", "tokens_per_s", "speedup", "efficiency",
+               "step_s", "compute_s", "comm_s", "input_s", "dominant"]]
 
 
+LM_FIELDS = ("strategy", "gather_bytes", "layers", "seq_len")  # shown only when set
 WHAT_IF = {"inter_bw": "inter_busbw_gbps", "intra_bw": "intra_busbw_gbps",
            "input_ceiling": "input_ceiling", "batch_size": "batch_size", "compute": "compute_s",
            "overlap": "overlap", "bucket_mb": "bucket_bytes", "host_cores": "host_cores"}
@@ -223,19 +275,25 @@ def what_if(inp: Inputs, spec: str) -> Inputs:
 def describe(inp: Inputs) -> pd.DataFrame:
     """Every input with its value and source, as the projection's first table."""
     def shown(value) -> str:
+        if isinstance(value, str):
+            return value
         if value is None or value == math.inf:
             return "-" if value is None else "unlimited"
         return f"{value:,.0f}" if abs(value) >= 1e6 else f"{value:,.6g}"
 
     values = {f.name: getattr(inp, f.name) for f in dataclasses.fields(inp) if f.name != "sources"}
+    values = {name: value for name, value in values.items()  # a DDP projection shows no fsdp2 row
+              if name not in LM_FIELDS or value not in (None, "ddp")}
     rows = [(name, shown(value), inp.sources.get(name, "-" if value is None else "given"))
             for name, value in values.items()]
     return pd.DataFrame(rows, columns=["input", "value", "source"])
 
 
 def format_projection(df: pd.DataFrame) -> str:
+    tokens = {} if df["tokens_per_s"].isna().all() else {
+        "tokens_per_s_per_device": (df["tokens_per_s"] / df["devices"]).round(0)}
     return pd.DataFrame({
         "devices": df["devices"], "nodes": df["nodes"], "samples_per_s": df["samples_per_s"].round(1),
-        "speedup": df["speedup"].round(2), "efficiency_%": (100 * df["efficiency"]).round(1),
+        **tokens, "speedup": df["speedup"].round(2), "efficiency_%": (100 * df["efficiency"]).round(1),
         "step_ms": (1e3 * df["step_s"]).round(1), "comm_ms": (1e3 * df["comm_s"]).round(1),
         "dominant": df["dominant"]}).to_string(index=False)

@@ -9,23 +9,27 @@ import dataclasses
 import math
 import sys
 
-from benchlib.analysis import projection_check
+from benchlib.analysis import projection_check, projection_check_fsdp
 from benchlib.analysis.projection import (
     DEFAULT_BUCKET_MB,
     HOW,
     MAX_DEVICES_PER_NODE,
     MAX_NODES,
     MODEL_PARAMS,
+    STRATEGIES,
     WHAT_IF,
     Inputs,
     _positive,
     default_sizes,
     describe,
+    flops_per_token,
     format_projection,
     project,
     what_if,
 )
 from benchlib.errors import BenchlibError, UsageError
+
+CHECKS = ("dlperf", "torchtitan")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -39,11 +43,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check-dlperf", action="store_true",
                    help="fit 1-node rows, predict 16/32-GPU rows: seed 003 in-sample and "
                    "leave-one-framework-out, DLPerf's pages out-of-sample, beside a naive baseline")
+    p.add_argument("--check", choices=CHECKS,
+                   help="dlperf: as --check-dlperf; torchtitan: fsdp2 from torchtitan's 8-GPU "
+                   "Llama 3.1 8B rows to its 128-GPU rows")
     p.add_argument("--samples-per-s", type=float, help="one device's training samples/s")
     p.add_argument("--step-s", type=float, help="or one device's step time (s)")
+    p.add_argument("--tokens-per-s", type=float, help="or one device's training tokens/s "
+                   "(with --seq-len; --batch-size in sequences)")
+    p.add_argument("--mfu", type=float, help="or its compute as MFU (0-1) of --peak-tflops, "
+                   "over --flops-per-token")
+    p.add_argument("--peak-tflops", type=float, help="the device's dense peak TFLOP/s")
+    p.add_argument("--flops-per-token", type=float, help="training FLOPs per token (default: "
+                   "6 params + 12 layers d_model seq_len, PaLM appendix B)")
     p.add_argument("--batch-size", type=int, help="per device")
-    p.add_argument("--model", help=f"gradient size from: {', '.join(MODEL_PARAMS)}")
+    p.add_argument("--model", help=f"parameter count from: {', '.join(MODEL_PARAMS)}")
+    p.add_argument("--params", type=float, help="or the parameter count")
+    p.add_argument("--layers", type=int, help="a language model's blocks (FLOPs; fsdp2's units)")
+    p.add_argument("--d-model", type=int, help="a language model's hidden size (FLOPs)")
+    p.add_argument("--seq-len", type=int, help="a language model's tokens per sequence")
     p.add_argument("--grad-bytes", type=float, help="or the gradient size in bytes")
+    p.add_argument("--reduce-bytes", type=float, help="bytes per gradient element all-reduced "
+                   "or reduce-scattered (default 4: fp32)")
+    p.add_argument("--param-bytes", type=float, help="fsdp2: bytes per parameter all-gathered "
+                   "(default 2: bf16)")
     p.add_argument("--bucket-mb", type=float, help=f"all-reduce bucket (default {DEFAULT_BUCKET_MB:g})")
     p.add_argument("--overlap", type=float, help="share of the all-reduce backward hides (default 0)")
     p.add_argument("--intra-busbw", type=float, help="GB/s among a node's devices")
@@ -53,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"devices (or CPU ranks) per node, 1 to {MAX_DEVICES_PER_NODE}")
     p.add_argument("--nodes", help=f"comma-separated node counts, each 1 to {MAX_NODES} "
                    "(default: up to 1024 devices)")
-    p.add_argument("--strategy", choices=["ddp", "dp"], default="ddp")
+    p.add_argument("--strategy", choices=["ddp", "dp", *STRATEGIES[1:]], default="ddp",
+                   help="ddp: gradient all-reduce; dp: ddp capped by one process per node; "
+                   "fsdp2: parameter all-gathers and gradient reduce-scatter")
     p.add_argument("--single-process-limit", type=float, help="dp: samples/s of one process per node")
     p.add_argument("--host-cores", type=float,
                    help="CPU ranks: the cores free for one node's ranks (may be a fraction)")
@@ -73,35 +97,97 @@ def _ceiling(text: str | None) -> float | None:
         raise UsageError(f"input_ceiling: {text!r} is not a number; {HOW['input_ceiling']}") from None
 
 
+LM_HOW = ("give --flops-per-token, or --params, --layers, --d-model and --seq-len "
+          "(6N + 12 L d_model T, PaLM appendix B)")
+
+
+def _lm_tokens_per_s(args) -> float | None:
+    """One device's tokens/s, given (--tokens-per-s) or as MFU x peak / FLOPs per token."""
+    if args.mfu is None and args.peak_tflops is None:
+        return args.tokens_per_s
+    _positive("mfu", args.mfu, "give --mfu and --peak-tflops together")
+    _positive("peak_tflops", args.peak_tflops, "give --mfu and --peak-tflops together")
+    if args.mfu > 1:
+        raise UsageError(f"mfu: must be between 0 and 1, got {args.mfu}")
+    flops = args.flops_per_token
+    if flops is None:
+        for name in ("params", "layers", "d_model", "seq_len"):
+            _positive(name, getattr(args, name), LM_HOW)
+        flops = flops_per_token(args.params, args.layers, args.d_model, args.seq_len)
+    _positive("flops_per_token", flops, LM_HOW)
+    return args.mfu * args.peak_tflops * 1e12 / flops
+
+
 def _compute_s(args) -> float | None:
     _positive("batch_size", args.batch_size, HOW["batch_size"])
-    if args.samples_per_s is not None and args.step_s is not None:
-        raise UsageError("compute_s: give --samples-per-s or --step-s, not both")
+    tokens = _lm_tokens_per_s(args)
+    given = [name for name, value in (("--samples-per-s", args.samples_per_s), ("--step-s", args.step_s),
+             ("--tokens-per-s or --mfu", tokens)) if value is not None]
+    if len(given) > 1:
+        raise UsageError(f"compute_s: give one of --samples-per-s, --step-s, --tokens-per-s, "
+                         f"--mfu; got {' and '.join(given)}")
+    if tokens is not None:
+        _positive("tokens_per_s", tokens, HOW["compute_s"])
+        _positive("seq_len", args.seq_len, "tokens/s need --seq-len, the tokens per sequence")
+        return args.batch_size * args.seq_len / tokens
     if args.samples_per_s is not None:
         _positive("samples_per_s", args.samples_per_s, HOW["compute_s"])
         return args.batch_size / args.samples_per_s
     return args.step_s
 
 
-def _grad_bytes(args) -> tuple[float | None, str]:
-    if args.grad_bytes is not None or args.model is None:
-        return args.grad_bytes, "given"
+def _params(args) -> tuple[float | None, str]:
+    if args.params is not None:
+        _positive("params", args.params, "give --params, the model's parameter count")
+        return args.params, f"{args.params:,.0f} parameters"
+    if args.model is None:
+        return None, ""
     if args.model not in MODEL_PARAMS:
         raise UsageError(f"grad_bytes: unknown model {args.model!r} (known: "
                          f"{', '.join(MODEL_PARAMS)}); {HOW['grad_bytes_unknown']}")
-    n = MODEL_PARAMS[args.model]
-    return 4.0 * n, f"{args.model}: {n:,} parameters x 4 bytes (fp32 gradients), torchvision"
+    return MODEL_PARAMS[args.model], f"{args.model}: {MODEL_PARAMS[args.model]:,} parameters"
 
 
-def _sources(args, grad_source: str) -> dict[str, str]:
+def _bytes(args) -> tuple[float | None, float | None, dict[str, str]]:
+    """(grad_bytes, gather_bytes, their sources) from --grad-bytes or the parameter count."""
+    params, counted = _params(args)
+    reduce_bytes = 4.0 if args.reduce_bytes is None else args.reduce_bytes
+    param_bytes = 2.0 if args.param_bytes is None else args.param_bytes
+    _positive("reduce_bytes", reduce_bytes, "give --reduce-bytes (4 for fp32, 2 for bf16)")
+    _positive("param_bytes", param_bytes, "give --param-bytes (2 for bf16, 4 for fp32)")
+    if args.strategy == "fsdp2" and params is None:
+        raise UsageError(f"params: missing; {HOW['gather_bytes']}")
+    sources = {}
+    if args.grad_bytes is not None or params is None:
+        grad = args.grad_bytes
+    else:
+        grad = reduce_bytes * params
+        kind = "fp32" if reduce_bytes == 4 else f"{reduce_bytes:g}-byte"
+        sources["grad_bytes"] = (f"{counted} x {reduce_bytes:g} bytes ({kind} gradients)"
+                                 + (", torchvision" if args.params is None else ""))
+    gather = None
+    if args.strategy == "fsdp2":
+        gather = param_bytes * params
+        kind = "bf16" if param_bytes == 2 else f"{param_bytes:g}-byte"
+        sources["gather_bytes"] = f"{counted} x {param_bytes:g} bytes ({kind} parameters)"
+    return grad, gather, sources
+
+
+def _sources(args, byte_sources: dict[str, str]) -> dict[str, str]:
     """Where an input came from when not simply given: a default's reason, or --source."""
-    sources = {"grad_bytes": grad_source}
+    sources = dict(byte_sources)
     if args.bucket_mb is None:
         sources["bucket_bytes"] = f"default: DDP's bucket_cap_mb, {DEFAULT_BUCKET_MB:g} MiB"
     if args.overlap is None:
         sources["overlap"] = "default: nothing hidden (the upper bound of comm)"
     if args.samples_per_s is not None:
         sources["compute_s"] = f"given: {args.samples_per_s:g} samples/s of one device"
+    if args.tokens_per_s is not None:
+        sources["compute_s"] = f"given: {args.tokens_per_s:g} tokens/s of one device"
+    elif args.mfu is not None:
+        sources["compute_s"] = (f"MFU {args.mfu:g} of {args.peak_tflops:g} TFLOP/s over "
+                                + (f"{args.flops_per_token:g} FLOPs per token" if args.flops_per_token
+                                   else "6N + 12 L d_model T FLOPs per token (PaLM appendix B)"))
     if args.input_ceiling == "none":
         sources["input_ceiling"] = "declared unlimited (--input-ceiling none)"
     names = [f.name for f in dataclasses.fields(Inputs) if f.name != "sources"]
@@ -121,7 +207,7 @@ def inputs_from_args(args) -> tuple[Inputs, list[tuple[int, int]]]:
         nodes = [int(n) for n in args.nodes.split(",")] if args.nodes is not None else None
     except ValueError:
         raise UsageError(f"nodes: {args.nodes!r} is not a comma-separated list of counts") from None
-    grad, grad_source = _grad_bytes(args)
+    grad, gather, byte_sources = _bytes(args)
     inp = Inputs(compute_s=_compute_s(args), batch_size=args.batch_size, grad_bytes=grad,
                  devices_per_node=args.devices_per_node, input_ceiling=_ceiling(args.input_ceiling),
                  intra_busbw_gbps=args.intra_busbw, inter_busbw_gbps=args.inter_busbw,
@@ -129,7 +215,9 @@ def inputs_from_args(args) -> tuple[Inputs, list[tuple[int, int]]]:
                  bucket_bytes=(DEFAULT_BUCKET_MB if args.bucket_mb is None else args.bucket_mb) * 2**20,
                  single_process_limit=args.single_process_limit if args.strategy == "dp" else None,
                  host_cores=args.host_cores, compute_threads=args.compute_threads,
-                 sources=_sources(args, grad_source))
+                 strategy="fsdp2" if args.strategy == "fsdp2" else "ddp", gather_bytes=gather,
+                 layers=args.layers if args.strategy == "fsdp2" else None, seq_len=args.seq_len,
+                 sources=_sources(args, byte_sources))
     return inp, default_sizes(args.devices_per_node, nodes)
 
 
@@ -137,7 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     """`benchlib project`: a projection from given inputs, or --check-dlperf."""
     try:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-        if args.check_dlperf:
+        if args.check == "torchtitan":
+            print(projection_check_fsdp.report())
+            return 0
+        if args.check_dlperf or args.check == "dlperf":
             inter = projection_check.INTER_BUSBW_GBPS if args.inter_busbw is None else args.inter_busbw
             _positive("inter_busbw_gbps", inter, HOW["inter_busbw_gbps"])
             print(projection_check.report(inter))

@@ -8,6 +8,9 @@
                          projection check's out-of-sample set)
     published.csv        other published RN50 rows (NVIDIA DLE, Lambda, timm), each
                          with its source
+    torchtitan_llama.csv torchtitan's Llama 3.1 8B FSDP tokens/s per GPU on 8 and 128
+                         H100s (benchmarks/llama3_h100_202412_torchtitan.md; source and
+                         hardware in torchtitan_llama.md)
     peak_flops.csv       dense peak FLOP/s per GPU and precision, from the data sheets,
                          for MFU (no row: MFU unknown, never invented)
 """
@@ -79,3 +82,14 @@ def dlperf_pages():
 
     df = pd.DataFrame(_rows("dlperf_pages_resnet50.csv"))
     return df.astype({"batch_size": int, "nodes": int, "devices": int, "samples_per_s": float})
+
+
+def torchtitan_llama():
+    """torchtitan's published Llama 3.1 8B FSDP throughput (tokens/s per GPU) on 8 and 128
+    H100s, three techniques, with the table it was read from; sources and hardware in
+    torchtitan_llama.md beside it."""
+    import pandas as pd
+
+    df = pd.DataFrame(_rows("torchtitan_llama.csv"))
+    return df.astype({"gpus": int, "nodes": int, "tokens_per_s_per_gpu": float, "seq_len": int,
+                      "local_batch": int, "global_batch": int})
