@@ -42,9 +42,9 @@ def test_the_elastic_and_lightning_workers_read_a_run_json_too(tmp_path, worker)
 
 @pytest.mark.parametrize("params, error, message", [
     ({"batch_sise": 8}, ConfigError, "config: {path}: 'batch_sise' is not a parameter of "
-                                     "benchlib.workers.ddp; it takes alpha, backend, batch_size"),
-    ({"model": "vit"}, ConfigError, "model: 'vit' (in {path}) is not one of toynet, "
-                                    "simplecnn, pyramidnet, resnet18, resnet50"),
+                                     "benchlib.workers.ddp; it takes ac, alpha, backend, batch_size"),
+    ({"precision": "fp8"}, ConfigError, "precision: 'fp8' (in {path}) is not one of fp32, "
+                                        "tf32, amp_bf16, amp_fp16"),
     ({"compile": 1}, ConfigError, "compile: 1 (in {path}) must be true or false"),
     ({"epochs": True}, ConfigError, "epochs: True (in {path}) must be a value, not true or false"),
     ({"epochs": 2.5}, ConfigError, "epochs: 2.5 (in {path}) is not int"),
@@ -93,3 +93,14 @@ def test_a_worker_started_from_a_run_json_trains_with_its_parameters(tmp_path):
     assert bad.returncode == 2
     missing = tmp_path / "missing.json"
     assert bad.stderr == f"benchlib.workers.single: config: {missing} does not exist\n"
+
+
+def test_a_model_that_is_neither_built_in_nor_an_entry_point_is_refused_before_training(tmp_path):
+    """`model` takes any text on the command line (an entry point is the user's to name);
+    the worker's check refuses what is neither a built-in name nor an entry point."""
+    from benchlib.trainers.ddp import check_args
+
+    args = parse(ddp_worker().parser(), ["--config", run_json(tmp_path, {"model": "vit"})])
+    with pytest.raises(ConfigError, match="model: 'vit' is not one of toynet, simplecnn, "
+                                          "pyramidnet, resnet18, resnet50, gpt-tiny"):
+        check_args(args)

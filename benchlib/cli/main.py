@@ -13,6 +13,7 @@ import signal
 import sys
 import threading
 
+import benchlib.cli.diagnose as diagnose
 import benchlib.cli.measure_commands as measure_commands
 import benchlib.cli.workbook_commands as workbook_commands
 from benchlib.errors import BenchlibError, Terminated
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     workbook_commands.add_parsers(sub)
     measure_commands.add_parsers(sub)
+    diagnose.add_parser(sub)
     # listed here for --help; main() hands its arguments to benchlib.cli.project
     sub.add_parser("project", help="scaling projection to more devices and nodes, and its "
                    "check against seed 003 (project --help)")

@@ -28,7 +28,8 @@ def rank_share(samples: list[int], data_s: list[float], compute_s: list[float],
     w = warmup_steps
     data, compute = data_s[w:], compute_s[w:]
     return {"samples": sum(samples[w:]), "step_s": sum(data) + sum(compute),
-            "epoch_s": epoch_s, "loss_last": loss_last, "steps": len(samples),
+            "timed_steps": len(data), "epoch_s": epoch_s, "loss_last": loss_last,
+            "steps": len(samples),
             "batch_s": sorted(d + c for d, c in zip(data, compute))[len(data) // 2],
             "data_s": sum(data) / len(data), "compute_s": sum(compute) / len(compute)}
 
@@ -43,6 +44,8 @@ def across_ranks(shares: list[dict[str, float]], reporter: int = 0) -> dict[str,
             "epoch_s": max(s["epoch_s"] for s in shares),
             "batch_s": mine["batch_s"], "data_s": mine["data_s"], "compute_s": mine["compute_s"],
             "steps": mine["steps"], "slowest_rank": slowest,
+            # each rank's mean step (data + compute): a straggler shows here
+            "rank_step_s": [s["step_s"] / max(s.get("timed_steps", 1), 1) for s in shares],
             "loss_last": sum(s["loss_last"] for s in shares) / len(shares)}
 
 

@@ -10,6 +10,7 @@ import html
 from pathlib import Path
 from typing import Any
 
+from benchlib.analysis import diagnose
 from benchlib.analysis.claims import Claim, Figure
 from benchlib.config import studies
 from benchlib.core import hostload
@@ -157,7 +158,10 @@ def study_table(study: str, records: list[dict[str, Any]], site: Site,
     metric_name = landing.headline_metric(records[0])[0]
     several = len({beds[r["run_id"]].label for r in records}) > 1
     sets = len({r.get("label") for r in records}) > 1  # history kept: say which set a run is in
+    verdicts = {r["run_id"]: diagnose.column(r) for r in records}  # what holds it back
+    judged = any(verdicts.values())
     names = ["run", "status", *["set"] * sets, *cols, metric_name,
+             *(["held back by"] if judged else []),
              *(["testbed"] if several else []), "took", "finished", "error"]
     head = "".join(f"<th>{e(c)}</th>" for c in names)
     body = []
@@ -173,6 +177,7 @@ def study_table(study: str, records: list[dict[str, Any]], site: Site,
         cells += [e(str(rec.get("label")))] * sets
         cells += [e(str(rec["params"].get(c))) for c in cols]
         cells += [e(landing.headline_metric(rec)[1])]
+        cells += [e(verdicts[run])] if judged else []
         cells += [e(beds[run].label)] if several else []
         cells += [f"{took:.0f} s" if took is not None else "",
                   rec["finished_at"][:19].replace("T", " "),

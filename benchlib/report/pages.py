@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import atomic
+from benchlib.analysis import diagnose
 from benchlib.errors import BenchlibError
 from benchlib.report.landing import Record, Testbed, headline_metric
 
@@ -231,6 +232,11 @@ def run_header(rec: Record, bed: Testbed, page: Path, report_dir: Path, set_name
     ]
     if value:
         rows.insert(1, (e(name), e(value)))
+    if diagnose.column(rec):  # what holds it back, its evidence and the change that helps
+        found = diagnose.diagnose(rec)
+        rows.insert(2, ("held back by", f"<strong>{e(found.verdict)}</strong>: "
+                        + e("; ".join(found.evidence)) + (f"<br>{e(found.advice)}" if found.advice
+                                                          else "")))
     facts = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     params = "".join(
         f'<tr class="{"set" if k in set_names else "default"}"><th>{e(k)}</th>'

@@ -32,7 +32,7 @@ from benchlib.config.choices import AC_MODES, PRECISIONS, SYNTHETIC_STEPS
 from benchlib.config.flags import add_config_flags
 from benchlib.config.training import TrainingConfig, check_own_code, training_fields
 from benchlib.core import energy, envinfo, loops, memory, throughput
-from benchlib.distributed import fsdp
+from benchlib.distributed import comm_timer, fsdp
 from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
@@ -139,7 +139,8 @@ def _loader(args: argparse.Namespace, env: DistEnv, job: Job, batch: int, device
                       generator=torch.Generator().manual_seed(args.seed)), sampler
 
 
-def _step_hook(args: argparse.Namespace, env: DistEnv, losses: list[float]):
+def _step_hook(args: argparse.Namespace, env: DistEnv, losses: list[float],
+               comm: comm_timer.CommTimer | None = None):
     """What runs after every step: the first `record_losses` rank-averaged losses, the
     injected failure notebook 35 asks for, and a log line every `log_interval` steps."""
     global_step = 0
@@ -147,6 +148,8 @@ def _step_hook(args: argparse.Namespace, env: DistEnv, losses: list[float]):
     def on_step(loss: torch.Tensor) -> None:
         nonlocal global_step
         global_step += 1
+        if comm is not None:
+            comm.step_end()
         if global_step <= args.record_losses:
             losses.append(_mean_loss(loss, env))
         if args.fail_at_step and global_step == args.fail_at_step and env.rank == args.fail_rank:
@@ -172,10 +175,13 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     loader, sampler = _loader(args, env, job, batch, device)
     step = loops.Stepper("train", device, model, lr=args.lr, momentum=args.momentum,
                          precision=args.precision, channels_last=args.channels_last,
-                         compile=args.compile, step_delay_ms=args.inject_step_delay_ms,
+                         compile=args.compile,
+                         step_delay_ms=args.inject_step_delay_ms
+                         if args.delay_rank in (-1, env.rank) else 0.0,
                          objective=job.objective)
     losses: list[float] = []
-    on_step = _step_hook(args, env, losses)
+    comm = comm_timer.attach(model)  # DDP's all-reduce per step, and what backward hides
+    on_step = _step_hook(args, env, losses, comm)
 
     gpus = []  # rank 0 watches its own GPU; DataParallel's process watches all it uses
     if device.type == "cuda" and env.rank == 0:
@@ -201,7 +207,9 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     metered = meter.stop()
     peaks = peak.read()
     utilisation = utilisation_thread.stop()
-    ranks = gather_objects({**metered, "samples": window_samples})
+    own = comm.figures(args.warmup_steps) if comm is not None else {}
+    ranks = gather_objects({**metered, "samples": window_samples,
+                            "comm_exposed_s": own.get("comm_exposed_s")})
     if args.save_model and env.rank == 0:
         plain = model.module if hasattr(model, "module") else model
         with atomic.replacing(Path(args.train_dir) / "model.pt", suffix=".pt") as tmp:
@@ -222,11 +230,15 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         **flops,  # flops_per_sample; for tokens per token, and the two counts' ratio
         **utilisation,
         **energy.run_figures(ranks, sum(r["samples"] for r in ranks)),
+        **own,  # rank 0's all-reduce per step, and each rank's part nothing hid (a
+        # fast rank waits there for a slow one: what tells a straggler in synchronous DDP)
+        **({"rank_comm_exposed_s": [r["comm_exposed_s"] for r in ranks]} if own else {}),
     }
     if args.strategy == "dp" and device.type != "cuda":
         metrics["note"] = "DataParallel without GPUs: ran as one CPU device"
     if args.inject_step_delay_ms:  # a ground truth's run: its figures are not the model's
         metrics["injected_step_delay_ms"] = args.inject_step_delay_ms
+        metrics["injected_delay_rank"] = args.delay_rank
     return {"metrics": metrics, "details": {"epochs": epochs, "losses": losses}}
 
 
@@ -267,5 +279,8 @@ def parser(strategy: str, study: type[TrainingConfig] = STUDY) -> argparse.Argum
                    help="add this many ms to every step, inside its timing (a sleep on CPU, "
                    "a spin kernel on CUDA): the truth `benchlib calibrate --ground-truth` "
                    "checks against, never a real run")
+    p.add_argument("--delay-rank", type=int, default=-1,
+                   help="only this rank gets --inject-step-delay-ms (-1: every rank): a "
+                   "straggler made on purpose, for `benchlib diagnose`'s tests")
     p.set_defaults(strategy=strategy)
     return p

@@ -1,0 +1,156 @@
+"""`benchlib diagnose`: a verdict per run with its evidence and advice. Unit tests feed
+records for each verdict and for the borderline between two; constructed runs on the CPU
+(2 gloo ranks) are diagnosed as what they were built to be."""
+
+import os
+
+import pandas as pd
+import pytest
+
+from benchlib.analysis import diagnose
+from benchlib.cli import main
+from benchlib.core import envinfo
+from benchlib.launch.launcher import launch
+from benchlib.records import results
+
+
+def record(data_s=0.01, compute_s=0.09, rank_steps=None, busy=False, run_id="r1", **metrics):
+    epochs = [{"rank_step_s": rank_steps}] if rank_steps else []
+    return {"run_id": run_id, "status": "ok", "study": "dp_vs_ddp", "params": {
+        "num_workers": 0, "batch_size": 32, "model": "resnet50", "precision": "fp32"},
+        "metrics": {"data_s": data_s, "compute_s": compute_s, "device_type": "cpu", **metrics},
+        "details": {"epochs": epochs},
+        "host_load": {"busy": busy, "start": {"load_1m": 3.5 if busy else 0.2, "cpus": 2}}}
+
+
+@pytest.mark.parametrize("rec, verdict", [
+    (record(rank_steps=[0.10, 0.10, 0.10, 0.30]), "straggler"),
+    (record(data_s=0.06, compute_s=0.04), "input-bound"),
+    (record(data_s=0.0, compute_s=0.10, comm_s=0.06, comm_exposed_s=0.04,
+            comm_hidden_fraction=0.33), "communication-bound"),
+    (record(alloc_retries=3, ooms=0, peak_reserved_bytes=70 * 2**30), "memory-bound"),
+    (record(busy=True), "host-contended"),
+    (record(data_s=0.0001, compute_s=0.0009, batch_s=0.001, device_type="cuda"), "launch-bound"),
+    (record(data_s=0.001, compute_s=0.099), "compute-bound"),
+    # a quarter waiting for data, a quarter all-reduce, half computing: no one thing
+    (record(data_s=0.025, compute_s=0.075, comm_s=0.04, comm_exposed_s=0.025), "no single bottleneck"),
+])
+def test_each_verdict_from_its_evidence(rec, verdict):
+    assert diagnose.diagnose(rec).verdict == verdict
+
+
+@pytest.mark.parametrize("data_s, verdict", [(0.030, "input-bound"), (0.029, "compute-bound")])
+def test_the_input_share_threshold_is_30_percent_of_a_step(data_s, verdict):
+    assert diagnose.diagnose(record(data_s=data_s, compute_s=0.1 - data_s)).verdict == verdict
+
+
+@pytest.mark.parametrize("slowest, verdict", [(0.125, "straggler"), (0.124, "compute-bound")])
+def test_a_straggler_is_a_rank_at_125_percent_of_the_others_median(slowest, verdict):
+    assert diagnose.diagnose(record(rank_steps=[0.1, 0.1, slowest])).verdict == verdict
+
+
+def test_a_fast_ranks_wait_in_the_all_reduce_is_not_its_own_work():
+    """Synchronous DDP: both ranks' steps last 300 ms; rank 0 waited 200 ms of it for rank 1."""
+    rec = record(rank_steps=[0.3, 0.3], comm_s=0.21, comm_exposed_s=0.2,
+                 rank_comm_exposed_s=[0.2, 0.005])
+    found = diagnose.diagnose(rec)
+    assert found.verdict == "straggler" and "the slowest (rank 1) 2.95x the others' median" in found.text()
+    assert "doctor --health --nproc 2" in found.advice
+
+
+def test_input_bound_advice_quotes_what_this_testbed_measured():
+    io = pd.DataFrame([
+        {"run_id": "io0", "study": "single_device_io", "status": "ok", "num_workers": 0,
+         "samples_per_s": 1000.0},
+        {"run_id": "io4", "study": "single_device_io", "status": "ok", "num_workers": 4,
+         "samples_per_s": 2300.0}])
+    found = diagnose.diagnose(record(data_s=0.06, compute_s=0.04), io)
+    assert found.verdict == "input-bound" and found.try_params == {"num_workers": 4}
+    assert "each step: 60% waiting for data, 40% computing" in found.text()
+    assert ("on this testbed num_workers=4 measured 2.3x num_workers=0's samples/s (run io4)"
+            in found.advice) and "`python -m benchlib run 10_single_device_io -p num_workers 4`" \
+        in found.advice
+    assert "measured" not in diagnose.diagnose(record(data_s=0.06, compute_s=0.04)).advice
+
+
+def test_a_busy_host_is_a_caveat_whatever_the_verdict():
+    found = diagnose.diagnose(record(data_s=0.06, compute_s=0.04, busy=True))
+    assert found.verdict == "input-bound" and "the host was busy" in found.caveat
+    assert "host load 3.5 on 2 cores at start" in found.text()
+
+
+def test_the_report_column_is_empty_where_there_is_nothing_to_diagnose():
+    assert diagnose.column(record(data_s=0.06, compute_s=0.04)) == "input-bound"
+    assert diagnose.column({**record(), "status": "failed"}) == ""
+    assert diagnose.column({**record(), "study": "data_prep"}) == ""
+
+
+# ------------------------------------------------------------------ constructed runs
+
+def diagnosed(tmp_path, monkeypatch, capsys, module, params, nproc):
+    """One launch written as a record, then `benchlib diagnose` on it: its printed lines."""
+    out = launch(module, {"device": "cpu", "log_interval": 0, **params}, tmp_path / "logs",
+                 "torchrun" if nproc > 1 else "single", nproc, timeout_s=300)
+    rec = results.make_record(run_id="constructed", table="t", notebook="20_dp_vs_ddp.ipynb",
+                              params=params, env=envinfo.collect(), started_at=results.now(),
+                              status="ok", metrics=out.result["metrics"],
+                              details=out.result["details"],
+                              host_load={"busy": False, "start": {}})  # the case, not the suite's
+    results.write_record(tmp_path / "out" / "results", rec)
+    capsys.readouterr()
+    assert main(["diagnose", "constructed", "--outputs", str(tmp_path / "out")]) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.distributed
+def test_a_rank_slowed_on_purpose_is_named_the_straggler(tmp_path, monkeypatch, capsys):
+    text = diagnosed(tmp_path, monkeypatch, capsys, "ddp", {
+        "model": "simplecnn", "dataset": "synthetic", "image_size": 32, "batch_size": 8,
+        "epochs": 1, "max_steps": 8, "warmup_steps": 2, "inject_step_delay_ms": 150.0,
+        "delay_rank": 1}, nproc=2)
+    assert "constructed: straggler" in text and "the slowest (rank 1)" in text
+
+
+@pytest.mark.distributed
+def test_a_large_model_on_a_small_batch_is_communication_bound(tmp_path, monkeypatch, capsys):
+    """25M parameters (100 MB of fp32 gradients to all-reduce every step) and two samples a
+    step: wide linear layers, little arithmetic per byte sent."""
+    (tmp_path / "widenet.py").write_text(
+        "from torch import nn\n\ndef build():\n    return nn.Sequential(nn.Flatten(), "
+        "nn.Linear(3 * 32 * 32, 8192), nn.ReLU(), nn.Linear(8192, 10))\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
+    text = diagnosed(tmp_path, monkeypatch, capsys, "ddp", {
+        "model": "widenet:build", "dataset": "synthetic", "input_shape": "3x32x32",
+        "batch_size": 2, "epochs": 1, "max_steps": 6, "warmup_steps": 2}, nproc=2)
+    assert "constructed: communication-bound" in text and "not hidden by backward" in text
+
+
+@pytest.mark.distributed
+def test_resnet50_on_synthetic_data_is_compute_bound(tmp_path, monkeypatch, capsys):
+    text = diagnosed(tmp_path, monkeypatch, capsys, "single", {
+        "model": "resnet50", "dataset": "synthetic", "image_size": 64, "batch_size": 8,
+        "epochs": 1, "max_steps": 4, "warmup_steps": 1}, nproc=1)
+    assert "constructed: compute-bound" in text and "mixed precision" in text
+
+
+@pytest.mark.distributed
+def test_jpegs_decoded_in_the_training_process_are_input_bound(tmp_path, monkeypatch, capsys,
+                                                              small_data):
+    """A model that costs next to nothing (pool, then a linear layer) on 224px JPEGs decoded
+    and augmented in the training process (no DataLoader workers)."""
+    (tmp_path / "tinyhead.py").write_text(
+        "from torch import nn\n\ndef build():\n    return nn.Sequential(nn.AdaptiveAvgPool2d(1), "
+        "nn.Flatten(), nn.Linear(3, 10))\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
+    text = diagnosed(tmp_path, monkeypatch, capsys, "single", {
+        "model": "tinyhead:build", "dataset": "imagefolder", "path": str(small_data),
+        "image_size": 224, "batch_size": 8, "num_workers": 0, "epochs": 1, "max_steps": 5,
+        "warmup_steps": 1}, nproc=1)
+    assert "constructed: input-bound" in text and "more DataLoader workers (now 0)" in text
+
+
+def test_an_unknown_run_is_one_line_and_exit_2(tmp_path, capsys):
+    (tmp_path / "results").mkdir()
+    assert main(["diagnose", "nope", "--outputs", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "runs: no record has run id or label 'nope'" in err[0]
