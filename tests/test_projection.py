@@ -510,3 +510,25 @@ def test_check_torchtitan_never_reads_the_rows_it_predicts(monkeypatch):
     moved = projection_check_fsdp.check_torchtitan()
     monkeypatch.undo()
     assert moved["predicted"].tolist() == projection_check_fsdp.check_torchtitan()["predicted"].tolist()
+
+
+def test_the_overlap_backward_measured_replaces_the_assumed_one_and_says_so():
+    """A DDP record's comm hook measured how much of the all-reduce backward hid: the
+    projection takes it (same hardware first), and its sources name the run; with no such
+    record it assumes nothing hidden and says that."""
+    import pandas as pd
+
+    from benchlib.analysis.projection_inputs import measured_overlap
+
+    def run(run_id, hidden, hardware, finished):
+        return {"run_id": run_id, "status": "ok", "comm_hidden_fraction": hidden,
+                "hardware": hardware, "finished_at": pd.Timestamp(finished), "world_size": 2,
+                "notebook": "20_dp_vs_ddp.ipynb", "model": "resnet18", "device_name": "cpu"}
+    records = pd.DataFrame([run("a", 0.41, "cpu", "2026-11-27T08:00"),
+                            run("b", 0.70, "gpu", "2026-11-27T09:00")])
+    share, source = measured_overlap(records, pd.Series({"hardware": "cpu"}))
+    assert share == 0.41 and source.startswith("measured: backward hid 41% of the all-reduce "
+                                               "(2 ranks, run a (20_dp_vs_ddp")
+    assert measured_overlap(records, None)[0] == 0.70  # no compute record: the newest
+    none = measured_overlap(records.assign(comm_hidden_fraction=float("nan")), None)
+    assert none == (0.0, "default: nothing hidden (no DDP record measured it)")

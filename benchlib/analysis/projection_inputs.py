@@ -137,6 +137,24 @@ def _grad_bytes(cfg: ScalingProjectionConfig, rec: pd.Series | None) -> tuple[fl
     return 4.0 * n, f"{cfg.model}: {n:,} parameters x 4 bytes (fp32 gradients)"
 
 
+def measured_overlap(records: pd.DataFrame, rec: pd.Series | None) -> tuple[float, str]:
+    """The share of DDP's all-reduce backward hid, as the newest DDP record measured it (its
+    comm hook: benchlib.distributed.comm_timer), on the compute record's hardware where
+    there is one; else 0, the upper bound of communication, saying so."""
+    if records.empty or "comm_hidden_fraction" not in records:
+        return 0.0, "default: nothing hidden (no DDP record measured it)"
+    measured = records[(records["status"] == "ok") & records["comm_hidden_fraction"].notna()]
+    if rec is not None and "hardware" in measured:
+        same = measured[measured["hardware"] == rec.get("hardware")]
+        measured = same if not same.empty else measured
+    if measured.empty:
+        return 0.0, "default: nothing hidden (no DDP record measured it)"
+    newest = measured.sort_values("finished_at").iloc[-1]
+    share = float(newest["comm_hidden_fraction"])
+    return share, (f"measured: backward hid {share:.0%} of the all-reduce "
+                   f"({int(newest['world_size'])} ranks, {_label(newest)})")
+
+
 def build_inputs(cfg: ScalingProjectionConfig, records: pd.DataFrame) -> Inputs:
     """The model's inputs from `cfg`, each with its source."""
     samples, compute_src, rec = resolve("compute", cfg, records)
@@ -145,6 +163,7 @@ def build_inputs(cfg: ScalingProjectionConfig, records: pd.DataFrame) -> Inputs:
     intra, intra_src, _ = resolve("intra_busbw", cfg, records)
     inter, inter_src, _ = resolve("inter_busbw", cfg, records)
     ceiling, ceiling_src, _ = resolve("input_ceiling", cfg, records)
+    overlap, overlap_src = measured_overlap(records, rec)
     threads = None
     if cfg.host_cores:
         if rec is None or pd.isna(rec.get("threads_per_rank")):
@@ -154,11 +173,11 @@ def build_inputs(cfg: ScalingProjectionConfig, records: pd.DataFrame) -> Inputs:
     return Inputs(compute_s=batch / samples, batch_size=batch, grad_bytes=grad,
                   devices_per_node=cfg.devices_per_node, input_ceiling=ceiling,
                   intra_busbw_gbps=intra, inter_busbw_gbps=inter,
-                  host_cores=cfg.host_cores or None, compute_threads=threads,
+                  host_cores=cfg.host_cores or None, compute_threads=threads, overlap=overlap,
                   sources={"compute_s": compute_src, "batch_size": compute_src if rec is not None
                            else "given", "grad_bytes": grad_src, "intra_busbw_gbps": intra_src,
                            "inter_busbw_gbps": inter_src, "input_ceiling": ceiling_src,
-                           "overlap": "default: nothing hidden",
+                           "overlap": overlap_src,
                            "bucket_bytes": "default: DDP's bucket_cap_mb, 25 MiB",
                            "compute_threads": compute_src if threads else "-",
                            "host_cores": "given" if cfg.host_cores else "-"})
