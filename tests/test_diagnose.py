@@ -154,3 +154,30 @@ def test_an_unknown_run_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["diagnose", "nope", "--outputs", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "runs: no record has run id or label 'nope'" in err[0]
+
+
+@pytest.mark.notebook
+def test_try_runs_the_row_again_with_the_change_and_reports_it_with_an_interval(
+        tmp_path, monkeypatch, capsys, small_data):
+    """An input-bound notebook-20 row (a model that costs nothing on JPEGs decoded in the
+    training process), then `diagnose --try`: the same row with more DataLoader workers,
+    its record beside the first, and the verdict on the two."""
+    (tmp_path / "tinyhead.py").write_text(
+        "from torch import nn\n\ndef build():\n    return nn.Sequential(nn.AdaptiveAvgPool2d(1), "
+        "nn.Flatten(), nn.Linear(3, 10))\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.syspath_prepend(str(tmp_path))  # the preflight imports it here too
+    out = str(tmp_path / "out")
+    assert main(["run", "20_dp_vs_ddp", "-p", "strategy", "single", "-p", "nproc_per_node", "1",
+                 "-p", "model", "tinyhead:build", "-p", "dataset", "imagefolder", "-p", "path",
+                 str(small_data), "-p", "batch_size", "4", "-p", "max_steps", "8", "-p", "device",
+                 "cpu", "--outputs", out]) == 0
+    run_id = capsys.readouterr().out.split("record: ")[-1].strip().rsplit("/", 1)[-1][:-5]
+    assert main(["diagnose", run_id, "--try", "--outputs", out]) == 0
+    text = capsys.readouterr().out
+    assert f"{run_id}: input-bound" in text
+    [line] = [li for li in text.splitlines() if li.startswith("  try num_workers=4 (run ")]
+    assert "samples/s" in line and ("over" in line or "no clear difference" in line)
+    tried = results.load_results(tmp_path / "out" / "results")
+    assert set(tried["table"]) == {"20_dp_vs_ddp", "20_dp_vs_ddp_try"}
+    assert set(tried["num_workers"]) == {0, 4}
