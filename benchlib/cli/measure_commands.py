@@ -12,6 +12,7 @@ from benchlib import paths
 from benchlib.cli.flags import add_config_flags, config_from
 from benchlib.config import MemoryAndBatchConfig, SingleDeviceIoConfig
 from benchlib.config.choices import DEVICES
+from benchlib.core import health
 from benchlib.errors import BenchlibError, ConfigError, UsageError
 
 
@@ -141,24 +142,65 @@ def cmd_allreduce(args) -> int:
 
 
 def cmd_doctor(args) -> int:
-    """Seed 004's toy test: through torchrun here, or this process as one rank of tcp://."""
+    """Seed 004's toy test: through torchrun here, or this process as one rank of tcp://;
+    with --health also every device's matmul and every node pair's all-reduce, a record."""
     from benchlib.cli.doctor_mode import doctor_mode
     from benchlib.launch.launcher import launch
-
     doctor_mode(args)
     _check_distributed(args)
+    health.check_flags(args)
+    if args.slow_rank is not None and not 0 <= args.slow_rank < args.nproc:
+        raise UsageError(f"slow_rank: {args.slow_rank} is not a rank of this launch "
+                         f"(ranks 0-{args.nproc - 1})")
+    argv = ["--device", args.device, "--backend", args.backend, "--timeout", str(args.timeout),
+            *_health_argv(args)]
     if args.init_method:
         from benchlib.workers import doctor
 
         return doctor.entry(doctor.check, doctor.parser(), [
             "--init-method", args.init_method, "--rank", str(args.rank),
-            "--world-size", str(args.world_size), "--device", args.device,
-            "--backend", args.backend, "--timeout", str(args.timeout)])
-    out = launch("doctor", ["--device", args.device, "--backend", args.backend,
-                            "--timeout", str(args.timeout)],
-                 common.outputs(args) / "logs" / "doctor", args.launcher, args.nproc,
-                 port=args.port, timeout_s=args.timeout)
+            "--world-size", str(args.world_size), *argv], check=health.check_flags)
+    if not args.health:
+        out = launch("doctor", argv, common.outputs(args) / "logs" / "doctor", args.launcher,
+                     args.nproc, port=args.port, timeout_s=args.timeout)
+        print(out.result["details"]["line"])
+        return 0
+    return _doctor_health(args, argv)
+
+
+def _health_argv(args) -> list[str]:
+    if not args.health:
+        return []
+    argv = ["--health", "--matmul-dtype", args.matmul_dtype, "--slow-factor", str(args.slow_factor)]
+    for name in ("matmul_size", "matmul_repeats", "slow_rank"):
+        if getattr(args, name) is not None:
+            argv += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+    return argv
+
+
+def _doctor_health(args, argv: list[str]) -> int:
+    """`doctor --health` launched here: the lines, and a record whose testbed carries the
+    figures (compare names a device or node pair that got slower from them)."""
+    from benchlib.core import hostload
+    from benchlib.launch.launcher import launch
+    from benchlib.records import results
+
+    params = {"nproc_per_node": args.nproc, "launcher": args.launcher, "backend": args.backend,
+              "device": args.device, "matmul_size": args.matmul_size,
+              "matmul_repeats": args.matmul_repeats, "matmul_dtype": args.matmul_dtype,
+              "slow_rank": args.slow_rank, "slow_factor": args.slow_factor}
+    run_id, result_set = _new_run(args, "benchlib-doctor", params)
+    started = results.now(), hostload.sample()
+    out = launch("doctor", argv, common.outputs(args) / "logs" / run_id, args.launcher,
+                 args.nproc, port=args.port, timeout_s=args.timeout)
+    figures = out.result["details"]["health"]
     print(out.result["details"]["line"])
+    print("\n".join(figures["lines"]))
+    result_set["testbed"] = {**result_set["testbed"], "health": {
+        k: figures[k] for k in ("devices", "pairs", "one_host", "outliers", "matmul")}}
+    path = _store(args, "benchlib doctor (CLI)", run_id, params, started,
+                  out.result["metrics"], {"health": figures}, result_set)
+    print(f"record: {path}")
     return 0
 
 
@@ -296,6 +338,11 @@ def add_parsers(sub) -> None:
     p.add_argument("--rank", type=int, help="with --init-method: this process's rank (default 0)")
     p.add_argument("--world-size", type=int,
                    help="with --init-method: ranks in all (default 2)")
+    health.add_flags(p)
+    p.add_argument("--table", default="doctor_health",
+                   help="with --health: the table the record is filed under (default "
+                        "doctor_health)")
+    p.add_argument("--label", help=common.MEASURE_LABEL_HELP)
     p.set_defaults(nproc=None, launcher=None)  # filled in by doctor_mode
     p.set_defaults(func=cmd_doctor)
 

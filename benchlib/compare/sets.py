@@ -230,3 +230,36 @@ def env_diff(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[tupl
         if before != after:
             diff.append((name, before, after))
     return diff
+
+
+# ------------------------------------------------------------------------ node health
+
+def _health(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The newest `doctor --health` figures among a set's records (its testbed's), or None."""
+    found = [r for r in records if (r.get("testbed") or {}).get("health")]
+    return max(found, key=lambda r: r["finished_at"])["testbed"]["health"] if found else None
+
+
+def health_changes(base: ResultSet, new: ResultSet, threshold: float) -> list[str]:
+    """A sentence for each device (by host and rank) and node pair whose `doctor --health`
+    figure is more than `threshold` lower in NEW than in BASE: a regression that came with
+    a slower node says so. Nothing when either set has no such record."""
+    b, n = _health(base.records), _health(new.records)
+    if not b or not n:
+        return []
+    out = []
+    before = {(d["host"], d["rank"]): d["tflops"] for d in b.get("devices") or []}
+    for d in n.get("devices") or []:
+        old = before.get((d["host"], d["rank"]))
+        if old and d["tflops"] < old * (1 - threshold):
+            out.append(f"health: rank {d['rank']}'s device on {d['host']} ({d['device']}) is "
+                       f"{1 - d['tflops'] / old:.0%} slower than in {base.label} "
+                       f"({d['tflops']:.3g} against {old:.3g} TFLOP/s).")
+    pairs = {tuple(p["hosts"]): p["busbw_gbps"] for p in b.get("pairs") or []}
+    for p in n.get("pairs") or []:
+        old = pairs.get(tuple(p["hosts"]))
+        if old and p["busbw_gbps"] < old * (1 - threshold):
+            out.append(f"health: the all-reduce between {p['hosts'][0]} and {p['hosts'][1]} is "
+                       f"{1 - p['busbw_gbps'] / old:.0%} slower than in {base.label} (busbw "
+                       f"{p['busbw_gbps']:.3g} against {old:.3g} GB/s).")
+    return out

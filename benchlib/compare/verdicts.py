@@ -63,6 +63,7 @@ from benchlib.compare.sets import (
     describe_rows,
     env_diff,
     group_rows,
+    health_changes,
     labels_line,
     launches,
     open_set,
@@ -110,6 +111,7 @@ class Comparison:
     only_new: int
     env_diff: list[tuple[str, str, str]] = field(default_factory=list)
     tests: int = 0  # comparisons judged together for a direction (Holm's m)
+    health: list[str] = field(default_factory=list)  # devices or node pairs that got slower
 
     @property
     def slower(self):
@@ -257,7 +259,8 @@ def compare(base: ResultSet, new: ResultSet, threshold: float = DEFAULT_THRESHOL
         raise UsageError(f"metric: no row common to both sets has {asked} on both sides")
     return Comparison(base, new, threshold, _slowest_first(out), len(set(b_rows) - set(n_rows)),
                       len(set(n_rows) - set(b_rows)), env_diff(base.records, new.records),
-                      sum(row["p"] is not None for row in out))
+                      sum(row["p"] is not None for row in out),
+                      health_changes(base, new, threshold))
 
 
 def _why(r: Ratio, low: float | None, high: float | None, threshold: float,

@@ -59,7 +59,7 @@ STUDIES: tuple[Study, ...] = (
           preflight=False),
 )
 # records of the all-reduce CLI belong to no notebook study; they are named as their command
-CLI_ONLY = {"benchlib allreduce (CLI)": "allreduce"}
+CLI_ONLY = {"benchlib allreduce (CLI)": "allreduce", "benchlib doctor (CLI)": "doctor"}
 GPU_CHECK = "gpu_check"  # a GPU check step's record: its notebook is "gpu-check <step>"
 
 BY_NAME = {s.name: s for s in STUDIES}
