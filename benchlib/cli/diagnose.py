@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchlib.cli import common
+import benchlib.cli.common as common
 from benchlib.errors import UsageError
 
 
