@@ -386,3 +386,15 @@ def test_two_to_four_launches_a_side_get_no_verdict(outputs):
     c = verdicts.compare_sets("base", "new", rdir)
     assert set(c.rows["verdict"]) == {"inconclusive"} and set(c.rows["why"]) == {"4 launches"}
     assert verdicts.verdict(0.80, 0.90, 0.05, n_launches=4) == "inconclusive"
+
+
+def test_a_change_to_the_users_model_is_told_apart_from_the_stacks():
+    from benchlib.compare.sets import model_changes
+
+    def rec(sha, run_id="r1"):
+        return {"table": "own", "run_id": run_id, "params": {"model": "pkg.net:build"},
+                "metrics": {"model_source_sha": sha, "model_class": "pkg.net.Net"}}
+    [line] = model_changes([rec("aaaa"), rec("cccc", "r2")], [rec("bbbb"), rec("cccc", "r2")])
+    assert line == ("model changed: own/r1 (pkg.net:build): its source aaaa -> bbbb, so a "
+                    "difference there may be the model's, not the stack's.")
+    assert model_changes([rec("aaaa")], [rec("aaaa")]) == []

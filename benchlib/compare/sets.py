@@ -232,6 +232,25 @@ def env_diff(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[tupl
     return diff
 
 
+def model_changes(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[str]:
+    """A sentence for each row whose model's source changed between the sets (the hash of
+    the file that defines its class, `model_source_sha`): a change to the user's model,
+    told apart from a change of the stack, which env_diff lists."""
+    def shas(records):
+        return {(r.get("table"), r.get("run_id")): r for r in records
+                if (r.get("metrics") or {}).get("model_source_sha")}
+    b, n = shas(base), shas(new)
+    out = []
+    for key in sorted(set(b) & set(n), key=str):
+        before, after = b[key]["metrics"], n[key]["metrics"]
+        if before["model_source_sha"] != after["model_source_sha"]:
+            model = (n[key].get("params") or {}).get("model") or after.get("model_class")
+            out.append(f"model changed: {key[0]}/{key[1]} ({model}): its source "
+                       f"{before['model_source_sha']} -> {after['model_source_sha']}, so a "
+                       "difference there may be the model's, not the stack's.")
+    return out
+
+
 # ------------------------------------------------------------------------ node health
 
 def _health(records: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -66,6 +66,7 @@ from benchlib.compare.sets import (
     health_changes,
     labels_line,
     launches,
+    model_changes,
     open_set,
     per_repeat,
     values,
@@ -112,6 +113,7 @@ class Comparison:
     env_diff: list[tuple[str, str, str]] = field(default_factory=list)
     tests: int = 0  # comparisons judged together for a direction (Holm's m)
     health: list[str] = field(default_factory=list)  # devices or node pairs that got slower
+    models: list[str] = field(default_factory=list)  # rows whose model's source changed
 
     @property
     def slower(self):
@@ -260,7 +262,8 @@ def compare(base: ResultSet, new: ResultSet, threshold: float = DEFAULT_THRESHOL
     return Comparison(base, new, threshold, _slowest_first(out), len(set(b_rows) - set(n_rows)),
                       len(set(n_rows) - set(b_rows)), env_diff(base.records, new.records),
                       sum(row["p"] is not None for row in out),
-                      health_changes(base, new, threshold))
+                      health_changes(base, new, threshold),
+                      model_changes(base.records, new.records))
 
 
 def _why(r: Ratio, low: float | None, high: float | None, threshold: float,

@@ -102,6 +102,7 @@ def sentences(comparison: Comparison) -> list[str]:
         out.append("The records show no difference in testbed or environment: a change is "
                    "noise, or something the records do not capture.")
     out += c.health
+    out += c.models
     if c.only_base or c.only_new:
         out.append(f"Not compared: {c.only_base} row(s) only in {c.base.label}, {c.only_new} "
                    f"only in {c.new.label}.")
