@@ -14,12 +14,13 @@ from benchlib.launch.launcher import launch
 from benchlib.records import results
 
 
-def record(data_s=0.01, compute_s=0.09, rank_steps=None, busy=False, run_id="r1", **metrics):
+def record(data_s=0.01, compute_s=0.09, rank_steps=None, busy=False, run_id="r1", waits=None,
+           **metrics):
     epochs = [{"rank_step_s": rank_steps}] if rank_steps else []
     return {"run_id": run_id, "status": "ok", "study": "dp_vs_ddp", "params": {
         "num_workers": 0, "batch_size": 32, "model": "resnet50", "precision": "fp32"},
         "metrics": {"data_s": data_s, "compute_s": compute_s, "device_type": "cpu", **metrics},
-        "details": {"epochs": epochs},
+        "details": {"epochs": epochs, **({"rank_comm_exposed_s": waits} if waits else {})},
         "host_load": {"busy": busy, "start": {"load_1m": 3.5 if busy else 0.2, "cpus": 2}}}
 
 
@@ -49,10 +50,17 @@ def test_a_straggler_is_a_rank_at_125_percent_of_the_others_median(slowest, verd
     assert diagnose.diagnose(record(rank_steps=[0.1, 0.1, slowest])).verdict == verdict
 
 
+@pytest.mark.parametrize("step, verdict", [(0.10, "straggler"), (0.11, "compute-bound")])
+def test_a_stragglers_extra_time_must_be_a_fifth_of_a_step(step, verdict):
+    """1.25x the others, 20 ms more: a straggler on a 100 ms step, noise on a 110 ms one."""
+    rec = record(data_s=0.0, compute_s=step, rank_steps=[0.08, 0.08, 0.1])
+    assert diagnose.diagnose(rec).verdict == verdict
+
+
 def test_a_fast_ranks_wait_in_the_all_reduce_is_not_its_own_work():
     """Synchronous DDP: both ranks' steps last 300 ms; rank 0 waited 200 ms of it for rank 1."""
     rec = record(rank_steps=[0.3, 0.3], comm_s=0.21, comm_exposed_s=0.2,
-                 rank_comm_exposed_s=[0.2, 0.005])
+                 waits=[0.2, 0.005])
     found = diagnose.diagnose(rec)
     assert found.verdict == "straggler" and "the slowest (rank 1) 2.95x the others' median" in found.text()
     assert "doctor --health --nproc 2" in found.advice

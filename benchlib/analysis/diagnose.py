@@ -6,7 +6,8 @@ rank's mean step (a straggler), DDP's all-reduce per step and the part of it bac
 does not hide (benchlib.distributed.comm_timer), CUDA's allocation retries and OOMs, and
 how busy the host was at the start. The verdict is the first of these rules that holds:
 
-  straggler             one rank's own work a step >= STRAGGLER x the other ranks' median
+  straggler             one rank's own work a step >= STRAGGLER x the other ranks' median,
+                        its extra time >= STRAGGLER_SHARE of a step
   input-bound           >= INPUT_SHARE of each step waits for data
   communication-bound   >= COMM_SHARE of each step is all-reduce nothing hides
   memory-bound          the allocator retried (freed its cache to find room) or ran out
@@ -28,7 +29,8 @@ from typing import Any
 
 import pandas as pd
 
-STRAGGLER = 1.25  # a rank this many times the median rank's step
+STRAGGLER = 1.25  # a rank this many times the other ranks' median
+STRAGGLER_SHARE = 0.20  # and its extra time at least this share of a step (not noise)
 INPUT_SHARE = 0.30
 COMM_SHARE = 0.30
 COMPUTE_SHARE = 0.70
@@ -72,7 +74,7 @@ def rank_steps(record: dict[str, Any]) -> list[float]:
     if not epochs:
         return []
     steps = [statistics.median(e[r] for e in epochs if r < len(e)) for r in range(len(epochs[0]))]
-    waits = (record.get("metrics") or {}).get("rank_comm_exposed_s")
+    waits = (record.get("details") or {}).get("rank_comm_exposed_s")
     if isinstance(waits, list) and len(waits) == len(steps) and None not in waits:
         steps = [max(s - w, 0.0) for s, w in zip(steps, waits)]
     return steps
@@ -108,11 +110,13 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
         d.evidence.append(f"all-reduce {m['comm_s'] * 1e3:.1f} ms a step, "
                           f"{m['comm_exposed_s'] * 1e3:.1f} ms of it not hidden by backward"
                           + (f" ({hidden:.0%} hidden)" if hidden is not None else ""))
-    skew = None
+    skew, extra = None, 0.0
     if len(steps) > 1:
         slowest = max(range(len(steps)), key=steps.__getitem__)
         others = statistics.median(s for r, s in enumerate(steps) if r != slowest)
         skew = steps[slowest] / others if others > 0 else None
+        step = (m.get("data_s") or 0) + (m.get("compute_s") or 0)
+        extra = (steps[slowest] - others) / step if step > 0 else 0.0
         d.evidence.append(f"each rank's own work a step: "
                           f"{', '.join(f'{s * 1e3:.0f}' for s in steps)} ms; the slowest (rank "
                           f"{slowest}) {skew:.2f}x the others' median")
@@ -125,7 +129,7 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
         d.caveat = ("the host was busy when the run started: every figure includes the "
                     "contention; rerun on a quiet host before acting on it")
 
-    if skew is not None and skew >= STRAGGLER:
+    if skew is not None and skew >= STRAGGLER and extra >= STRAGGLER_SHARE:
         d.verdict = "straggler"
         nproc = len(steps)
         d.advice = (f"rank {slowest} is {skew:.2f}x the other ranks: find the slow device or "

@@ -230,16 +230,17 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         **flops,  # flops_per_sample; for tokens per token, and the two counts' ratio
         **utilisation,
         **energy.run_figures(ranks, sum(r["samples"] for r in ranks)),
-        **own,  # rank 0's all-reduce per step, and each rank's part nothing hid (a
-        # fast rank waits there for a slow one: what tells a straggler in synchronous DDP)
-        **({"rank_comm_exposed_s": [r["comm_exposed_s"] for r in ranks]} if own else {}),
+        **own,  # rank 0's all-reduce per step, and the part of it nothing hid
     }
     if args.strategy == "dp" and device.type != "cuda":
         metrics["note"] = "DataParallel without GPUs: ran as one CPU device"
     if args.inject_step_delay_ms:  # a ground truth's run: its figures are not the model's
         metrics["injected_step_delay_ms"] = args.inject_step_delay_ms
         metrics["injected_delay_rank"] = args.delay_rank
-    return {"metrics": metrics, "details": {"epochs": epochs, "losses": losses}}
+    # each rank's all-reduce time nothing hid: a fast rank waits there for a slow one, what
+    # tells a straggler in synchronous DDP (a list: details, not a metric)
+    waits = {"rank_comm_exposed_s": [r["comm_exposed_s"] for r in ranks]} if own else {}
+    return {"metrics": metrics, "details": {"epochs": epochs, "losses": losses, **waits}}
 
 
 # What the distributed flags (benchlib.workers.bootstrap) take instead: device and backend
