@@ -13,7 +13,7 @@ from benchlib.config import DpVsDdpConfig, FrameworkComparisonConfig, MultinodeL
 from benchlib.errors import ConfigError
 from benchlib.launch.launcher import LaunchResult
 from benchlib.runs import params
-from benchlib.studies import dp_vs_ddp, framework_comparison, multinode_lightning
+from benchlib.studies import dp_vs_ddp, framework_comparison, multinode_lightning, repeats
 
 # each fake launch's epochs: launch r runs at about 100 * (r + 1) samples/s
 EPOCHS = [[100.0, 104.0, 98.0], [200.0, 190.0, 210.0], [300.0, 305.0, 295.0]]
@@ -43,6 +43,7 @@ def fake(monkeypatch):
     for module in (dp_vs_ddp, multinode_lightning, framework_comparison):
         monkeypatch.setattr(module, "launch", fake)
         monkeypatch.setattr(module, "preflight", lambda cfg: None)
+    monkeypatch.setattr(repeats, "launch", fake)  # the launches a study hands to repeats
     return fake
 
 

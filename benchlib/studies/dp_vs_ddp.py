@@ -48,13 +48,9 @@ def run(cfg: DpVsDdpConfig, run_id: str = "interactive") -> DistResult:
     log_dir = paths.outputs_dir() / "logs" / run_id
     launcher = cfg.launcher if cfg.strategy == "ddp" else "single"
     nproc = cfg.nproc_per_node if cfg.strategy == "ddp" else 1
-    launched = [launch(cfg.strategy, trainer_params(cfg),
-                       log_dir / ("train" if cfg.repeats == 1 else f"train-{r}"), launcher, nproc,
-                       timeout_s=cfg.timeout_s) for r in range(cfg.repeats)]
-    figures, details = repeats.figures(cfg.repeat_mode, launched)
-    metrics = {**launched[0].result["metrics"], **figures, "log_dir": str(log_dir)}
-    metrics.update(repeats.token_figures(metrics))
-    details = {**launched[0].result["details"], **details, "allreduce": []}
+    metrics, details = repeats.launch_all(cfg.strategy, trainer_params(cfg), log_dir, launcher,
+                                          nproc, cfg)
+    details["allreduce"] = []
     if cfg.allreduce and nproc > 1:
         reduced = launch("allreduce", {"max_bytes": cfg.allreduce_max_bytes, "device": cfg.device,
                                        "backend": cfg.backend, "timeout": cfg.timeout_s},

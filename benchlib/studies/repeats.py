@@ -14,10 +14,12 @@ launch's figure (`launches`), so the analysis can show both spreads side by side
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 from typing import Any
 
 from benchlib.core.throughput import PER_EPOCH
 from benchlib.core.timing import summarize
+from benchlib.launch.launcher import launch
 
 
 def per_launch(launched: list[Any]) -> list[dict[str, Any]]:
@@ -55,3 +57,16 @@ def token_figures(metrics: dict[str, Any]) -> dict[str, Any]:
             for key, value in metrics.items()
             if key.startswith("samples_per_s") and not key.endswith("_n")
             and isinstance(value, (int, float))}
+
+
+def launch_all(module: str, params: dict[str, Any], log_dir: Path, launcher: str, nproc: int,
+               cfg: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """`cfg.repeats` launches of a training worker (each its own log folder when there are
+    several), summarized as `cfg.repeat_mode` says: the first launch's metrics with the
+    run's figures (a language model's tokens/s too), and its details with every launch's."""
+    launched = [launch(module, params, log_dir / ("train" if cfg.repeats == 1 else f"train-{r}"),
+                       launcher, nproc, timeout_s=cfg.timeout_s) for r in range(cfg.repeats)]
+    run, details = figures(cfg.repeat_mode, launched)
+    metrics = {**launched[0].result["metrics"], **run, "log_dir": str(log_dir)}
+    metrics.update(token_figures(metrics))
+    return metrics, {**launched[0].result["details"], **details}

@@ -17,7 +17,6 @@ from typing import Any
 from benchlib import paths, reference
 from benchlib.config import TransformerTrainingConfig
 from benchlib.distributed.device import check_precision
-from benchlib.launch.launcher import launch
 from benchlib.studies import checks, repeats, training
 
 
@@ -55,14 +54,10 @@ def run(cfg: TransformerTrainingConfig, run_id: str = "interactive") -> LmResult
     log_dir = paths.outputs_dir() / "logs" / run_id
     launcher = cfg.launcher if cfg.strategy != "single" else "single"
     nproc = cfg.nproc_per_node if cfg.strategy != "single" else 1
-    launched = [launch(cfg.strategy, trainer_params(cfg),
-                       log_dir / ("train" if cfg.repeats == 1 else f"train-{r}"), launcher, nproc,
-                       timeout_s=cfg.timeout_s) for r in range(cfg.repeats)]
-    figures, details = repeats.figures(cfg.repeat_mode, launched)
-    m = {**launched[0].result["metrics"], **figures, "log_dir": str(log_dir)}
-    m.update(repeats.token_figures(m))
+    m, details = repeats.launch_all(cfg.strategy, trainer_params(cfg), log_dir, launcher, nproc,
+                                    cfg)
     m.update(lm_figures(m, cfg.precision))
-    return LmResult(m, {**launched[0].result["details"], **details})
+    return LmResult(m, details)
 
 
 def lm_figures(m: dict[str, Any], precision: str) -> dict[str, Any]:
