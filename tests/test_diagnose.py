@@ -189,3 +189,22 @@ def test_try_runs_the_row_again_with_the_change_and_reports_it_with_an_interval(
     tried = results.load_results(tmp_path / "out" / "results")
     assert set(tried["table"]) == {"20_dp_vs_ddp", "20_dp_vs_ddp_try"}
     assert set(tried["num_workers"]) == {0, 4}
+
+
+def test_a_steps_all_reduce_is_the_union_of_its_buckets_and_the_tail_after_the_last_launch():
+    """Buckets in flight 0-50 ms and 20-80 ms overlap (80 ms of communication), a third
+    runs 100-130 ms: 110 ms in all; the last launched at 100 ms, so 30 ms nothing hid."""
+    from benchlib.distributed.comm_timer import CommTimer
+
+    timer = CommTimer()
+    timer.intervals = [(0.0, 0.05), (0.02, 0.08), (0.1, 0.13)]
+    timer.step_end()
+    comm, exposed = timer.steps[0]
+    assert comm == pytest.approx(0.11) and exposed == pytest.approx(0.03)
+    assert timer.figures(0) == pytest.approx({"comm_s": 0.11, "comm_exposed_s": 0.03,
+                                              "comm_hidden_fraction": 1 - 0.03 / 0.11})
+
+
+def test_a_rank_that_only_waited_makes_no_division_by_zero():
+    rec = record(rank_steps=[0.1, 0.1], waits=[0.1, 0.0])  # rank 0's own work: 0 ms
+    assert "the slowest (rank 1)" in diagnose.diagnose(rec).text()

@@ -253,7 +253,7 @@ def without(flag: str) -> list[str]:
 @pytest.mark.parametrize("argv, message", [
     (without("--input-ceiling"), "input_ceiling: missing; measure the data path's samples/s "
                                  "on one node with the IO study"),
-    ([*without("--model"), "--model", "toynet"], "grad_bytes: unknown model 'toynet' (known: "),
+    ([*without("--model"), "--model", "toynet"], "model: unknown model 'toynet' (known: "),
     (without("--model"), "grad_bytes: missing; give --model with a known parameter count or "
                          "--grad-bytes"),
     (without("--inter-busbw"), "inter_busbw_gbps: missing; measure busbw_gbps with the "
@@ -375,7 +375,7 @@ def test_cli_shared_cores_halve_each_ranks_compute(capsys):
 def test_an_unknown_models_gradient_says_how_to_measure_it(capsys):
     assert main([*without("--model"), "--model", "toynet"]) == 2
     assert capsys.readouterr().err == (
-        "benchlib project: grad_bytes: unknown model 'toynet' (known: resnet18, resnet34, "
+        "benchlib project: model: unknown model 'toynet' (known: resnet18, resnet34, "
         "resnet50, resnet101, vgg16, vit_b_16, mobilenet_v2); measure it: --grad-bytes 4 x "
         "sum(p.numel() for p in model.parameters()) for fp32, or 4 x the model_params of the "
         "model's one-device record (notebook 40)\n")

@@ -114,7 +114,8 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
     if len(steps) > 1:
         slowest = max(range(len(steps)), key=steps.__getitem__)
         others = statistics.median(s for r, s in enumerate(steps) if r != slowest)
-        skew = steps[slowest] / others if others > 0 else None
+        # the others did nothing of their own (all waiting): any work of the slowest's stands out
+        skew = steps[slowest] / others if others > 0 else (float("inf") if steps[slowest] else 1.0)
         step = (m.get("data_s") or 0) + (m.get("compute_s") or 0)
         extra = (steps[slowest] - others) / step if step > 0 else 0.0
         d.evidence.append(f"each rank's own work a step: "

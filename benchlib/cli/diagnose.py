@@ -60,8 +60,6 @@ def cmd_diagnose(args) -> int:
 
 def try_change(record: dict[str, Any], found, args) -> str:
     """The record's row again with the diagnosis' change, and the verdict on the two."""
-    import pandas as pd
-
     from benchlib.analysis.verdict import compare, side
     from benchlib.records import results
     from benchlib.runs import params, sweep
@@ -80,6 +78,5 @@ def try_change(record: dict[str, Any], found, args) -> str:
     if new.get("status") != "ok":
         return f"  try {change}: the row failed ({(new.get('error') or {}).get('message')})"
     before, after = (results.frame([r]) for r in (record, new))
-    text = compare(side(change, after), side("as it ran", before))
-    return f"  try {change} (run {new['run_id']}): samples/s {text}".replace("**", "") \
-        if isinstance(before, pd.DataFrame) else ""
+    text = compare(side(change, after), side("as it ran", before)).replace("**", "")
+    return f"  try {change} (run {new['run_id']}): samples/s {text}"

@@ -105,6 +105,9 @@ def _lm_tokens_per_s(args) -> float | None:
     """One device's tokens/s, given (--tokens-per-s) or as MFU x peak / FLOPs per token."""
     if args.mfu is None and args.peak_tflops is None:
         return args.tokens_per_s
+    if args.tokens_per_s is not None:
+        raise UsageError("compute_s: give one of --tokens-per-s and --mfu (with --peak-tflops), "
+                         "not both")
     _positive("mfu", args.mfu, "give --mfu and --peak-tflops together")
     _positive("peak_tflops", args.peak_tflops, "give --mfu and --peak-tflops together")
     if args.mfu > 1:
@@ -143,7 +146,7 @@ def _params(args) -> tuple[float | None, str]:
     if args.model is None:
         return None, ""
     if args.model not in MODEL_PARAMS:
-        raise UsageError(f"grad_bytes: unknown model {args.model!r} (known: "
+        raise UsageError(f"model: unknown model {args.model!r} (known: "
                          f"{', '.join(MODEL_PARAMS)}); {HOW['grad_bytes_unknown']}")
     return MODEL_PARAMS[args.model], f"{args.model}: {MODEL_PARAMS[args.model]:,} parameters"
 

@@ -9,7 +9,7 @@ import re
 from typing import Any, ClassVar
 
 from benchlib.config.base import StudyConfig, require_min
-from benchlib.config.choices import DEVICES, GRAY_28, MODELS
+from benchlib.config.choices import DEVICES, GPT_MODELS, GRAY_28, MODELS
 from benchlib.errors import ConfigError
 
 # the input each data set's images have; the trials make batches of that shape on the
@@ -43,7 +43,8 @@ class MemoryAndBatchConfig(StudyConfig):
 
     study: ClassVar[str] = "memory_and_batch"
     allowed: ClassVar[dict[str, tuple[Any, ...]]] = {
-        "model": MODELS, "dataset": tuple(INPUT_SHAPES), "device": DEVICES}
+        "model": tuple(m for m in MODELS if m not in GPT_MODELS),  # images: a batch of them
+        "dataset": tuple(INPUT_SHAPES), "device": DEVICES}
 
     model: str = "simplecnn"
     """pyramidnet, simplecnn, toynet (1x28x28 inputs), resnet18 or resnet50."""

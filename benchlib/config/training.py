@@ -172,9 +172,11 @@ def check_own_code(values: Any, any_dataset: bool = True) -> None:
     if values.dataset == "tokens" and not language_model and model_kind(values.model) != "entry":
         raise ConfigError("dataset", f"tokens feed a language model ({', '.join(GPT_MODELS)}, "
                           f"hf:NAME or your own), not {values.model}")
-    if values.dataset == "tokens" and model_kind(values.model) == "hf" and not values.seq_len:
-        raise ConfigError("seq_len", f"{values.model} needs seq_len (and vocab_size) for its "
-                          "token data")
+    if values.dataset == "tokens" and values.model not in GPT_MODELS \
+            and not (values.seq_len and values.vocab_size):
+        raise ConfigError("seq_len" if not values.seq_len else "vocab_size",
+                          f"{values.model} needs seq_len and vocab_size for its token data "
+                          f"(only {', '.join(GPT_MODELS)} bring their own)")
     if language_model and not tokens and dataset_kind(values.dataset) != "entry":
         raise ConfigError("model", f"{values.model} is a language model: give it tokens "
                           "(dataset tokens, or synthetic with seq_len and vocab_size, or your "

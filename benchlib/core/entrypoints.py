@@ -64,12 +64,14 @@ def call(field: str, value: str, fn: Callable[..., Any], kwargs: dict[str, Any],
     """fn(**kwargs), its failure one line naming the parameter (`args_field` when the
     arguments do not fit the function)."""
     try:
+        inspect.signature(fn).bind(**kwargs)
+    except TypeError as e:  # the arguments do not fit the function: the user's model_args
+        raise ConfigError(args_field, f"{value!r} does not take these arguments "
+                          f"{sorted(kwargs)}: {e}") from None
+    except ValueError:  # a builtin without a signature: let the call say
+        pass
+    try:
         return fn(**kwargs)
-    except TypeError as e:
-        if "argument" in str(e):
-            raise ConfigError(args_field, f"{value!r} does not take these arguments "
-                              f"{sorted(kwargs)}: {e}") from None
-        raise ConfigError(field, f"{value!r} failed: TypeError: {e}") from None
     except ConfigError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's code failed

@@ -190,8 +190,7 @@ def hf_config(name: str, args: dict):
         if local.name == "config.json" or local.is_dir() or ref.endswith(".json"):
             if not local.exists():
                 raise ConfigError("model", f"{name!r}: {local} does not exist")
-            config = transformers.AutoConfig.from_pretrained(
-                str(local.parent if local.is_file() else local), local_files_only=True)
+            config = transformers.AutoConfig.from_pretrained(str(local), local_files_only=True)
             for key, value in args.items():
                 setattr(config, key, value)
             return config

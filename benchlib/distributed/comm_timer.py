@@ -20,26 +20,50 @@ import torch.distributed as dist
 
 
 class CommTimer:
-    def __init__(self):
-        self.intervals: list[tuple[float, float]] = []
+    """On a CPU (gloo) each bucket's start and end are host clock readings: its future
+    completes when the all-reduce has. On CUDA (NCCL) the future completes when the
+    collective is queued, so the hook records CUDA events instead: one on the compute
+    stream at the launch, one in the future's callback, whose stream waits for the
+    collective; their times, read at the step's end, are the GPU's own (not yet checked
+    on a GPU: docs/diagnose.md)."""
+
+    def __init__(self, cuda: bool = False):
+        self.cuda = cuda
+        self.intervals: list[tuple[Any, Any]] = []
         self.steps: list[tuple[float, float]] = []  # (comm_s, exposed_s) per step
+
+    def _mark(self) -> Any:
+        if not self.cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
 
     def hook(self, state, bucket):  # unannotated: DDP checks a hook's annotations as objects
         tensor = bucket.buffer()
         world = dist.get_world_size()
-        start = time.perf_counter()
+        start = self._mark()
 
         def done(fut: torch.futures.Future) -> torch.Tensor:
-            self.intervals.append((start, time.perf_counter()))
+            self.intervals.append((start, self._mark()))
             return fut.value()[0].div_(world)
 
         return dist.all_reduce(tensor, async_op=True).get_future().then(done)
+
+    def _seconds(self) -> list[tuple[float, float]]:
+        """The step's intervals in seconds on one clock (CUDA: from the first event)."""
+        if not self.cuda:
+            return self.intervals
+        torch.cuda.synchronize()
+        ref = self.intervals[0][0]
+        return [(ref.elapsed_time(a) / 1e3, ref.elapsed_time(b) / 1e3)  # ms from one event
+                for a, b in self.intervals]
 
     def step_end(self) -> None:
         """Close one step's buckets (after the optimizer step: every future has completed)."""
         if not self.intervals:
             return
-        spans = sorted(self.intervals)
+        spans = sorted(self._seconds())
         busy, (lo, hi) = 0.0, spans[0]
         for a, b in spans[1:]:
             if a > hi:
@@ -69,6 +93,6 @@ def attach(model: Any) -> CommTimer | None:
 
     if not isinstance(model, DistributedDataParallel) or dist.get_world_size() < 2:
         return None
-    timer = CommTimer()
+    timer = CommTimer(cuda=next(model.parameters()).is_cuda)
     model.register_comm_hook(None, timer.hook)
     return timer
