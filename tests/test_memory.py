@@ -1,5 +1,10 @@
 """benchlib.core.memory: peak memory of a window, and the breakdown of a model's bytes."""
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 from torch import nn
@@ -37,17 +42,27 @@ def test_adam_state_is_two_moments_per_parameter():
     assert state == 2 * 128 * 32 * 4 + 4
 
 
+WINDOW = """
+import json, torch
+from benchlib.core import memory
+size = 64 * 2**20
+with memory.PeakMemory("cpu") as peak:
+    start = memory.rss_bytes()
+    t = torch.ones(size // 4)  # written, so its pages are resident
+    del t
+print(json.dumps({**peak.figures, "start": start, "size": size}))
+"""
+
+
 def test_peak_rss_of_a_window_grows_by_a_tensor_allocated_inside_it():
-    size = 64 * MiB
-    with memory.PeakMemory("cpu") as peak:
-        start = memory.rss_bytes()
-        t = torch.ones(size // 4)  # written, so its pages are resident
-        del t
-    f = peak.figures
+    """In a fresh process: one that has freed memory before (this suite's) may keep those
+    pages resident and fill them again, and its RSS would not grow."""
+    done = subprocess.run([sys.executable, "-c", WINDOW], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    f = json.loads(done.stdout.strip().splitlines()[-1])
+    size, start = f["size"], f["start"]
     assert f["peak_kind"] == memory.RSS_WINDOW  # clear_refs is writable here
     assert f["peak_bytes"] == f["peak_rss_bytes"]
-    # the tensor's pages, less what the process gave back meanwhile (a larger process, the
-    # test suite, frees a little between reading `start` and allocating)
     assert 0.97 * size <= f["peak_bytes"] - start <= size + 16 * MiB
     assert (f["peak_alloc_bytes"], f["peak_reserved_bytes"], f["alloc_retries"], f["ooms"]) \
         == (None, None, None, None)  # CUDA's figures: none on the CPU, never invented
