@@ -2,14 +2,18 @@
 records for each verdict and for the borderline between two; constructed runs on the CPU
 (2 gloo ranks) are diagnosed as what they were built to be."""
 
+import contextlib
 import os
+import subprocess
+import sys
+import time
 
 import pandas as pd
 import pytest
 
 from benchlib.analysis import diagnose
 from benchlib.cli import main
-from benchlib.core import envinfo
+from benchlib.core import envinfo, hostload
 from benchlib.launch.launcher import launch
 from benchlib.records import results
 
@@ -84,7 +88,7 @@ def test_input_bound_advice_quotes_what_this_testbed_measured():
 def test_a_busy_host_is_a_caveat_whatever_the_verdict():
     found = diagnose.diagnose(record(data_s=0.06, compute_s=0.04, busy=True))
     assert found.verdict == "input-bound" and "the host was busy" in found.caveat
-    assert "host load 3.5 on 2 cores at start" in found.text()
+    assert "host at start: load 3.5 on 2 cores" in found.text()
 
 
 def test_the_report_column_is_empty_where_there_is_nothing_to_diagnose():
@@ -95,15 +99,18 @@ def test_the_report_column_is_empty_where_there_is_nothing_to_diagnose():
 
 # ------------------------------------------------------------------ constructed runs
 
-def diagnosed(tmp_path, monkeypatch, capsys, module, params, nproc):
-    """One launch written as a record, then `benchlib diagnose` on it: its printed lines."""
+def diagnosed(tmp_path, monkeypatch, capsys, module, params, nproc, load=False):
+    """One launch written as a record, then `benchlib diagnose` on it: its printed lines.
+    The host's load is sampled around the launch as a row's is with `load`; else the record
+    says the host was quiet (the case as built, not the suite's neighbours)."""
+    start = hostload.sample()
     out = launch(module, {"device": "cpu", "log_interval": 0, **params}, tmp_path / "logs",
                  "torchrun" if nproc > 1 else "single", nproc, timeout_s=300)
+    host_load = hostload.span(start, hostload.sample()) if load else {"busy": False, "start": {}}
     rec = results.make_record(run_id="constructed", table="t", notebook="20_dp_vs_ddp.ipynb",
                               params=params, env=envinfo.collect(), started_at=results.now(),
                               status="ok", metrics=out.result["metrics"],
-                              details=out.result["details"],
-                              host_load={"busy": False, "start": {}})  # the case, not the suite's
+                              details=out.result["details"], host_load=host_load)
     results.write_record(tmp_path / "out" / "results", rec)
     capsys.readouterr()
     assert main(["diagnose", "constructed", "--outputs", str(tmp_path / "out")]) == 0
@@ -155,6 +162,39 @@ def test_jpegs_decoded_in_the_training_process_are_input_bound(tmp_path, monkeyp
         "image_size": 224, "batch_size": 8, "num_workers": 0, "epochs": 1, "max_steps": 5,
         "warmup_steps": 1}, nproc=1)
     assert "constructed: input-bound" in text and "more DataLoader workers (now 0)" in text
+
+
+@contextlib.contextmanager
+def busy_loops(n: int):
+    """`n` processes spinning (one per core) until the block ends, at the lowest priority:
+    the flag counts tasks on the run queue whatever their priority, and the run beside
+    them still takes seconds (at full priority a launch took 22 s here, not 4)."""
+    loops = [subprocess.Popen([sys.executable, "-c", "import os; os.nice(19)\nwhile True: pass"])
+             for _ in range(n)]
+    try:
+        time.sleep(0.5)  # each started and on the run queue
+        yield
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.distributed
+def test_a_busy_loop_on_every_core_beside_the_run_is_host_contended(tmp_path, monkeypatch,
+                                                                    capsys):
+    """A small CNN on synthetic data (compute-bound on a quiet host) started while a busy
+    loop spins on every core: the host's load, sampled as a row's is, says so."""
+    with busy_loops(os.cpu_count()):
+        text = diagnosed(tmp_path, monkeypatch, capsys, "single", {
+            "model": "simplecnn", "dataset": "synthetic", "image_size": 32, "batch_size": 8,
+            "epochs": 1, "max_steps": 4, "warmup_steps": 1}, nproc=1, load=True)
+    print(text)
+    assert "constructed: host-contended" in text and "rerun on a quiet host" in text
+    [line] = [li for li in text.splitlines() if li.startswith("  host at start: load ")]
+    others = int(line.split(", ")[1].split()[0])
+    assert others >= os.cpu_count(), line  # the loops, at least
+    assert "caveat: the host was busy" in text
 
 
 def test_an_unknown_run_is_one_line_and_exit_2(tmp_path, capsys):

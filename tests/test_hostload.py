@@ -17,6 +17,12 @@ def test_busy_means_the_1_minute_load_above_the_cores_at_start():
     assert hostload.busy({"load_1m": 2.5, "cpus": 2})
     assert not hostload.busy({"load_1m": 2.0, "cpus": 2})
     assert not hostload.busy({"load_1m": None, "cpus": 2})  # no load average on this OS
+    # other tasks on every core: busy whatever the (minute-old) average says
+    assert hostload.busy({"load_1m": 0.3, "running": 2, "cpus": 2})
+    assert not hostload.busy({"load_1m": 0.3, "running": 1, "cpus": 2})
+    spun = {"load_1m": 0.3, "load_5m": 0.2, "load_15m": 0.1, "running": 2, "cpus": 2}
+    assert hostload.describe(hostload.span(spun, spun)) == \
+        "busy host: load 0.3 on 2 cores, 2 other tasks running at start"
     start = {"load_1m": 9.0, "load_5m": 4.0, "load_15m": 1.0, "cpus": 2}
     assert hostload.describe(hostload.span(start, start)) == \
         "busy host: load 9 on 2 cores at start"
@@ -32,6 +38,8 @@ def test_a_row_records_the_load_at_start_and_end_and_a_busy_start(tmp_path, outp
     [row] = load_plan(write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\n"))
     record = sweep.run_row(row, outputs)
     assert record["status"] == "ok"
+    running = [record["host_load"][when].pop("running") for when in ("start", "end")]
+    assert all(isinstance(n, int) and n >= 0 for n in running)  # this host's, as it was
     assert record["host_load"] == {
         "start": {"load_1m": 9.0, "load_5m": 5.0, "load_15m": 3.0, "cpus": 2},
         "end": {"load_1m": 1.0, "load_5m": 4.0, "load_15m": 3.0, "cpus": 2}, "busy": True}

@@ -11,7 +11,8 @@ how busy the host was at the start. The verdict is the first of these rules that
   input-bound           >= INPUT_SHARE of each step waits for data
   communication-bound   >= COMM_SHARE of each step is all-reduce nothing hides
   memory-bound          the allocator retried (freed its cache to find room) or ran out
-  host-contended        the host's 1-minute load exceeded its cores at the start
+  host-contended        at the start, the host's 1-minute load exceeded its cores or other
+                        tasks were running on every core (benchlib.core.hostload)
   launch-bound          a CUDA step shorter than LAUNCH_S: kernels too small to fill the GPU
   compute-bound         >= COMPUTE_SHARE of each step computes
   no single bottleneck  none of the above
@@ -28,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+
+from benchlib.core import hostload
 
 STRAGGLER = 1.25  # a rank this many times the other ranks' median
 STRAGGLER_SHARE = 0.20  # and its extra time at least this share of a step (not noise)
@@ -125,7 +128,7 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
         d.evidence.append(f"CUDA allocator: {m['alloc_retries']} retries, {m.get('ooms')} OOMs, "
                           f"peak reserved {m.get('peak_reserved_bytes', 0) / 2**30:.1f} GiB")
     if load:
-        d.evidence.append(f"host load {load.get('load_1m')} on {load.get('cpus')} cores at start")
+        d.evidence.append(f"host at start: {hostload.figures(load)}")
     if busy:
         d.caveat = ("the host was busy when the run started: every figure includes the "
                     "contention; rerun on a quiet host before acting on it")
