@@ -97,6 +97,29 @@ def test_what_cannot_train_is_one_line_from_the_preflight(fields, line):
 
 
 @pytest.mark.parametrize("fields, line", [
+    (dict(), None),  # gpt-tiny on tokens under fsdp2: its blocks found in the model checked
+    (dict(model="examples.custom_model:build", dataset="synthetic", seq_len=0,
+          input_shape="3x32x32", num_classes=4, ac="selective", strategy="single",
+          nproc_per_node=1),
+     "ac: selective works block by block, and WideCNN has no blocks"),
+])
+def test_the_preflight_builds_the_users_model_once_for_all_its_checks(fields, line,
+                                                                       monkeypatch):
+    from benchlib.trainers import job
+
+    built = []
+    real = job.build_job
+    monkeypatch.setattr(job, "build_job", lambda args: built.append(args) or real(args))
+    cfg = TransformerTrainingConfig(device="cpu", **fields)
+    if line is None:
+        transformer_training.preflight(cfg)
+    else:
+        with pytest.raises(ConfigError, match=f"^{line}"):
+            transformer_training.preflight(cfg)
+    assert len(built) == 1
+
+
+@pytest.mark.parametrize("fields, line", [
     (dict(precision="amp_fp16"), "precision: fsdp2 here runs fp32, tf32 or amp_bf16"),
     (dict(strategy="dp"), "strategy: 'dp' is not one of single, ddp, fsdp2"),
     (dict(ac="some"), "ac: 'some' is not one of none, selective, full"),

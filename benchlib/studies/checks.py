@@ -40,17 +40,24 @@ def data_prepared(path: str, dataset: str) -> dict[str, Any]:
     return describe(path, dataset)
 
 
-def own_code_trains(cfg: Any) -> int | None:
-    """The user's model and data, built here on the CPU as every rank will build them, take
-    a training step's forward and loss on a batch of 2: a module that is not importable,
-    a function that does not return a module or a data set, items that are not tensors, a
-    model whose output does not fit the labels, all end here, before any rank starts.
-    The number of samples in the user's data set (None: synthetic or built in)."""
+def own_job(cfg: Any) -> Any:
+    """The user's model and data (a trainers.job.Job), built here on the CPU as every rank
+    will build them; None where both are built in. Built once, for every check below."""
     from benchlib.trainers.job import build_job, uses_own_code
 
-    if not uses_own_code(cfg):
+    return build_job(cfg) if uses_own_code(cfg) else None
+
+
+def own_code_trains(cfg: Any, job: Any = None) -> int | None:
+    """The user's model and data (`job`, else built here: own_job) take a training step's
+    forward and loss on a batch of 2: a module that is not importable, a function that
+    does not return a module or a data set, items that are not tensors, a model whose
+    output does not fit the labels, all end here, before any rank starts.
+    The number of samples in the user's data set (None: synthetic or built in)."""
+    if job is None:
+        job = own_job(cfg)
+    if job is None:
         return None
-    job = build_job(cfg)
     job.check(cfg.model)
     return len(job.dataset) if job.dataset is not None else None
 
@@ -80,17 +87,21 @@ def fsdp2_available() -> None:
                           f">= 2.6); this torch is {torch.__version__}: use ddp") from None
 
 
-def blocks_fit(cfg: Any) -> None:
+def blocks_fit(cfg: Any, job: Any = None) -> None:
     """Activation checkpointing and FSDP2 work block by block: the model must have them
-    (built on the meta device: no memory, no time)."""
+    (the user's, as own_job built it; else built on the meta device: no memory, no time)."""
     if cfg.ac == "none" and cfg.strategy != "fsdp2":
         return
-    import torch
-
     from benchlib.distributed import fsdp
-    from benchlib.trainers.job import build_job
 
-    with torch.device("meta"):
-        model = build_job(cfg).model
+    if job is not None:
+        model = job.model
+    else:
+        import torch
+
+        from benchlib.trainers.job import build_job
+
+        with torch.device("meta"):
+            model = build_job(cfg).model
     fsdp.require_blocks(model, "ac" if cfg.ac != "none" else "strategy",
                         cfg.ac if cfg.ac != "none" else "fsdp2")

@@ -43,8 +43,9 @@ def preflight(cfg: TransformerTrainingConfig) -> None:
     checks.ranks_fit("nproc_per_node", cfg.nproc_per_node, cuda)
     if cfg.strategy == "fsdp2":
         checks.fsdp2_available()
-    samples = checks.own_code_trains(cfg)
-    checks.blocks_fit(cfg)
+    job = checks.own_job(cfg)  # the user's model and data, built once for both checks
+    samples = checks.own_code_trains(cfg, job)
+    checks.blocks_fit(cfg, job)
     ranks = cfg.nproc_per_node if cfg.strategy != "single" else 1
     checks.steps_fit(cfg, cfg.batch_size * ranks, samples)
 
