@@ -19,7 +19,9 @@ how busy the host was at the start. The verdict is the first of these rules that
 
 A run on a busy host carries that caveat whatever its verdict. The advice names the
 change and, where records of the same testbed measured it, the measured ratio; else the
-row to run to find out (`diagnose --try` runs it and reports the change with an interval).
+row to run to find out (`diagnose --try` runs it and reports the change with an interval):
+more DataLoader workers, a doubled batch, amp_bf16, or for a straggler that is the last
+rank of one node, one rank fewer (the slow one left out).
 """
 
 from __future__ import annotations
@@ -139,6 +141,9 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
         d.advice = (f"rank {slowest} is {skew:.2f}x the other ranks: find the slow device or "
                     f"node with `python -m benchlib doctor --health --nproc {nproc}`, then leave "
                     "it out or fix it")
+        # one node whose last rank is the slow one: fewer ranks per node leave exactly it out
+        if p.get("nproc_per_node") == nproc and slowest == nproc - 1 and nproc > 1:
+            d.try_params = {"nproc_per_node": nproc - 1}
     elif part["data"] is not None and part["data"] >= INPUT_SHARE:
         d.verdict = "input-bound"
         d.advice, d.try_params = _input_advice(p, same_testbed)

@@ -31,6 +31,11 @@ class DpVsDdpConfig(TrainingConfig, RepeatsConfig):
     """Also measure all-reduce bus bandwidth with the same ranks."""
     allreduce_max_bytes: int = 16777216
     """Largest all-reduce message (16 MiB; a GPU node: 256 MiB and more)."""
+    inject_step_delay_ms: float = 0.0
+    """Fault injection, never a real measurement: ms added to every step of `delay_rank`
+    (a straggler made on purpose, for `benchlib diagnose` and its --try)."""
+    delay_rank: int = -1
+    """The rank `inject_step_delay_ms` slows (-1: every rank)."""
 
     def validate(self) -> None:
         require_min("nproc_per_node", self.nproc_per_node, 1)
@@ -39,3 +44,6 @@ class DpVsDdpConfig(TrainingConfig, RepeatsConfig):
                               "(dp: the GPUs its one process spans; ddp: ranks per node)")
         super().validate()
         require_min("allreduce_max_bytes", self.allreduce_max_bytes, 1024)
+        require_min("inject_step_delay_ms", self.inject_step_delay_ms, 0)
+        # not bounded by nproc_per_node: a run that leaves the slowed rank out keeps it
+        require_min("delay_rank", self.delay_rank, -1)
