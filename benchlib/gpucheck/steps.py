@@ -425,16 +425,15 @@ def _own_model_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
 
 def config_flags(cfg: Any) -> list[str]:
     """A config as the command line its CLI generates from it (benchlib.config.flags):
-    `--name value` per field, empty strings left out, mappings as JSON."""
+    `--name value` per field, a switch as `--name` or `--no-name`, empty strings left
+    out, mappings as JSON."""
     argv: list[str] = []
     for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        if value == "" or isinstance(value, bool):  # a bool is a switch: none here yet
-            if isinstance(value, bool):
-                raise TypeError(f"{f.name}: a switch; give config_flags its form")
-            continue
-        argv += [f"--{f.name.replace('_', '-')}",
-                 json.dumps(value) if isinstance(value, dict) else str(value)]
+        value, flag = getattr(cfg, f.name), f.name.replace("_", "-")
+        if isinstance(value, bool):
+            argv.append(f"--{flag}" if value else f"--no-{flag}")
+        elif value != "":
+            argv += [f"--{flag}", json.dumps(value) if isinstance(value, dict) else str(value)]
     return argv
 
 
