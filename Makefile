@@ -50,11 +50,13 @@ test-fast: lint
 report: setup
 	$(PY) -m benchlib report
 
-# Every GPU path on a single-GPU machine, in one call of under 10 minutes (scripts/gpu-check.sh);
-# the image's own python is enough: it installs nothing.
+# Every GPU path on a single-GPU machine (scripts/gpu-check.sh), in two parts of one call of
+# under 10 minutes each (GPU_CHECK_PART=2: the language model, timm and transformers models,
+# the largest batch); the image's own python is enough: it installs nothing.
 GPU_CHECK_OUT ?= outputs/gpu-check
+GPU_CHECK_PART ?= 1
 gpu-check:
-	scripts/gpu-check.sh $(GPU_CHECK_OUT)
+	scripts/gpu-check.sh $(GPU_CHECK_OUT) --part $(GPU_CHECK_PART)
 
 # JupyterLab on notebooks/ with the project's kernel ("benchlib (.venv)", registered into
 # .venv, not your home); LAB_ARGS passes options on, e.g. LAB_ARGS="--port 8890"

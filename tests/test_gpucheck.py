@@ -35,9 +35,28 @@ def test_dry_run_lists_every_gpu_path_the_check_must_cover(tmp_path):
     assert done.stdout.count("--modes train,traverse --workers 0,4") == 2
     assert "--variants preload,preload_batched --launches 5" in done.stdout
     assert "--backend nccl --group-of-one" in done.stdout and "--max-restarts 1" in done.stdout
-    assert done.stdout.splitlines()[-1].startswith("18 steps, about ")
+    assert done.stdout.splitlines()[-1].startswith("18 steps (part 1 of 2), about ")
     assert done.stdout.splitlines()[-1].endswith("fits in the 540 s budget")
     assert not (tmp_path / "out").exists()
+
+
+def test_part_2_lists_the_language_model_the_outside_models_and_the_largest_batch(tmp_path):
+    done = script(str(tmp_path / "out"), "--dry-run", "--part", "2")
+    assert done.returncode == 0, done.stderr
+    names = [line.split()[0] for line in done.stdout.splitlines()[:-1]
+             if not line.startswith(" ")]
+    assert names == ["env", "lm_single", "lm_fsdp2", "lm_single_ac_selective",
+                     "lm_single_ac_full", "timm_resnet50", "hf_gpt2", "maxbatch_resnet50"]
+    assert "--nproc-per-node 1 --max-restarts 0 -m benchlib.workers.fsdp2 --config" in done.stdout
+    assert "-m benchlib maxbatch --model resnet50 --dataset imagefolder" in done.stdout
+    assert "--device gpu --start-batch 256 --max-batch 8192 --steps 4 --warmup-steps 1" \
+        in done.stdout
+    assert '"model": "timm:resnet50"' in done.stdout and '"model": "hf:gpt2"' in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("8 steps (part 2 of 2), about ")
+    assert script(str(tmp_path), "--dry-run", "--part", "3").stderr == \
+        "gpu-check: part: must be 1 to 2, got 3\n"
+    chosen = [s.name for s in gpucheck.select(gpucheck.plan(tmp_path), None, 2)]
+    assert "data" not in chosen and "resnet50_fp32" not in chosen and chosen[0] == "env"
 
 
 def test_without_cuda_it_says_so_in_one_line_exits_2_and_writes_nothing(tmp_path):
@@ -99,9 +118,11 @@ def test_resnet50_figures_hold_mfu_against_the_detected_devices_peak_and_the_tar
     json.dumps(figures)  # a record can hold it
 
 
-def test_the_whole_check_fits_its_default_budget_in_one_call_and_each_box_leaves_room():
+def test_each_part_fits_its_default_budget_in_one_call_and_each_box_leaves_room():
     plan = steps.plan(ROOT / "outputs" / "gpu-check")
-    assert sum(s.expected_s for s in plan) <= gpucheck.BUDGET_S <= 540  # a call: 600 s
+    for part in range(1, steps.PARTS + 1):  # a call: 600 s
+        assert sum(s.expected_s for s in steps.part_of(plan, part)) <= gpucheck.BUDGET_S <= 540
+    assert {s.part for s in plan} == {0, 1, 2}
     for s in plan:
         assert s.timeout_s >= 2 * s.expected_s, s.name  # an honest box: twice what it took
 
@@ -241,3 +262,138 @@ def test_a_misspelt_name_in_the_gpu_table_is_refused_not_dropped(tmp_path, monke
     with pytest.raises(ConfigError, match=r"^timed_step: not a parameter of notebook 40 "
                                           r"\(params/framework_comparison_gpu.yaml, row 1\)"):
         steps.gpu_rows()
+
+
+def _copy_params(tmp_path, monkeypatch, **edits):
+    """The project's parameter tables under a root of their own, each `file=(old, new)`
+    replaced once."""
+    (tmp_path / "params").mkdir()
+    for table in (ROOT / "params").glob("*.yaml"):
+        (tmp_path / "params" / table.name).write_text(table.read_text())
+    for name, (old, new) in edits.items():
+        file = tmp_path / "params" / f"{name}.yaml"
+        assert file.read_text().count(old) == 1, old
+        file.write_text(file.read_text().replace(old, new))
+    monkeypatch.setenv("BENCHLIB_ROOT", str(tmp_path))
+
+
+def test_part_2s_commands_are_built_from_the_tables_so_a_changed_row_changes_them(
+        tmp_path, monkeypatch):
+    """The language model rows are notebook 50's, in the check's short window; the timm
+    and hf rows notebook 40's; the largest batch notebook 15's ResNet-50 row."""
+    plan = {s.name: s for s in steps.plan(tmp_path / "out")}
+    _, worker, lm = plan["lm_single"].config
+    assert worker == "single" and {k: lm[k] for k in (
+        "model", "dataset", "seq_len", "batch_size", "precision", "compile", "ac", "epochs",
+        "warmup_steps", "max_steps")} == {
+        "model": "gpt2-124m", "dataset": "tokens", "seq_len": 1024, "batch_size": 16,
+        "precision": "amp_bf16", "compile": True, "ac": "none", "epochs": 2,
+        "warmup_steps": 10, "max_steps": 20}
+    assert plan["lm_fsdp2"].config[1] == "fsdp2"
+    assert [plan[f"lm_single_ac_{m}"].config[2]["ac"] for m in ("selective", "full")] == [
+        "selective", "full"]
+
+    _copy_params(tmp_path, monkeypatch,
+                 transformer_training_gpu=("seq_len: 1024", "seq_len: 512"),
+                 framework_comparison_own_model_gpu=("batch_size: 8}", "batch_size: 4}"),
+                 memory_and_batch_gpu=("max_batch: 8192", "max_batch: 2048"))
+    changed = {s.name: s for s in steps.plan(tmp_path / "out")}
+    assert {changed[n].config[2]["seq_len"] for n in changed if n.startswith("lm_")} == {512}
+    assert changed["hf_gpt2"].config[2]["batch_size"] == 4
+    argv = changed["maxbatch_resnet50"].argv
+    assert argv[argv.index("--max-batch") + 1] == "2048"
+
+
+def test_part_2s_run_jsons_are_ones_their_workers_accept(tmp_path):
+    """Each language model and outside model step's run.json, read by its worker's own
+    parse (as benchlib.workers.single and .fsdp2 build it), in this process."""
+    from benchlib.launch import protocol
+    from benchlib.trainers.ddp import parser
+    from benchlib.workers.bootstrap import Plain, parse
+
+    for step in (s for s in steps.plan(tmp_path) if s.part == 2 and s.config):
+        folder, worker, params = step.config
+        args = parse(Plain(None, parser(worker)).parser(),
+                     ["--config", str(protocol.write_run_config(folder, worker, params))])
+        assert (args.model, args.precision, args.strategy) == (
+            params["model"], "amp_bf16", worker), step.name
+
+
+def test_the_lm_target_row_states_mfu_by_the_analytic_count_the_peak_and_pass_or_fail(
+        tmp_path):
+    cfg = next(c for c in steps.lm_rows() if steps._is_lm_target(c))
+    step = next(s for s in steps.plan(tmp_path) if s.name == "lm_single")
+    flops = 6 * 85e6 + 12 * 12 * 768 * 1024
+    metrics = {"samples_per_s": 700.0, "tokens_per_sample": 1024, "world_size": 1,
+               "flops_per_token_analytic": flops, "device_name": "NVIDIA H100 80GB HBM3"}
+    figures = step.figures({"metrics": metrics})
+    assert abs(figures["mfu"] - 700 * 1024 * flops / 989.4e12) < 1e-12
+    assert figures["mfu_peak_flops"] == 989.4e12 and figures["target_mfu"] == 0.40
+    assert figures["target_met"] is True and figures["target"].startswith("PASS: MFU 45.2% >= 40%")
+    assert "by 6N + 12·L·H·Q·T FLOPs per token" in figures["target"]
+    assert "dense amp_bf16 peak 989.4 TFLOP/s" in figures["target"]
+    slow = step.figures({"metrics": {**metrics, "samples_per_s": 300.0}})
+    assert slow["target_met"] is False and slow["target"].startswith("FAIL: MFU 19.4% < 40%")
+    cpu = step.figures({"metrics": {**metrics, "device_name": "cpu"}})
+    assert cpu["mfu"] is None and cpu["target"].startswith("NOT JUDGED: MFU unknown")
+    others = [s for s in steps.plan(tmp_path) if s.name.startswith("lm_") and s.name != step.name]
+    assert others and all("target" not in s.figures({"metrics": metrics}) for s in others)
+    assert cfg.seq_len == 1024 and cfg.precision == "amp_bf16" and cfg.compile
+    json.dumps(figures)  # a record can hold it
+
+
+def test_the_lm_step_trains_here_and_its_figures_hold_tokens_and_both_flop_counts(tmp_path):
+    """lm_single's own command on this CPU, its run.json changed to a model that fits
+    here: tokens/s from the worker's result, and the two FLOP counts within 5%."""
+    from benchlib.launch import protocol
+
+    _folders(tmp_path)
+    step = next(s for s in steps.plan(tmp_path) if s.name == "lm_single")
+    folder, worker, params = step.config
+    protocol.write_run_config(folder, worker, {
+        **params, "device": "cpu", "model": "gpt-tiny", "seq_len": 32, "batch_size": 2,
+        "compile": False, "precision": "fp32", "warmup_steps": 1, "max_steps": 3})
+    step.config = None  # the run.json written above, not the GPU row's
+    outcome = gpucheck.run_step(step, tmp_path, {})
+    assert outcome["status"] == "ok", outcome.get("error")
+    f = outcome["figures"]
+    assert f["tokens_per_s"] == f["samples_per_s"] * 32 > 0
+    assert abs(f["flop_count_ratio"] - 1) < 0.05 and f["mfu"] is None
+    assert f["target"].startswith("NOT JUDGED") and f["energy_j_per_sample"] is None
+
+
+def test_the_maxbatch_step_is_the_rows_config_and_reads_the_record_the_cli_prints(tmp_path):
+    """`benchlib maxbatch`'s own parser turns the step's flags back into notebook 15's
+    row (from 256); its figures are the metrics of the record the CLI names."""
+    from benchlib.cli.flags import config_from
+    from benchlib.cli.main import build_parser
+    from benchlib.config import MemoryAndBatchConfig
+
+    step = next(s for s in steps.plan(tmp_path) if s.name == "maxbatch_resnet50")
+    args = build_parser().parse_args(step.argv[step.argv.index("maxbatch"):])
+    assert config_from(args, MemoryAndBatchConfig).as_dict() == step.params
+    assert (step.params["model"], step.params["device"], step.params["start_batch"]) == (
+        "resnet50", "gpu", 256)
+    assert args.table == "gpu-check-maxbatch" and args.outputs == str(tmp_path)
+    metrics = {"largest_batch": 612, "smallest_batch_not_fitting": 613, "batches_tried": 12,
+               "boundary": "The largest batch that trains is 612 (820.0 samples/s, peak 78 GiB)"}
+    record = results.make_record(run_id="r1", table="gpu-check-maxbatch", notebook="maxbatch",
+                                 params=step.params, env={}, started_at=results.now(),
+                                 status="ok", metrics=metrics, details={})
+    path = results.write_record(tmp_path / "results", record)
+    figures = step.from_log(f"   256  yes ...\nrecord: {path}\n")
+    assert {k: figures[k] for k in metrics} == metrics
+    assert gpucheck._headline(step.name, figures) == f"boundary {metrics['boundary']}, " \
+        "batches_tried 12"
+
+
+def test_the_headline_shows_energy_per_sample_or_says_it_is_unknown_and_lists_targets():
+    figures = {"samples_per_s": 5600.0, "mfu": 0.138, "energy_j_per_sample": 0.061,
+               "peak_mem_bytes": 3 * 2**30}
+    assert gpucheck._headline("resnet50_amp_bf16", figures) == (
+        "samples_per_s 5,600.0, mfu 0.138, energy_j_per_sample 0.061, peak_mem 3.00 GiB")
+    unknown = gpucheck._headline("resnet50_fp32", {**figures, "energy_j_per_sample": None})
+    assert "energy_j_per_sample unknown (no NVML energy counter read)" in unknown
+    table = gpucheck.summary_markdown([{"step": "lm_single", "status": "ok", "seconds": 50,
+                                        "figures": {"target": "PASS: MFU 41.0% >= 40%"}}], {})
+    assert table.rstrip().endswith("Targets:\n- lm_single: PASS: MFU 41.0% >= 40%")

@@ -72,6 +72,13 @@ BAD = [
     (["--dataset", "cifar"], "dataset: 'cifar' is not one of fashion-mnist, mydataset"),
     (["--variant", "lmdb"], "variant: 'lmdb' is not one of raw, preload, preload_batched"),
     (["--export-trace"], "export_trace: needs profile = True"),
+    (["--model", "examples.custom_model:build", "--model-args", '{"in_channels": 1}'],
+     "model: examples.custom_model:build gives (2, 4) for 2 images of 1x28x28; train mode "
+     "needs (2, >= 10) scores"),
+    (["--model", "examples.custom_model:build"],
+     "model: examples.custom_model:build fails on 2 images of 1x28x28: RuntimeError: "),
+    (["--model", "toynet", "--model-args", '{"width": 8}'],
+     "model_args: toynet is built in and takes none"),
 ]
 
 
@@ -177,6 +184,26 @@ def test_unknown_or_missing_allocator_is_refused():
         assert "jemalloc" in env["LD_PRELOAD"]
     except UsageError as e:
         assert "jemalloc is not installed here (apt-get install libjemalloc2)" in str(e)
+
+
+def test_io_train_mode_trains_your_own_model_and_the_record_names_it(
+        small_data, outputs, capsys):
+    """examples/custom_model.py's model (an entry point, with model_args) in notebook 10's
+    train mode, 1 epoch of 600 images."""
+    code = main(["io", "1", "cpu", "--path", str(small_data), "--dataset", "fashion-mnist",
+                 "--variant", "preload_batched", "--repeats", "1",
+                 "--model", "examples.custom_model:build",
+                 "--model-args", '{"width": 8, "in_channels": 1, "num_classes": 10}'])
+    assert code == 0
+    out = capsys.readouterr().out
+    record = json.loads(open(out.split("record: ")[1].strip()).read())
+    assert record["status"] == "ok" and record["params"]["mode"] == "train"
+    assert record["params"]["model"] == "examples.custom_model:build"
+    assert record["params"]["model_args"] == {"width": 8, "in_channels": 1, "num_classes": 10}
+    m = record["metrics"]
+    assert m["samples_per_s"] > 0 and m["loss_last"] > 0
+    assert m["model_params"] == 8 * 9 + 2 * 8 * 8 * 9 + 3 * 2 * 8 + 8 * 10 + 10  # convs, BN, head
+    assert len(m["model_source_sha"]) == 16
 
 
 def test_io_refuses_a_model_for_colour_images():

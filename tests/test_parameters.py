@@ -53,7 +53,7 @@ def test_cli_flags_are_generated_from_the_dataclass(command, config, required):
     for f in dataclasses.fields(config):
         assert f.name in actions, f"benchlib {command} has no flag for {f.name}"
         if f.name not in required:
-            assert actions[f.name].default == f.default, f.name
+            assert actions[f.name].default == default(f), f.name
 
 
 def worker_defaults(parser):

@@ -6,7 +6,7 @@ import dataclasses
 from typing import ClassVar
 
 from benchlib.config.base import StudyConfig, require_choice, require_min
-from benchlib.config.choices import DEVICES, IO_DATASETS, IO_MODELS, MODES, VARIANTS
+from benchlib.config.choices import DEVICES, IO_DATASETS, IO_MODELS, MODES, VARIANTS, model_kind
 from benchlib.errors import ConfigError
 
 
@@ -28,7 +28,12 @@ class SingleDeviceIoConfig(StudyConfig):
     device: str = "auto"
     """cpu, gpu (an error without CUDA) or auto."""
     model: str = "toynet"
-    """toynet (seed 000's MLP), simplecnn or pyramidnet (1x28x28 inputs)."""
+    """What train mode trains on the 1x28x28 images (10 classes): toynet (seed 000's MLP),
+    simplecnn or pyramidnet; or pkg.module:function returning an nn.Module, or timm:NAME
+    (built from its config, no weights)."""
+    model_args: dict = dataclasses.field(default_factory=dict)
+    """Keyword arguments of your model function, or a timm model's config overrides
+    (on the command line: JSON, --model-args '{"in_channels": 1}')."""
     epochs: int = 1
     """Epochs per repeat (seed 000: 5)."""
     batch_size: int = 64
@@ -53,7 +58,12 @@ class SingleDeviceIoConfig(StudyConfig):
         require_choice("variant", self.variant, VARIANTS)
         require_choice("mode", self.mode, MODES)
         require_choice("device", self.device, DEVICES)
-        require_choice("model", self.model, IO_MODELS)
+        if self.model not in IO_MODELS and model_kind(self.model) not in ("entry", "timm"):
+            raise ConfigError("model", f"{self.model!r} is not one of {', '.join(IO_MODELS)}, "
+                              "nor pkg.module:function or timm:NAME (1x28x28 inputs, 10 classes)")
+        if self.model_args and self.model in IO_MODELS:
+            raise ConfigError("model_args", f"{self.model} is built in and takes none; "
+                              "model_args are for pkg.module:function and timm:NAME")
         require_min("epochs", self.epochs, 1)
         require_min("batch_size", self.batch_size, 1)
         require_min("num_workers", self.num_workers, 0)

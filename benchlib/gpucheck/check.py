@@ -10,9 +10,11 @@ reports a failing step and goes on, and writes into OUT:
     results/gpu-check/*.json   a benchlib record per step (the same schema as a sweep's)
     data/                      the generated FashionMNIST (IDX files)
 
-The steps themselves (commands, time boxes, figures) are in gpucheck/steps.py. Steps are
-ordered by what a lease must not miss; `--budget-s` stops starting new ones when the time
-is spent, `--only` reruns some by name.
+The steps themselves (commands, time boxes, figures) are in gpucheck/steps.py. They fill
+two calls (`--part 1`, the default: the workbook's GPU paths; `--part 2`: the language
+model, timm and transformers models, the largest batch); within a part they are ordered
+by what a lease must not miss. `--budget-s` stops starting new ones when the time is
+spent, `--only` reruns some by name (from either part).
 """
 
 from __future__ import annotations
@@ -28,28 +30,12 @@ from typing import Any
 
 from benchlib import atomic
 from benchlib.errors import UsageError
-from benchlib.gpucheck.steps import STUDY, Step, plan
+from benchlib.gpucheck.steps import PARTS, STUDY, Step, part_of, plan
+from benchlib.gpucheck.steps import io_figures as _io_figures  # noqa: F401 - the tests' name
 from benchlib.launch import protocol
 from benchlib.records import results
 
-BUDGET_S = 540.0  # the plan: ~507 s on the slower H100 host seen (docs/gpus.md), in one call
-IO_FIGURES = ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "epoch_s", "data_s",
-              "compute_s")
-
-
-def _io_figures(log: str) -> dict[str, Any]:
-    """Each `benchlib io` run prints `record: PATH`; its metrics are the figures, keyed by
-    the setting: `train_w4_samples_per_s` for mode train with 4 workers."""
-    figures: dict[str, Any] = {}
-    for line in log.splitlines():
-        if line.startswith("record: "):
-            record = results.read_record(Path(line[len("record: "):]))
-            setting = f"{record['params']['mode']}_w{record['params']['num_workers']}"
-            figures.update({f"{setting}_{k}": record["metrics"].get(k) for k in IO_FIGURES})
-            figures["device_name"] = record["metrics"].get("device_name")
-    return figures
-
-
+BUDGET_S = 540.0  # a part: ~507 s (part 1) on the slower H100 host seen (docs/gpus.md)
 def run_step(step: Step, out: Path, env: dict[str, Any]) -> dict[str, Any]:
     """Runs one step in its own time box (never shortened: a step that needs 20 s gets them)."""
     log = out / "logs" / f"{step.name}.log"
@@ -78,8 +64,8 @@ def run_step(step: Step, out: Path, env: dict[str, Any]) -> dict[str, Any]:
     else:
         outcome["status"] = "ok"
     try:
-        if step.name.startswith("io_") and step.result is None:
-            outcome["figures"] = _io_figures(text)
+        if step.from_log is not None:
+            outcome["figures"] = step.from_log(text)
         elif step.name == "env":
             env.update(json.loads(text[text.index("{"):]))
             outcome["figures"] = {k: env.get(k) for k in ("nvidia_driver", "torch_cuda", "cudnn", "nccl")}
@@ -116,10 +102,17 @@ HEADLINE = {  # the figures a summary row shows, per kind of step
     "calibrate": ("event_over_wall", "event_over_wall_p10", "event_over_wall_p90",
                   "benchlib_over_bare", "extra_us_per_step"),
     "resnet50": ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "mfu", "target_met",
-                 "peak_mem_bytes"),
+                 "energy_j_per_sample", "peak_mem_bytes"),
     "jax": ("jax_samples_per_s", "samples_per_s", "samples_per_s_p10", "samples_per_s_p90",
             "compile_s", "jax_backend"),
     "elastic": ("samples_per_s", "restarts", "steps_redone", "recovery_s", "final_step"),
+    "lm": ("tokens_per_s", "tokens_per_s_p10", "tokens_per_s_p90", "mfu", "target_met",
+           "peak_alloc_bytes", "peak_reserved_bytes", "flop_count_ratio"),
+    "timm": ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "mfu",
+             "energy_j_per_sample", "peak_alloc_bytes"),
+    "hf": ("tokens_per_s", "tokens_per_s_p10", "tokens_per_s_p90", "mfu", "energy_j_per_sample",
+           "peak_alloc_bytes", "flop_count_ratio"),
+    "maxbatch": ("boundary", "batches_tried"),
     "env": ("gpus", "nvidia_driver", "torch", "torch_cuda", "cudnn", "nccl"),
 }
 
@@ -141,13 +134,23 @@ def _io_headline(figures: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def _shown(key: str, value: Any) -> str:
+    """A headline figure: bytes in GiB, energy that no counter gave as unknown."""
+    if value is None:
+        return f"{key} unknown (no NVML energy counter read)"
+    if key.endswith("_bytes"):
+        return f"{key[:-len('_bytes')]} {value / 2**30:,.2f} GiB"
+    return f"{key} {_fmt(value)}"
+
+
 def _headline(step: str, figures: dict[str, Any]) -> str:
     if step.startswith("io_"):
         return _io_headline(figures)
     keys = next((v for k, v in HEADLINE.items() if step.startswith(k)),
                 ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "backend_used",
                  "strategy", "devices"))
-    return ", ".join(f"{k} {_fmt(figures[k])}" for k in keys if figures.get(k) is not None)
+    return ", ".join(_shown(k, figures[k]) for k in keys
+                     if figures.get(k) is not None or (k.startswith("energy") and k in figures))
 
 
 def summary_markdown(outcomes: list[dict[str, Any]], env: dict[str, Any]) -> str:
@@ -165,6 +168,9 @@ def summary_markdown(outcomes: list[dict[str, Any]], env: dict[str, Any]) -> str
                      f"{text.replace('|', '/')} |")
     ok = sum(o["status"] == "ok" for o in outcomes)
     lines += ["", f"{ok} of {len(outcomes)} steps ok."]
+    targets = [f"- {o['step']}: {o['figures']['target']}" for o in outcomes
+               if isinstance((o.get("figures") or {}).get("target"), str)]
+    lines += ["", "Targets:", *targets] if targets else []
     return "\n".join(lines) + "\n"
 
 
@@ -176,13 +182,20 @@ def parser() -> argparse.ArgumentParser:
                    help="start a step only while its expected time (measured on one H100) "
                    f"fits in what is left of this many seconds (default {BUDGET_S:.0f}: every "
                    "step, within one 10-minute call)")
-    p.add_argument("--only", help="comma-separated step names (or prefixes) to run")
+    p.add_argument("--part", type=int, default=1,
+                   help=f"which of the {PARTS} parts to run, each one call (default 1: the "
+                   "workbook's GPU paths; 2: the language model, timm and transformers "
+                   "models, the largest batch)")
+    p.add_argument("--only", help="comma-separated step names (or prefixes) to run, from "
+                   "either part")
     return p
 
 
-def select(steps: list[Step], only: str | None) -> list[Step]:
+def select(steps: list[Step], only: str | None, part: int = 1) -> list[Step]:
+    if not 1 <= part <= PARTS:
+        raise UsageError(f"part: must be 1 to {PARTS}, got {part}")
     if not only:
-        return steps
+        return part_of(steps, part)
     wanted = [w.strip() for w in only.split(",") if w.strip()]
     names = [s.name for s in steps]
     for w in wanted:
@@ -198,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         out = Path(args.out).resolve()
-        steps = select(plan(out), args.only)
+        steps = select(plan(out), args.only, args.part)
         if args.budget_s <= 0:
             raise UsageError(f"budget_s: must be > 0, got {args.budget_s}")
         if args.dry_run:
@@ -208,8 +221,9 @@ def main(argv: list[str] | None = None) -> int:
                 if s.config is not None:
                     print(f"{'':30} run.json params: {json.dumps(s.config[2], sort_keys=True)}")
             expected = sum(s.expected_s for s in steps)
-            print(f"{len(steps)} steps, about {expected:.0f} s on one H100; a step starts only "
-                  f"while its expected time fits in the {args.budget_s:.0f} s budget")
+            which = "" if args.only else f" (part {args.part} of {PARTS})"
+            print(f"{len(steps)} steps{which}, about {expected:.0f} s on one H100; a step starts "
+                  f"only while its expected time fits in the {args.budget_s:.0f} s budget")
             return 0
         import torch
 

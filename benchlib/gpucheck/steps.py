@@ -1,13 +1,18 @@
 """The GPU check's steps (benchlib.gpucheck.check): each one's command line, time box,
 parameters, result file and how its figures are read from that file, in the order a short
-lease should run them. The ResNet-50 and JAX steps are notebook 40's rows in
-params/framework_comparison_gpu.yaml (seed 003's DLPerf settings), run through the
-study's own parameter functions; `plan(out)` lays the steps out under one output folder.
-Runs nothing.
+lease should run them, in two parts of one call each (PARTS). The study steps are rows of
+parameter tables, run through each study's own parameter functions: ResNet-50 and JAX are
+notebook 40's rows in params/framework_comparison_gpu.yaml (seed 003's DLPerf settings),
+timm and transformers models its rows in params/framework_comparison_own_model_gpu.yaml,
+the language model notebook 50's rows in params/transformer_training_gpu.yaml and the
+largest batch notebook 15's ResNet-50 row in params/memory_and_batch_gpu.yaml.
+`plan(out)` lays the steps out under one output folder. Runs nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,10 +23,13 @@ import yaml
 
 from benchlib import paths, reference
 from benchlib.config.framework_comparison import FrameworkComparisonConfig
+from benchlib.config.memory_and_batch import MemoryAndBatchConfig
+from benchlib.config.transformer_training import TransformerTrainingConfig
 from benchlib.errors import ConfigError
 from benchlib.launch.protocol import RUN_CONFIG
+from benchlib.records import results
 from benchlib.runs.params import expand
-from benchlib.studies import framework_comparison
+from benchlib.studies import framework_comparison, repeats, transformer_training
 
 STUDY = "gpu-check"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
@@ -35,6 +43,28 @@ RESNET50_EXPECTED_S = {"fp32": 21, "tf32": 19, "amp_bf16": 18, "amp_bf16_cl": 17
 RESNET18 = ["--dataset", "synthetic", "--model", "resnet18", "--image-size", "224",
             "--batch-size", "128", "--device", "gpu", "--log-interval", "0"]
 TARGET_RESNET50_H100 = 2800.0  # images/s: above Lambda's 2,616 and the vendor rows' 2,791
+
+# Part 2's tables: models from outside benchlib through notebook 40, notebook 50's
+# language model rows, notebook 15's largest batch
+OWN_MODEL_TABLE = "params/framework_comparison_own_model_gpu.yaml"
+LM_TABLE = "params/transformer_training_gpu.yaml"
+MAXBATCH_TABLE = "params/memory_and_batch_gpu.yaml"
+# the check's window for the language model rows: the table's 15 + 40 steps a window cut
+# to 10 + 20 (after the first step a compiled row is steady; its time is the compile)
+LM_WINDOW = {"warmup_steps": 10, "max_steps": 20}
+TARGET_LM_MFU = 0.40  # gpt2-124m, 1,024 tokens, bf16, compiled, one GPU (issue 25)
+MFU_FORMULA = "6N + 12·L·H·Q·T FLOPs per token (PaLM, appendix B)"
+# the largest batch search starts at the batch the ResNet-50 rows train at on the device
+# (doubling from 1 would add 8 trials of a process each)
+MAXBATCH_START = 256
+# Part 2's seconds on one H100: ESTIMATES, not yet run on a GPU (a process start of 7 s
+# on the slower host, torch.compile of GPT-2 small about 45 s, a largest-batch trial
+# about 10 s: 256, 512, 1024 then 9 bisection trials on 80 GB); the first lease that
+# runs part 2 replaces them with its times (docs/gpus.md)
+LM_EXPECTED_S = {"compiled": 60, "eager": 20, "torchrun": 10}
+OWN_MODEL_EXPECTED_S = {"timm": 20, "hf": 25}
+MAXBATCH_EXPECTED_S = 130
+PARTS = 2  # the steps fill two calls of under 10 minutes; `--part N` runs one
 
 
 FASHION_SIZE = 10_000  # images in the IO steps' data set: 3 repeats of 0.1-1 s an epoch
@@ -57,6 +87,11 @@ class Step:
     # (folder, worker, parameters) of the run.json that argv's `--config` names, written
     # when the step starts (a dry run writes nothing)
     config: tuple[Path, str, dict[str, Any]] | None = None
+    # the call that runs it (`--part`): 1 or 2; 0 for every part (env: the records carry it)
+    part: int = 1
+    # figures read from the step's own output (a CLI that prints `record: PATH`), where
+    # it writes no result file
+    from_log: Callable[[str], dict[str, Any]] | None = None
 
 
 def _worker(module: str, args: list[str], torchrun: bool = False,
@@ -98,17 +133,25 @@ def _calibrate_figures(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def plan(out: Path) -> list[Step]:
-    """The steps, in the order a short lease should run them."""
+    """The steps of both parts, each part in the order a short lease should run it."""
     res = lambda name: str(out / "work" / f"{name}.json")  # noqa: E731
+    part2 = [*_lm_steps(out, res), *_own_model_steps(out, res), _maxbatch_step(out)]
+    for step in part2:
+        step.part = 2
     return [*_setup_steps(out, res), *_calibrate_steps(res), *_resnet50_steps(out, res),
-            *_training_steps(out, res), _jax_step(res), *_io_steps(out)]
+            *_training_steps(out, res), _jax_step(res), *_io_steps(out), *part2]
+
+
+def part_of(steps: list[Step], part: int) -> list[Step]:
+    """The steps one call runs: the part's, and those of every part."""
+    return [s for s in steps if s.part in (0, part)]
 
 
 def _setup_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
     """The environment, the generated data, and NCCL on one rank."""
     data = out / "data"
     return [
-        Step("env", _cli("env", "--json"), 60, {}, expected_s=7),
+        Step("env", _cli("env", "--json"), 60, {}, expected_s=7, part=0),
         Step("data", _cli("data", "--path", str(data), "--offline", "--dataset", "fashion-mnist",
                           "--fashion-size", str(FASHION_SIZE)), 60,
              {"fashion_size": FASHION_SIZE}, expected_s=12),
@@ -137,18 +180,25 @@ def _calibrate_steps(res: Callable[[str], str]) -> list[Step]:
     return steps
 
 
-def gpu_rows() -> list[FrameworkComparisonConfig]:
-    """GPU_TABLE's rows as notebook 40 reads them: the notebook's defaults (its config's),
-    the study's defaults, then the row."""
-    file = paths.project_root() / GPU_TABLE
-    (study,) = yaml.safe_load(file.read_text())["studies"]
-    rows = [{**study.get("defaults", {}), **row} for row in expand(study, GPU_TABLE)]
-    known = set(FrameworkComparisonConfig.field_names())
+def table_rows(table: str, config: type, notebook: str,
+               overrides: dict[str, Any] | None = None) -> list[Any]:
+    """A parameter table's rows as its notebook reads them: the notebook's defaults (its
+    config's), the study's defaults, the row, then the check's `overrides`; each a
+    validated `config`. A table of one study or of several under `studies:`."""
+    doc = yaml.safe_load((paths.project_root() / table).read_text())
+    rows = [{**study.get("defaults", {}), **row} for study in doc.get("studies", [doc])
+            for row in expand(study, table)]
+    known = set(config.field_names())
     for i, row in enumerate(rows, start=1):  # from_params would drop a misspelt name unseen
         if set(row) - known:
-            raise ConfigError(sorted(set(row) - known)[0], f"not a parameter of notebook 40 "
-                              f"({GPU_TABLE}, row {i}); it takes {', '.join(sorted(known))}")
-    return [FrameworkComparisonConfig.from_params(row) for row in rows]
+            raise ConfigError(sorted(set(row) - known)[0], f"not a parameter of {notebook} "
+                              f"({table}, row {i}); it takes {', '.join(sorted(known))}")
+    return [config.from_params({**row, **(overrides or {})}) for row in rows]
+
+
+def gpu_rows() -> list[FrameworkComparisonConfig]:
+    """GPU_TABLE's rows as notebook 40 reads them."""
+    return table_rows(GPU_TABLE, FrameworkComparisonConfig, "notebook 40")
 
 
 def _variant(cfg: FrameworkComparisonConfig) -> str:
@@ -230,13 +280,35 @@ def _io_steps(out: Path) -> list[Step]:
     return [
         Step("io_raw", [sys.executable, "-m", "benchlib.gpucheck.io_grid", *grid, *io,
                         "--variant", "raw", "--repeats", "3"], 100,
-             {**params, "variant": "raw", "repeats": 3}, expected_s=IO_EXPECTED_S["raw"]),
+             {**params, "variant": "raw", "repeats": 3}, expected_s=IO_EXPECTED_S["raw"],
+             from_log=io_figures),
         Step("io_ab", [sys.executable, "-m", "benchlib.gpucheck.io_grid", *grid,
                        "--variants", ",".join(IO_AB), "--launches", str(IO_AB_LAUNCHES),
                        "--summary", summary, *io, "--repeats", "1"], 200,
              {**params, "variants": list(IO_AB), "launches": IO_AB_LAUNCHES, "repeats": 1},
              summary, _ab_figures, expected_s=IO_EXPECTED_S["ab"]),
     ]
+
+
+IO_FIGURES = ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "epoch_s", "data_s",
+              "compute_s")
+
+
+def _printed_records(log: str) -> list[dict[str, Any]]:
+    """The records a benchlib CLI names in its output (`record: PATH` lines)."""
+    return [results.read_record(Path(line[len("record: "):])) for line in log.splitlines()
+            if line.startswith("record: ")]
+
+
+def io_figures(log: str) -> dict[str, Any]:
+    """Each `benchlib io` run prints `record: PATH`; its metrics are the figures, keyed by
+    the setting: `train_w4_samples_per_s` for mode train with 4 workers."""
+    figures: dict[str, Any] = {}
+    for record in _printed_records(log):
+        setting = f"{record['params']['mode']}_w{record['params']['num_workers']}"
+        figures.update({f"{setting}_{k}": record["metrics"].get(k) for k in IO_FIGURES})
+        figures["device_name"] = record["metrics"].get("device_name")
+    return figures
 
 
 def _ab_figures(s: dict[str, Any]) -> dict[str, Any]:
@@ -251,3 +323,138 @@ def _ab_figures(s: dict[str, Any]) -> dict[str, Any]:
         figures.update({key: a["ratio"], f"{key}_low": a["low"], f"{key}_high": a["high"],
                         f"{key}_verdict": a["verdict"]})
     return figures
+
+
+# Part 2: the language model, models from outside benchlib, the largest batch
+
+
+def _lm_name(cfg: TransformerTrainingConfig) -> str:
+    """lm_single, lm_fsdp2, lm_single_ac_full; `_eager` where the row does not compile."""
+    return ("lm_" + cfg.strategy + (f"_ac_{cfg.ac}" if cfg.ac != "none" else "")
+            + ("" if cfg.compile else "_eager"))
+
+
+def lm_rows() -> list[TransformerTrainingConfig]:
+    """LM_TABLE's rows as notebook 50 reads them, in the check's short window."""
+    return table_rows(LM_TABLE, TransformerTrainingConfig, "notebook 50", LM_WINDOW)
+
+
+def _is_lm_target(cfg: TransformerTrainingConfig) -> bool:
+    """The row the MFU target is for: one device, compiled, no checkpointing."""
+    return cfg.strategy == "single" and cfg.compile and cfg.ac == "none"
+
+
+def _lm_figures(cfg: TransformerTrainingConfig) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The worker's metrics with notebook 50's figures (tokens/s, MFU by the analytic
+    count over the device's dense peak for the precision), the formula and the peak
+    used; for the target row, the MFU target and a pass/fail sentence."""
+    def figures(result: dict[str, Any]) -> dict[str, Any]:
+        m = dict(result["metrics"])
+        m.update(repeats.token_figures(m))
+        m.update(transformer_training.lm_figures(m, cfg.precision))
+        peak = reference.peak_flops(m["device_name"], cfg.precision)
+        m.update(mfu_formula=MFU_FORMULA, mfu_peak_flops=peak[0] if peak else None)
+        if _is_lm_target(cfg):
+            m.update(target_mfu=TARGET_LM_MFU, target=lm_target_line(m, cfg))
+            m["target_met"] = m["mfu"] >= TARGET_LM_MFU if m["mfu"] is not None else None
+        return m
+    return figures
+
+
+def lm_target_line(m: dict[str, Any], cfg: TransformerTrainingConfig) -> str:
+    """`PASS: MFU 43.1% >= 40% ...` with the count, the rate and the peak it came from."""
+    what = (f"{cfg.model}, {cfg.seq_len} tokens, {cfg.precision}, compiled, one "
+            f"{m['device_name']}")
+    if m["mfu"] is None:
+        return f"NOT JUDGED: MFU unknown ({m['mfu_peak_source']}); {what}"
+    passed = m["mfu"] >= TARGET_LM_MFU
+    return (f"{'PASS' if passed else 'FAIL'}: MFU {m['mfu']:.1%} {'>=' if passed else '<'} "
+            f"{TARGET_LM_MFU:.0%} target; {what}: {m['tokens_per_s_per_device']:,.0f} tokens/s "
+            f"x {m['flops_per_token_analytic']:,.0f} FLOPs per token by {MFU_FORMULA}, over "
+            f"the dense {cfg.precision} peak {m['mfu_peak_flops'] / 1e12:,.1f} TFLOP/s "
+            f"({m['mfu_peak_source']})")
+
+
+def _lm_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
+    """Notebook 50's rows on one GPU: each row's worker (single, or fsdp2 under torchrun
+    as a group of one) with the row's parameters in a run.json, as the study launches it."""
+    steps: list[Step] = []
+    for cfg in lm_rows():
+        name, folder = _lm_name(cfg), out / "work" / _lm_name(cfg)
+        worker = "single" if cfg.strategy == "single" else cfg.strategy
+        expected = (LM_EXPECTED_S["compiled" if cfg.compile else "eager"]
+                    + (LM_EXPECTED_S["torchrun"] if worker != "single" else 0))
+        steps.append(Step(name, _worker(worker, ["--config", str(folder / RUN_CONFIG),
+                                                 "--result", res(name)],
+                                        torchrun=worker != "single"),
+                          3 * expected, cfg.as_dict(), res(name), _lm_figures(cfg),
+                          expected_s=expected,
+                          config=(folder, worker, transformer_training.trainer_params(cfg))))
+    return steps
+
+
+def own_model_rows() -> list[FrameworkComparisonConfig]:
+    """OWN_MODEL_TABLE's rows (timm:, hf:) as notebook 40 reads them."""
+    return table_rows(OWN_MODEL_TABLE, FrameworkComparisonConfig, "notebook 40")
+
+
+def _model_figures(cfg: FrameworkComparisonConfig) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The worker's metrics, tokens/s for token data, and MFU over the device's peak."""
+    def figures(result: dict[str, Any]) -> dict[str, Any]:
+        m = dict(result["metrics"])
+        m.update(repeats.token_figures(m))
+        m["mfu"], m["mfu_peak_source"] = framework_comparison.mfu(
+            m["samples_per_s"], 1, m["flops_per_sample"], m["device_name"], cfg.precision)
+        return m
+    return figures
+
+
+def _own_model_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
+    """timm:NAME and hf:NAME through notebook 40's trainer worker, as the ResNet-50 rows."""
+    steps: list[Step] = []
+    for cfg in own_model_rows():
+        name = cfg.arch.replace(":", "_").replace("-", "_").replace(".", "_")
+        expected, folder = OWN_MODEL_EXPECTED_S[cfg.arch.split(":")[0]], out / "work" / name
+        steps.append(Step(name, _worker("single", ["--config", str(folder / RUN_CONFIG),
+                                                   "--result", res(name)]),
+                          3 * expected, cfg.as_dict(), res(name), _model_figures(cfg),
+                          expected_s=expected,
+                          config=(folder, "single", framework_comparison.trainer_params(cfg))))
+    return steps
+
+
+def config_flags(cfg: Any) -> list[str]:
+    """A config as the command line its CLI generates from it (benchlib.config.flags):
+    `--name value` per field, a switch as `--name` or `--no-name`, empty strings left
+    out, mappings as JSON."""
+    argv: list[str] = []
+    for f in dataclasses.fields(cfg):
+        value, flag = getattr(cfg, f.name), f.name.replace("_", "-")
+        if isinstance(value, bool):
+            argv.append(f"--{flag}" if value else f"--no-{flag}")
+        elif value != "":
+            argv += [f"--{flag}", json.dumps(value) if isinstance(value, dict) else str(value)]
+    return argv
+
+
+def maxbatch_row() -> MemoryAndBatchConfig:
+    """MAXBATCH_TABLE's ResNet-50 row as notebook 15 reads it, from MAXBATCH_START."""
+    rows = table_rows(MAXBATCH_TABLE, MemoryAndBatchConfig, "notebook 15",
+                      {"start_batch": MAXBATCH_START})
+    return next(cfg for cfg in rows if cfg.model == "resnet50")
+
+
+def maxbatch_figures(log: str) -> dict[str, Any]:
+    """The record `benchlib maxbatch` prints: the boundary and the batches tried."""
+    (record,) = _printed_records(log)
+    return record["metrics"]
+
+
+def _maxbatch_step(out: Path) -> Step:
+    """`benchlib maxbatch` for ResNet-50 by CUDA's own memory: a batch that raises
+    OutOfMemoryError is a row that does not fit, and the search goes on."""
+    cfg = maxbatch_row()
+    return Step("maxbatch_resnet50", _cli("maxbatch", *config_flags(cfg), "--outputs", str(out),
+                                          "--table", STUDY + "-maxbatch"),
+                3 * MAXBATCH_EXPECTED_S, cfg.as_dict(), expected_s=MAXBATCH_EXPECTED_S,
+                from_log=maxbatch_figures)

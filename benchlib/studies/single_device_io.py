@@ -22,7 +22,8 @@ import torch
 
 from benchlib import paths
 from benchlib.config import SingleDeviceIoConfig
-from benchlib.core import envinfo, loops, progress
+from benchlib.config.choices import IO_MODELS
+from benchlib.core import entrypoints, envinfo, loops, progress
 from benchlib.core.models import build_model
 from benchlib.core.timing import summarize
 from benchlib.data import storage
@@ -42,18 +43,53 @@ class IOResult:
         return {"repeats": self.repeats, "steps": self.steps, "profile": self.profile}
 
 
+IN_SHAPE, CLASSES = (1, 28, 28), 10  # the IO data sets' images and labels
+
+
+def _model(cfg: SingleDeviceIoConfig) -> torch.nn.Module:
+    return build_model(cfg.model, IN_SHAPE, model_args=cfg.model_args, num_classes=CLASSES)
+
+
 def _stepper(cfg: SingleDeviceIoConfig, device: torch.device, seed: int) -> loops.Stepper:
     torch.manual_seed(seed)
-    model = build_model(cfg.model) if cfg.mode == "train" else None
+    model = _model(cfg) if cfg.mode == "train" else None
     return loops.Stepper(cfg.mode, device, model, cfg.lr)
 
 
 def preflight(cfg: SingleDeviceIoConfig) -> None:
     """Where the row runs: the device is there, the data set prepared, and an epoch of it
-    has a timed step after the warm-up (checked before a kernel starts, not inside it)."""
+    has a timed step after the warm-up (checked before a kernel starts, not inside it);
+    in train mode a model of the user's is built and takes a batch of 2 images to one
+    score per class (one line naming `model` where it does not)."""
     check_device(cfg.device)
     entry = checks.data_prepared(cfg.path, cfg.dataset)
     _warmup_fits(cfg, entry["samples"]["train"])
+    if cfg.mode == "train" and cfg.model not in IO_MODELS:
+        try:
+            with torch.no_grad():
+                out = _model(cfg).eval()(torch.zeros(2, *IN_SHAPE))
+        except ConfigError:
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever the user's forward raises
+            raise ConfigError("model", f"{cfg.model} fails on 2 images of "
+                              f"{'x'.join(map(str, IN_SHAPE))}: {type(e).__name__}: "
+                              f"{str(e).splitlines()[0][:200]}") from None
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, out.shape[-1]) \
+                or out.shape[-1] < CLASSES:
+            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise ConfigError("model", f"{cfg.model} gives {shape} for 2 images of "
+                              f"{'x'.join(map(str, IN_SHAPE))}; train mode needs (2, >= "
+                              f"{CLASSES}) scores (set num_classes or in_channels in model_args)")
+
+
+def model_figures(cfg: SingleDeviceIoConfig) -> dict[str, Any]:
+    """What train mode trained: its parameters and, for a model of the user's, the hash
+    of its source (traverse mode trains nothing: none)."""
+    if cfg.mode != "train":
+        return {"model_params": None, "model_source_sha": None}
+    model = _model(cfg)
+    return {"model_params": sum(p.numel() for p in model.parameters()),
+            "model_source_sha": entrypoints.source_hash(model)}
 
 
 def _warmup_fits(cfg: SingleDeviceIoConfig, samples: int) -> tuple[int, str]:
@@ -100,6 +136,7 @@ def run(cfg: SingleDeviceIoConfig, run_id: str = "interactive") -> IOResult:
         "loss_first": losses[0][0],
         "loss_last": losses[-1][1],
         "trace_path": None,
+        **model_figures(cfg),
     }
     result = IOResult(metrics, repeats, first_steps)
     if cfg.profile:
