@@ -92,11 +92,9 @@ class TokenWindows:
         return (self.tokens - 1) // self.seq_len
 
     def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        if not 0 <= i < len(self):
-            raise IndexError(f"window {i} of {len(self)}")
+        s = range(0, len(self) * self.seq_len, self.seq_len)[i]  # IndexError past the last
         if self._ids is None:
             self._ids = np.memmap(self.file, dtype=DTYPE, mode="r")
-        s = i * self.seq_len
         window = self._ids[s : s + self.seq_len + 1].astype(np.int64)
         return window[:-1], window[1:]
 
