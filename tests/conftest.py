@@ -67,14 +67,14 @@ def write_params(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
 @pytest.fixture(scope="session")
 def small_data(tmp_path_factory) -> Path:
     """All data sets, generated once for the session: 600 FashionMNIST, 300 MyDataSet,
-    256 CIFAR-10."""
+    256 CIFAR-10, 20,000 token ids below gpt-tiny's vocabulary of 2,048."""
     from benchlib.config import DataPrepConfig
     from benchlib.data import prepare
 
     path = tmp_path_factory.mktemp("data")
     prepare.prepare(DataPrepConfig(path=str(path), size=300, fashion_size=600, cifar_size=256,
-                                imagefolder_size=40,
-                                offline=True))
+                                imagefolder_size=40, tokenfile_size=20_000,
+                                tokenfile_vocab=2048, offline=True))
     return path
 
 

@@ -14,7 +14,8 @@ from benchlib.errors import ConfigError, UsageError
 
 def prep(path, **kw):
     cfg = DataPrepConfig(path=str(path), **{"size": 500, "fashion_size": 1200, "cifar_size": 50,
-                                            "imagefolder_size": 20, "offline": True, **kw})
+                                            "imagefolder_size": 20, "tokenfile_size": 5000,
+                                            "offline": True, **kw})
     return prepare.prepare(cfg)
 
 
@@ -92,13 +93,65 @@ def test_no_network_falls_back_to_offline_generation_with_a_message(tmp_path, mo
     assert "no network (127.0.0.1:9 unreachable" in err and "same IDX format" in err
 
 
+def test_tokenfile_is_nanogpts_uint16_memmap_of_zipf_ids_with_its_meta(tmp_path):
+    """train.bin and val.bin as nanoGPT reads them (np.memmap of uint16), the ids skewed as
+    words are and below the vocabulary, meta.json saying what is in them; nothing else."""
+    entries = prep(tmp_path, dataset="tokenfile", tokenfile_size=5000, tokenfile_vocab=1000)
+    folder = tmp_path / "tokenfile"
+    train = np.memmap(folder / "train.bin", dtype=np.uint16, mode="r")
+    val = np.memmap(folder / "val.bin", dtype=np.uint16, mode="r")
+    assert (len(train), len(val)) == (5000, 500)
+    meta = json.loads((folder / "meta.json").read_text())
+    assert meta == {"vocab_size": 1000, "max_token_id": int(max(train.max(), val.max())),
+                    "train_tokens": 5000, "val_tokens": 500, "dtype": "uint16"}
+    assert 900 <= meta["max_token_id"] < 1000
+    counts = np.bincount(train, minlength=1000)
+    # Zipf, exponent 1: the ten commonest ids hold H(10) / H(1000) = 39% of the tokens
+    assert counts.argmax() == 0 and 0.33 < counts[:10].sum() / 5000 < 0.45
+    assert sorted(p.name for p in folder.iterdir()) == ["meta.json", "train.bin", "val.bin"]
+    assert entries["tokenfile"]["samples"] == {"train": 5000, "val": 500}
+    again = prep(tmp_path / "again", dataset="tokenfile", tokenfile_size=5000, tokenfile_vocab=1000)
+    assert again["tokenfile"]["sha256"] == entries["tokenfile"]["sha256"]
+    rows = {r["dataset"]: r for r in prepare.verify(tmp_path)}
+    assert rows["tokenfile"]["samples"] == 5000 and rows["tokenfile"]["dtype"] == "uint16"
+
+
+def test_tokenfile_windows_are_nanogpts_x_and_y_shifted_by_one_and_split_across_ranks(tmp_path):
+    import torch
+    from torch.utils.data import DataLoader
+    from torch.utils.data.distributed import DistributedSampler
+
+    from benchlib.data import tokenfile
+
+    prep(tmp_path, dataset="tokenfile", tokenfile_size=1000, tokenfile_vocab=1000)
+    data = np.memmap(tmp_path / "tokenfile" / "train.bin", dtype=np.uint16, mode="r")
+    windows = tokenfile.TokenWindows(tmp_path, seq_len=16)
+    assert len(windows) == (1000 - 1) // 16
+    for i in (0, 7, len(windows) - 1):  # nanoGPT's get_batch at the window's start s
+        s = 16 * i
+        x, y = windows[i]
+        assert x.dtype == np.int64 and (x == data[s : s + 16]).all() \
+            and (y == data[s + 1 : s + 1 + 16]).all() and (y[:-1] == x[1:]).all()
+    with pytest.raises(IndexError):
+        windows[len(windows)]
+    seen = []
+    for rank in (0, 1):  # each rank its own windows, read by two DataLoader workers
+        sampler = DistributedSampler(windows, num_replicas=2, rank=rank, seed=0)
+        batches = list(DataLoader(windows, batch_size=4, sampler=sampler, num_workers=2))
+        assert batches[0][0].dtype == torch.int64 and batches[0][0].shape == (4, 16)
+        seen.append({tuple(x.tolist()) for xb, _ in batches for x in xb})
+    assert not seen[0] & seen[1] and len(seen[0] | seen[1]) == len(windows) == 62  # no padding
+
+
 def test_describe_a_missing_data_set_suggests_benchlib_data(tmp_path):
     with pytest.raises(UsageError, match=r"has no mydataset data; run `python -m benchlib data --path"):
         data_manifest.describe(tmp_path, "mydataset")
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("dataset", "mnist", "dataset: 'mnist' is not one of all, fashion-mnist, mydataset, cifar10, imagefolder"),
+    ("dataset", "mnist", "dataset: 'mnist' is not one of all, fashion-mnist, mydataset, cifar10, "
+     "imagefolder, tokenfile"),
+    ("tokenfile_vocab", 70000, "tokenfile_vocab: ids are stored as uint16: at most 65536, got 70000"),
     ("size", 0, "size: must be >= 1, got 0"),
     ("size", "10", "size: expected int, got str '10'"),
     ("offline", 1, "offline: expected bool, got int 1"),
@@ -111,8 +164,11 @@ def test_config_rejects_bad_values_naming_the_field(field, value, message):
 
 def test_cli_data_writes_data_and_bad_size_exits_2_writing_nothing(tmp_path, capsys):
     assert main(["data", "--path", str(tmp_path / "d"), "--offline", "--size", "50",
-                 "--fashion-size", "60", "--cifar-size", "20", "--imagefolder-size", "20"]) == 0
-    assert "fashion-mnist: generated, 60 train, 10 test" in capsys.readouterr().out
+                 "--fashion-size", "60", "--cifar-size", "20", "--imagefolder-size", "20",
+                 "--tokenfile-size", "1000"]) == 0
+    out = capsys.readouterr().out
+    assert "fashion-mnist: generated, 60 train, 10 test" in out
+    assert "tokenfile: generated, 1000 train, 100 val" in out
     assert main(["data", "--path", str(tmp_path / "bad"), "--size", "-3"]) == 2
     assert "benchlib data: size: must be >= 1, got -3" in capsys.readouterr().err
     assert not (tmp_path / "bad").exists()

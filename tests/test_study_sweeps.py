@@ -76,8 +76,8 @@ studies:
          model_args: {{n_layer: 2, n_head: 2, n_embd: 64, n_positions: 64}}}}
   - name: transformer
     notebook: 50_transformer_training
-    defaults: {{device: cpu, model: gpt-tiny, dataset: tokens, seq_len: 32, batch_size: 4,
-               max_steps: 6, warmup_steps: 2, epochs: 2, nproc_per_node: 2}}
+    defaults: {{path: {data}, device: cpu, model: gpt-tiny, dataset: tokenfile, seq_len: 32,
+               batch_size: 4, max_steps: 6, warmup_steps: 2, epochs: 2, nproc_per_node: 2}}
     table: [{{strategy: ddp}}, {{strategy: fsdp2}}]
 """
 
@@ -220,9 +220,12 @@ def test_a_model_and_data_set_of_ones_own_train_on_two_ranks_and_say_what_ran(sw
 
 
 def test_notebook_50_sets_fsdp2_beside_ddp_with_tokens_per_s_and_both_flop_counts(swept):
+    """gpt-tiny on nanoGPT's train.bin (the tokenfile `benchlib data` wrote: windows of the
+    memmap, each rank its own through DistributedSampler)."""
     lm = swept.table("transformer").set_index("strategy")
     for strategy in ("ddp", "fsdp2"):
         run = lm.loc[strategy]
+        assert run["dataset"] == "tokenfile" and run["tokens_per_sample"] == 32
         assert run["world_size"] == 2 and run["tokens_per_s"] == pytest.approx(
             run["samples_per_s"] * 32) and run["tokens_per_s_per_device"] == run["tokens_per_s"] / 2
         assert abs(run["flop_count_ratio"] - 1) <= 0.05 and pd.isna(run["mfu"])  # no CPU peak

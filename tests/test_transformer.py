@@ -7,10 +7,11 @@ import json
 import pytest
 import torch
 
+from benchlib.cli import main
 from benchlib.config import TransformerTrainingConfig
 from benchlib.core import gpt
 from benchlib.distributed import fsdp
-from benchlib.errors import ConfigError
+from benchlib.errors import ConfigError, UsageError
 from benchlib.launch.launcher import launch
 from benchlib.studies import transformer_training
 from benchlib.trainers import ddp
@@ -96,6 +97,41 @@ def test_what_cannot_train_is_one_line_from_the_preflight(fields, line):
     assert str(caught.value).startswith(line) and "\n" not in str(caught.value)
 
 
+def test_tokenfile_data_that_does_not_fit_the_model_is_one_line_from_the_preflight(tmp_path,
+                                                                                  capsys):
+    """nanoGPT's train.bin against the model: ids beyond its vocabulary, a window longer
+    than the file, no file at all; each one line naming the field, before any rank."""
+    from benchlib.config import DataPrepConfig
+    from benchlib.data import prepare
+
+    prepare.prepare(DataPrepConfig(path=str(tmp_path / "gpt2"), dataset="tokenfile",
+                                   tokenfile_size=2000))  # GPT-2's 50,257 ids
+    prepare.prepare(DataPrepConfig(path=str(tmp_path / "short"), dataset="tokenfile",
+                                   tokenfile_size=100, tokenfile_vocab=2048))
+    largest = json.loads((tmp_path / "gpt2" / "tokenfile" / "meta.json").read_text())["max_token_id"]
+    for fields, line in [
+        (dict(path=str(tmp_path / "gpt2")), f"vocab_size: gpt-tiny's vocab_size is 2048, but the "
+         f"tokenfile's largest token id is {largest}: set model_args vocab_size to at least "
+         f"{largest + 1}, or prepare the data with --tokenfile-vocab 2048"),
+        (dict(path=str(tmp_path / "short")), "seq_len: 128 needs windows of 129 tokens, but the "
+         "tokenfile's train.bin holds 100: lower seq_len or prepare more with --tokenfile-size"),
+        (dict(path=str(tmp_path / "none")), f"path: {tmp_path / 'none'} has no tokenfile data; "
+         f"run `python -m benchlib data --path {tmp_path / 'none'} --offline` first"),
+    ]:
+        cfg = TransformerTrainingConfig(device="cpu", dataset="tokenfile", **fields)
+        with pytest.raises(UsageError) as caught:
+            transformer_training.preflight(cfg)
+        assert str(caught.value) == line
+    capsys.readouterr()
+    assert main(["run", "50_transformer_training", "-p", "dataset", "tokenfile", "-p", "path",
+                 str(tmp_path / "gpt2"), "-p", "device", "cpu"]) == 2  # nothing launched
+    assert capsys.readouterr().err.strip().endswith(f"vocab_size: gpt-tiny's vocab_size is 2048, "
+                                                    f"but the tokenfile's largest token id is "
+                                                    f"{largest}: set model_args vocab_size to at "
+                                                    f"least {largest + 1}, or prepare the data "
+                                                    "with --tokenfile-vocab 2048")
+
+
 @pytest.mark.parametrize("fields, line", [
     (dict(), None),  # gpt-tiny on tokens under fsdp2: its blocks found in the model checked
     (dict(model="examples.custom_model:build", dataset="synthetic", seq_len=0,
@@ -124,6 +160,11 @@ def test_the_preflight_builds_the_users_model_once_for_all_its_checks(fields, li
     (dict(strategy="dp"), "strategy: 'dp' is not one of single, ddp, fsdp2"),
     (dict(ac="some"), "ac: 'some' is not one of none, selective, full"),
     (dict(model="resnet18"), "dataset: tokens feed a language model"),
+    (dict(model="resnet18", dataset="tokenfile"), "dataset: tokenfile's ids feed a language model"),
+    (dict(model="hf:gpt2", dataset="tokenfile", seq_len=0), "seq_len: hf:gpt2 needs seq_len for "
+     "its windows of the tokenfile"),
+    (dict(dataset="tokenfile", vocab_size=100), "vocab_size: declares synthetic data's shape; "
+     "dataset is tokenfile"),
     (dict(dataset="synthetic", seq_len=0), "model: gpt-tiny is a language model"),
 ])
 def test_the_config_refuses_what_is_not_a_transformer_run(fields, line):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 # the data sets in the order the workbook introduces them; any other after them, by name
-ORDER = ("fashion_mnist", "mydataset", "cifar10", "imagefolder")
+ORDER = ("fashion_mnist", "mydataset", "cifar10", "imagefolder", "tokenfile")
 
 
 def names(columns) -> list[str]:

@@ -11,11 +11,14 @@ SYNTHETIC_STEPS = 100  # steps in an epoch of synthetic data (made on the device
 PROJECTION_MAX_NODES = 1024
 PROJECTION_MAX_DEVICES_PER_NODE = 1024
 
-DATASETS_PREPARED = ("fashion-mnist", "mydataset", "cifar10", "imagefolder")
+DATASETS_PREPARED = ("fashion-mnist", "mydataset", "cifar10", "imagefolder", "tokenfile")
 IO_DATASETS = ("fashion-mnist", "mydataset")
 GRAY_28 = ("fashion-mnist", "mydataset")  # 1x28x28 inputs
-# tokens: synthetic token ids made on the device (for a language model)
-TRAIN_DATASETS = ("cifar10", "fashion-mnist", "mydataset", "synthetic", "imagefolder", "tokens")
+# a language model's: tokens, synthetic token ids made on the device; tokenfile, token ids
+# read from the uint16 memmap `benchlib data` writes (nanoGPT's train.bin)
+TOKEN_DATASETS = ("tokens", "tokenfile")
+TRAIN_DATASETS = ("cifar10", "fashion-mnist", "mydataset", "synthetic", "imagefolder",
+                  *TOKEN_DATASETS)
 MADE_ON_DEVICE = ("synthetic", "tokens")  # no files: nothing to prepare, nothing to read
 ELASTIC_DATASETS = ("fashion-mnist", "mydataset", "cifar10", "imagefolder", "dummy")
 FRAMEWORK_DATASETS = ("synthetic", "imagefolder")

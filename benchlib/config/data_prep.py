@@ -19,7 +19,8 @@ class DataPrepConfig(StudyConfig):
     path: str = "outputs/data"
     """Folder the data sets are written to; relative paths start at the project root."""
     dataset: str = "all"
-    """Which data set to prepare: all, fashion-mnist, mydataset, cifar10 or imagefolder."""
+    """Which data set to prepare: all, fashion-mnist, mydataset, cifar10, imagefolder or
+    tokenfile."""
     size: int = 60000
     """MyDataSet sample count (seed 000's --size)."""
     fashion_size: int = 60000
@@ -28,6 +29,10 @@ class DataPrepConfig(StudyConfig):
     """CIFAR-10 training images when generated offline (the test split gets a fifth)."""
     imagefolder_size: int = 1000
     """ImageNet-layout JPEGs generated (10 classes; val gets a tenth)."""
+    tokenfile_size: int = 1_000_000
+    """Token ids in tokenfile's train.bin (val.bin gets a tenth); always generated."""
+    tokenfile_vocab: int = 50257
+    """tokenfile's ids are 0..tokenfile_vocab-1 (GPT-2's 50,257; at most 65,536: uint16)."""
     offline: bool = False
     """Generate FashionMNIST and CIFAR-10 instead of downloading them (automatic without network)."""
     seed: int = 0
@@ -39,6 +44,11 @@ class DataPrepConfig(StudyConfig):
         require_min("fashion_size", self.fashion_size, 10)
         require_min("cifar_size", self.cifar_size, 10)
         require_min("imagefolder_size", self.imagefolder_size, 10)
+        require_min("tokenfile_size", self.tokenfile_size, 10)
+        require_min("tokenfile_vocab", self.tokenfile_vocab, 2)
+        if self.tokenfile_vocab > 2**16:
+            raise ConfigError("tokenfile_vocab", f"ids are stored as uint16: at most 65536, got "
+                              f"{self.tokenfile_vocab}")
         if not self.path:
             raise ConfigError("path", "must name a folder, e.g. outputs/data")
 

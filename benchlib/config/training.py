@@ -24,6 +24,7 @@ from benchlib.config.choices import (
     MODEL_FORMS,
     MODELS,
     REPEAT_MODES,
+    TOKEN_DATASETS,
     TRAIN_DATASETS,
     dataset_kind,
     is_entry_point,
@@ -58,9 +59,10 @@ class TrainingConfig(StudyConfig):
 
     dataset: str = "cifar10"
     """The data set: one prepared by `benchlib data` (fashion-mnist, mydataset, cifar10,
-    imagefolder), one made without files where the study allows it (synthetic: one batch
-    made on the device, no IO, of input_shape or seq_len; dummy: random images), or your
-    own: pkg.module:function returning a map-style torch Dataset of (input, label)."""
+    imagefolder; tokenfile: token ids for a language model), one made without files where the
+    study allows it (synthetic: one batch made on the device, no IO, of input_shape or
+    seq_len; tokens: token ids made on the device; dummy: random images), or your own:
+    pkg.module:function returning a map-style torch Dataset of (input, label)."""
     path: str = "outputs/data"
     """Folder prepared by `benchlib data`, the same on every node."""
     model: str = "pyramidnet"
@@ -80,7 +82,8 @@ class TrainingConfig(StudyConfig):
     num_classes: int = 10
     """synthetic: labels 0..num_classes-1; a timm model gets this many outputs."""
     seq_len: int = 0
-    """synthetic tokens: ids per sample, for a language model (0: images)."""
+    """tokens per sample, for a language model: synthetic tokens, or tokenfile's windows
+    (0: images; dataset tokens or tokenfile with benchlib's GPT: its block size)."""
     vocab_size: int = 0
     """synthetic tokens: ids are 0..vocab_size-1."""
     depth: int = 20
@@ -158,29 +161,36 @@ def check_own_code(values: Any, any_dataset: bool = True) -> None:
     for name in ("num_classes", "seq_len", "vocab_size"):
         require_min(name, getattr(values, name), 1 if name == "num_classes" else 0)
     for name in ("seq_len", "vocab_size", "input_shape"):  # the shape of data made here
-        if getattr(values, name) and values.dataset not in MADE_ON_DEVICE:
+        made_here = values.dataset in MADE_ON_DEVICE or (name == "seq_len" and
+                                                          values.dataset == "tokenfile")
+        if getattr(values, name) and not made_here:
             raise ConfigError(name, f"declares synthetic data's shape; dataset is "
                               f"{values.dataset}, whose items have their own")
     if values.dataset == "synthetic" and bool(values.seq_len) != bool(values.vocab_size):
         raise ConfigError("vocab_size" if values.seq_len else "seq_len",
                           "synthetic tokens need both seq_len and vocab_size (>= 1); or use "
                           "dataset tokens, which takes the model's")
-    if values.input_shape and (values.seq_len or values.dataset == "tokens"):
-        raise ConfigError("input_shape", "token data (seq_len, dataset tokens) has no "
-                          "input_shape: give one of the two")
-    tokens = values.dataset == "tokens" or bool(values.seq_len)
-    if values.dataset == "tokens" and not language_model and model_kind(values.model) != "entry":
-        raise ConfigError("dataset", f"tokens feed a language model ({', '.join(GPT_MODELS)}, "
-                          f"hf:NAME or your own), not {values.model}")
+    token_data = values.dataset in TOKEN_DATASETS
+    if values.input_shape and (values.seq_len or token_data):
+        raise ConfigError("input_shape", "token data (seq_len, dataset tokens or tokenfile) "
+                          "has no input_shape: give one of the two")
+    tokens = token_data or bool(values.seq_len)
+    if token_data and not language_model and model_kind(values.model) != "entry":
+        what = "tokens" if values.dataset == "tokens" else "tokenfile's ids"
+        raise ConfigError("dataset", f"{what} feed a language model "
+                          f"({', '.join(GPT_MODELS)}, hf:NAME or your own), not {values.model}")
     if values.dataset == "tokens" and values.model not in GPT_MODELS \
             and not (values.seq_len and values.vocab_size):
         raise ConfigError("seq_len" if not values.seq_len else "vocab_size",
                           f"{values.model} needs seq_len and vocab_size for its token data "
                           f"(only {', '.join(GPT_MODELS)} bring their own)")
+    if values.dataset == "tokenfile" and values.model not in GPT_MODELS and not values.seq_len:
+        raise ConfigError("seq_len", f"{values.model} needs seq_len for its windows of the "
+                          f"tokenfile (only {', '.join(GPT_MODELS)} bring their own)")
     if language_model and not tokens and dataset_kind(values.dataset) != "entry":
         raise ConfigError("model", f"{values.model} is a language model: give it tokens "
-                          "(dataset tokens, or synthetic with seq_len and vocab_size, or your "
-                          "own data)")
+                          "(dataset tokens or tokenfile, or synthetic with seq_len and "
+                          "vocab_size, or your own data)")
 
 
 def training_fields(cls: type) -> list[str]:

@@ -19,7 +19,8 @@ class TransformerTrainingConfig(TrainingConfig, RepeatsConfig):
     The training parameters are benchlib.config.training's: `model` one of benchlib's GPT
     sizes (gpt-tiny, gpt2-124m, gpt2-350m; n_layer, n_head, n_embd through model_args),
     an hf:NAME or your own; `dataset` tokens (ids made on the device, seq_len and
-    vocab_size the model's unless given) or your own."""
+    vocab_size the model's unless given), tokenfile (windows of nanoGPT's train.bin that
+    `benchlib data` writes) or your own."""
 
     study: ClassVar[str] = "transformer_training"
     allowed: ClassVar[dict[str, tuple[Any, ...]]] = {

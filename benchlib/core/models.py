@@ -111,7 +111,7 @@ def build_model(name: str, in_shape: tuple[int, ...] = (1, 28, 28), depth: int =
     if name in GPT_MODELS:
         if not tokens:
             raise ConfigError("model", f"{name} is a language model: give it tokens (dataset "
-                              "tokens, or synthetic with seq_len and vocab_size)")
+                              "tokens or tokenfile, or synthetic with seq_len and vocab_size)")
         from benchlib.core import gpt
 
         return gpt.build(name, model_args, seq_len=in_shape[0], vocab_size=vocab_size)
@@ -211,7 +211,7 @@ def _hf(name: str, tokens: bool, vocab_size: int, in_shape: tuple[int, ...],
     transformers = _library(name)
     if not tokens:
         raise ConfigError("model", f"{name!r} is a language model: give it token data "
-                          "(dataset synthetic with seq_len and vocab_size, or your own)")
+                          "(dataset synthetic with seq_len and vocab_size, tokenfile with seq_len, or your own)")
     config = hf_config(name, args)
     if vocab_size and "vocab_size" not in args:  # the data's ids are the vocabulary
         config.vocab_size = vocab_size

@@ -5,6 +5,7 @@ Layout under one data folder (`--path`):
     mydataset.npz                                                     seed 000's MyDataSet
     cifar-10-batches-py/{data_batch_1..5,test_batch,batches.meta}      seed 002's CIFAR-10
     imagefolder/{train,val}/<class>/*.JPEG                            ImageNet's layout (seed 003)
+    tokenfile/{train,val}.bin, meta.json                              nanoGPT's uint16 token ids
     manifest.json     per data set: real or generated, samples, bytes, sha256, params
 
 The offline FashionMNIST is written as the same raw IDX files torchvision extracts from
@@ -26,6 +27,7 @@ import numpy as np
 
 from benchlib import atomic, paths
 from benchlib.config import DataPrepConfig
+from benchlib.data import tokenfile
 from benchlib.data.datasets import MYDATASET_FILE, cifar10, imagefolder, load_mydataset
 from benchlib.data.generate import (
     CIFAR_DIR,
@@ -152,8 +154,26 @@ def prepare_imagefolder(root: Path, cfg: DataPrepConfig) -> dict[str, Any]:
     return made
 
 
+def prepare_tokenfile(root: Path, cfg: DataPrepConfig) -> dict[str, Any]:
+    """nanoGPT's train.bin and val.bin of uint16 token ids, always generated: real text is
+    not needed to measure speed (benchlib.data.tokenfile). Its samples are tokens."""
+    params = {"tokenfile_size": cfg.tokenfile_size, "tokenfile_vocab": cfg.tokenfile_vocab,
+              "seed": cfg.seed}
+    if (old := reused(root, "tokenfile", params)) is not None:
+        return old
+    start = time.perf_counter()
+    samples = tokenfile.generate(root, cfg.tokenfile_size, cfg.tokenfile_vocab, cfg.seed)
+    log(f"tokenfile: generated {samples['train']:,} + {samples['val']:,} token ids below "
+        f"{cfg.tokenfile_vocab:,} in {root / tokenfile.TOKENFILE_DIR}")
+    made = entry(root, "generated", tokenfile.files(), samples, params,
+                 time.perf_counter() - start)
+    record_in_manifest(root, "tokenfile", made)
+    return made
+
+
 PREPARERS = {"fashion-mnist": prepare_fashion_mnist, "mydataset": prepare_mydataset,
-             "cifar10": prepare_cifar10, "imagefolder": prepare_imagefolder}
+             "cifar10": prepare_cifar10, "imagefolder": prepare_imagefolder,
+             "tokenfile": prepare_tokenfile}
 
 
 def prepare(cfg: DataPrepConfig) -> dict[str, dict[str, Any]]:
@@ -180,6 +200,10 @@ def _arrays(root: Path, name: str) -> tuple[int, tuple, str, np.ndarray]:
     if name == "cifar10":
         ds = cifar10(root, train=True)
         return len(ds), ds.data.shape[1:], str(ds.data.dtype), np.asarray(ds.targets)
+    if name == "tokenfile":  # a sample is one token id; its classes, the distinct ids
+        ids = np.memmap(root / tokenfile.TOKENFILE_DIR / "train.bin", dtype=tokenfile.DTYPE,
+                        mode="r")
+        return len(ids), (), str(ids.dtype), ids
     ds = imagefolder(root)
     first = np.asarray(ds[0][0])
     return len(ds), first.shape, str(first.dtype), np.asarray(ds.targets)

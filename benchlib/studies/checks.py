@@ -64,16 +64,30 @@ def own_code_trains(cfg: Any, job: Any = None) -> int | None:
 
 def steps_fit(cfg: Any, per_step: int, samples: int | None = None) -> None:
     """The data is there, and an epoch has a timed step after the warm-up (`samples`: the
-    size of a data set of the user's, which has no manifest)."""
+    size of a data set of the user's, which has no manifest, or of the job built already)."""
     steps = cfg.max_steps or SYNTHETIC_STEPS
     if cfg.dataset not in MADE_ON_DEVICE:
-        if samples is None:
+        if samples is None and cfg.dataset == "tokenfile":
+            samples = tokenfile_windows(cfg)
+        elif samples is None:
             samples = data_prepared(cfg.path, cfg.dataset)["samples"]["train"]
         steps = min(steps, math.ceil(samples / per_step)) if cfg.max_steps else \
             math.ceil(samples / per_step)
     if cfg.warmup_steps >= steps:
         raise ConfigError("warmup_steps", f"{cfg.warmup_steps} leaves no timed step: an "
                           f"epoch here has {steps} steps")
+
+
+def tokenfile_windows(cfg: Any) -> int:
+    """The windows of seq_len + 1 tokens an epoch of the tokenfile reads, from the job built
+    on the meta device (no memory, no time): it refuses a model whose vocabulary does not
+    hold the data's largest id, a seq_len longer than train.bin, a folder never prepared."""
+    import torch
+
+    from benchlib.trainers.job import build_job
+
+    with torch.device("meta"):
+        return len(build_job(cfg).dataset)
 
 
 def fsdp2_available() -> None:

@@ -19,11 +19,17 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset, default_collate
 
-from benchlib.config.choices import GPT_MODELS, MADE_ON_DEVICE, dataset_kind, model_kind
+from benchlib.config.choices import (
+    GPT_MODELS,
+    MADE_ON_DEVICE,
+    TOKEN_DATASETS,
+    dataset_kind,
+    model_kind,
+)
 from benchlib.core import entrypoints, gpt
 from benchlib.core.loops import Objective
 from benchlib.core.models import build_model
-from benchlib.data import storage, transforms
+from benchlib.data import storage, tokenfile, transforms
 from benchlib.errors import ConfigError
 
 
@@ -192,9 +198,9 @@ def build_job(args: argparse.Namespace | Any) -> Job:
     """The job the training fields describe (a worker's parsed flags or a study config)."""
     image_size = getattr(args, "image_size", 224)
     augment = not getattr(args, "no_augment", False)
-    tokens = args.seq_len > 0 or args.dataset == "tokens"
+    tokens = args.seq_len > 0 or args.dataset in TOKEN_DATASETS
     seq_len, vocab = args.seq_len, args.vocab_size
-    if args.dataset == "tokens" and args.model in GPT_MODELS:  # the model's own, unless given
+    if args.dataset in TOKEN_DATASETS and args.model in GPT_MODELS:  # the model's own, unless given
         sized = gpt.config(args.model, args.model_args)
         seq_len, vocab = seq_len or sized.block_size, vocab or sized.vocab_size
     dataset = collate = None
@@ -204,7 +210,13 @@ def build_job(args: argparse.Namespace | Any) -> Job:
         shape = parse_shape(args.input_shape)
     else:
         shape = (3, image_size, image_size)
-    if args.dataset not in MADE_ON_DEVICE:
+    if args.dataset == "tokenfile":  # nanoGPT's train.bin, its ids checked against the model
+        info = tokenfile.meta(args.path)
+        vocab = model_vocab(args, info["vocab_size"])
+        tokenfile.check_fits(info, seq_len, args.model, vocab)
+        vocab = vocab or info["vocab_size"]
+        dataset, collate = tokenfile.TokenWindows(args.path, seq_len), default_collate
+    elif args.dataset not in MADE_ON_DEVICE:
         dataset, collate, shape = build_dataset(args.dataset, args.path, augment, image_size,
                                                 args.collate)
         x = collate([dataset[0], dataset[1]])[0]
@@ -224,6 +236,17 @@ def build_job(args: argparse.Namespace | Any) -> Job:
         described["flops_per_token_analytic"] = gpt.flops_per_token(model, shape[0])
     return Job(model, dataset, collate, shape, args.num_classes, vocab if tokens else 0,
                objective, described, own=uses_own_code(args))
+
+
+def model_vocab(args: argparse.Namespace | Any, data_vocab: int) -> int | None:
+    """The vocabulary the model will have for token data declaring `data_vocab` ids: a
+    GPT's own (or model_args'), an hf model's model_args vocab_size, else the data's; None
+    for a model of the user's, which says nothing of it before it is built."""
+    if args.model in GPT_MODELS:
+        return gpt.config(args.model, args.model_args).vocab_size
+    if model_kind(args.model) == "hf":
+        return int(args.model_args.get("vocab_size", data_vocab))
+    return None
 
 
 def uses_own_code(args: argparse.Namespace | Any) -> bool:
