@@ -14,7 +14,7 @@ import nbformat
 import pytest
 from conftest import TRIVIAL, write_params
 
-from benchlib.runs import kernels, sweep
+from benchlib.runs import kernels, sweep, warm_kernels
 
 pytestmark = pytest.mark.notebook
 
@@ -80,3 +80,85 @@ def test_a_sweep_killed_mid_row_leaves_its_kernel_folder_to_the_next_sweep(tmp_p
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert not list(tmpdir_short.glob(f"{kernels.PREFIX}*"))
+
+
+def _probe_notebook(path: Path) -> Path:
+    """A notebook that says where its kernel came from, and draws a figure."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("x = 0", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "import os, sys\n"
+            "print('ppid', os.getppid(), 'cwd', os.getcwd(), 'run', os.environ['BENCHLIB_RUN_ID'],"
+            " 'torch', 'torch' in sys.modules)"),
+        nbformat.v4.new_code_cell(
+            "import matplotlib.pyplot as plt\nplt.plot([0, 1], [x, x])\nplt.show()"),
+        nbformat.v4.new_code_cell(
+            "from benchlib.records import results\nresults.publish({'y': x})")]
+    nbformat.write(nb, path)
+    return path
+
+
+def _kernel_origins(outputs: Path) -> list[tuple[int, str, str, bool, int]]:
+    """(parent pid, cwd, run id, torch imported before the first cell, images) per row."""
+    rows = []
+    for path in sorted((outputs / "runs").glob("*/*.ipynb")):
+        cells = {c.source.split()[1]: c for c in nbformat.read(path, as_version=4).cells
+                 if c.cell_type == "code" and c.source.startswith("import ")}
+        _, ppid, _, cwd, _, run, _, torch = cells["os,"].outputs[0]["text"].split()
+        images = sum("image/png" in o.get("data", {}) for o in cells["matplotlib.pyplot"].outputs)
+        rows.append((int(ppid), cwd, run, torch == "True", images))
+    return rows
+
+
+@pytest.mark.parametrize("warm", [True, False])
+def test_a_sweeps_kernels_fork_from_one_warm_server_unless_told_not_to(tmp_path, tmpdir_short,
+                                                                       warm):
+    # what a row's kernel must get either way: its own run id, the notebook's folder as its
+    # working directory, inline figures; warm, torch is there before the first cell and
+    # every row's kernel has the same parent (the server), which is gone after the sweep
+    notebook = _probe_notebook(tmp_path / "probe.ipynb")
+    file = write_params(tmp_path, f"name: t\nnotebook: {notebook}\ntable: [{{x: 1}}, {{x: 2}}]\n")
+    env = {**os.environ, "BENCHLIB_OUTPUTS": str(tmp_path / "out"),
+           warm_kernels.ENV_VAR: "all" if warm else "0"}  # all: this notebook is no study
+    sweep_run = subprocess.Popen([sys.executable, "-m", "benchlib", "sweep", str(file),
+                                  "--no-progress"], env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+    out, err = sweep_run.communicate(timeout=180)
+    assert sweep_run.returncode == 0, err
+    rows = _kernel_origins(tmp_path / "out")
+    assert len(rows) == 2
+    assert {cwd for _, cwd, _, _, _ in rows} == {str(tmp_path)}
+    assert len({run for _, _, run, _, _ in rows}) == 2
+    assert [images for *_, images in rows] == [1, 1]
+    parents = {ppid for ppid, *_ in rows}
+    if warm:
+        assert len(parents) == 1 and parents != {sweep_run.pid}
+        assert all(torch for _, _, _, torch, _ in rows)
+        server = parents.pop()
+        with pytest.raises(ProcessLookupError):
+            os.kill(server, 0)
+    else:
+        assert parents == {sweep_run.pid}
+        assert not any(torch for _, _, _, torch, _ in rows)
+    assert "connect another client" not in out + err
+
+
+def test_a_forked_kernel_is_polled_signalled_and_waited_for_through_its_pidfd():
+    child = subprocess.Popen(["sleep", "30"])
+    kernel = warm_kernels.ForkedKernel(child.pid)
+    assert kernel.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        kernel.wait(timeout=0.05)
+    kernel.kill()
+    child.wait(timeout=10)  # reaped by its parent, as the server reaps its kernels
+    assert kernel.wait(timeout=10) == 0 and kernel.poll() == 0
+    kernel.send_signal(signal.SIGTERM)  # gone: nothing to signal, and no error
+
+
+def test_only_this_interpreters_ipykernel_is_forked():
+    assert warm_kernels.is_ipykernel([sys.executable, "-m", "ipykernel_launcher", "-f", "k.json"])
+    assert not warm_kernels.is_ipykernel(["/usr/bin/python3.9", "-m", "ipykernel_launcher"])
+    assert not warm_kernels.is_ipykernel([sys.executable, "-m", "xeus_python"])

@@ -27,6 +27,11 @@ class Study:
     question: str
     preflight: bool = True
     cli: tuple[str, ...] = ()  # the `notebook` of records its CLI command writes
+    # a sweep may start its rows' kernels warm (benchlib.runs.warm_kernels): what its rows
+    # time runs in processes they launch, or nothing is timed. Not the IO study, which
+    # times in its kernel: forked, its traverse rows measured a median 0.95x of a fresh
+    # kernel's (0.88-1.02, 6 rows, 5 runs each), inside their spread but not proven equal
+    warm_kernel: bool = False
 
     @property
     def config(self) -> str:
@@ -42,21 +47,28 @@ STUDIES: tuple[Study, ...] = (
           cli=("benchlib io (CLI)",)),
     Study("memory_and_batch", "15_memory_and_batch.ipynb",
           "What is the largest batch that trains here, and what does a bigger one buy?",
-          cli=("benchlib maxbatch (CLI)",)),
+          cli=("benchlib maxbatch (CLI)",), warm_kernel=True),
     Study("dp_vs_ddp", "20_dp_vs_ddp.ipynb",
-          "Does DDP beat one process and DataParallel here, and by how much?"),
+          "Does DDP beat one process and DataParallel here, and by how much?",
+          warm_kernel=True),
     Study("multinode_lightning", "30_multinode_lightning.ipynb",
-          "How does throughput scale across nodes, with raw DDP and Lightning?"),
-    Study("fault_tolerance", "35_fault_tolerance.ipynb", "What does losing a rank cost?"),
+          "How does throughput scale across nodes, with raw DDP and Lightning?",
+          warm_kernel=True),
+    Study("fault_tolerance", "35_fault_tolerance.ipynb", "What does losing a rank cost?",
+          warm_kernel=True),
     Study("framework_comparison", "40_framework_comparison.ipynb",
-          "How fast does ResNet train here, and how close to the hardware's peak (MFU)?"),
+          "How fast does ResNet train here, and how close to the hardware's peak (MFU)?",
+          warm_kernel=True),
     Study("scaling_projection", "45_scaling_projection.ipynb",
-          "How far would these figures scale, and what stops them?", preflight=False),
+          "How far would these figures scale, and what stops them?", preflight=False,
+          warm_kernel=True),
     Study("transformer_training", "50_transformer_training.ipynb",
-          "DDP or FSDP2, which activation checkpointing: tokens/s, MFU and peak memory?"),
-    Study("analysis", "90_analysis.ipynb", "Everything side by side", preflight=False),
+          "DDP or FSDP2, which activation checkpointing: tokens/s, MFU and peak memory?",
+          warm_kernel=True),
+    Study("analysis", "90_analysis.ipynb", "Everything side by side", preflight=False,
+          warm_kernel=True),
     Study("compare", "95_compare.ipynb", "Did anything get slower between two result sets?",
-          preflight=False),
+          preflight=False, warm_kernel=True),
 )
 # records of the all-reduce CLI belong to no notebook study; they are named as their command
 CLI_ONLY = {"benchlib allreduce (CLI)": "allreduce", "benchlib doctor (CLI)": "doctor"}
@@ -64,6 +76,13 @@ GPU_CHECK = "gpu_check"  # a GPU check step's record: its notebook is "gpu-check
 
 BY_NAME = {s.name: s for s in STUDIES}
 _BY_NOTEBOOK = {nb: s for s in STUDIES for nb in (s.notebook, *s.cli)}
+
+
+def warm_kernel(notebook: str) -> bool:
+    """Whether a sweep may fork the kernel of a row of `notebook` (Study.warm_kernel; a
+    notebook of the user's: no, it may time in its kernel)."""
+    study = _BY_NOTEBOOK.get(notebook)
+    return study is not None and study.warm_kernel
 
 
 def named(name: str) -> Study:

@@ -19,17 +19,34 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from benchlib.runs import warm_kernels
+
 PREFIX = "benchlib-kernel-"
 
 
-def manager_class(folder: Path):
-    """An AsyncKernelManager whose sockets and connection file live in `folder`."""
+def manager_class(folder: Path, warm: bool = False):
+    """An AsyncKernelManager whose sockets and connection file live in `folder`; `warm`:
+    its kernel is forked by the sweep's warm-kernel server where one runs."""
     from jupyter_client.manager import AsyncKernelManager
 
     class SweepKernelManager(AsyncKernelManager):
         def __init__(self, **kwargs):
             super().__init__(transport="ipc", ip=str(folder / "kernel"),
                              connection_file=str(folder / "kernel.json"), **kwargs)
+
+        async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
+            # papermill runs the notebook from its folder by changing this process's
+            cwd = kw.get("cwd") or os.getcwd()
+            forked = warm_kernels.launch(kernel_cmd, kw.get("env") or dict(os.environ),
+                                         cwd) if warm else None
+            if forked is None:
+                await super()._async_launch_kernel(kernel_cmd, **kw)
+                return
+            # what LocalProvisioner.launch_kernel sets for a kernel it started
+            provisioner = self.provisioner
+            provisioner.process, provisioner.pid = forked, forked.pid
+            provisioner.pgid, provisioner.cwd = forked.pid, cwd
+            self._reconcile_connection_info(provisioner.connection_info)
 
         async def _async_interrupt_kernel(self) -> None:
             if self.shutting_down:  # the notebook is done: nothing runs that needs a SIGINT

@@ -22,7 +22,7 @@ from benchlib.config import studies
 from benchlib.core import envinfo, hostload
 from benchlib.errors import RecordError
 from benchlib.records import results, testbed
-from benchlib.runs import kernels
+from benchlib.runs import kernels, warm_kernels
 from benchlib.runs.params import Row
 
 KERNEL = "python3"  # jupyter_client runs it with this interpreter, so .venv's packages
@@ -85,8 +85,9 @@ def error_of(exc: BaseException) -> dict[str, Any]:
 
 
 def execute(notebook: Path, output: Path, parameters: dict[str, Any], env: dict[str, str],
-            timeout_s: float | None = None) -> dict[str, Any] | None:
-    """Run `notebook` into `output` (renamed into place when done, even on failure).
+            timeout_s: float | None = None, warm: bool = False) -> dict[str, Any] | None:
+    """Run `notebook` into `output` (renamed into place when done, even on failure), in a
+    kernel forked by the sweep's warm-kernel server when `warm` and one runs.
     Returns None when it ran through, else the error."""
     import papermill
 
@@ -96,7 +97,7 @@ def execute(notebook: Path, output: Path, parameters: dict[str, Any], env: dict[
             papermill.execute_notebook(
                 str(notebook), str(tmp), parameters=parameters, kernel_name=KERNEL,
                 progress_bar=False, cwd=str(notebook.parent), execution_timeout=timeout_s,
-                kernel_manager_class=kernels.manager_class(folder),
+                kernel_manager_class=kernels.manager_class(folder, warm),
                 # the record and the notebook are written by then: a graceful shutdown
                 # only waited 1.4-2.5 s a row for a kernel holding torch to exit (0.1-0.2 s
                 # now: scripts/row_times.py, a row's "rest" column, 3 IO rows here)
@@ -127,7 +128,8 @@ def run_row(row: Row, outputs: Path, executor: dict[str, Any] | None = None) -> 
         "BENCHLIB_TABLE": row.table,
         "BENCHLIB_STUDY": studies.of_notebook(row.notebook.name),
     }
-    error = execute(row.notebook, outputs / rel_notebook, row.overrides, kernel_env, row.timeout_s)
+    error = execute(row.notebook, outputs / rel_notebook, row.overrides, kernel_env, row.timeout_s,
+                    warm=warm_kernels.wanted(studies.warm_kernel(row.notebook.name)))
     load = hostload.span(load_start, hostload.sample())
     published = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
     metrics_file.unlink(missing_ok=True)
@@ -211,18 +213,25 @@ def run_plan(rows: list[Row], outputs: Path, force: bool = False,
         envinfo.collect()
     bar = progress_bar.bar(len(rows), "sweep", unit="row", enabled=progress,
                            initial=summary.skipped)
-    for row in todo:
-        with claim(row, outputs, force, label) as mine:
-            if not mine:  # finished meanwhile, or running in another sweep
-                summary.elsewhere += 1
-                bar.update()
-                continue
-            start = time.perf_counter()
-            record = run_row(row, outputs)
-            summary.row_s.append(time.perf_counter() - start)
-        summary.count(row, record, outputs)
-        bar.set_postfix(ok=summary.ok, failed=summary.failed, skipped=summary.skipped,
-                        last=f"{summary.row_s[-1]:.1f}s")
-        bar.update()
+    warm = sum(warm_kernels.wanted(studies.warm_kernel(r.notebook.name)) for r in todo) > 1
+    with warm_kernels.serving() if warm else contextlib.nullcontext():
+        for row in todo:
+            _run_claimed(row, outputs, force, label, summary, bar)
     bar.close()
     return summary
+
+
+def _run_claimed(row: Row, outputs: Path, force: bool, label: str | None, summary: Summary,
+                 bar) -> None:
+    with claim(row, outputs, force, label) as mine:
+        if not mine:  # finished meanwhile, or running in another sweep
+            summary.elsewhere += 1
+            bar.update()
+            return
+        start = time.perf_counter()
+        record = run_row(row, outputs)
+        summary.row_s.append(time.perf_counter() - start)
+    summary.count(row, record, outputs)
+    bar.set_postfix(ok=summary.ok, failed=summary.failed, skipped=summary.skipped,
+                    last=f"{summary.row_s[-1]:.1f}s")
+    bar.update()
