@@ -162,3 +162,13 @@ def test_only_this_interpreters_ipykernel_is_forked():
     assert warm_kernels.is_ipykernel([sys.executable, "-m", "ipykernel_launcher", "-f", "k.json"])
     assert not warm_kernels.is_ipykernel(["/usr/bin/python3.9", "-m", "ipykernel_launcher"])
     assert not warm_kernels.is_ipykernel([sys.executable, "-m", "xeus_python"])
+
+
+def test_a_dead_server_leaves_the_next_kernels_to_start_fresh(capsys):
+    with warm_kernels.serving() as server:
+        server.process.kill()
+        server.process.wait()
+        cmd = [sys.executable, "-m", "ipykernel_launcher", "-f", "kernel.json"]
+        assert warm_kernels.launch(cmd, dict(os.environ), None) is None
+        assert warm_kernels.launch(cmd, dict(os.environ), None) is None  # no second try
+    assert capsys.readouterr().err.count("the sweep's next kernels start fresh") == 1

@@ -31,6 +31,8 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
+from benchlib.errors import BenchlibError
+
 # 0: every kernel a fresh interpreter; all: every row's, the IO study's and your own
 # notebooks' too (config.studies.Study.warm_kernel says which rows are, by default)
 ENV_VAR = "BENCHLIB_WARM_KERNELS"
@@ -105,7 +107,7 @@ class Server:
                  .encode())
         reply = json.loads(self._reader.readline() or '{"error": "the server exited"}')
         if "pid" not in reply:
-            raise RuntimeError(f"warm kernel: {reply['error']}")
+            raise BenchlibError(f"warm kernels: {reply['error']}")
         return ForkedKernel(reply["pid"])
 
     def close(self) -> None:
@@ -133,11 +135,11 @@ def serving() -> Iterator[Server | None]:
     if _server is not None:
         yield _server
         return
-    _server = Server()
+    server = _server = Server()
     try:
-        yield _server
+        yield server
     finally:
-        server, _server = _server, None
+        _server = None
         server.close()
 
 
@@ -150,9 +152,16 @@ def is_ipykernel(cmd: list[str]) -> bool:
 
 def launch(cmd: list[str], env: dict[str, str], cwd: str | None) -> ForkedKernel | None:
     """A forked kernel for `cmd`, or None: start it the usual way."""
+    global _server
     if _server is None or not is_ipykernel(cmd):
         return None
-    return _server.spawn(cmd, env, cwd)
+    try:
+        return _server.spawn(cmd, env, cwd)
+    except (BenchlibError, OSError) as e:  # the rows go on, in fresh kernels
+        print(f"{e}; the sweep's next kernels start fresh", file=sys.stderr)
+        _server.process.kill()
+        _server = None
+        return None
 
 
 # ---- the server process ------------------------------------------------------------
