@@ -11,7 +11,8 @@ so. A figure that does not apply is None, never a guess (no allocation retries o
 
 `breakdown(model, optimizer, peak_bytes)`: parameters, gradients and optimizer state are
 counted from the tensors themselves; the rest of the peak (activations, workspace, and on
-the CPU the interpreter and libraries as well) is `other_bytes`.
+the CPU the interpreter and libraries as well) is `other_bytes`. `record_figures` puts
+the two together as every trainer's record publishes them.
 """
 
 from __future__ import annotations
@@ -131,3 +132,12 @@ def breakdown(model: nn.Module, optimizer: torch.optim.Optimizer | None,
     other = None if peak_bytes is None else peak_bytes - param_bytes - grad_bytes - state_bytes
     return {"param_bytes": param_bytes, "grad_bytes": grad_bytes,
             "optimizer_state_bytes": state_bytes, "other_bytes": other}
+
+
+def record_figures(peaks: dict[str, Any], model: nn.Module,
+                   optimizer: torch.optim.Optimizer | None) -> dict[str, Any]:
+    """A training record's memory metrics from a window's `PeakMemory.read()`: the peaks,
+    `peak_mem_bytes` (the name earlier records use for the peak allocated), and the
+    breakdown of the peak allocated (CUDA: not the allocator's cache) or of RSS (CPU)."""
+    return {"peak_mem_bytes": peaks["peak_alloc_bytes"], **peaks,
+            **breakdown(model, optimizer, peaks["peak_alloc_bytes"] or peaks["peak_bytes"])}

@@ -222,11 +222,9 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         "backend_used": backend if torch.distributed.is_initialized() else None,
         "device_name": envinfo.device_name(device),
         "device_type": device.type,
-        "peak_mem_bytes": peaks["peak_alloc_bytes"],  # the name earlier records use
-        **peaks,  # peak allocated and reserved (CUDA), peak RSS, retries and OOMs (CUDA)
-        # the rest of the peak allocated (CUDA: not the allocator's cache) or of RSS (CPU)
-        **memory.breakdown(job.model, step.optimizer,
-                           peaks["peak_alloc_bytes"] or peaks["peak_bytes"]),
+        # peak allocated and reserved (CUDA), peak RSS, retries and OOMs (CUDA), and the
+        # parameters', gradients', optimizer state's and the rest's share of the peak
+        **memory.record_figures(peaks, job.model, step.optimizer),
         **job.described,  # model_params, model_class, model_source_sha, tokens_per_sample
         "threads_per_rank": torch.get_num_threads(),
         **flops,  # flops_per_sample; for tokens per token, and the two counts' ratio
