@@ -115,6 +115,9 @@ def test_a_killed_rank_is_restarted_resumes_and_ends_with_the_uninterrupted_loss
     assert first == pytest.approx({s: reference[s] for s in first}, rel=REL)
     assert second == pytest.approx({s: reference[s] for s in second}, rel=REL)
     assert m["best_acc1_pct"] == pytest.approx(clean["metrics"]["best_acc1_pct"], rel=REL)
+    # memory as the DDP trainer reports it: the window's peak RSS (a CPU), fp32 parameters
+    assert m["peak_rss_bytes"] > 0 and m["peak_bytes"] == m["peak_rss_bytes"]
+    assert m["param_bytes"] == 4 * m["model_params"] and m["other_bytes"] > 0
     rank1 = (tmp_path / "logs" / "rank1.log").read_text()  # appended by both attempts
     assert "injected failure: rank 1 kills itself after step 15" in rank1
     assert "resumed from" in rank1 and "step-00000012.pt: step 12, epoch 1, batch 2" in rank1

@@ -91,6 +91,9 @@ def test_one_process_measures_every_epoch_of_every_repeat(small_data, tmp_path):
     assert m["samples_per_s_p10"] <= m["samples_per_s"] <= m["samples_per_s_p90"]
     assert 0 < m["data_s"] and 0 < m["compute_s"] and 0 < m["batch_s"] < m["epoch_s"]
     assert 0 < m["startup_s"] < time.monotonic() - start and m["loss_last"] > 0
+    # memory as the DDP trainer reports it: the window's peak RSS (a CPU), fp32 parameters
+    assert m["peak_rss_bytes"] > 0 and m["peak_bytes"] == m["peak_rss_bytes"]
+    assert m["param_bytes"] == 4 * m["model_params"] and m["other_bytes"] > 0
     epochs = out["details"]["epochs"]
     assert [(e["repeat"], e["epoch"]) for e in epochs] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert m["samples_per_s_n"] == 4 and all(e["steps"] == 8 for e in epochs)

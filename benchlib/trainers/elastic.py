@@ -37,7 +37,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, Subset
 from torch.utils.data.distributed import DistributedSampler
 
-from benchlib.core import envinfo, loops
+from benchlib.core import envinfo, loops, memory
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
 from benchlib.errors import Preempted
@@ -260,17 +260,21 @@ class ElasticTrainer:
         if first_epoch >= self.args.epochs:
             print(f"the run is complete: its checkpoint is step {self.pos.step}, the last of "
                   f"{self.args.epochs} epochs; nothing left to train", flush=True)
+        peak = memory.PeakMemory(self.device)  # this attempt's training window
+        peak.reset()
         for epoch in range(first_epoch, self.args.epochs):
             first = first_batch if epoch == first_epoch else 0
             batches = self._loader(epoch, first)
             for batch in range(first, self.steps_per_epoch):
                 self._run_batch(epoch, batch, batches)
             del batches  # stops its loader workers
+        figures = memory.record_figures(peak.read(), self.plain, self.optimizer)
         self.timeline.write("end", step=self.pos.step)
         self.timeline.close()
-        return self._result() if self.env.rank == 0 else None
+        return self._result(figures) if self.env.rank == 0 else None
 
-    def _result(self) -> dict:
+    def _result(self, memory_figures: dict[str, Any]) -> dict:
+        """The record of all attempts; its memory figures are this (the last) attempt's."""
         env, device = self.env, self.device
         events = read_timeline(self.timeline.path)
         metrics, rows = summarize_run(events, self.args.warmup_steps)
@@ -282,6 +286,7 @@ class ElasticTrainer:
             "model_params": sum(p.numel() for p in self.plain.parameters()),
             "threads_per_rank": torch.get_num_threads(),
             "resumed_from_step": self.plan.resume.step if self.plan.resume is not None else None,
+            **memory_figures,  # the training window's peaks, and where they went
         })
         return {"metrics": metrics, "details": {"restarts": rows, "timeline": events}}
 

@@ -46,7 +46,7 @@ import torch
 from torch import nn
 
 from benchlib.config import choices
-from benchlib.core import envinfo, loops, throughput
+from benchlib.core import envinfo, loops, memory, throughput
 from benchlib.core.timing import StepMarks
 from benchlib.distributed.device import check_device
 from benchlib.distributed.group import barrier_and_destroy, gather_objects
@@ -106,13 +106,16 @@ class BenchModule(pl.LightningModule):
 class ThroughputTimer(pl.Callback):
     """Times every step on the device's timeline (benchlib.core.timing.StepMarks), leaves the
     first `warmup_steps` of each epoch out, and at each epoch's end gathers every rank's
-    figures: rank 0 keeps one record per epoch in `epochs`."""
+    figures: rank 0 keeps one record per epoch in `epochs`. From the start of training to
+    its end it also watches the device's utilisation and the peak memory
+    (benchlib.core.memory), read while the module and optimizer are still in place."""
 
     def __init__(self, warmup_steps: int, epochs_per_repeat: int):
         self.warmup_steps, self.epochs_per_repeat = warmup_steps, epochs_per_repeat
         self.epochs: list[dict[str, Any]] = []
         self.startup: dict[str, float] = {}
         self.utilisation: dict[str, Any] = {}
+        self.memory: dict[str, Any] = {}
 
     def setup(self, trainer, pl_module, stage):
         import torch.distributed as dist
@@ -130,9 +133,13 @@ class ThroughputTimer(pl.Callback):
         watched = pl_module.device.type == "cuda" and trainer.global_rank == 0
         self.sampler = UtilisationSampler([pl_module.device.index] if watched else [])
         self.sampler.start()
+        self.peak = memory.PeakMemory(pl_module.device)  # the device is current by now
+        self.peak.reset()
 
     def on_train_end(self, trainer, pl_module):
+        peaks = self.peak.read()
         self.utilisation = self.sampler.stop()
+        self.memory = memory.record_figures(peaks, pl_module.model, trainer.optimizers[0])
 
     def on_train_epoch_start(self, trainer, pl_module):
         self.marks.wait()  # nothing queued before the epoch counts towards it
@@ -238,7 +245,7 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool, on_failure: OnFailu
         on_failure(e, trainer)
     if where.rank != 0:
         return None
-    metrics = {**_metrics(args, where, trainer, model, timer, cuda), **job.described,
+    metrics = {**_metrics(args, where, trainer, model, timer), **job.described,
                **flops, "fit_s": fit_s}
     return {"metrics": metrics, "details": {"epochs": timer.epochs, "host": socket.gethostname(),
                                             "startup_rank0": startup_breakdown(timer.startup)}}
@@ -248,8 +255,8 @@ def _fit_and_leave(trainer: pl.Trainer, module: BenchModule, timer: ThroughputTi
                    where: Layout, timeout_s: float) -> float:
     """trainer.fit, then every rank leaves the process group together and the local ranks
     this process started are waited for; the seconds fit took."""
-    # (no reset_peak_memory_stats here: before fit no device is current, and it
-    # would open a CUDA context on GPU 0 in every rank; a fresh process starts at 0)
+    # (peak memory is reset in ThroughputTimer.on_train_start, not here: before fit no
+    # device is current, and it would open a CUDA context on GPU 0 in every rank)
     timer.startup["fit_called_at"] = time.time()
     trainer.fit(module)
     fit_s = time.time() - timer.startup["fit_called_at"]
@@ -264,7 +271,7 @@ def _fit_and_leave(trainer: pl.Trainer, module: BenchModule, timer: ThroughputTi
 
 
 def _metrics(args: argparse.Namespace, where: Layout, trainer: pl.Trainer, model: nn.Module,
-             timer: ThroughputTimer, cuda: bool) -> dict[str, Any]:
+             timer: ThroughputTimer) -> dict[str, Any]:
     # the strategy's device: after fit Lightning has moved the module back to the CPU
     device = trainer.strategy.root_device
     return {
@@ -276,7 +283,7 @@ def _metrics(args: argparse.Namespace, where: Layout, trainer: pl.Trainer, model
         "cluster_environment": where.environment,
         "lightning_version": lightning.__version__,
         "device_name": envinfo.device_name(device),
-        "peak_mem_bytes": torch.cuda.max_memory_allocated(device) if cuda else None,
+        **timer.memory,  # the training window's peaks, and where they went
         "model_params": sum(p.numel() for p in model.parameters()),
         "threads_per_rank": torch.get_num_threads(),
         "startup_s": timer.startup["first_step_at"] - timer.startup["process_started_at"],
