@@ -29,8 +29,8 @@ class Study:
     cli: tuple[str, ...] = ()  # the `notebook` of records its CLI command writes
     # a sweep may start its rows' kernels warm (benchlib.runs.warm_kernels): what its rows
     # time runs in processes they launch, or nothing is timed. Not the IO study, which
-    # times in its kernel: forked, its traverse rows measured a median 0.95x of a fresh
-    # kernel's (0.88-1.02, 6 rows, 5 runs each), inside their spread but not proven equal
+    # times in its kernel: forked, its traverse rows measured a median 0.92x of a fresh
+    # kernel's (0.75-0.98 by row, 4 sweeps of 7 repeats; docs/sweeps.md)
     warm_kernel: bool = False
 
     @property
