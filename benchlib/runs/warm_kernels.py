@@ -5,9 +5,11 @@ benchlib's studies), instead of starting a fresh interpreter per row.
 A fresh kernel pays its interpreter's start and its notebook's imports cell before the
 row's first figure: about 0.6 s and 1.7-4 s a row on a 2-core VM (scripts/row_times.py,
 "kernel" and "imports" columns), most of it seaborn's scipy.stats and torch. A forked
-kernel has them already. Nothing a row measures runs in the server: the timed work runs
-in the kernel (the IO study) or in the ranks it launches (fresh processes, as before), and
-the server starts before the first row and idles while rows run.
+kernel has them already. The server starts before the first row and idles while rows run.
+Only the studies whose timed work runs in the processes their rows launch (ranks, trial
+processes: exec'd fresh, as before) fork their kernels (config.studies.Study.warm_kernel):
+a loop timed inside a forked kernel, the IO study's, measured 0.92x a fresh kernel's
+(docs/sweeps.md). In `ps` a forked kernel shows the server's command line.
 
 The kernel is the server's child, not the sweep's; the sweep holds a pidfd to it (Linux
 5.3), which says when it exits and takes its signals. Its exit status is the server's to
@@ -130,7 +132,7 @@ def wanted(study_allows: bool) -> bool:
 
 @contextlib.contextmanager
 def serving() -> Iterator[Server | None]:
-    """Start the server for the rows run inside (none when not wanted); stop it after."""
+    """Start the server for the rows run inside (or use the one running); stop it after."""
     global _server
     if _server is not None:
         yield _server
