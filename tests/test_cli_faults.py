@@ -109,6 +109,22 @@ def test_a_rank_count_below_one_names_nproc():
     assert done.stderr == "benchlib allreduce: nproc: must be >= 1, got 0\n"
 
 
+def test_doctors_node_count_is_checked_and_srun_wants_a_slurm_job(tmp_path):
+    done = benchlib("doctor", "--device", "cpu", "--health", "--nnodes", "0")
+    assert (done.returncode, done.stderr) == (2, "benchlib doctor: nnodes: must be >= 1, got 0\n")
+    done = benchlib("doctor", "--device", "cpu", "--init-method", "tcp://127.0.0.1:29999",
+                    "--nnodes", "2")
+    assert done.returncode == 2 and done.stderr.startswith(
+        "benchlib doctor: nnodes: --nnodes is for the ranks doctor starts here; ")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    done = subprocess.run([sys.executable, "-m", "benchlib", "doctor", "--device", "cpu",
+                           "--health", "--launcher", "srun", "--outputs", str(tmp_path)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stderr.startswith(
+        "benchlib doctor: launcher: srun needs a Slurm allocation")
+    assert list(tmp_path.iterdir()) == []  # no record, no log folder
+
+
 def test_a_data_path_that_is_a_file_is_called_a_file(tmp_path):
     file = tmp_path / "notes.txt"
     file.write_text("not data\n")

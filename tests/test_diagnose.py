@@ -71,6 +71,13 @@ def test_a_fast_ranks_wait_in_the_all_reduce_is_not_its_own_work():
     assert found.try_params == {}  # how it was launched is not in these params
 
 
+def test_a_stragglers_advice_runs_doctor_over_the_runs_own_nodes():
+    rec = record(rank_steps=[0.1, 0.1, 0.1, 0.3])
+    rec["params"].update(launcher="srun", nnodes=2, nproc_per_node=2)
+    assert ("`python -m benchlib doctor --health --nproc 2 --launcher srun --nnodes 2` inside "
+            "a job of its nodes") in diagnose.diagnose(rec).advice
+
+
 @pytest.mark.parametrize("steps, nproc, tried", [
     ([0.1, 0.1, 0.3], 3, {"nproc_per_node": 2}),  # the last rank of the node: leave it out
     ([0.3, 0.1, 0.1], 3, {}),  # one rank fewer would leave out rank 2, not the slow one

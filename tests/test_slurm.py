@@ -3,6 +3,7 @@ sweeps as job arrays, the rendered sbatch scripts, layouts refused before submit
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -320,3 +321,27 @@ def test_a_failing_sinfo_is_said_not_silently_skipped(tmp_path, monkeypatch, cap
     assert capsys.readouterr().err == (
         "benchlib: partition capacity not checked (sinfo failed: slurm_load_partitions: Unable "
         "to contact slurm controller (connect failure)); sbatch will judge the layout\n")
+
+
+def test_doctor_health_over_srun_names_the_slowed_rank_by_its_node(slurm_cluster, tmp_path):
+    """`doctor --health --launcher srun` inside an allocation: a rank on each node, the
+    node pair's all-reduce, and the rank slowed on purpose named by its Slurm node."""
+    done = subprocess.run(
+        ["salloc", "--nodes", "2", "--time", "5", sys.executable, "-m", "benchlib", "doctor",
+         "--device", "cpu", "--health", "--launcher", "srun", "--nproc", "1", "--slow-rank", "1",
+         "--slow-factor", "3", "--timeout", "180", "--outputs", str(tmp_path / "out")],
+        cwd=ROOT, env={**slurm_cluster, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+        timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^doctor: OK world_size=2 backend=gloo .* hosts=n1,n2 ", done.stdout, re.M)
+    assert re.search(r"^doctor: all-reduce 4 MiB between n1 and n2 \(ranks 0, 1\): busbw "
+                     r"[0-9.e+-]+ GB/s$", done.stdout, re.M)
+    slow = [line for line in done.stdout.splitlines() if line.startswith("doctor: slow device")]
+    assert len(slow) == 1 and re.fullmatch(r"doctor: slow device: rank 1 on n2 \(cpu\): \S+ "
+                                           r"TFLOP/s, \d+% below the median \S+", slow[0]), slow
+    record = json.loads(Path(re.search(r"^record: (.+)$", done.stdout, re.M).group(1)).read_text())
+    assert (record["params"]["launcher"], record["params"]["nnodes"]) == ("srun", 2)
+    health = record["testbed"]["health"]
+    assert [(d["rank"], d["host"]) for d in health["devices"]] == [(0, "n1"), (1, "n2")]
+    assert [p["hosts"] for p in health["pairs"]] == [["n1", "n2"]]
+    assert [(o["kind"], o["name"]) for o in health["outliers"]] == [("device", "rank 1 on n2 (cpu)")]

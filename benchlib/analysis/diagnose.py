@@ -139,8 +139,7 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
         d.verdict = "straggler"
         nproc = len(steps)
         d.advice = (f"rank {slowest} is {skew:.2f}x the other ranks: find the slow device or "
-                    f"node with `python -m benchlib doctor --health --nproc {nproc}`, then leave "
-                    "it out or fix it")
+                    f"node with {_doctor_command(p, nproc)}, then leave it out or fix it")
         # one node whose last rank is the slow one: fewer ranks per node leave exactly it out
         if p.get("nproc_per_node") == nproc and slowest == nproc - 1 and nproc > 1:
             d.try_params = {"nproc_per_node": nproc - 1}
@@ -173,6 +172,16 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
         d.verdict = "compute-bound"
         d.advice, d.try_params = _compute_advice(m, p, same_testbed)
     return d
+
+
+def _doctor_command(p: dict, ranks: int) -> str:
+    """`doctor --health` over the run's layout: its nodes, the ranks of each; inside a
+    Slurm job for a run launched with srun."""
+    nnodes = int(p.get("nnodes") or 1)
+    command = f"python -m benchlib doctor --health --nproc {max(1, ranks // nnodes)}"
+    if p.get("launcher") == "srun":
+        return f"`{command} --launcher srun --nnodes {nnodes}` inside a job of its nodes"
+    return f"`{command}{f' --nnodes {nnodes}' if nnodes > 1 else ''}`"
 
 
 def _input_advice(p: dict[str, Any], same: pd.DataFrame | None) -> tuple[str, dict[str, Any]]:

@@ -12,7 +12,8 @@ def doctor_mode(args) -> None:
     starts --nproc ranks here. A flag of the other mode is refused, never ignored."""
     from benchlib.distributed.env import check_rank
 
-    local = {"nproc": args.nproc, "launcher": args.launcher, "port": args.port}
+    local = {"nproc": args.nproc, "launcher": args.launcher, "port": args.port,
+             "nnodes": args.nnodes}
     if not args.init_method:
         for name in ("rank", "world_size"):
             if getattr(args, name) is not None:
@@ -30,4 +31,4 @@ def doctor_mode(args) -> None:
     args.rank = 0 if args.rank is None else args.rank
     args.world_size = 2 if args.world_size is None else args.world_size
     check_rank(args.rank, args.world_size)
-    args.nproc = args.world_size
+    args.nproc, args.nnodes = args.world_size, 1

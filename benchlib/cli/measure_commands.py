@@ -96,15 +96,21 @@ def cmd_maxbatch(args) -> int:
 
 
 def _check_distributed(args) -> None:
-    """Device, backend and rank count, before anything starts."""
+    """Device, backend, rank and node counts, before anything starts. --nnodes left out is
+    the Slurm job's node count under `--launcher srun`, one node otherwise."""
     import torch
 
     from benchlib.distributed.device import check_device, choose_backend
+    from benchlib.distributed.env import job_nodes
     check_device(args.device)
     cuda = args.device == "gpu" or (args.device == "auto" and torch.cuda.is_available())
     choose_backend("cuda" if cuda else "cpu", args.backend)
     if args.nproc < 1:
         raise UsageError(f"nproc: must be >= 1, got {args.nproc}")
+    if args.nnodes is None:
+        args.nnodes = job_nodes() if args.launcher == "srun" else 1
+    if args.nnodes < 1:
+        raise UsageError(f"nnodes: must be >= 1, got {args.nnodes}")
 
 
 def cmd_allreduce(args) -> int:
@@ -120,21 +126,22 @@ def cmd_allreduce(args) -> int:
         raise UsageError(f"max_bytes: must be >= 1024, got {args.max_bytes}")
     if args.iters < 1:
         raise UsageError(f"iters: must be >= 1, got {args.iters}")
-    params = {"nproc_per_node": args.nproc, "launcher": args.launcher, "backend": args.backend,
-              "device": args.device, "allreduce_max_bytes": args.max_bytes}
+    params = {"nproc_per_node": args.nproc, "nnodes": args.nnodes, "launcher": args.launcher,
+              "backend": args.backend, "device": args.device,
+              "allreduce_max_bytes": args.max_bytes}
     run_id, result_set = _new_run(args, "benchlib-allreduce", params)
     started = results.now(), hostload.sample()
     out = launch("allreduce", ["--max-bytes", str(args.max_bytes), "--device", args.device,
                                "--backend", args.backend, "--iters", str(args.iters)],
                  common.outputs(args) / "logs" / run_id, args.launcher, args.nproc,
-                 port=args.port, timeout_s=args.timeout)
+                 port=args.port, timeout_s=args.timeout, nnodes=args.nnodes)
     m = out.result["metrics"]
     print(f"{'bytes':>12}  {'time':>10}  {'algbw GB/s':>10}  {'busbw GB/s':>10}")
     for row in out.result["details"]["sizes"]:
         print(f"{row['bytes']:>12}  {row['time_s'] * 1e6:8.1f}us  {row['algbw_gbps']:10.3f}  "
               f"{row['busbw_gbps']:10.3f}")
-    print(f"peak busbw {m['busbw_gbps']:.3f} GB/s at {m['busbw_at_bytes']} B, {args.nproc} ranks, "
-          f"{m['backend_used']}")
+    print(f"peak busbw {m['busbw_gbps']:.3f} GB/s at {m['busbw_at_bytes']} B, "
+          f"{args.nproc * args.nnodes} ranks, {m['backend_used']}")
     path = _store(args, "benchlib allreduce (CLI)", run_id, params, started, m,
                   {"allreduce": out.result["details"]["sizes"]}, result_set)
     print(f"record: {path}")
@@ -149,9 +156,10 @@ def cmd_doctor(args) -> int:
     doctor_mode(args)
     _check_distributed(args)
     health.check_flags(args)
-    if args.slow_rank is not None and not 0 <= args.slow_rank < args.nproc:
+    ranks = args.nproc * args.nnodes
+    if args.slow_rank is not None and not 0 <= args.slow_rank < ranks:
         raise UsageError(f"slow_rank: {args.slow_rank} is not a rank of this launch "
-                         f"(ranks 0-{args.nproc - 1})")
+                         f"(ranks 0-{ranks - 1})")
     argv = ["--device", args.device, "--backend", args.backend, "--timeout", str(args.timeout),
             *_health_argv(args)]
     if args.init_method:
@@ -162,7 +170,7 @@ def cmd_doctor(args) -> int:
             "--world-size", str(args.world_size), *argv], check=health.check_flags)
     if not args.health:
         out = launch("doctor", argv, common.outputs(args) / "logs" / "doctor", args.launcher,
-                     args.nproc, port=args.port, timeout_s=args.timeout)
+                     args.nproc, port=args.port, timeout_s=args.timeout, nnodes=args.nnodes)
         print(out.result["details"]["line"])
         return 0
     return _doctor_health(args, argv)
@@ -185,14 +193,14 @@ def _doctor_health(args, argv: list[str]) -> int:
     from benchlib.launch.launcher import launch
     from benchlib.records import results
 
-    params = {"nproc_per_node": args.nproc, "launcher": args.launcher, "backend": args.backend,
-              "device": args.device, "matmul_size": args.matmul_size,
+    params = {"nproc_per_node": args.nproc, "nnodes": args.nnodes, "launcher": args.launcher,
+              "backend": args.backend, "device": args.device, "matmul_size": args.matmul_size,
               "matmul_repeats": args.matmul_repeats, "matmul_dtype": args.matmul_dtype,
               "slow_rank": args.slow_rank, "slow_factor": args.slow_factor}
     run_id, result_set = _new_run(args, "benchlib-doctor", params)
     started = results.now(), hostload.sample()
     out = launch("doctor", argv, common.outputs(args) / "logs" / run_id, args.launcher,
-                 args.nproc, port=args.port, timeout_s=args.timeout)
+                 args.nproc, port=args.port, timeout_s=args.timeout, nnodes=args.nnodes)
     figures = out.result["details"]["health"]
     print(out.result["details"]["line"])
     print("\n".join(figures["lines"]))
@@ -314,8 +322,14 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=cmd_maxbatch)
 
     def distributed(p, nproc_default: int = 2) -> None:
-        p.add_argument("--nproc", type=int, default=nproc_default, help="ranks on this host")
-        p.add_argument("--launcher", default="torchrun", choices=["torchrun", "mp_spawn", "tcp"])
+        p.add_argument("--nproc", type=int, default=nproc_default, help="ranks per node")
+        p.add_argument("--launcher", default="torchrun",
+                       choices=["torchrun", "mp_spawn", "tcp", "srun"],
+                       help="srun: inside a Slurm job (sbatch, salloc), `srun torchrun` on "
+                            "each of its nodes")
+        p.add_argument("--nnodes", type=int,
+                       help="nodes: under srun the job's nodes (default all of them); with "
+                            "torchrun that many agents on this host (default 1)")
         p.add_argument("--device", default="auto", choices=DEVICES)
         p.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
         p.add_argument("--port", type=int, help="rendezvous port (default: a free one)")

@@ -133,13 +133,18 @@ def in_allocation() -> bool:
     return "SLURM_JOB_ID" in os.environ
 
 
+def job_nodes() -> int:
+    """How many nodes this Slurm job holds (1 outside a job)."""
+    return int(os.environ.get("SLURM_JOB_NUM_NODES", os.environ.get("SLURM_NNODES", "1")))
+
+
 def require_allocation(nnodes: int) -> None:
     """`launcher: srun` runs inside a job; the job must have the nodes the row asks for."""
     if not in_allocation():
         raise UsageError("launcher: srun needs a Slurm allocation (run the sweep with "
                          "--executor slurm, or inside sbatch/salloc); locally use torchrun "
                          "or lightning")
-    have = int(os.environ.get("SLURM_JOB_NUM_NODES", os.environ.get("SLURM_NNODES", "1")))
+    have = job_nodes()
     if nnodes > have:
         raise UsageError(f"nnodes: {nnodes} asked for, but this job has {have} node(s); "
                          f"submit with --nodes={nnodes}")
