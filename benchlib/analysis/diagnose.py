@@ -4,7 +4,9 @@ column of the report's run tables).
 A training record carries the evidence: each step's data wait and compute time, each
 rank's mean step (a straggler), DDP's all-reduce per step and the part of it backward
 does not hide (benchlib.distributed.comm_timer), CUDA's allocation retries and OOMs, and
-how busy the host was at the start. The verdict is the first of these rules that holds:
+how busy the host was at the start; where the run left Kineto traces (`export_trace`),
+Holistic Trace Analysis' breakdowns of them on a CUDA run (benchlib.analysis.traces).
+The verdict is the first of these rules that holds:
 
   straggler             one rank's own work a step >= STRAGGLER x the other ranks' median,
                         its extra time >= STRAGGLER_SHARE of a step
@@ -32,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 
+from benchlib.analysis import traces
 from benchlib.core import hostload
 
 STRAGGLER = 1.25  # a rank this many times the other ranks' median
@@ -115,6 +118,9 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
         d.evidence.append(f"all-reduce {m['comm_s'] * 1e3:.1f} ms a step, "
                           f"{m['comm_exposed_s'] * 1e3:.1f} ms of it not hidden by backward"
                           + (f" ({hidden:.0%} hidden)" if hidden is not None else ""))
+    trace_dir = (record.get("details") or {}).get("trace_dir")
+    if trace_dir:  # HTA's view of the same steps, where it can see them
+        d.evidence += traces.evidence(trace_dir)
     skew, extra = None, 0.0
     if len(steps) > 1:
         slowest = max(range(len(steps)), key=steps.__getitem__)

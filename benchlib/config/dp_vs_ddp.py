@@ -36,6 +36,10 @@ class DpVsDdpConfig(TrainingConfig, RepeatsConfig):
     (a straggler made on purpose, for `benchlib diagnose` and its --try)."""
     delay_rank: int = -1
     """The rank `inject_step_delay_ms` slows (-1: every rank)."""
+    export_trace: bool = False
+    """After the timed epochs, trace a few more steps with torch.profiler: one Kineto trace
+    per rank (details.trace_dir), which `benchlib diagnose` reads with Holistic Trace
+    Analysis on a CUDA run (the `traces` extra)."""
 
     def validate(self) -> None:
         require_min("nproc_per_node", self.nproc_per_node, 1)

@@ -277,21 +277,43 @@ def run_epoch(loader: Iterable, step: Stepper, warmup_steps: int, max_steps: int
     return times
 
 
+def _activities(device: torch.device) -> list[Any]:
+    """What torch.profiler records on `device`: the CPU, and CUDA's kernels on a GPU."""
+    import os
+
+    from torch.profiler import ProfilerActivity
+
+    if device.type == "cuda":
+        return [ProfilerActivity.CPU, ProfilerActivity.CUDA]
+    # kineto's own stderr lines (profiler_start/stop, "ERROR ... gpuGetDeviceCount failed"
+    # on a host without CUDA) say nothing about a CPU run; read at its first use
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    return [ProfilerActivity.CPU]
+
+
+def trace_steps(loader: Iterable, step: Stepper, steps: int, trace_file: Path) -> None:
+    """`steps` steps under torch.profiler, written as one Kineto (Chrome) trace: the first
+    warms the profiler up, the others are marked ProfilerStep#N, the iterations Holistic
+    Trace Analysis cuts the trace into. In a process group the trace carries its
+    distributedInfo (rank, world size), which HTA reads to tell one rank's file from
+    another's. Kept apart from the timed steps: the profiler costs time."""
+    from torch.profiler import profile, schedule
+
+    trace_file.parent.mkdir(parents=True, exist_ok=True)
+    warmup = 1 if steps > 1 else 0
+    with profile(activities=_activities(step.device), record_shapes=False,
+                 schedule=schedule(wait=0, warmup=warmup, active=steps - warmup, repeat=1),
+                 on_trace_ready=lambda prof: prof.export_chrome_trace(str(trace_file))) as prof:
+        run_epoch(loader, step, warmup_steps=0, max_steps=steps, profiler=prof)
+
+
 def profile_steps(loader: DataLoader, step: Stepper, steps: int, trace_file: Path | None,
                   top: int = 15) -> list[dict[str, Any]]:
     """`steps` steps under torch.profiler (CPU, and CUDA when the device is CUDA); the top
     operators by self time. Kept apart from the timed repeats: the profiler costs time."""
-    import os
+    from torch.profiler import profile
 
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU]
-    if step.device.type == "cuda":
-        activities.append(ProfilerActivity.CUDA)
-    else:  # kineto's own stderr lines (profiler_start/stop, "ERROR ... gpuGetDeviceCount
-        # failed" on a host without CUDA) say nothing about a CPU run; read at its first use
-        os.environ.setdefault("KINETO_LOG_LEVEL", "6")
-    with profile(activities=activities, record_shapes=False) as prof:
+    with profile(activities=_activities(step.device), record_shapes=False) as prof:
         run_epoch(loader, step, warmup_steps=0, max_steps=steps)
     if trace_file is not None:
         trace_file.parent.mkdir(parents=True, exist_ok=True)

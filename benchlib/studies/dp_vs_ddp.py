@@ -25,12 +25,14 @@ class DistResult:
 def trainer_params(cfg: DpVsDdpConfig) -> dict[str, Any]:
     """The trainer worker's parameters (its run.json) for this row: the training fields
     (benchlib.studies.training); dp: one process over exactly the devices asked for; a
-    delay injected on purpose."""
+    delay injected on purpose; the traces asked for."""
     params = training.worker_params(cfg)
     if cfg.strategy == "dp":
         params["dp_devices"] = cfg.nproc_per_node
     if cfg.inject_step_delay_ms:
         params.update(inject_step_delay_ms=cfg.inject_step_delay_ms, delay_rank=cfg.delay_rank)
+    if cfg.export_trace:
+        params["export_trace"] = True
     return params
 
 

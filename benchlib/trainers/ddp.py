@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from benchlib import atomic
+from benchlib import atomic, paths
 from benchlib.config import DpVsDdpConfig as STUDY  # its defaults are this worker's
 from benchlib.config.base import require_counts
 from benchlib.config.choices import AC_MODES, PRECISIONS, SYNTHETIC_STEPS
@@ -38,6 +38,8 @@ from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
 from benchlib.errors import ConfigError, InjectedFailure
 from benchlib.trainers.job import Job, build_job
+
+TRACE_STEPS = 6  # traced after the timed epochs: one to warm the profiler up, five marked
 
 
 class UtilisationSampler(threading.Thread):
@@ -163,6 +165,18 @@ def _step_hook(args: argparse.Namespace, env: DistEnv, losses: list[float],
     return on_step
 
 
+def _trace(args: argparse.Namespace, env: DistEnv, loader, sampler, step: loops.Stepper) -> str:
+    """TRACE_STEPS more steps under torch.profiler, after the timed window: this rank's
+    Kineto trace as `rank<R>.json` in the launch's log folder (`trace/`; by hand, without
+    --log-dir: outputs/traces/<strategy>/), the folder HTA's TraceAnalysis reads."""
+    log_dir = getattr(args, "log_dir", None)
+    folder = Path(log_dir) / "trace" if log_dir else paths.outputs_dir() / "traces" / args.strategy
+    if sampler is not None:
+        sampler.set_epoch(args.epochs)  # every rank the same fresh order, past the timed ones
+    loops.trace_steps(loader, step, TRACE_STEPS, folder / f"rank{env.rank}.json")
+    return str(folder.resolve())
+
+
 def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
     torch.manual_seed(args.seed)
     job = build_job(args)
@@ -208,6 +222,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     peaks = peak.read()
     utilisation = utilisation_thread.stop()
     own = comm.figures(args.warmup_steps) if comm is not None else {}
+    traced = {"trace_dir": _trace(args, env, loader, sampler, step)} if args.export_trace else {}
     ranks = gather_objects({**metered, "samples": window_samples,
                             "comm_exposed_s": own.get("comm_exposed_s")})
     if args.save_model and env.rank == 0:
@@ -240,7 +255,8 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     # each rank's all-reduce time nothing hid: a fast rank waits there for a slow one, what
     # tells a straggler in synchronous DDP (a list: details, not a metric)
     waits = {"rank_comm_exposed_s": [r["comm_exposed_s"] for r in ranks]} if own else {}
-    return {"metrics": metrics, "details": {"epochs": epochs, "losses": losses, **waits}}
+    return {"metrics": metrics, "details": {"epochs": epochs, "losses": losses, **waits,
+                                            **traced}}
 
 
 # What the distributed flags (benchlib.workers.bootstrap) take instead: device and backend
@@ -255,6 +271,7 @@ def parser(strategy: str, study: type[TrainingConfig] = STUDY) -> argparse.Argum
     p = argparse.ArgumentParser(prog=f"benchlib.workers.{strategy}",
                                 description=f"{strategy} training (seed 002)")
     add_config_flags(p, study, only=[n for n in training_fields(study) if n not in NOT_HERE])
+    add_config_flags(p, STUDY, only=["export_trace"])  # notebook 20's, whichever study launches
     p.add_argument("--image-size", type=int, default=224, help="imagefolder and synthetic")
     p.add_argument("--precision", default="fp32", choices=PRECISIONS)
     p.add_argument("--channels-last", action="store_true")
