@@ -10,13 +10,13 @@ SMOKE_DATA ?= --offline --size 6000 --fashion-size 6000 --cifar-size 2048 --imag
 .PHONY: setup run test test-fast lint lab report clean-outputs gpu-check
 
 # Create or update .venv with the pinned versions in constraints.txt (torch 2.14.1,
-# torchvision 0.29.1, timm, transformers, ...). Re-runs only when the pins or pyproject.toml change.
+# torchvision 0.29.1, timm, transformers, HTA, ...). Re-runs only when the pins or pyproject.toml change.
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "benchlib needs Python >= 3.11, found " + sys.version.split()[0]'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,jax,models]'
+	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,jax,models,traces]'
 	@# strip notebook outputs on commit (a test also checks this)
 	-git rev-parse --git-dir >/dev/null 2>&1 && $(VENV)/bin/nbstripout --install
 	touch $(STAMP)

@@ -62,3 +62,14 @@ def test_the_installed_pytest_and_xdist_keep_a_group_on_one_worker(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     workers = sorted(p.name for p in tmp_path.glob("gw*"))  # each worker that ran one
     assert len(workers) == 1, workers
+
+
+def test_the_traces_extra_is_declared_pinned_and_installed_by_make_setup():
+    """HTA (`benchlib diagnose` on a CUDA run's traces): an open range in pyproject, the
+    tested version in constraints.txt and environment.yml, installed by `make setup`."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["traces"] == ["holistictraceanalysis>=0.5"]
+    constraints = pins((ROOT / "constraints.txt").read_text().splitlines())
+    assert constraints["holistictraceanalysis"] == "0.5.0"
+    assert "-e '.[dev,jax,models,traces]'" in (ROOT / "Makefile").read_text()
+    assert "- -e .[jax,models,traces]" in (ROOT / "environment.yml").read_text()
