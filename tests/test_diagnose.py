@@ -16,6 +16,7 @@ import pytest
 from benchlib.analysis import diagnose, traces, verdict
 from benchlib.cli import main
 from benchlib.core import envinfo, hostload
+from benchlib.errors import BenchlibError
 from benchlib.launch.launcher import launch
 from benchlib.records import results
 
@@ -169,7 +170,7 @@ def test_a_traced_ddp_run_leaves_a_kineto_trace_per_rank_that_hta_reads(tmp_path
     assert (f"  traces: 2 rank traces in {folder} hold no GPU kernels; HTA's temporal and "
             "overlap breakdowns are for CUDA runs, the figures above are benchlib's own") in text
     if importlib.util.find_spec("hta"):  # why diagnose does not ask HTA (the traces extra)
-        with pytest.raises(RuntimeError, match="IndexError"):  # its temporal breakdown
+        with pytest.raises(BenchlibError, match="IndexError"):  # its temporal breakdown
             traces.breakdown_in_subprocess(folder)
 
 

@@ -24,6 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchlib.errors import BenchlibError
+
 INSTALL = "pip install -c constraints.txt -e '.[traces]'"
 TIMEOUT_S = 300
 GPU_KERNEL = re.compile(r'"cat":\s*"kernel"')  # how Kineto files a CUDA kernel
@@ -90,7 +92,7 @@ def breakdown_in_subprocess(folder: Path) -> dict[str, Any]:
                           capture_output=True, text=True, timeout=TIMEOUT_S)
     if done.returncode != 0:
         said = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"exit {done.returncode}: {said}")
+        raise BenchlibError(f"exit {done.returncode}: {said}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
