@@ -46,13 +46,17 @@ def test_part_2_lists_the_language_model_the_outside_models_and_the_largest_batc
     names = [line.split()[0] for line in done.stdout.splitlines()[:-1]
              if not line.startswith(" ")]
     assert names == ["env", "lm_single", "lm_fsdp2", "lm_single_ac_selective",
-                     "lm_single_ac_full", "timm_resnet50", "hf_gpt2", "maxbatch_resnet50"]
+                     "lm_single_ac_full", "timm_resnet50", "hf_gpt2", "maxbatch_resnet50",
+                     "ddp_trace", "hta_breakdown"]
     assert "--nproc-per-node 1 --max-restarts 0 -m benchlib.workers.fsdp2 --config" in done.stdout
     assert "-m benchlib maxbatch --model resnet50 --dataset imagefolder" in done.stdout
     assert "--device gpu --start-batch 256 --max-batch 8192 --steps 4 --warmup-steps 1" \
         in done.stdout
     assert '"model": "timm:resnet50"' in done.stdout and '"model": "hf:gpt2"' in done.stdout
-    assert done.stdout.splitlines()[-1].startswith("8 steps (part 2 of 2), about ")
+    assert "--group-of-one --export-trace --log-dir" in done.stdout
+    assert f"-m benchlib.analysis.traces {tmp_path / 'out' / 'logs' / 'ddp_trace_ranks' / 'trace'}" \
+        in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("10 steps (part 2 of 2), about ")
     assert script(str(tmp_path), "--dry-run", "--part", "3").stderr == \
         "gpu-check: part: must be 1 to 2, got 3\n"
     chosen = [s.name for s in gpucheck.select(gpucheck.plan(tmp_path), None, 2)]

@@ -3,8 +3,10 @@ with HTA missing, with a trace of GPU kernels, and HTA's figures on a CUDA-shape
 answer is worked out by hand. The 2-rank CPU run that leaves the traces is in
 tests/test_diagnose.py."""
 
+import importlib.util
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -83,3 +85,16 @@ def test_hta_failing_on_a_trace_is_a_line_of_evidence_not_the_end(tmp_path):
     assert found.verdict == "compute-bound"
     [line] = [e for e in found.evidence if e.startswith("traces:")]
     assert line.startswith(f"traces: HTA failed on 1 rank trace in {tmp_path}: ")
+
+
+def test_the_gpu_checks_hta_step_reads_rank_0s_figures_from_what_the_module_prints(cuda_traces):
+    from benchlib.gpucheck.steps import hta_figures
+
+    done = subprocess.run([sys.executable, "-m", "benchlib.analysis.traces", str(cuda_traces)],
+                          capture_output=True, text=True, timeout=120)
+    figures = hta_figures(done.stderr + done.stdout)  # the step's log: both, merged
+    if importlib.util.find_spec("hta"):
+        assert figures == {"hta_idle_pct": 25.0, "hta_compute_pct": 50.0,
+                           "hta_non_compute_pct": 25.0, "hta_overlap_pct": 50.0}
+    else:
+        assert figures == {"hta_missing": "No module named 'hta'"}

@@ -113,6 +113,8 @@ HEADLINE = {  # the figures a summary row shows, per kind of step
     "hf": ("tokens_per_s", "tokens_per_s_p10", "tokens_per_s_p90", "mfu", "energy_j_per_sample",
            "peak_alloc_bytes", "flop_count_ratio"),
     "maxbatch": ("boundary", "batches_tried"),
+    "hta": ("hta_idle_pct", "hta_compute_pct", "hta_non_compute_pct", "hta_overlap_pct",
+            "hta_missing"),
     "env": ("gpus", "nvidia_driver", "torch", "torch_cuda", "cudnn", "nccl"),
 }
 

@@ -64,6 +64,7 @@ MAXBATCH_START = 256
 LM_EXPECTED_S = {"compiled": 60, "eager": 20, "torchrun": 10}
 OWN_MODEL_EXPECTED_S = {"timm": 20, "hf": 25}
 MAXBATCH_EXPECTED_S = 130
+HTA_EXPECTED_S = {"ddp_trace": 20, "hta_breakdown": 15}  # ESTIMATES too: 12 steps, then HTA
 PARTS = 2  # the steps fill two calls of under 10 minutes; `--part N` runs one
 
 
@@ -135,7 +136,8 @@ def _calibrate_figures(result: dict[str, Any]) -> dict[str, Any]:
 def plan(out: Path) -> list[Step]:
     """The steps of both parts, each part in the order a short lease should run it."""
     res = lambda name: str(out / "work" / f"{name}.json")  # noqa: E731
-    part2 = [*_lm_steps(out, res), *_own_model_steps(out, res), _maxbatch_step(out)]
+    part2 = [*_lm_steps(out, res), *_own_model_steps(out, res), _maxbatch_step(out),
+             *_hta_steps(out, res)]
     for step in part2:
         step.part = 2
     return [*_setup_steps(out, res), *_calibrate_steps(res), *_resnet50_steps(out, res),
@@ -458,3 +460,32 @@ def _maxbatch_step(out: Path) -> Step:
                                           "--table", STUDY + "-maxbatch"),
                 3 * MAXBATCH_EXPECTED_S, cfg.as_dict(), expected_s=MAXBATCH_EXPECTED_S,
                 from_log=maxbatch_figures)
+
+
+def hta_figures(log: str) -> dict[str, Any]:
+    """Rank 0's figures from the JSON `python -m benchlib.analysis.traces` prints last (HTA's
+    temporal breakdown and comm/comp overlap, percent), or why HTA did not run."""
+    found = json.loads(next(line for line in reversed(log.splitlines()) if line.startswith("{")))
+    if "missing" in found:
+        return {"hta_missing": found["missing"]}
+    return {f"hta_{k}": v for k, v in found["ranks"][0].items() if k != "rank"}
+
+
+def _hta_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
+    """A traced DDP run over NCCL (ResNet-18, `--export-trace`: a Kineto trace of its
+    rank), then Holistic Trace Analysis over it, as `benchlib diagnose` runs it: the
+    temporal breakdown and comm/comp overlap on real CUDA kernels."""
+    ranks = out / "logs" / "ddp_trace_ranks"  # the worker's own log folder: trace/ inside
+    return [
+        Step("ddp_trace", _worker("ddp", [*RESNET18, "--epochs", "1", "--max-steps", "12",
+                                          "--warmup-steps", "3", "--backend", "nccl",
+                                          "--group-of-one", "--export-trace", "--log-dir",
+                                          str(ranks), "--result", res("ddp_trace")],
+                                  torchrun=True),
+             3 * HTA_EXPECTED_S["ddp_trace"], {"model": "resnet18", "export_trace": True},
+             res("ddp_trace"), expected_s=HTA_EXPECTED_S["ddp_trace"], part=2),
+        Step("hta_breakdown", [sys.executable, "-m", "benchlib.analysis.traces",
+                               str(ranks / "trace")], 3 * HTA_EXPECTED_S["hta_breakdown"],
+             {"trace_dir": str(ranks / "trace")}, expected_s=HTA_EXPECTED_S["hta_breakdown"],
+             part=2, from_log=hta_figures),
+    ]
