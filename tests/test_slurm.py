@@ -345,3 +345,18 @@ def test_doctor_health_over_srun_names_the_slowed_rank_by_its_node(slurm_cluster
     assert [(d["rank"], d["host"]) for d in health["devices"]] == [(0, "n1"), (1, "n2")]
     assert [p["hosts"] for p in health["pairs"]] == [["n1", "n2"]]
     assert [(o["kind"], o["name"]) for o in health["outliers"]] == [("device", "rank 1 on n2 (cpu)")]
+
+
+def test_allreduce_over_srun_takes_one_rank_on_each_of_two_nodes(slurm_cluster, tmp_path):
+    """One rank per node is a valid all-reduce (2 ranks in all), measured across the nodes."""
+    done = subprocess.run(
+        ["salloc", "--nodes", "2", "--time", "5", sys.executable, "-m", "benchlib", "allreduce",
+         "--device", "cpu", "--launcher", "srun", "--nproc", "1", "--max-bytes", "65536",
+         "--iters", "2", "--timeout", "180", "--outputs", str(tmp_path / "out")],
+        cwd=ROOT, env={**slurm_cluster, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+        timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^peak busbw [0-9.]+ GB/s at \d+ B, 2 ranks, gloo$", done.stdout, re.M)
+    record = json.loads(Path(re.search(r"^record: (.+)$", done.stdout, re.M).group(1)).read_text())
+    assert (record["params"]["nnodes"], record["params"]["nproc_per_node"]) == (2, 1)
+    assert record["metrics"]["busbw_gbps"] > 0

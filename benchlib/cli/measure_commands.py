@@ -120,7 +120,7 @@ def cmd_allreduce(args) -> int:
     from benchlib.records import results
 
     _check_distributed(args)
-    if args.nproc < 2:
+    if args.nproc * args.nnodes < 2:  # one rank per node on two nodes is enough
         raise UsageError(f"nproc: all-reduce needs at least 2 ranks, got {args.nproc}")
     if args.max_bytes < 1024:
         raise UsageError(f"max_bytes: must be >= 1024, got {args.max_bytes}")
