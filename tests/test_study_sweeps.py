@@ -3,6 +3,7 @@ of their records: one sweep of every table below and one report (notebook 90 run
 of which each test reads its study's part. One sweep instead of one per study saves the
 suite three analysis runs and report builds; the parts still fail one by one."""
 
+import importlib.metadata
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,6 +158,11 @@ def test_framework_rows_scale_and_sit_beside_seed_003(swept):
     text = "".join(str(o) for c in executed.cells for o in c.get("outputs", []))
     assert f"PyTorch here ({envinfo.cpu_model()}, fp32)" in text and "OneFlow" in text
     assert one["jax_backend"] == "cpu" and one["jax_samples_per_s"] > 0  # measured live
+    # the JAX worker's own figures, timed as PyTorch's are (one wait at the end of the window),
+    # one per repeat, its compile apart from its steps
+    assert one["jax_samples_per_s_n"] == 2 and one["jax_timing"] == "window"
+    assert one["jax_compile_s"] > one["jax_step_s"] > 0
+    assert one["jax_version"] == importlib.metadata.version("jax")
     assert "JAX " in text and "here (cpu, fp32)" in text
     assert two["jax_skipped"] == "JAX is measured on one device with synthetic data only"
     analysis = swept.analysis
