@@ -92,9 +92,11 @@ class Lightning(Worker):
         return Early(global_rank(os.environ, args.devices), local)
 
     def place(self, args: argparse.Namespace, early: Early) -> Layout:
+        # the layout first: one that cannot work is refused before Lightning's imports
+        # (some 6 s of CPU here: torchmetrics imports torchvision's models and torch._dynamo)
+        where = layout(os.environ, args.devices, args.nnodes)
         from benchlib.trainers.lightning import use_cuda
 
-        where = layout(os.environ, args.devices, args.nnodes)
         self.cuda = use_cuda(args.device, where.devices)
         return where
 
@@ -114,6 +116,8 @@ class Lightning(Worker):
         """fit left the process group and waited for its local ranks."""
 
     def stop_local_ranks(self) -> None:
+        if self.trainer is None:  # refused before fit built one: no rank started, no import
+            return
         from benchlib.trainers.lightning import local_ranks
 
         for child in local_ranks(self.trainer):
