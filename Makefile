@@ -17,6 +17,10 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "benchlib needs Python >= 3.11, found " + sys.version.split()[0]'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev,jax,models,traces]'
+	@# benchlib's own bytecode, once: where PYTHONDONTWRITEBYTECODE is set (as on this VM),
+	@# each process compiles what it imports of benchlib again: the studies, analysis and
+	@# report a kernel imports took 0.78 s, against 0.58 s compiled. pip compiled the rest
+	$(PY) -m compileall -q benchlib examples
 	@# strip notebook outputs on commit (a test also checks this)
 	-git rev-parse --git-dir >/dev/null 2>&1 && $(VENV)/bin/nbstripout --install
 	touch $(STAMP)
