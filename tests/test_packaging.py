@@ -71,5 +71,10 @@ def test_the_traces_extra_is_declared_pinned_and_installed_by_make_setup():
     assert extras["traces"] == ["holistictraceanalysis>=0.5"]
     constraints = pins((ROOT / "constraints.txt").read_text().splitlines())
     assert constraints["holistictraceanalysis"] == "0.5.0"
-    assert "-e '.[dev,jax,models,traces]'" in (ROOT / "Makefile").read_text()
+    # make setup's default installer, and pip (its fallback, and INSTALLER=pip)
+    for installer, command in (("uv", "uv pip install"), ("pip", "-m pip install")):
+        recipe = subprocess.run(["make", "-n", "-W", "constraints.txt", "setup", f"INSTALLER={installer}"],
+                                cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        installs = [line for line in recipe.splitlines() if command in line and " -e " in line]
+        assert installs and all("-e '.[dev,jax,models,traces]'" in line for line in installs), recipe
     assert "- -e .[jax,models,traces]" in (ROOT / "environment.yml").read_text()
