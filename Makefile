@@ -11,10 +11,9 @@ SMOKE_DATA ?= --offline --size 6000 --fashion-size 6000 --cifar-size 2048 --imag
 
 # Create or update .venv with the pinned versions in constraints.txt (torch 2.14.1,
 # torchvision 0.29.1, timm, transformers, HTA, ...). Re-runs only when the pins or pyproject.toml change.
-# uv (pinned, installed into the venv by pip) fetches and unpacks in parallel and hard-links
-# from its cache: a fresh venv here took 106 s with an empty cache and 62 s with a filled
-# one, against 302 s with pip (docs/commands.md). uv reads no pip.conf: where pip must go
-# through a mirror of your own, `make setup INSTALLER=pip` (or set UV_DEFAULT_INDEX).
+# uv (pinned, installed into the venv by pip) does the install: about 3x faster than pip
+# here, figures in docs/commands.md. uv reads no pip.conf: where pip must go through a
+# mirror of your own, `make setup INSTALLER=pip` (or set UV_DEFAULT_INDEX).
 INSTALLER ?= uv
 EXTRAS := .[dev,jax,models,traces]
 setup: $(STAMP)
