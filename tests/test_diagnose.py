@@ -177,14 +177,18 @@ def test_a_traced_ddp_run_leaves_a_kineto_trace_per_rank_that_hta_reads(tmp_path
 @pytest.mark.distributed
 def test_a_large_model_on_a_small_batch_is_communication_bound(tmp_path, monkeypatch, capsys):
     """25M parameters (100 MB of fp32 gradients to all-reduce every step) and two samples a
-    step: wide linear layers, little arithmetic per byte sent."""
+    step: wide linear layers, little arithmetic per byte sent. SGD without momentum: the
+    momentum buffer's pass over the 100 MB is work a step too; with it the all-reduce was
+    30% of a quiet step here, right at COMM_SHARE (beside a busy suite it once fell below,
+    and the verdict read compute-bound); without it, 38% quiet, 45% beside a busy core."""
     (tmp_path / "widenet.py").write_text(
         "from torch import nn\n\ndef build():\n    return nn.Sequential(nn.Flatten(), "
         "nn.Linear(3 * 32 * 32, 8192), nn.ReLU(), nn.Linear(8192, 10))\n")
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
     text = diagnosed(tmp_path, monkeypatch, capsys, "ddp", {
         "model": "widenet:build", "dataset": "synthetic", "input_shape": "3x32x32",
-        "batch_size": 2, "epochs": 1, "max_steps": 6, "warmup_steps": 2}, nproc=2)
+        "batch_size": 2, "epochs": 1, "max_steps": 6, "warmup_steps": 2,
+        "momentum": 0.0}, nproc=2)
     assert "constructed: communication-bound" in text and "not hidden by backward" in text
 
 
