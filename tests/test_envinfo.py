@@ -53,3 +53,37 @@ def test_device_name_is_the_cpu_model_on_a_cpu_not_cpu():
     listed = re.search(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
     assert name == (listed.group(1).strip() if listed else platform.processor() or platform.machine())
     assert name != "cpu" and envinfo.device_name("cpu") == name
+
+
+def test_a_slurm_testbed_names_torchs_cuda_build_without_importing_torch(tmp_path):
+    """The login node's side of a Slurm sweep reads torch.version.cuda from torch's
+    version.py; a process that imports torch gets the same from collect()."""
+    import subprocess
+    import sys
+    import textwrap
+
+    probe = textwrap.dedent("""
+        import json, sys
+        from benchlib.core import envinfo
+        from benchlib.records import testbed
+        bed = testbed.slurm(None)  # no sinfo needed: what cannot be known stays None
+        print(json.dumps({"imported": "torch" in sys.modules, "identity": bed["identity"]}))
+    """)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    seen = json.loads(out)
+    assert seen["imported"] is False
+    env = envinfo.collect()
+    assert seen["identity"]["cuda"] == env["torch_cuda"]
+    assert seen["identity"]["torch"] == env["packages"]["torch"]
+    # the file as torch writes it, a CPU build's, and one that says nothing literal
+    version = tmp_path / "version.py"
+    version.write_text("from typing import Optional\n__version__ = '2.14.1+cu130'\n"
+                       "cuda: Optional[str] = '13.0'\n")
+    assert envinfo.cuda_of_version_file(version) == (True, "13.0")
+    version.write_text("cuda = None\nhip = None\n")
+    assert envinfo.cuda_of_version_file(version) == (True, None)
+    version.write_text("cuda = get_cuda()\n")
+    assert envinfo.cuda_of_version_file(version) == (False, None)
+    assert envinfo.cuda_of_version_file(tmp_path / "absent.py") == (False, None)
+

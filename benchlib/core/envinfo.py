@@ -8,13 +8,16 @@ variables that change performance (threads, visible devices, Slurm, NCCL).
 
 from __future__ import annotations
 
+import ast
 import functools
+import importlib.util
 import os
 import platform
 import re
 import shutil
 import socket
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -87,6 +90,55 @@ def _nvidia_driver() -> str | None:
         return out.splitlines()[0].strip() if out.strip() else None
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def cuda_of_version_file(path: Path) -> tuple[bool, str | None]:
+    """(found, `cuda`) as torch/version.py assigns it: '13.0', or None for a CPU build;
+    (False, None) where the file says nothing literal about it."""
+    try:
+        tree = ast.parse(path.read_text())
+    except (OSError, SyntaxError, ValueError):
+        return False, None
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign):
+            targets, value = [node.target], node.value
+        elif isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        else:
+            continue
+        if value is not None and any(isinstance(t, ast.Name) and t.id == "cuda" for t in targets):
+            try:
+                cuda = ast.literal_eval(value)
+            except ValueError:
+                return False, None
+            return (True, cuda) if cuda is None or isinstance(cuda, str) else (False, None)
+    return False, None
+
+
+def torch_cuda_build() -> str | None:
+    """torch.version.cuda (the CUDA torch was built with; None for a CPU build), read from
+    torch/version.py where torch is not imported yet: a Slurm sweep's login node names its
+    testbed with it, and importing torch there cost 3 s a sweep here (far more from a
+    cluster's shared filesystem). Imports torch only where that file cannot be read."""
+    if "torch" not in sys.modules:
+        spec = importlib.util.find_spec("torch")
+        if spec is None:
+            return None
+        for folder in spec.submodule_search_locations or []:
+            found, cuda = cuda_of_version_file(Path(folder) / "version.py")
+            if found:
+                return cuda
+    import torch
+
+    return torch.version.cuda
+
+
+def build() -> dict[str, Any]:
+    """The software of this interpreter that a Slurm testbed names (its array tasks run it):
+    package versions, torch's CUDA build and the allocator, without importing torch.
+    collect() has the same fields, and the host's hardware besides."""
+    return {"packages": _package_versions(), "torch_cuda": torch_cuda_build(),
+            "allocator": allocator.current()}
 
 
 def _torch_info() -> dict[str, Any]:

@@ -158,11 +158,10 @@ def slurm(partition: str | None) -> dict[str, Any]:
     torch / CUDA build, benchlib commit and allocator (the array tasks run it)."""
     from benchlib.core import envinfo
 
-    env = envinfo.collect()
     config = _slurm_query(["scontrol", "show", "config"]) or ""
     match = re.search(r"^ClusterName\s*=\s*(\S+)", config, re.MULTILINE)
     partition, hardware = partition_hardware(partition)
-    local = from_env(env, git_commit())["identity"]
+    local = from_env(envinfo.build(), git_commit())["identity"]  # torch is not imported
     identity = {"kind": "slurm", "cluster": match.group(1) if match else None,
                 "partition": partition, "nodes_hardware": hardware,
                 **{k: local[k] for k in ("torch", "cuda", "benchlib", "commit", "allocator")}}
