@@ -87,3 +87,23 @@ def test_a_slurm_testbed_names_torchs_cuda_build_without_importing_torch(tmp_pat
     assert envinfo.cuda_of_version_file(version) == (False, None)
     assert envinfo.cuda_of_version_file(tmp_path / "absent.py") == (False, None)
 
+
+def test_benchlibs_commands_read_notebooks_without_rfc3987_syntax():
+    """`python -m benchlib` goes without the IRI syntax check jsonschema would import with
+    nbformat (its Lark grammars cost 1.5 to 2 CPU s a process here); notebooks still load."""
+    import subprocess
+    import sys
+    import textwrap
+
+    probe = textwrap.dedent("""
+        import runpy, sys
+        sys.argv = ["benchlib", "run", "10_single_device_io", "-p", "nosuch", "1"]
+        try:
+            runpy.run_module("benchlib", run_name="__main__")
+        except SystemExit as e:
+            print(e.code, "nbformat" in sys.modules, sys.modules.get("rfc3987_syntax", "absent"))
+    """)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.split() == ["2", "True", "None"]
+    assert "nosuch: not a parameter of 10_single_device_io.ipynb" in done.stderr
