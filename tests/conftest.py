@@ -1,6 +1,7 @@
 import json
 import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -17,6 +18,8 @@ TRIVIAL = ROOT / "benchlib" / "resources" / "trivial.ipynb"
 # One thread a process: the suite runs several processes at once (xdist workers, the ranks
 # and kernels they start) on two cores, where more threads only wait for each other.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# as `python -m benchlib` does (benchlib/__main__.py), for the commands the tests run in-process
+sys.modules.setdefault("rfc3987_syntax", None)
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     _tmp = Path("/tmp") / f"benchlib-tests-{os.environ['PYTEST_XDIST_WORKER']}"
