@@ -78,6 +78,20 @@ def test_backend_choice():
         choose_backend("cpu", "nccl")
 
 
+def test_cpu_ranks_are_launched_without_torch_in_the_launcher():
+    """`benchlib doctor --device cpu` and its kind decide the backend without importing
+    torch (2.3 to 3.5 CPU s here, beside ranks that are starting); auto must ask CUDA."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from benchlib.distributed.device import uses_cuda; "
+             "print(uses_cuda('cpu'), 'torch' in sys.modules, uses_cuda('auto') in (True, False), "
+             "'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["False", "False", "True", "True"]
+
+
 @pytest.mark.parametrize("kw, message", [
     ({"nproc_per_node": 0}, "nproc_per_node: must be >= 1, got 0"),
     ({"strategy": "single", "nproc_per_node": 2}, "nproc_per_node: single runs one process"),

@@ -98,13 +98,9 @@ def cmd_maxbatch(args) -> int:
 def _check_distributed(args) -> None:
     """Device, backend, rank and node counts, before anything starts. --nnodes left out is
     the Slurm job's node count under `--launcher srun`, one node otherwise."""
-    import torch
-
-    from benchlib.distributed.device import check_device, choose_backend
+    from benchlib.distributed.device import choose_backend, uses_cuda
     from benchlib.distributed.env import job_nodes
-    check_device(args.device)
-    cuda = args.device == "gpu" or (args.device == "auto" and torch.cuda.is_available())
-    choose_backend("cuda" if cuda else "cpu", args.backend)
+    choose_backend("cuda" if uses_cuda(args.device) else "cpu", args.backend)
     if args.nproc < 1:
         raise UsageError(f"nproc: must be >= 1, got {args.nproc}")
     if args.nnodes is None:

@@ -18,11 +18,14 @@ def check_device(device: str) -> None:
 
 
 def uses_cuda(device: str) -> bool:
-    """Whether `device` (cpu, gpu or auto) runs on CUDA here; gpu without CUDA raises."""
+    """Whether `device` (cpu, gpu or auto) runs on CUDA here; gpu without CUDA raises.
+    Only gpu and auto import torch to find out: a launcher that starts CPU ranks need not."""
+    check_device(device)
+    if device != "auto":
+        return device == "gpu"
     import torch
 
-    check_device(device)
-    return device == "gpu" or (device == "auto" and torch.cuda.is_available())
+    return torch.cuda.is_available()
 
 
 def check_precision(precision: str, device_type: str) -> None:
