@@ -114,7 +114,7 @@ def test_cpu_search_under_a_memory_limit_finds_the_boundary_and_records_the_misf
     probe = memory_and_batch.run(cfg, "probe")
     assert probe.metrics["largest_batch"] == 8 and probe.metrics["smallest_batch_not_fitting"] is None
     assert "it is the max_batch cap (8)" in probe.metrics["boundary"]
-    p2, p4, p8 = (t["peak_bytes"] for t in probe.details["trials"])
+    p2, _, p8 = (t["peak_bytes"] for t in probe.details["trials"])
     per_sample = (p8 - p2) / 6
     assert per_sample > 8 * 2**20
     limit = int((p2 + p8) / 2)
