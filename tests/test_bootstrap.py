@@ -9,8 +9,9 @@ import pytest
 
 from benchlib.errors import ConfigError, UsageError
 from benchlib.launch import protocol
-from benchlib.trainers.ddp import check_args, train
-from benchlib.trainers.ddp import parser as ddp_parser
+from benchlib.trainers.ddp import train
+from benchlib.trainers.ddp_flags import check_args
+from benchlib.trainers.ddp_flags import parser as ddp_parser
 from benchlib.workers.bootstrap import Plain, parse
 from benchlib.workers.elastic import Elastic
 from benchlib.workers.lightning import Lightning
@@ -98,9 +99,35 @@ def test_a_worker_started_from_a_run_json_trains_with_its_parameters(tmp_path):
 def test_a_model_that_is_neither_built_in_nor_an_entry_point_is_refused_before_training(tmp_path):
     """`model` takes any text on the command line (an entry point is the user's to name);
     the worker's check refuses what is neither a built-in name nor an entry point."""
-    from benchlib.trainers.ddp import check_args
 
     args = parse(ddp_worker().parser(), ["--config", run_json(tmp_path, {"model": "vit"})])
     with pytest.raises(ConfigError, match="model: 'vit' is not one of toynet, simplecnn, "
                                           "pyramidnet, resnet18, resnet50, gpt-tiny"):
         check_args(args)
+
+
+@pytest.mark.parametrize("strategy", ["single", "dp", "ddp", "fsdp2"])
+def test_a_workers_help_and_its_refusal_of_a_bad_flag_import_no_torch(strategy):
+    """Every rank of a launch refuses bad flags, and a user asks for --help: neither waits
+    for torch (2.3 to 3.5 CPU s a process here); the trainer is imported once a rank starts
+    its work (`Later`), and travels to mp.spawn's ranks as a value."""
+    import pickle
+    import textwrap
+
+    from benchlib.workers.bootstrap import Later
+
+    probe = textwrap.dedent(f"""
+        import runpy, sys
+        sys.argv = ["w"] + sys.argv[1:]
+        try:
+            runpy.run_module("benchlib.workers.{strategy}", run_name="__main__")
+        except SystemExit as e:
+            print(e.code, "torch" in sys.modules)
+    """)
+    ran = [subprocess.run([sys.executable, "-c", probe, *flags], capture_output=True, text=True,
+                          check=True) for flags in (["--help"], ["--batch-size", "0"])]
+    assert [r.stdout.split()[-2:] for r in ran] == [["0", "False"], ["2", "False"]]
+    assert f"usage: benchlib.workers.{strategy}" in ran[0].stdout
+    assert ran[1].stderr == f"benchlib.workers.{strategy}: batch_size: must be >= 1, got 0\n"
+    later = pickle.loads(pickle.dumps(Later("benchlib.trainers.ddp", "train")))
+    assert later == Later("benchlib.trainers.ddp", "train")

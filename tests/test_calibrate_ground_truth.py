@@ -9,7 +9,7 @@ import pytest
 from benchlib.cli.main import main
 from benchlib.errors import ConfigError
 from benchlib.studies import calibrate
-from benchlib.trainers import ddp
+from benchlib.trainers import ddp_flags
 
 # The command's bound is 2%. Here the truth's base step (2-16 ms of a ~110 ms step) is
 # measured in a launch of its own while other tests load the 2 shared cores, and load that
@@ -48,9 +48,9 @@ def test_a_check_passes_within_two_percent_and_fails_beyond():
 
 
 def test_a_negative_delay_is_refused_naming_the_flag():
-    args = ddp.parser("single").parse_args(["--inject-step-delay-ms=-1"])
+    args = ddp_flags.parser("single").parse_args(["--inject-step-delay-ms=-1"])
     with pytest.raises(ConfigError, match=r"^inject_step_delay_ms: must be >= 0, got -1.0$"):
-        ddp.check_args(args)
+        ddp_flags.check_args(args)
 
 
 def test_the_ground_truth_needs_a_delay(outputs, capsys):

@@ -11,7 +11,7 @@ from benchlib.core import loops
 from benchlib.core.models import build_model
 from benchlib.errors import ConfigError, UsageError
 from benchlib.studies import framework_comparison
-from benchlib.trainers import ddp
+from benchlib.trainers import ddp_flags
 from benchlib.trainers.job import build_job
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="checks a machine without CUDA")
@@ -66,7 +66,7 @@ def test_mfu_is_unknown_without_a_published_peak_never_invented():
 
 
 def test_training_flops_of_resnet50_are_three_forward_passes():
-    args = ddp.parser("single").parse_args(["--model", "resnet50", "--dataset", "synthetic"])
+    args = ddp_flags.parser("single").parse_args(["--model", "resnet50", "--dataset", "synthetic"])
     flops = build_job(args).flops_per_sample()
     forward = 2 * 4.09e9  # torchvision's ResNet-50: 4.09 GMACs per 224px image
     assert flops == pytest.approx(3 * forward, rel=0.03)

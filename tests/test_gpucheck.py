@@ -239,7 +239,7 @@ def test_a_resnet50_steps_run_json_is_one_the_worker_accepts(tmp_path):
 
     from benchlib.errors import ConfigError
     from benchlib.launch import protocol
-    from benchlib.trainers.ddp import parser
+    from benchlib.trainers.ddp_flags import parser
     from benchlib.workers.bootstrap import Plain, parse
 
     step = next(s for s in steps.plan(tmp_path) if s.name == "resnet50_amp_bf16_cl_compile")
@@ -312,7 +312,7 @@ def test_part_2s_run_jsons_are_ones_their_workers_accept(tmp_path):
     """Each language model and outside model step's run.json, read by its worker's own
     parse (as benchlib.workers.single and .fsdp2 build it), in this process."""
     from benchlib.launch import protocol
-    from benchlib.trainers.ddp import parser
+    from benchlib.trainers.ddp_flags import parser
     from benchlib.workers.bootstrap import Plain, parse
 
     for step in (s for s in steps.plan(tmp_path) if s.part == 2 and s.config):

@@ -17,7 +17,7 @@ from benchlib.core import entrypoints
 from benchlib.errors import ConfigError
 from benchlib.slurm.sbatch import training_script
 from benchlib.studies import checks
-from benchlib.trainers import ddp
+from benchlib.trainers import ddp_flags
 from benchlib.trainers.job import build_job
 
 MODEL, DATA = "examples.custom_model:build", "examples.custom_data:shapes"
@@ -29,7 +29,7 @@ def job_args(**given) -> argparse.Namespace:
     for name, value in given.items():
         argv += [f"--{name.replace('_', '-')}",
                  json.dumps(value) if isinstance(value, dict) else str(value)]
-    return ddp.parser("single").parse_args(argv)
+    return ddp_flags.parser("single").parse_args(argv)
 
 
 def test_the_example_model_and_data_build_into_a_job_that_says_what_it_is():
@@ -179,7 +179,7 @@ def test_the_slurm_script_checks_on_every_node_that_the_users_code_imports(tmp_p
 def test_the_worker_takes_model_args_as_json_and_refuses_anything_else(capsys):
     assert job_args(model_args={"width": 4}).model_args == {"width": 4}
     with pytest.raises(SystemExit) as leaving:
-        ddp.parser("single").parse_args(["--model-args", "[1, 2]"])
+        ddp_flags.parser("single").parse_args(["--model-args", "[1, 2]"])
     assert leaving.value.code == 2
     assert "--model-args: '[1, 2]' is not a JSON object" in capsys.readouterr().err
 

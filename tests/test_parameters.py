@@ -61,7 +61,7 @@ def worker_defaults(parser):
 
 
 @pytest.mark.parametrize("parser, config, own", [
-    ("benchlib.trainers.ddp", DpVsDdpConfig, set()),
+    ("benchlib.trainers.ddp_flags", DpVsDdpConfig, set()),
     # the Lightning worker counts epochs per repeat from the seed's positional argument
     ("benchlib.workers.lightning", MultinodeLightningConfig, {"epochs"}),
 ])
@@ -69,7 +69,7 @@ def test_workers_default_to_their_studys_defaults(parser, config, own):
     import importlib
 
     module = importlib.import_module(parser)
-    p = module.parser("ddp") if parser.endswith("ddp") else module.parser()
+    p = module.parser("ddp") if parser.endswith("ddp_flags") else module.parser()
     defaults = worker_defaults(p)
     shared = {f.name: default(f) for f in dataclasses.fields(config)
               if f.name in defaults and f.name not in own}
@@ -108,16 +108,18 @@ def worker_parsers(config):
     for every worker the study starts; the workers' flags generated from `config`, or from
     seed 001's defaults on the same training fields (the elastic worker)."""
     from benchlib.studies import dp_vs_ddp, fault_tolerance, multinode_lightning
-    from benchlib.trainers import ddp
+    from benchlib.trainers import ddp_flags
     from benchlib.workers import elastic, lightning
-    from benchlib.workers.bootstrap import Plain
+    from benchlib.workers.bootstrap import Later, Plain
+
+    train = Later("benchlib.trainers.ddp", "train")
 
     if issubclass(config, DpVsDdpConfig):
         return [(dp_vs_ddp.trainer_params(config(strategy=s, nproc_per_node=1)),
-                 Plain(ddp.train, ddp.parser(s, config)).parser()) for s in ("single", "dp", "ddp")]
+                 Plain(train, ddp_flags.parser(s, config)).parser()) for s in ("single", "dp", "ddp")]
     if issubclass(config, MultinodeLightningConfig):
         return [(multinode_lightning.worker_params(config(trainer="ddp")),
-                 Plain(ddp.train, ddp.parser("ddp", config)).parser()),
+                 Plain(train, ddp_flags.parser("ddp", config)).parser()),
                 (multinode_lightning.worker_params(config(trainer="lightning")),
                  lightning.parser(config))]
     flags = elastic.Seed001 if config is FaultToleranceConfig else dataclasses.make_dataclass(

@@ -14,7 +14,7 @@ from benchlib.distributed import fsdp
 from benchlib.errors import ConfigError, UsageError
 from benchlib.launch.launcher import launch
 from benchlib.studies import transformer_training
-from benchlib.trainers import ddp
+from benchlib.trainers import ddp_flags
 from benchlib.trainers.job import build_job
 
 
@@ -30,7 +30,7 @@ def test_the_named_sizes_have_gpt2s_parameter_counts(name, params):
 
 @pytest.mark.parametrize("name, seq_len", [("gpt-tiny", 256), ("gpt2-124m", 1024)])
 def test_the_analytic_flops_per_token_agree_with_pytorchs_counter_within_5_percent(name, seq_len):
-    args = ddp.parser("single").parse_args(["--model", name, "--dataset", "tokens", "--seq-len",
+    args = ddp_flags.parser("single").parse_args(["--model", name, "--dataset", "tokens", "--seq-len",
                                             str(seq_len)])
     job = build_job(args)
     figures = job.flop_figures()
@@ -174,10 +174,10 @@ def test_the_config_refuses_what_is_not_a_transformer_run(fields, line):
 
 
 def test_the_worker_refuses_fsdp2_beside_dataparallels_devices():
-    args = ddp.parser("fsdp2").parse_args(["--model", "gpt-tiny", "--dataset", "tokens",
+    args = ddp_flags.parser("fsdp2").parse_args(["--model", "gpt-tiny", "--dataset", "tokens",
                                            "--dp-devices", "2"])
     with pytest.raises(ConfigError, match="dp_devices: is DataParallel's; fsdp2 runs one rank"):
-        ddp.check_args(args)
+        ddp_flags.check_args(args)
 
 
 def test_mfu_is_the_analytic_count_over_the_published_peak():

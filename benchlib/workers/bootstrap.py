@@ -26,6 +26,7 @@ the elastic and Lightning workers subclass `Worker` in their own modules."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import traceback
@@ -213,6 +214,21 @@ def fail(worker: Worker, log_dir: str | None, rank: int, error: BaseException) -
 Main = Callable[[argparse.Namespace, DistEnv, Any, str], dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class Later:
+    """A worker's work, `module.name`, imported only when a rank starts it: the worker's
+    `--help` and its refusal of bad flags then import no torch. A value, not a closure, so
+    that it travels to the ranks mp.spawn starts."""
+
+    module: str
+    name: str
+
+    def __call__(self, args: argparse.Namespace, env: DistEnv, device: Any,
+                 backend: str) -> dict[str, Any]:
+        return getattr(importlib.import_module(self.module), self.name)(args, env, device,
+                                                                        backend)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("distributed")
     add_config_flags(g, TrainingConfig, only=("device", "backend"))
@@ -248,10 +264,11 @@ class Plain(Worker):
         return self._parser
 
     def check(self, args: argparse.Namespace) -> None:
-        """gpu without CUDA, nccl on CPU: one line here, not a traceback per spawned rank."""
-        choose_backend("cuda" if uses_cuda(args.device) else "cpu", args.backend)
+        """The worker's own checks of its flags first (they need no torch), then gpu without
+        CUDA, nccl on CPU: one line here, not a traceback per spawned rank."""
         if self._check is not None:
             self._check(args)
+        choose_backend("cuda" if uses_cuda(args.device) else "cpu", args.backend)
 
     def find(self, args: argparse.Namespace) -> DistEnv | None:
         if args.spawn:

@@ -1,7 +1,9 @@
 """`python -m benchlib.workers.single`: single training (see benchlib.trainers.ddp)."""
 
-from benchlib.trainers.ddp import check_args, parser, train
-from benchlib.workers.bootstrap import entry
+from benchlib.trainers.ddp_flags import check_args, parser
+from benchlib.workers.bootstrap import Later, entry
 
 if __name__ == "__main__":
-    raise SystemExit(entry(train, parser("single"), check=check_args))
+    # the trainer (and torch) only once the flags are read and checked
+    raise SystemExit(entry(Later("benchlib.trainers.ddp", "train"), parser("single"),
+                           check=check_args))
