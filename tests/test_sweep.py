@@ -134,3 +134,22 @@ def test_two_sweeps_on_the_same_outputs_split_the_rows_and_lose_nothing(tmp_path
     ran = [int(o.split(" ok,")[0].split()[-1]) for o in outs]
     assert sum(ran) == 4, outs  # no row ran twice
 
+
+
+def test_a_notebook_written_without_a_kernelspec_runs_with_pythons_kernel(tmp_path, outputs):
+    """nbformat's new_notebook() names no kernel and no language, and its untagged cells
+    have no tags: papermill's own inspection stops at "No kernel name found in notebook";
+    the sweep reads and runs it as it runs every notebook, with Python's kernel."""
+    trivial = nbformat.read(TRIVIAL, 4)
+    mine = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell(trivial.cells[1].source, metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(trivial.cells[2].source)])
+    assert "kernelspec" not in mine.metadata and "tags" not in mine.cells[1].metadata
+    nbformat.write(mine, tmp_path / "mine.ipynb")
+    plan = write_params(tmp_path, f"name: mine\nnotebook: {tmp_path / 'mine.ipynb'}\n"
+                                  "table:\n  - {x: 4}\n")
+    [row] = load_plan(plan)
+    assert row.params == {"x": 4, "fail": False, "sleep_s": 0.0}  # its declared defaults too
+    summary = run_plan([row], outputs, progress=False)
+    assert (summary.ok, summary.failed) == (1, 0)
+    assert results.find_record(outputs / "results", "mine", row.run_id)["metrics"] == {"y": 8}

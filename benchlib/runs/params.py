@@ -49,20 +49,24 @@ class NotebookSpec:
     @classmethod
     def read(cls, path: Path) -> NotebookSpec:
         import nbformat
-        import papermill
+        from papermill.translators import PythonTranslator
 
+        # read as the sweep runs it, with Python's translator and kernel, whatever kernel
+        # its metadata names: a notebook written without a kernelspec (nbformat's own)
+        # runs too, where papermill's inspect_notebook would stop at "No kernel name found"
+        nb = nbformat.read(path, as_version=4)
+        cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
         declared = {}
-        for name, p in papermill.inspect_notebook(str(path)).items():
+        for p in PythonTranslator.inspect(cells[0]) if cells else []:
             try:
-                default = ast.literal_eval(p["default"])
+                default = ast.literal_eval(p.default)
             except (ValueError, SyntaxError) as e:
-                raise UsageError(f"{path.name}: parameter {name} = {p['default']} is not a plain "
+                raise UsageError(f"{path.name}: parameter {p.name} = {p.default} is not a plain "
                                  "value; the parameters cell holds literals only") from e
-            declared[name] = (p["inferred_type_name"], default)
+            declared[p.name] = (p.inferred_type_name, default)
         if not declared:
             raise UsageError(f"{path.name}: no cell tagged 'parameters'")
-        meta = nbformat.read(path, as_version=4).metadata.get("benchlib", {})
-        return cls(path, declared, meta.get("config"))
+        return cls(path, declared, nb.metadata.get("benchlib", {}).get("config"))
 
     def defaults(self) -> dict[str, Any]:
         return {name: default for name, (_, default) in self.parameters.items()}
