@@ -95,8 +95,9 @@ def execute(notebook: Path, output: Path, parameters: dict[str, Any], env: dict[
             kernels.kernel_folder() as folder:
         try:
             papermill.execute_notebook(
-                str(notebook), str(tmp), parameters=parameters, kernel_name=KERNEL, language="python",
-                progress_bar=False, cwd=str(notebook.parent), execution_timeout=timeout_s,
+                str(notebook), str(tmp), parameters=parameters, kernel_name=KERNEL,
+                language="python", progress_bar=False, cwd=str(notebook.parent),
+                execution_timeout=timeout_s,
                 kernel_manager_class=kernels.manager_class(folder, warm),
                 # the record and the notebook are written by then: a graceful shutdown
                 # only waited 1.4-2.5 s a row for a kernel holding torch to exit (0.1-0.2 s
