@@ -1,5 +1,6 @@
 """Several nodes on one host (real torchrun agents, c10d rendezvous on 127.0.0.1), the
-Slurm commands benchlib renders, and the layout checks made before anything starts."""
+Slurm commands benchlib renders, and the layout checks made before anything starts. Two
+agents forming one job of two nodes is notebook 30's row in tests/test_study_sweeps.py."""
 
 import shlex
 import time
@@ -22,16 +23,6 @@ def ddp_args(*extra):
     return ["--dataset", "synthetic", "--model", "simplecnn", "--image-size", "32",
             "--batch-size", "8", "--max-steps", "6", "--warmup-steps", "2", "--device", "cpu",
             "--timeout", "60", *extra]
-
-
-@pytest.mark.distributed
-def test_two_torchrun_agents_form_one_job_of_two_nodes(tmp_path):
-    out = launch("ddp", ddp_args(), tmp_path, "torchrun", nproc=1, nnodes=2,
-                 timeout_s=120, join_timeout_s=60)
-    assert out.result["metrics"]["world_size"] == 2 and out.result["metrics"]["global_batch"] == 16
-    for node in (0, 1):  # one agent per node, each with its own log
-        assert (tmp_path / f"launcher-node{node}.log").exists()
-        assert f"rank {node}/2 (local 0)" in (tmp_path / f"rank{node}.log").read_text()
 
 
 @pytest.mark.distributed

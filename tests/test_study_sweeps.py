@@ -14,6 +14,7 @@ import pytest
 
 from benchlib.cli import main
 from benchlib.core import envinfo
+from benchlib.launch.protocol import JOINED
 from benchlib.records import results
 from benchlib.report import publish
 
@@ -175,6 +176,20 @@ def test_multinode_and_fault_tolerance_rows_feed_the_analysis(swept):
     mn = swept.table("multinode").set_index(["trainer", "nnodes"])
     assert mn.loc[("ddp", 2), "world_size"] == 2 and mn.loc[("lightning", 2), "world_size"] == 2
     assert mn.loc[("lightning", 2), "cluster_environment"] == "LightningEnvironment"
+    # two "nodes" each way a user starts them: two torchrun agents (a launcher log each) and
+    # Lightning's own launcher (MASTER_ADDR, NODE_RANK); one gloo rank a node, both joined
+    for trainer in ("ddp", "lightning"):
+        row = mn.loc[(trainer, 2)]
+        assert row["global_batch"] == 2 * 16 and row["backend_used"] == "gloo"
+        train = swept.outputs / "logs" / row["run_id"] / "train"
+        for rank in (0, 1):
+            text = (train / f"rank{rank}.log").read_text()
+            assert text.startswith(f"rank {rank}/2 (local 0) on ") and JOINED in text, text
+    assert mn.loc[("lightning", 2), "strategy"] == "ddp"
+    assert mn.loc[("lightning", 2), "devices_per_node"] == 1
+    ddp_logs = swept.outputs / "logs" / mn.loc[("ddp", 2), "run_id"] / "train"
+    assert sorted(p.name for p in ddp_logs.glob("launcher-node*.log")) == [
+        "launcher-node0.log", "launcher-node1.log"]
     fault = swept.table("fault").iloc[0]
     assert fault["restarts"] == 1 and fault["steps_redone"] == 2  # killed after 6, resumed at 4
     assert fault["loss_diff"] <= 1e-6 * max(abs(fault["loss_last"]), 1)
