@@ -1,9 +1,10 @@
+import nbformat
 import pytest
 from conftest import TRIVIAL, write_params
 
 from benchlib.cli import main
 from benchlib.errors import UsageError
-from benchlib.runs.params import load_plan
+from benchlib.runs.params import NotebookSpec, load_plan
 
 
 def test_table_rows_get_defaults_and_the_notebooks_own_defaults(tmp_path):
@@ -187,3 +188,17 @@ def test_a_local_dry_run_refuses_slurm_flags_as_the_real_run_does(tmp_path, outp
         assert capsys.readouterr().err == ("benchlib sweep: executor: --partition, --time, "
                                            "--requeue and --share-nodes need --executor slurm\n")
     assert not outputs.exists()
+
+
+@pytest.mark.parametrize("cells, said", [
+    ([("x = 1", [])], "mine.ipynb: no cell tagged 'parameters'"),
+    ([("# nothing to set", ["parameters"]), ("x = 1", [])],
+     "mine.ipynb: its cell tagged 'parameters' assigns no value"),
+])
+def test_a_notebook_without_parameters_is_refused_saying_which_is_missing(tmp_path, cells, said):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src, metadata={"tags": tags})
+                                         for src, tags in cells])
+    nbformat.write(nb, tmp_path / "mine.ipynb")
+    with pytest.raises(UsageError) as e:
+        NotebookSpec.read(tmp_path / "mine.ipynb")
+    assert str(e.value) == said

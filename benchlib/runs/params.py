@@ -65,7 +65,8 @@ class NotebookSpec:
                                  "value; the parameters cell holds literals only") from e
             declared[p.name] = (p.inferred_type_name, default)
         if not declared:
-            raise UsageError(f"{path.name}: no cell tagged 'parameters'")
+            raise UsageError(f"{path.name}: " + ("its cell tagged 'parameters' assigns no value"
+                                                 if cells else "no cell tagged 'parameters'"))
         return cls(path, declared, nb.metadata.get("benchlib", {}).get("config"))
 
     def defaults(self) -> dict[str, Any]:
