@@ -6,6 +6,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ import pytest
 from benchlib.analysis import diagnose, traces, verdict
 from benchlib.cli import main
 from benchlib.core import envinfo, hostload
-from benchlib.errors import BenchlibError
+from benchlib.errors import BenchlibError, ConfigError
 from benchlib.launch.launcher import launch
 from benchlib.records import results
 
@@ -175,21 +176,32 @@ def test_a_traced_ddp_run_leaves_a_kineto_trace_per_rank_that_hta_reads(tmp_path
 
 
 @pytest.mark.distributed
-def test_a_large_model_on_a_small_batch_is_communication_bound(tmp_path, monkeypatch, capsys):
-    """25M parameters (100 MB of fp32 gradients to all-reduce every step) and two samples a
-    step: wide linear layers, little arithmetic per byte sent. SGD without momentum: the
-    momentum buffer's pass over the 100 MB is work a step too; with it the all-reduce was
-    30% of a quiet step here, right at COMM_SHARE (beside a busy suite it once fell below,
-    and the verdict read compute-bound); without it, 38% quiet, 45% beside a busy core."""
+def test_an_all_reduce_slowed_on_purpose_is_communication_bound(tmp_path, monkeypatch, capsys):
+    """A slower link made on purpose, as the straggler test makes a slower rank: each step's
+    last gradient bucket waits 200 ms inside its all-reduce, where backward has nothing left
+    to hide it. The model's own all-reduce was not enough to build the case on: 25M
+    parameters on a batch of 2 put it at 26 to 45% of a step by the suite's load, on both
+    sides of COMM_SHARE (30%), because the step's compute is passes over the same 100 MB."""
     (tmp_path / "widenet.py").write_text(
         "from torch import nn\n\ndef build():\n    return nn.Sequential(nn.Flatten(), "
-        "nn.Linear(3 * 32 * 32, 8192), nn.ReLU(), nn.Linear(8192, 10))\n")
+        "nn.Linear(3 * 32 * 32, 1024), nn.ReLU(), nn.Linear(1024, 10))\n")
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
     text = diagnosed(tmp_path, monkeypatch, capsys, "ddp", {
         "model": "widenet:build", "dataset": "synthetic", "input_shape": "3x32x32",
         "batch_size": 2, "epochs": 1, "max_steps": 6, "warmup_steps": 2,
-        "momentum": 0.0}, nproc=2)
+        "inject_comm_delay_ms": 200.0}, nproc=2)
     assert "constructed: communication-bound" in text and "not hidden by backward" in text
+    # at least the delay of each step went unhidden
+    exposed = re.search(r"all-reduce ([\d.]+) ms a step, ([\d.]+) ms of it not hidden", text)
+    assert exposed and float(exposed.group(2)) >= 200, text
+
+
+def test_a_negative_comm_delay_is_refused_naming_the_flag():
+    from benchlib.trainers import ddp_flags
+
+    args = ddp_flags.parser("ddp").parse_args(["--inject-comm-delay-ms=-5"])
+    with pytest.raises(ConfigError, match=r"^inject_comm_delay_ms: must be >= 0, got -5.0$"):
+        ddp_flags.check_args(args)
 
 
 @pytest.mark.distributed

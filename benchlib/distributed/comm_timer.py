@@ -27,8 +27,12 @@ class CommTimer:
     collective; their times, read at the step's end, are the GPU's own (not yet checked
     on a GPU: docs/diagnose.md)."""
 
-    def __init__(self, cuda: bool = False):
+    def __init__(self, cuda: bool = False, last_bucket_delay_s: float = 0.0):
         self.cuda = cuda
+        # a slower link made on purpose (tests, `--inject-comm-delay-ms`): the step's last
+        # bucket waits this long inside its all-reduce, where backward has nothing left to
+        # hide it behind
+        self.last_bucket_delay_s = last_bucket_delay_s
         self.intervals: list[tuple[Any, Any]] = []
         self.steps: list[tuple[float, float]] = []  # (comm_s, exposed_s) per step
 
@@ -43,6 +47,8 @@ class CommTimer:
         tensor = bucket.buffer()
         world = dist.get_world_size()
         start = self._mark()
+        if self.last_bucket_delay_s and bucket.is_last():
+            time.sleep(self.last_bucket_delay_s)
 
         def done(fut: torch.futures.Future) -> torch.Tensor:
             self.intervals.append((start, self._mark()))
@@ -87,12 +93,12 @@ class CommTimer:
                 "comm_hidden_fraction": max(0.0, 1 - exposed / comm) if comm > 0 else None}
 
 
-def attach(model: Any) -> CommTimer | None:
+def attach(model: Any, last_bucket_delay_s: float = 0.0) -> CommTimer | None:
     """A CommTimer on a DistributedDataParallel model of more than one rank, else None."""
     from torch.nn.parallel import DistributedDataParallel
 
     if not isinstance(model, DistributedDataParallel) or dist.get_world_size() < 2:
         return None
-    timer = CommTimer(cuda=next(model.parameters()).is_cuda)
+    timer = CommTimer(next(model.parameters()).is_cuda, last_bucket_delay_s)
     model.register_comm_hook(None, timer.hook)
     return timer

@@ -177,7 +177,8 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
                          if args.delay_rank in (-1, env.rank) else 0.0,
                          objective=job.objective)
     losses: list[float] = []
-    comm = comm_timer.attach(model)  # DDP's all-reduce per step, and what backward hides
+    # DDP's all-reduce per step, and what backward hides
+    comm = comm_timer.attach(model, args.inject_comm_delay_ms / 1e3)
     on_step = _step_hook(args, env, losses, comm)
 
     gpus = []  # rank 0 watches its own GPU; DataParallel's process watches all it uses
@@ -235,6 +236,8 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     if args.inject_step_delay_ms:  # a ground truth's run: its figures are not the model's
         metrics["injected_step_delay_ms"] = args.inject_step_delay_ms
         metrics["injected_delay_rank"] = args.delay_rank
+    if args.inject_comm_delay_ms:
+        metrics["injected_comm_delay_ms"] = args.inject_comm_delay_ms
     # each rank's all-reduce time nothing hid: a fast rank waits there for a slow one, what
     # tells a straggler in synchronous DDP (a list: details, not a metric)
     waits = {"rank_comm_exposed_s": [r["comm_exposed_s"] for r in ranks]} if own else {}

@@ -24,8 +24,9 @@ def check_args(args: argparse.Namespace) -> None:
     if args.strategy == "fsdp2" and args.dp_devices:
         raise ConfigError("dp_devices", "is DataParallel's; fsdp2 runs one rank per device "
                           "(give the ranks with nproc_per_node)")
-    if args.inject_step_delay_ms < 0:
-        raise ConfigError("inject_step_delay_ms", f"must be >= 0, got {args.inject_step_delay_ms}")
+    for name in ("inject_step_delay_ms", "inject_comm_delay_ms"):
+        if getattr(args, name) < 0:
+            raise ConfigError(name, f"must be >= 0, got {getattr(args, name)}")
 
 
 # What the distributed flags (benchlib.workers.bootstrap) take instead: device and backend
@@ -69,5 +70,9 @@ def parser(strategy: str, study: type[TrainingConfig] = STUDY) -> argparse.Argum
     p.add_argument("--delay-rank", type=int, default=-1,
                    help="only this rank gets --inject-step-delay-ms (-1: every rank): a "
                    "straggler made on purpose, for `benchlib diagnose`'s tests")
+    p.add_argument("--inject-comm-delay-ms", type=float, default=0.0,
+                   help="DDP on more than one rank: the last gradient bucket of every step "
+                   "waits this many ms inside its all-reduce, a slower link made on purpose "
+                   "(`benchlib diagnose`'s tests), never a real run")
     p.set_defaults(strategy=strategy)
     return p
