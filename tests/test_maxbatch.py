@@ -81,6 +81,24 @@ def test_a_trial_the_os_killed_is_a_row_that_does_not_fit_and_other_failures_sta
     assert memory_and_batch._killed_row(cfg, 64, LaunchError("bug", 0, "h", 1, None)) is None
 
 
+def test_a_cuda_library_that_cannot_allocate_is_a_batch_that_does_not_fit_not_a_failure():
+    """On an H200, ResNet-50's batch 1702 failed in cuBLAS's handle creation while 1704
+    raised OutOfMemoryError: the search stopped with a traceback (run 5 of the GPU check)."""
+    import torch
+
+    from benchlib.workers.batch_trial import out_of_memory
+
+    seen = ("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")
+    assert out_of_memory(RuntimeError(seen))
+    assert out_of_memory(RuntimeError("cuDNN error: CUDNN_STATUS_ALLOC_FAILED"))
+    assert out_of_memory(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 GiB"))
+    assert out_of_memory(RuntimeError("[enforce fail at alloc_cpu.cpp] DefaultCPUAllocator: "
+                                      "can't allocate memory: you tried to allocate 9 bytes"))
+    assert not out_of_memory(RuntimeError("CUDA error: an illegal memory access was encountered"))
+    assert not out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+    assert not out_of_memory(ValueError("CUBLAS_STATUS_ALLOC_FAILED"))
+
+
 def test_the_sentence_names_the_limit_and_the_first_batch_that_does_not_fit():
     m = {"largest_batch": 12, "smallest_batch_not_fitting": 13,
          "largest_batch_samples_per_s": 9.4, "largest_batch_peak_bytes": 1_060_000_000,

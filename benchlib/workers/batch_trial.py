@@ -30,10 +30,19 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _out_of_memory(error: BaseException) -> bool:
-    """CUDA's OutOfMemoryError, or the CPU allocator failing to find the bytes."""
+# What a RuntimeError says when memory ran out outside PyTorch's caching allocator: the
+# CPU allocator; cuBLAS and cuDNN creating a handle or workspace near the edge (seen on
+# an H200, docs/gpu-check/2026-11-28-h200-run5.md: batch 1702 of ResNet-50 failed in
+# cublasCreate while 1704 raised OutOfMemoryError); the CUDA runtime's own error
+OUT_OF_MEMORY_MESSAGES = ("can't allocate memory", "CUBLAS_STATUS_ALLOC_FAILED",
+                          "CUDNN_STATUS_ALLOC_FAILED", "CUDA error: out of memory")
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """CUDA's OutOfMemoryError, or another allocation that failed for want of memory
+    (OUT_OF_MEMORY_MESSAGES); any other error is a failure, not a batch that does not fit."""
     return isinstance(error, torch.OutOfMemoryError) or (
-        isinstance(error, RuntimeError) and "can't allocate memory" in str(error))
+        isinstance(error, RuntimeError) and any(m in str(error) for m in OUT_OF_MEMORY_MESSAGES))
 
 
 def trial(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
@@ -58,7 +67,7 @@ def trial(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         step_s = (time.perf_counter() - start) / timed
         samples_per_s = args.batch_size / step_s
     except (torch.OutOfMemoryError, RuntimeError) as e:
-        if not _out_of_memory(e):
+        if not out_of_memory(e):
             raise
         error = " ".join(str(e).split())[:300]
     figures = peak.read()
