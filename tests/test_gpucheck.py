@@ -46,8 +46,8 @@ def test_part_2_lists_the_language_model_the_outside_models_and_the_largest_batc
     names = [line.split()[0] for line in done.stdout.splitlines()[:-1]
              if not line.startswith(" ")]
     assert names == ["env", "lm_single", "lm_fsdp2", "lm_single_ac_selective",
-                     "lm_single_ac_full", "timm_resnet50", "hf_gpt2", "maxbatch_resnet50",
-                     "ddp_trace", "hta_breakdown"]
+                     "lm_single_ac_full", "timm_resnet50", "hf_gpt2", "ddp_trace",
+                     "hta_breakdown", "maxbatch_resnet50"]
     assert "--nproc-per-node 1 --max-restarts 0 -m benchlib.workers.fsdp2 --config" in done.stdout
     assert "-m benchlib maxbatch --model resnet50 --dataset imagefolder" in done.stdout
     assert "--device gpu --start-batch 256 --max-batch 8192 --steps 4 --warmup-steps 1" \
@@ -57,8 +57,16 @@ def test_part_2_lists_the_language_model_the_outside_models_and_the_largest_batc
     assert f"-m benchlib.analysis.traces {tmp_path / 'out' / 'logs' / 'ddp_trace_ranks' / 'trace'}" \
         in done.stdout
     assert done.stdout.splitlines()[-1].startswith("10 steps (part 2 of 2), about ")
-    assert script(str(tmp_path), "--dry-run", "--part", "3").stderr == \
-        "gpu-check: part: must be 1 to 2, got 3\n"
+    for bad in ("3", "2,2", "two"):
+        assert script(str(tmp_path), "--dry-run", "--part", bad).stderr == (
+            "gpu-check: part: must be 1 to 2, or several once each in the order to run them "
+            f"(2,1), got {bad}\n")
+    both = script(str(tmp_path / "out"), "--dry-run", "--part", "2,1")
+    both_names = [line.split()[0] for line in both.stdout.splitlines()[:-1]
+                  if not line.startswith(" ")]
+    assert both_names[:len(names)] == names and both_names[len(names)] == "data"
+    assert both_names.count("env") == 1 and "resnet50_fp32" in both_names
+    assert both.stdout.splitlines()[-1].startswith("27 steps (parts 2,1 in that order), about ")
     chosen = [s.name for s in gpucheck.select(gpucheck.plan(tmp_path), None, 2)]
     assert "data" not in chosen and "resnet50_fp32" not in chosen and chosen[0] == "env"
 
@@ -93,6 +101,11 @@ def test_a_step_that_fails_times_out_or_succeeds_is_reported_and_recorded(tmp_pa
                             30, {"x": 1})
     failed = gpucheck.run_step(failing, tmp_path, env)
     assert failed["status"] == "failed" and failed["error"] == "exit 3: first"
+    # a failed step whose figures cannot be read either keeps its own reason (run 5's
+    # maxbatch said only "figures unreadable" where its CLI had exited 1)
+    unread = gpucheck.Step("unread", [sys.executable, "-c", "print('why'); raise SystemExit(1)"],
+                           30, {}, from_log=steps.maxbatch_figures)
+    assert gpucheck.run_step(unread, tmp_path, env)["error"] == "exit 1: why"
     slow = gpucheck.Step("slow", [sys.executable, "-c", "import time; time.sleep(30)"], 1, {})
     timed_out = gpucheck.run_step(slow, tmp_path, env)  # its own box is the limit
     assert timed_out["status"] == "timeout" and timed_out["seconds"] < 10
@@ -102,7 +115,7 @@ def test_a_step_that_fails_times_out_or_succeeds_is_reported_and_recorded(tmp_pa
     records = {r["params"]["step"]: r for r in map(results.read_record,
                                                    results.record_files(tmp_path / "results"))}
     assert {n: r["status"] for n, r in records.items()} == {
-        "env": "ok", "broken": "failed", "slow": "failed", "silent": "failed"}
+        "env": "ok", "broken": "failed", "unread": "failed", "slow": "failed", "silent": "failed"}
     assert records["broken"]["details"]["error"] == "exit 3: first"
     assert records["env"]["env"]["packages"]["torch"] == env["packages"]["torch"]
     table = gpucheck.summary_markdown([ok, failed, timed_out], env)

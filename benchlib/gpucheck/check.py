@@ -35,7 +35,7 @@ from benchlib.gpucheck.steps import io_figures as _io_figures  # noqa: F401 - th
 from benchlib.launch import protocol
 from benchlib.records import results
 
-BUDGET_S = 540.0  # a part: ~507 s (part 1) on the slower H100 host seen (docs/gpus.md)
+BUDGET_S = 540.0  # a part: ~507 s (part 1) on the slower H100 host seen, ~478 s (part 2) on an H200
 def run_step(step: Step, out: Path, env: dict[str, Any]) -> dict[str, Any]:
     """Runs one step in its own time box (never shortened: a step that needs 20 s gets them)."""
     log = out / "logs" / f"{step.name}.log"
@@ -74,8 +74,8 @@ def run_step(step: Step, out: Path, env: dict[str, Any]) -> dict[str, Any]:
         elif step.result and Path(step.result).exists():
             outcome["figures"] = step.figures(json.loads(Path(step.result).read_text()))
     except Exception as e:  # noqa: BLE001 - a figure we cannot read is reported, not fatal
-        outcome.update(status="failed" if outcome["status"] == "ok" else outcome["status"],
-                       error=f"figures unreadable: {type(e).__name__}: {e}")
+        if outcome["status"] == "ok":  # a step that failed keeps its own reason
+            outcome.update(status="failed", error=f"figures unreadable: {type(e).__name__}: {e}")
     if step.result is not None and outcome["status"] == "ok" and not outcome.get("figures"):
         outcome.update(status="failed", error=f"exit 0 but no result in {step.result}")
     params = {"step": step.name, **step.params}
@@ -181,21 +181,32 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("out", help="folder for the records, logs and summary")
     p.add_argument("--dry-run", action="store_true", help="print the plan; run nothing")
     p.add_argument("--budget-s", type=float, default=BUDGET_S,
-                   help="start a step only while its expected time (measured on one H100) "
+                   help="start a step only while its expected time (measured on one H100 or H200) "
                    f"fits in what is left of this many seconds (default {BUDGET_S:.0f}: every "
                    "step, within one 10-minute call)")
-    p.add_argument("--part", type=int, default=1,
+    p.add_argument("--part", default="1",
                    help=f"which of the {PARTS} parts to run, each one call (default 1: the "
                    "workbook's GPU paths; 2: the language model, timm and transformers "
-                   "models, the largest batch)")
+                   "models, traces, the largest batch); 2,1: part 2, then part 1's steps "
+                   "while the budget lasts")
     p.add_argument("--only", help="comma-separated step names (or prefixes) to run, from "
                    "either part")
     return p
 
 
-def select(steps: list[Step], only: str | None, part: int = 1) -> list[Step]:
-    if not 1 <= part <= PARTS:
-        raise UsageError(f"part: must be 1 to {PARTS}, got {part}")
+def parts_of(text: str) -> list[int]:
+    """`--part 2` or `--part 2,1` (part 2, then part 1 while the budget lasts)."""
+    try:
+        parts = [int(p) for p in text.split(",")]
+    except ValueError:
+        parts = []
+    if not parts or any(not 1 <= p <= PARTS for p in parts) or len(set(parts)) < len(parts):
+        raise UsageError(f"part: must be 1 to {PARTS}, or several once each in the order to "
+                         f"run them (2,1), got {text}")
+    return parts
+
+
+def select(steps: list[Step], only: str | None, part: int | list[int] = 1) -> list[Step]:
     if not only:
         return part_of(steps, part)
     wanted = [w.strip() for w in only.split(",") if w.strip()]
@@ -213,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         out = Path(args.out).resolve()
-        steps = select(plan(out), args.only, args.part)
+        parts = parts_of(args.part)
+        steps = select(plan(out), args.only, parts)
         if args.budget_s <= 0:
             raise UsageError(f"budget_s: must be > 0, got {args.budget_s}")
         if args.dry_run:
@@ -223,8 +235,10 @@ def main(argv: list[str] | None = None) -> int:
                 if s.config is not None:
                     print(f"{'':30} run.json params: {json.dumps(s.config[2], sort_keys=True)}")
             expected = sum(s.expected_s for s in steps)
-            which = "" if args.only else f" (part {args.part} of {PARTS})"
-            print(f"{len(steps)} steps{which}, about {expected:.0f} s on one H100; a step starts "
+            which = "" if args.only else (
+                f" (part {args.part} of {PARTS})" if len(parts) == 1
+                else f" (parts {args.part} in that order)")
+            print(f"{len(steps)} steps{which}, about {expected:.0f} s as measured (docs/gpus.md); a step starts "
                   f"only while its expected time fits in the {args.budget_s:.0f} s budget")
             return 0
         import torch

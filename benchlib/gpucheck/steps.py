@@ -57,14 +57,17 @@ MFU_FORMULA = "6N + 12·L·H·Q·T FLOPs per token (PaLM, appendix B)"
 # the largest batch search starts at the batch the ResNet-50 rows train at on the device
 # (doubling from 1 would add 8 trials of a process each)
 MAXBATCH_START = 256
-# Part 2's seconds on one H100: ESTIMATES, not yet run on a GPU (a process start of 7 s
-# on the slower host, torch.compile of GPT-2 small about 45 s, a largest-batch trial
-# about 10 s: 256, 512, 1024 then 9 bisection trials on 80 GB); the first lease that
-# runs part 2 replaces them with its times (docs/gpus.md)
-LM_EXPECTED_S = {"compiled": 60, "eager": 20, "torchrun": 10}
-OWN_MODEL_EXPECTED_S = {"timm": 20, "hf": 25}
-MAXBATCH_EXPECTED_S = 130
-HTA_EXPECTED_S = {"ddp_trace": 20, "hta_breakdown": 15}  # ESTIMATES too: 12 steps, then HTA
+# Part 2's seconds, measured on one H200 (docs/gpu-check/2026-11-28-h200-run5*.md; the
+# same chip as the H100 but for memory, process starts as on the faster H100 host): a
+# compiled gpt2-124m row 44-53 s with a cold compile (lm_fsdp2's 32 s and the checkpointing
+# rows' 39 s had lm_single's inductor cache), timm 14 s, hf 25 s, the traced DDP run 16 s
+# and HTA 3 s; the largest batch 170 s for 13 trials on 139 GiB (256 to 2,048, then
+# bisection to 1,700), one trial more since cuBLAS's allocation failure counts as a
+# misfit. No table has an eager row: its 20 s is an estimate
+LM_EXPECTED_S = {"compiled": 55, "eager": 20, "torchrun": 5}
+OWN_MODEL_EXPECTED_S = {"timm": 15, "hf": 25}
+MAXBATCH_EXPECTED_S = 185
+HTA_EXPECTED_S = {"ddp_trace": 16, "hta_breakdown": 5}  # 12 steps, then HTA
 PARTS = 2  # the steps fill two calls of under 10 minutes; `--part N` runs one
 
 
@@ -136,17 +139,20 @@ def _calibrate_figures(result: dict[str, Any]) -> dict[str, Any]:
 def plan(out: Path) -> list[Step]:
     """The steps of both parts, each part in the order a short lease should run it."""
     res = lambda name: str(out / "work" / f"{name}.json")  # noqa: E731
-    part2 = [*_lm_steps(out, res), *_own_model_steps(out, res), _maxbatch_step(out),
-             *_hta_steps(out, res)]
+    # the largest batch last: its trials are the part's longest and least known step
+    part2 = [*_lm_steps(out, res), *_own_model_steps(out, res), *_hta_steps(out, res),
+             _maxbatch_step(out)]
     for step in part2:
         step.part = 2
     return [*_setup_steps(out, res), *_calibrate_steps(res), *_resnet50_steps(out, res),
             *_training_steps(out, res), _jax_step(res), *_io_steps(out), *part2]
 
 
-def part_of(steps: list[Step], part: int) -> list[Step]:
-    """The steps one call runs: the part's, and those of every part."""
-    return [s for s in steps if s.part in (0, part)]
+def part_of(steps: list[Step], part: int | list[int]) -> list[Step]:
+    """The steps one call runs: the part's (or each part's, in the order given), and
+    those of every part, once, first."""
+    parts = [part] if isinstance(part, int) else part
+    return [s for s in steps if s.part == 0] + [s for p in parts for s in steps if s.part == p]
 
 
 def _setup_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
