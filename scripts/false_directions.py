@@ -5,7 +5,7 @@
 Each launch of a setup is off by its own lognormal LAUNCH_SIGMA, each epoch inside it by
 EPOCH_SIGMA; both sides are the same setup, so every direction named is false. The old
 notebook-90 rule (one launch a side, a winner when the epoch ranges do not overlap)
-against the one verdict rule (benchlib.analysis.intervals: a 95% interval over launches
+against the one verdict rule (benchlib.core.stats: a 95% interval over launches
 that excludes 1 and clears the threshold, from 5 launches a side), 400 seeded trials."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from benchlib.analysis.intervals import ratio_interval, verdict
+from benchlib.core.stats import ratio_interval, verdict
 
 TRIALS = 400
 

@@ -29,6 +29,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("studies", ("benchlib.studies",)),
     ("records", ("benchlib.records",)),
     ("runs", ("benchlib.runs",)),
+    ("projection", ("benchlib.projection",)),  # models of performance, below the analysis
+    ("diagnose", ("benchlib.diagnose",)),
     ("analysis", ("benchlib.analysis",)),
     ("compare", ("benchlib.compare",)),
     ("report", ("benchlib.report",)),

@@ -13,7 +13,7 @@ from benchlib.analysis import (
     multinode_lightning,
     single_device_io,
 )
-from benchlib.analysis.verdict import Side, compare
+from benchlib.analysis.sides import Side, compare
 
 
 def spread(sps, low, high, n=3, launches=0, col="samples_per_s"):

@@ -14,9 +14,10 @@ import time
 import pandas as pd
 import pytest
 
-from benchlib.analysis import diagnose, traces, verdict
+from benchlib.analysis import sides
 from benchlib.cli import main
 from benchlib.core import envinfo, hostload
+from benchlib.diagnose import rules, traces
 from benchlib.errors import BenchlibError, ConfigError
 from benchlib.launch.launcher import launch
 from benchlib.records import results
@@ -45,32 +46,32 @@ def record(data_s=0.01, compute_s=0.09, rank_steps=None, busy=False, run_id="r1"
     (record(data_s=0.025, compute_s=0.075, comm_s=0.04, comm_exposed_s=0.025), "no single bottleneck"),
 ])
 def test_each_verdict_from_its_evidence(rec, verdict):
-    assert diagnose.diagnose(rec).verdict == verdict
+    assert rules.diagnose(rec).bottleneck == verdict
 
 
 @pytest.mark.parametrize("data_s, verdict", [(0.030, "input-bound"), (0.029, "compute-bound")])
 def test_the_input_share_threshold_is_30_percent_of_a_step(data_s, verdict):
-    assert diagnose.diagnose(record(data_s=data_s, compute_s=0.1 - data_s)).verdict == verdict
+    assert rules.diagnose(record(data_s=data_s, compute_s=0.1 - data_s)).bottleneck == verdict
 
 
 @pytest.mark.parametrize("slowest, verdict", [(0.125, "straggler"), (0.124, "compute-bound")])
 def test_a_straggler_is_a_rank_at_125_percent_of_the_others_median(slowest, verdict):
-    assert diagnose.diagnose(record(rank_steps=[0.1, 0.1, slowest])).verdict == verdict
+    assert rules.diagnose(record(rank_steps=[0.1, 0.1, slowest])).bottleneck == verdict
 
 
 @pytest.mark.parametrize("step, verdict", [(0.10, "straggler"), (0.11, "compute-bound")])
 def test_a_stragglers_extra_time_must_be_a_fifth_of_a_step(step, verdict):
     """1.25x the others, 20 ms more: a straggler on a 100 ms step, noise on a 110 ms one."""
     rec = record(data_s=0.0, compute_s=step, rank_steps=[0.08, 0.08, 0.1])
-    assert diagnose.diagnose(rec).verdict == verdict
+    assert rules.diagnose(rec).bottleneck == verdict
 
 
 def test_a_fast_ranks_wait_in_the_all_reduce_is_not_its_own_work():
     """Synchronous DDP: both ranks' steps last 300 ms; rank 0 waited 200 ms of it for rank 1."""
     rec = record(rank_steps=[0.3, 0.3], comm_s=0.21, comm_exposed_s=0.2,
                  waits=[0.2, 0.005])
-    found = diagnose.diagnose(rec)
-    assert found.verdict == "straggler" and "the slowest (rank 1) 2.95x the others' median" in found.text()
+    found = rules.diagnose(rec)
+    assert found.bottleneck == "straggler" and "the slowest (rank 1) 2.95x the others' median" in found.text()
     assert "doctor --health --nproc 2" in found.advice
     assert found.try_params == {}  # how it was launched is not in these params
 
@@ -79,7 +80,7 @@ def test_a_stragglers_advice_runs_doctor_over_the_runs_own_nodes():
     rec = record(rank_steps=[0.1, 0.1, 0.1, 0.3])
     rec["params"].update(launcher="srun", nnodes=2, nproc_per_node=2)
     assert ("`python -m benchlib doctor --health --nproc 2 --launcher srun --nnodes 2` inside "
-            "a job of its nodes") in diagnose.diagnose(rec).advice
+            "a job of its nodes") in rules.diagnose(rec).advice
 
 
 @pytest.mark.parametrize("steps, nproc, tried", [
@@ -91,8 +92,8 @@ def test_a_straggler_is_tried_without_it_only_where_one_rank_fewer_leaves_it_out
         steps, nproc, tried):
     rec = record(rank_steps=steps)
     rec["params"]["nproc_per_node"] = nproc
-    found = diagnose.diagnose(rec)
-    assert found.verdict == "straggler" and found.try_params == tried
+    found = rules.diagnose(rec)
+    assert found.bottleneck == "straggler" and found.try_params == tried
 
 
 def test_input_bound_advice_quotes_what_this_testbed_measured():
@@ -101,25 +102,25 @@ def test_input_bound_advice_quotes_what_this_testbed_measured():
          "samples_per_s": 1000.0},
         {"run_id": "io4", "study": "single_device_io", "status": "ok", "num_workers": 4,
          "samples_per_s": 2300.0}])
-    found = diagnose.diagnose(record(data_s=0.06, compute_s=0.04), io)
-    assert found.verdict == "input-bound" and found.try_params == {"num_workers": 4}
+    found = rules.diagnose(record(data_s=0.06, compute_s=0.04), io)
+    assert found.bottleneck == "input-bound" and found.try_params == {"num_workers": 4}
     assert "each step: 60% waiting for data, 40% computing" in found.text()
     assert ("on this testbed num_workers=4 measured 2.3x num_workers=0's samples/s (run io4)"
             in found.advice) and "`python -m benchlib run 10_single_device_io -p num_workers 4`" \
         in found.advice
-    assert "measured" not in diagnose.diagnose(record(data_s=0.06, compute_s=0.04)).advice
+    assert "measured" not in rules.diagnose(record(data_s=0.06, compute_s=0.04)).advice
 
 
 def test_a_busy_host_is_a_caveat_whatever_the_verdict():
-    found = diagnose.diagnose(record(data_s=0.06, compute_s=0.04, busy=True))
-    assert found.verdict == "input-bound" and "the host was busy" in found.caveat
+    found = rules.diagnose(record(data_s=0.06, compute_s=0.04, busy=True))
+    assert found.bottleneck == "input-bound" and "the host was busy" in found.caveat
     assert "host at start: load 3.5 on 2 cores" in found.text()
 
 
 def test_the_report_column_is_empty_where_there_is_nothing_to_diagnose():
-    assert diagnose.column(record(data_s=0.06, compute_s=0.04)) == "input-bound"
-    assert diagnose.column({**record(), "status": "failed"}) == ""
-    assert diagnose.column({**record(), "study": "data_prep"}) == ""
+    assert rules.column(record(data_s=0.06, compute_s=0.04)) == "input-bound"
+    assert rules.column({**record(), "status": "failed"}) == ""
+    assert rules.column({**record(), "study": "data_prep"}) == ""
 
 
 # ------------------------------------------------------------------ constructed runs
@@ -282,8 +283,8 @@ def row_then_try(capsys, out, *params):
     frame = results.load_results(out / "results")
     assert set(frame["table"]) == {"20_dp_vs_ddp", "20_dp_vs_ddp_try"}
     before, after = (frame[frame["table"] == t] for t in ("20_dp_vs_ddp", "20_dp_vs_ddp_try"))
-    low, high, what = verdict.interval(verdict.side("tried", after),
-                                       verdict.side("as it ran", before))
+    low, high, what = sides.interval(sides.side("tried", after),
+                                       sides.side("as it ran", before))
     assert what == "range" and f"range {low:.2f}-{high:.2f}" in text
     print(text)
     return run_id, text, frame, (low, high)
@@ -356,4 +357,4 @@ def test_a_steps_all_reduce_is_the_union_of_its_buckets_and_the_tail_after_the_l
 
 def test_a_rank_that_only_waited_makes_no_division_by_zero():
     rec = record(rank_steps=[0.1, 0.1], waits=[0.1, 0.0])  # rank 0's own work: 0 ms
-    assert "the slowest (rank 1)" in diagnose.diagnose(rec).text()
+    assert "the slowest (rank 1)" in rules.diagnose(rec).text()

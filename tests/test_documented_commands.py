@@ -16,7 +16,7 @@ from functools import cache
 
 import pytest
 
-from benchlib.analysis.projection import WHAT_IF
+from benchlib.projection.scaling import WHAT_IF
 from tests.conftest import ROOT
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

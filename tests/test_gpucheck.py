@@ -54,7 +54,7 @@ def test_part_2_lists_the_language_model_the_outside_models_and_the_largest_batc
         in done.stdout
     assert '"model": "timm:resnet50"' in done.stdout and '"model": "hf:gpt2"' in done.stdout
     assert "--group-of-one --export-trace --log-dir" in done.stdout
-    assert f"-m benchlib.analysis.traces {tmp_path / 'out' / 'logs' / 'ddp_trace_ranks' / 'trace'}" \
+    assert f"-m benchlib.diagnose.traces {tmp_path / 'out' / 'logs' / 'ddp_trace_ranks' / 'trace'}" \
         in done.stdout
     assert done.stdout.splitlines()[-1].startswith("10 steps (part 2 of 2), about ")
     for bad in ("3", "2,2", "two"):

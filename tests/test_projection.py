@@ -8,8 +8,10 @@ import pandas as pd
 import pytest
 
 from benchlib import reference
-from benchlib.analysis import projection_check, projection_check_fsdp
-from benchlib.analysis.projection import (
+from benchlib.cli.project import main
+from benchlib.errors import UsageError
+from benchlib.projection import check_seed003, check_torchtitan
+from benchlib.projection.scaling import (
     Inputs,
     default_sizes,
     exposed_comm_s,
@@ -19,8 +21,6 @@ from benchlib.analysis.projection import (
     ring_allreduce_s,
     what_if,
 )
-from benchlib.cli.project import main
-from benchlib.errors import UsageError
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "projection.md"
 RESNET50_BYTES = 4 * 25_557_032
@@ -106,22 +106,22 @@ def test_what_if_batch_size_keeps_the_compute_time_per_sample():
 
 
 def test_fit_finds_a_node_cap_only_beyond_the_tolerance():
-    linear = projection_check.fit_node("X", 64, {1: 100.0, 2: 200.0, 4: 400.0, 8: 800.0})
+    linear = check_seed003.fit_node("X", 64, {1: 100.0, 2: 200.0, 4: 400.0, 8: 800.0})
     assert linear.cap is None and linear.intra_busbw_gbps == math.inf
     assert linear.compute_s == pytest.approx(0.64)
-    capped = projection_check.fit_node("X", 64, {1: 100.0, 2: 195.0, 4: 380.0, 8: 450.0})
+    capped = check_seed003.fit_node("X", 64, {1: 100.0, 2: 195.0, 4: 380.0, 8: 450.0})
     assert capped.cap == 450.0
-    slight = projection_check.fit_node("X", 64, {1: 100.0, 2: 195.0, 4: 380.0, 8: 720.0})
+    slight = check_seed003.fit_node("X", 64, {1: 100.0, 2: 195.0, 4: 380.0, 8: 720.0})
     assert slight.cap is None  # 8-GPU row under 10% short of the ring law: not a cap
 
 
 def test_check_predicts_from_one_node_rows_only(monkeypatch):
     real = reference.dlperf()
-    before = projection_check.check_dlperf()
+    before = check_seed003.check_dlperf()
     doubled = real.copy()
     doubled.loc[doubled["nodes"] > 1, "samples_per_s"] *= 2  # change only what is predicted
     monkeypatch.setattr(reference, "dlperf", lambda: doubled)
-    after = projection_check.check_dlperf()
+    after = check_seed003.check_dlperf()
     assert after["predicted"].to_numpy() == pytest.approx(before["predicted"].to_numpy())
     assert after["published"].to_numpy() == pytest.approx(2 * before["published"].to_numpy())
 
@@ -166,25 +166,25 @@ def test_a_batch_size_repeating_another_at_every_device_count_loses_its_cells():
         + dlperf_rows("X", 128, {**ONE_NODE, 16: 1500.0, 32: 2900.0})  # the same run twice
         + dlperf_rows("X", 160, {**ONE_NODE, 16: 1500.0, 32: 2901.0})  # one cell differs: kept
         + dlperf_rows("Y", 128, {**ONE_NODE, 16: 1500.0, 32: 2900.0}))  # another framework: kept
-    assert projection_check.duplicate_batches(df) == [("X", 128, 64)]
-    kept, _ = projection_check.drop_duplicates(df)
-    table = projection_check.predict_cells(kept)
+    assert check_seed003.duplicate_batches(df) == [("X", 128, 64)]
+    kept, _ = check_seed003.drop_duplicates(df)
+    table = check_seed003.predict_cells(kept)
     assert sorted(set(zip(table["framework"], table["batch"]))) == [("X", 64), ("X", 160), ("Y", 128)]
-    assert len(projection_check.predict_cells(df)) == 8  # without the rule, X 128 counts twice
+    assert len(check_seed003.predict_cells(df)) == 8  # without the rule, X 128 counts twice
 
 
 def test_naive_baseline_is_nodes_times_the_8_gpu_row():
     df = pd.DataFrame(dlperf_rows("X", 64, {1: 100.0, 2: 190.0, 4: 370.0, 8: 700.0,
                                             16: 1300.0, 32: 2500.0}))
-    table = projection_check.predict_cells(df).set_index("devices")
+    table = check_seed003.predict_cells(df).set_index("devices")
     assert table.loc[16, "naive"] == 1400.0 and table.loc[32, "naive"] == 2800.0
     assert table.loc[32, "naive_error_%"] == pytest.approx(100 * (2800 / 2500 - 1))
 
 
 def test_a_node_without_a_2_gpu_row_is_fitted_from_its_4_gpu_row():
-    linear = projection_check.fit_node("X", 64, {1: 100.0, 4: 400.0, 8: 800.0})
+    linear = check_seed003.fit_node("X", 64, {1: 100.0, 4: 400.0, 8: 800.0})
     assert linear.cap is None and linear.intra_busbw_gbps == math.inf
-    assert projection_check.fit_node("X", 64, {1: 100.0, 4: 380.0, 8: 450.0}).cap == 450.0
+    assert check_seed003.fit_node("X", 64, {1: 100.0, 4: 380.0, 8: 450.0}).cap == 450.0
 
 
 def test_bootstrap_resamples_whole_fits_contains_the_median_and_repeats_with_its_seed():
@@ -192,20 +192,20 @@ def test_bootstrap_resamples_whole_fits_contains_the_median_and_repeats_with_its
     # quarter of the time (median 100%); resampling cells would almost never.
     table = pd.DataFrame([{"framework": "A", "batch": 64, "error_%": 1.0}] * 10
                          + [{"framework": "B", "batch": 64, "error_%": -100.0}])
-    low, high = projection_check.bootstrap_interval(table, seed=3)
+    low, high = check_seed003.bootstrap_interval(table, seed=3)
     assert (low, high) == (1.0, 100.0)
-    assert low <= projection_check.median_abs_error(table) <= high
-    real = projection_check.check_dlperf()
-    first = projection_check.bootstrap_interval(real, seed=7)
-    assert projection_check.bootstrap_interval(real, seed=7) == first
-    assert first[0] <= projection_check.median_abs_error(real) <= first[1]
+    assert low <= check_seed003.median_abs_error(table) <= high
+    real = check_seed003.check_dlperf()
+    first = check_seed003.bootstrap_interval(real, seed=7)
+    assert check_seed003.bootstrap_interval(real, seed=7) == first
+    assert first[0] <= check_seed003.median_abs_error(real) <= first[1]
 
 
 def generated(framework: str, inter_busbw_gbps: float, batches=(64,)) -> list[dict]:
     """Linear 1-node rows and 2- and 4-node rows the model gives at this inter-node busbw."""
     rows = []
     for batch in batches:
-        inp = projection_check.node_inputs(projection_check.fit_node(framework, batch, ONE_NODE),
+        inp = check_seed003.node_inputs(check_seed003.fit_node(framework, batch, ONE_NODE),
                                            None, inter_busbw_gbps)
         multi = {n: project(inp, [(n, n // 8)]).iloc[0]["samples_per_s"] for n in (16, 32)}
         rows += dlperf_rows(framework, batch, {**ONE_NODE, **multi})
@@ -216,16 +216,16 @@ def test_leave_one_framework_out_never_chooses_with_the_held_out_frameworks_cell
     # A (two batch sizes, 4 cells) was made at 5 GB/s, B (2 cells) at 20: chosen on all
     # cells, A pulls the choice to 5 and is exact; held out, A gets B's 20.
     df = pd.DataFrame(generated("A", 5.0, (32, 64)) + generated("B", 20.0))
-    errors = {bw: projection_check.median_abs_error(projection_check.predict_cells(df, bw))
-              for bw in projection_check.INTER_BUSBW_GRID_GBPS}
+    errors = {bw: check_seed003.median_abs_error(check_seed003.predict_cells(df, bw))
+              for bw in check_seed003.INTER_BUSBW_GRID_GBPS}
     assert min(errors, key=errors.get) == 5.0 and errors[5.0] < 1e-9
-    lofo = projection_check.leave_one_framework_out(df)
+    lofo = check_seed003.leave_one_framework_out(df)
     held_a = lofo[lofo["framework"] == "A"]
     assert set(held_a["inter_busbw_gbps"]) == {20.0}
     assert held_a["error_%"].abs().min() > 1.0
     # A's published multi-node rows changed to anything: its choice and predictions stay
     moved = pd.DataFrame(generated("A", 12.5, (32, 64)) + generated("B", 20.0))
-    again = projection_check.leave_one_framework_out(moved)
+    again = check_seed003.leave_one_framework_out(moved)
     again_a = again[again["framework"] == "A"]
     assert set(again_a["inter_busbw_gbps"]) == {20.0}
     assert again_a["predicted"].to_numpy() == pytest.approx(held_a["predicted"].to_numpy())
@@ -236,7 +236,7 @@ def test_out_of_sample_rows_are_cited_and_share_no_figure_with_seed_003():
     assert pages["source"].str.match(r"^Oneflow-Inc/DLPerf@[0-9a-f]{40}:\S+\.md, table '").all()
     seed = set(reference.dlperf()["samples_per_s"].dropna().round(2))
     assert not set(pages["samples_per_s"].round(2)) & seed
-    table = projection_check.out_of_sample()
+    table = check_seed003.out_of_sample()
     assert len(table) == 2 * pages["setup"].nunique()  # every table has a 16- and a 32-GPU row
 
 
@@ -486,13 +486,13 @@ def test_torchtitan_table_holds_the_rows_stored_with_their_source():
 
 
 def test_check_torchtitan_predicts_128_gpus_from_8_and_prints_its_median_error(capsys):
-    table = projection_check_fsdp.check_torchtitan()
+    table = check_torchtitan.check_torchtitan()
     assert list(table["gpus"]) == [128, 128, 128]
-    error = projection_check_fsdp.median_abs_error(table)
+    error = check_torchtitan.median_abs_error(table)
     # measured 0.59% (naive 2.33%); the bound leaves room for a change of the model's
     # terms up to about the naive baseline's error, no further: past it the term adds nothing
     assert math.isfinite(error) and error < 2.0
-    assert error < projection_check_fsdp.median_abs_error(table, "naive_error_%")
+    assert error < check_torchtitan.median_abs_error(table, "naive_error_%")
     assert main(["--check", "torchtitan"]) == 0
     out = capsys.readouterr().out
     last = out.strip().splitlines()[-1]
@@ -507,9 +507,9 @@ def test_check_torchtitan_never_reads_the_rows_it_predicts(monkeypatch):
     df = reference.torchtitan_llama()
     changed = df.assign(tokens_per_s_per_gpu=df["tokens_per_s_per_gpu"].where(df["gpus"] == 8, 1.0))
     monkeypatch.setattr(reference, "torchtitan_llama", lambda: changed)
-    moved = projection_check_fsdp.check_torchtitan()
+    moved = check_torchtitan.check_torchtitan()
     monkeypatch.undo()
-    assert moved["predicted"].tolist() == projection_check_fsdp.check_torchtitan()["predicted"].tolist()
+    assert moved["predicted"].tolist() == check_torchtitan.check_torchtitan()["predicted"].tolist()
 
 
 def test_the_overlap_backward_measured_replaces_the_assumed_one_and_says_so():
@@ -518,7 +518,7 @@ def test_the_overlap_backward_measured_replaces_the_assumed_one_and_says_so():
     record it assumes nothing hidden and says that."""
     import pandas as pd
 
-    from benchlib.analysis.projection_inputs import measured_overlap
+    from benchlib.projection.inputs import measured_overlap
 
     def run(run_id, hidden, hardware, finished):
         return {"run_id": run_id, "status": "ok", "comm_hidden_fraction": hidden,

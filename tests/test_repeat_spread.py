@@ -66,7 +66,7 @@ def test_identical_spreads_at_six_values_get_no_direction_in_95_percent_of_trial
     for trial in range(400):
         launches, epochs = (tuple(100 * np.exp(rng.normal(0, 0.05, 6))) for _ in range(2))
         low, high = repeat_spread.spread_ratio_interval(launches, epochs, seed=trial)
-        text = repeat_spread.verdict(1.0, low, high, 6)
+        text = repeat_spread.wider(1.0, low, high, 6)
         directions += not text.startswith(("about the same", "cannot tell"))
     assert directions / 400 <= 0.05
 

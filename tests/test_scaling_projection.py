@@ -128,8 +128,8 @@ def test_conclusions_compute_the_check_and_each_runs_headline():
                          r"8-GPU row \(worst: Paddle batch 128 on 16 GPUs, -52\.0%\); on 22 cells of "
                          r"DLPerf's per-framework pages, never used in its design, \*\*(\d+\.\d)%\*\* "
                          r"against (\d+\.\d)%\.", text[0])
-    check, outside = sp.projection_check.check_dlperf(), sp.projection_check.out_of_sample()
-    err = sp.projection_check.median_abs_error
+    check, outside = sp.check_seed003.check_dlperf(), sp.check_seed003.out_of_sample()
+    err = sp.check_seed003.median_abs_error
     assert found and [float(x) for x in found.groups()] == pytest.approx(
         [err(check), err(check, "naive_error_%"), err(outside), err(outside, "naive_error_%")], abs=0.051)
     assert text[1].startswith("Seed 003's PyTorch node (batch 128, 10 GB/s between nodes): "
@@ -147,5 +147,5 @@ def test_figures_have_titles_and_axis_units():
     terms = sp.terms_figure(df[df["case"] == "as given"], "terms")
     assert terms.axes[0].get_ylabel() == "ms per step (log)"
     assert [t.get_text() for t in terms.axes[0].texts] == ["compute from here", "input from here"]
-    check = sp.check_figure(sp.projection_check.check_dlperf())
+    check = sp.check_figure(sp.check_seed003.check_dlperf())
     assert check.axes[0].get_title().startswith("Seed 003: predicted from 1 node vs published")

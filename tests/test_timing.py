@@ -4,7 +4,8 @@ import time
 import numpy as np
 import pytest
 
-from benchlib.core.timing import StepClock, StepMarks, median_ci95, quantile, summarize
+from benchlib.core.stats import median_ci95, quantile, summarize
+from benchlib.core.timing import StepClock, StepMarks
 
 
 @pytest.mark.parametrize("q", [0.0, 0.1, 0.5, 0.9, 1.0])
@@ -67,7 +68,7 @@ def test_step_marks_read_seconds_that_an_independent_clock_agrees_with():
 
 
 def test_fewer_than_five_values_get_their_range_not_a_95_percent_interval():
-    from benchlib.core.timing import spread_text
+    from benchlib.core.stats import spread_text
 
     few = summarize([10.0, 12.0, 11.0], "x")
     assert math.isnan(few["x_ci95_low"]) and math.isnan(few["x_ci95_high"])
@@ -81,7 +82,7 @@ def test_values_from_inside_one_process_get_no_95_percent_interval():
     """Epochs or repeats of one launch share its luck: however many, no bootstrap
     interval is claimed for them; the same values from separate launches get one."""
     from benchlib.core import throughput
-    from benchlib.core.timing import spread_text
+    from benchlib.core.stats import spread_text
 
     values = [10.0, 12.0, 11.0, 10.5, 11.5, 10.8]
     inside = summarize(values, "x", independent=False)

@@ -1,4 +1,4 @@
-"""Holistic Trace Analysis over a run's traces (benchlib.analysis.traces): what diagnose says
+"""Holistic Trace Analysis over a run's traces (benchlib.diagnose.traces): what diagnose says
 with HTA missing, with a trace of GPU kernels, and HTA's figures on a CUDA-shaped trace whose
 answer is worked out by hand. The 2-rank CPU run that leaves the traces is in
 tests/test_diagnose.py."""
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from benchlib.analysis import diagnose, traces
+from benchlib.diagnose import rules, traces
 
 GEMM, NCCL = "void gemm_kernel", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
 
@@ -81,8 +81,8 @@ def test_hta_failing_on_a_trace_is_a_line_of_evidence_not_the_end(tmp_path):
     (tmp_path / "rank0.json").write_text('{"traceEvents": [{"cat": "kernel", "ph": "X"')
     record = {"run_id": "r", "metrics": {"data_s": 0.0, "compute_s": 0.1},
               "details": {"trace_dir": str(tmp_path)}}
-    found = diagnose.diagnose(record)
-    assert found.verdict == "compute-bound"
+    found = rules.diagnose(record)
+    assert found.bottleneck == "compute-bound"
     [line] = [e for e in found.evidence if e.startswith("traces:")]
     assert line.startswith(f"traces: HTA failed on 1 rank trace in {tmp_path}: ")
 
@@ -90,7 +90,7 @@ def test_hta_failing_on_a_trace_is_a_line_of_evidence_not_the_end(tmp_path):
 def test_the_gpu_checks_hta_step_reads_rank_0s_figures_from_what_the_module_prints(cuda_traces):
     from benchlib.gpucheck.steps import hta_figures
 
-    done = subprocess.run([sys.executable, "-m", "benchlib.analysis.traces", str(cuda_traces)],
+    done = subprocess.run([sys.executable, "-m", "benchlib.diagnose.traces", str(cuda_traces)],
                           capture_output=True, text=True, timeout=120)
     figures = hta_figures(done.stderr + done.stdout)  # the step's log: both, merged
     if importlib.util.find_spec("hta"):

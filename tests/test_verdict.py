@@ -1,4 +1,4 @@
-"""The one verdict rule (analysis.intervals.verdict), as notebook 90's sentences use it:
+"""The one verdict rule (core.stats.verdict), as notebook 90's sentences use it:
 simulated launches of identical setups rarely get a direction at any n, and a real 20%
 difference gets the right one in most trials at 5 launches a side (issue 23); Holm's
 correction for comparisons judged together changes nothing for one (issue 23 item 4)."""
@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchlib.analysis.intervals import direction_p, holm, resamples_for, verdict
-from benchlib.analysis.verdict import Side, faster, side
+from benchlib.analysis.sides import Side, faster, side
+from benchlib.core.stats import direction_p, holm, resamples_for, verdict
 from benchlib.records import results
 
 TRIALS = 400

@@ -9,7 +9,7 @@ import pandas as pd
 
 from benchlib.analysis import repeat_spread
 from benchlib.analysis.common import ok_runs, shared_cores_caveat, with_speedup
-from benchlib.analysis.verdict import compare, side
+from benchlib.analysis.sides import compare, side
 from benchlib.config import DpVsDdpConfig
 from benchlib.reference import SEED002_P100
 
@@ -86,7 +86,7 @@ def conclusions(runs: pd.DataFrame) -> str:
 
 def dp_against_ddp(runs: pd.DataFrame) -> list[str]:
     """One sentence per device count and DDP launcher with both DP and DDP runs of the
-    same work: which is faster, by how much, with its interval (verdict.compare)."""
+    same work: which is faster, by how much, with its interval (sides.compare)."""
     keys = [*SAME_WORK, "devices"]
     parts = []
     for key, group in runs[runs["strategy"] != "single"].groupby(keys):

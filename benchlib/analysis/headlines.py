@@ -34,7 +34,7 @@ from benchlib.analysis.claims import (
     varying,
 )
 from benchlib.config import SingleDeviceIoConfig, studies
-from benchlib.core.timing import quantile
+from benchlib.core.stats import quantile
 
 Headline = tuple[list[Claim], str]  # the claims (the first is the headline) and a caveat
 

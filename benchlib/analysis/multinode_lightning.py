@@ -9,7 +9,7 @@ import pandas as pd
 
 from benchlib.analysis import repeat_spread
 from benchlib.analysis.common import ok_runs, with_speedup
-from benchlib.analysis.verdict import compare, side
+from benchlib.analysis.sides import compare, side
 from benchlib.config import MultinodeLightningConfig
 
 if TYPE_CHECKING:

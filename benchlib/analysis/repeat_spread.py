@@ -19,14 +19,13 @@ import math
 
 import pandas as pd
 
-from benchlib.core.timing import MIN_FOR_CI
+from benchlib.core.stats import MIN_FOR_CI, RESAMPLES
 
 # parameters that say how a row is repeated or where it reads its data, not what it runs:
 # records differing only in these are the same row measured two ways
 NOT_THE_ROW = ("repeat_mode", "repeats", "epochs", "timeout_s", "join_timeout_s", "path",
                "allreduce", "allreduce_max_bytes")
 UNITS = {"epoch": "epochs of one launch", "process": "launches"}
-RESAMPLES = 2000
 VALUES = {"epoch": "samples_per_s_epochs", "process": "samples_per_s_launches"}
 
 
@@ -120,11 +119,11 @@ def sentences(spreads: pd.DataFrame, shown: list[str]) -> list[str]:
                 f"{r['process_n']} {UNITS['process']}")
         low, high = r.get("ratio_low", math.nan), r.get("ratio_high", math.nan)
         n = min(r["epoch_n"], r["process_n"])
-        parts.append(f"- Repeats of {what}: {both}: {verdict(r['ratio'], low, high, n)}.")
+        parts.append(f"- Repeats of {what}: {both}: {wider(r['ratio'], low, high, n)}.")
     return parts
 
 
-def verdict(ratio: float, low: float = math.nan, high: float = math.nan,
+def wider(ratio: float, low: float = math.nan, high: float = math.nan,
             n: int = 0) -> str:
     """Which spread is wider, only where a 95% interval of their ratio excludes 1."""
     if math.isnan(ratio):

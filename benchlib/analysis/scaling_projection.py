@@ -2,9 +2,9 @@
 term sets the step, the check against seed 003 in a sentence, the sentences notebook 90
 shows, and the figures.
 
-The model itself is benchlib.analysis.projection; its inputs, resolved from a config
+The model itself is benchlib.projection.scaling; its inputs, resolved from a config
 (numbers, records, or seed 003's tables) each with where it came from, projection_inputs
-(build_inputs and sizes are importable from here as before); the check, projection_check.
+(build_inputs and sizes are importable from here as before); the check, check_seed003.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from benchlib.analysis import projection_check
-from benchlib.analysis.projection import Inputs, project, what_if
-from benchlib.analysis.projection_inputs import build_inputs, sizes
 from benchlib.config import ScalingProjectionConfig
+from benchlib.projection import check_seed003
+from benchlib.projection.inputs import build_inputs, sizes
+from benchlib.projection.scaling import Inputs, project, what_if
 
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
@@ -78,9 +78,9 @@ def stops_sentence(df: pd.DataFrame, what: str) -> str:
 def check_sentence(table: pd.DataFrame, outside: pd.DataFrame | None = None) -> str:
     """The check in two sentences: seed 003 (in-sample, duplicates dropped) and the
     out-of-sample pages (computed here unless given), each beside the naive baseline."""
-    outside = projection_check.out_of_sample() if outside is None else outside
+    outside = check_seed003.out_of_sample() if outside is None else outside
     worst = table.loc[table["error_%"].abs().idxmax()]
-    err, naive = projection_check.median_abs_error, "naive_error_%"
+    err, naive = check_seed003.median_abs_error, "naive_error_%"
     return (f"Fitted on seed 003's 1-node rows only, the model predicts its {len(table)} "
             f"published 16- and 32-GPU cells (repeated cells dropped) with a median absolute "
             f"error of **{err(table):.1f}%** against {err(table, naive):.1f}% for nodes x the "
@@ -97,7 +97,7 @@ def metrics(inp: Inputs, df: pd.DataFrame, check: pd.DataFrame) -> dict:
             "compute_up_to_devices": s["compute_up_to"], "stops_at_devices": s["stops_at"],
             "stops_by": s["stops_by"], "largest_devices": s["largest"],
             "efficiency_largest": s["efficiency_largest"],
-            "check_median_abs_error_pct": projection_check.median_abs_error(check),
+            "check_median_abs_error_pct": check_seed003.median_abs_error(check),
             "compute_source": inp.sources.get("compute_s")}
 
 
@@ -113,7 +113,7 @@ def conclusions(runs: pd.DataFrame) -> str:
     each notebook 45 run's own headline from its record."""
     cfg = ScalingProjectionConfig()
     inp = build_inputs(cfg, pd.DataFrame())
-    lines = [check_sentence(projection_check.check_dlperf()),
+    lines = [check_sentence(check_seed003.check_dlperf()),
              stops_sentence(project(inp, sizes(cfg)), f"Seed 003's PyTorch node (batch "
                             f"{cfg.batch_size}, {cfg.inter_busbw} GB/s between nodes)")]
     for _, r in runs.iterrows():

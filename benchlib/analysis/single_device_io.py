@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from benchlib.analysis.common import spread
-from benchlib.analysis.verdict import compare, faster, side
+from benchlib.analysis.sides import compare, faster, side
 from benchlib.reference import SEED000_RAW_OVER_PRELOAD
 
 if TYPE_CHECKING:

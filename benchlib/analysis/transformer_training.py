@@ -9,7 +9,7 @@ import pandas as pd
 
 from benchlib.analysis import repeat_spread
 from benchlib.analysis.common import ok_runs, shared_cores_caveat
-from benchlib.analysis.verdict import compare, side
+from benchlib.analysis.sides import compare, side
 
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
@@ -47,7 +47,7 @@ def _name(r: pd.Series) -> str:
 
 def conclusions(runs: pd.DataFrame) -> str:
     """Per model and work: FSDP2 against DDP (same ranks, no checkpointing), each
-    checkpointing mode against none (same strategy), with intervals (verdict.compare)
+    checkpointing mode against none (same strategy), with intervals (sides.compare)
     and the peak memory each saves; the FLOP counts' agreement; MFU where known."""
     if runs.empty:
         return "No transformer runs yet (notebook 50)."

@@ -1,5 +1,5 @@
 """`benchlib diagnose RUN_ID|LABEL ... [--try]`: what holds each run back, the evidence,
-and the change that helps (benchlib.analysis.diagnose); `--try` runs the run's own row
+and the change that helps (benchlib.diagnose.rules); `--try` runs the run's own row
 again with that change and reports the measured difference with its interval."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def chosen(records: list[dict[str, Any]], wanted: list[str]) -> list[dict[str, A
 
 
 def cmd_diagnose(args) -> int:
-    from benchlib.analysis import diagnose
+    from benchlib.diagnose import rules
     from benchlib.records import results
     from benchlib.records.read import read_records
 
@@ -44,13 +44,13 @@ def cmd_diagnose(args) -> int:
     frame = results.frame(records)
     shown = 0
     for record in chosen(records, args.runs):
-        if diagnose.column(record) == "":
+        if rules.column(record) == "":
             print(f"{record['run_id']}: not a training run with step times "
                   f"({record.get('study')}, {record.get('status')}): nothing to diagnose")
             continue
         bed = (record.get("testbed") or {}).get("id")
         same = frame[frame["testbed_id"] == bed] if bed and not frame.empty else None
-        found = diagnose.diagnose(record, same)
+        found = rules.diagnose(record, same)
         print(found.text())
         shown += 1
         if args.try_change:
@@ -60,7 +60,7 @@ def cmd_diagnose(args) -> int:
 
 def try_change(record: dict[str, Any], found, args) -> str:
     """The record's row again with the diagnosis' change, and the verdict on the two."""
-    from benchlib.analysis.verdict import compare, side
+    from benchlib.analysis.sides import compare, side
     from benchlib.records import results
     from benchlib.runs import params, sweep
 

@@ -1,6 +1,6 @@
 """`benchlib project` (docs/projection.md): the projection's command line, over the model
-in benchlib.analysis.projection and the check against seed 003 in
-benchlib.analysis.projection_check."""
+in benchlib.projection.scaling and the check against seed 003 in
+benchlib.projection.check_seed003."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import dataclasses
 import math
 import sys
 
-from benchlib.analysis import projection_check, projection_check_fsdp
-from benchlib.analysis.projection import (
+from benchlib.errors import BenchlibError, UsageError
+from benchlib.projection import check_seed003, check_torchtitan
+from benchlib.projection.scaling import (
     DEFAULT_BUCKET_MB,
     HOW,
     MAX_DEVICES_PER_NODE,
@@ -27,7 +28,6 @@ from benchlib.analysis.projection import (
     project,
     what_if,
 )
-from benchlib.errors import BenchlibError, UsageError
 
 CHECKS = ("dlperf", "torchtitan")
 
@@ -229,12 +229,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
         if args.check == "torchtitan":
-            print(projection_check_fsdp.report())
+            print(check_torchtitan.report())
             return 0
         if args.check_dlperf or args.check == "dlperf":
-            inter = projection_check.INTER_BUSBW_GBPS if args.inter_busbw is None else args.inter_busbw
+            inter = check_seed003.INTER_BUSBW_GBPS if args.inter_busbw is None else args.inter_busbw
             _positive("inter_busbw_gbps", inter, HOW["inter_busbw_gbps"])
-            print(projection_check.report(inter))
+            print(check_seed003.report(inter))
             return 0
         inp, sizes = inputs_from_args(args)
         table = project(inp, sizes)

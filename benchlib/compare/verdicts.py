@@ -10,7 +10,7 @@ record of the row in the set is a launch (`sweep --force --label SAME` adds one)
 notebook 30's epochs are grouped by the launch (`repeat`) they came from. With fewer
 than 5 values on a side there is no interval: the range of possible ratios is shown
 with n, and the verdict is inconclusive. The verdict is the rule notebook 90 uses too
-(benchlib.analysis.intervals.verdict).
+(benchlib.core.stats.verdict).
 
 The verdict is on speed (new performance / base: the ratio for a metric where higher is
 better, its inverse where lower is): `slower` when the whole interval lies below
@@ -23,7 +23,7 @@ launches finds a direction in identical data far more often than 5% of the time.
 One call tests many rows x metrics at once, and at 95% each, ten of them name a
 direction in identical data far more often than 5% of the time. So the comparisons that
 can get a direction (5+ launches a side) are one family: each gets a bootstrap p-value
-(analysis.intervals.direction_p, the share of resampled speeds on the wrong side of the
+(core.stats.direction_p, the share of resampled speeds on the wrong side of the
 bound, the percentile interval read the other way), and a direction stands only where
 Holm's step-down at a family-wise alpha of 0.05 rejects it (intervals.holm); a row whose
 95% interval clears the threshold but fails the correction is `inconclusive`. The
@@ -41,20 +41,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchlib.analysis.intervals import (
-    ALPHA,
-    DEFAULT_THRESHOLD,
-    MIN_LAUNCHES,
-    MIN_VALUES,
-    RESAMPLES,
-    Ratio,
-    direction_p,
-    holm,
-    ratio_interval,
-    resamples_for,
-    verdict,
-)
-
 # default_pair, env_diff and launches are also read from here (compare.default_pair, ...)
 from benchlib.compare.sets import (
     Reader,
@@ -70,6 +56,19 @@ from benchlib.compare.sets import (
     open_set,
     per_repeat,
     values,
+)
+from benchlib.core.stats import (
+    ALPHA,
+    DEFAULT_THRESHOLD,
+    MIN_FOR_CI,
+    MIN_LAUNCHES,
+    RESAMPLES,
+    Ratio,
+    direction_p,
+    holm,
+    ratio_interval,
+    resamples_for,
+    verdict,
 )
 from benchlib.errors import UsageError
 from benchlib.records import results
@@ -270,7 +269,7 @@ def _why(r: Ratio, low: float | None, high: float | None, threshold: float,
          n_launches: int) -> str:
     """Why a comparison is inconclusive ('' when it is not)."""
     if r.low is None:
-        return f"n<{MIN_VALUES}"
+        return f"n<{MIN_FOR_CI}"
     if n_launches < MIN_LAUNCHES:
         return f"{n_launches} launch{'es' if n_launches != 1 else ''}"
     return "spans threshold" if verdict(low, high, threshold, n_launches) == "inconclusive" else ""

@@ -9,9 +9,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchlib.analysis.intervals import ALPHA, MIN_LAUNCHES, MIN_VALUES, RESAMPLES, boot_medians
 from benchlib.compare.sets import launches, row_key
 from benchlib.compare.verdicts import DIRECTIONS, VERDICTS, Comparison
+from benchlib.core.stats import ALPHA, MIN_FOR_CI, MIN_LAUNCHES, RESAMPLES, boot_medians
 from benchlib.records import results
 
 
@@ -24,7 +24,7 @@ def _num(x: float | None) -> str:
 def interval_text(row: Any) -> str:
     """`0.81-0.84`, or `n=3/3 <5, range 0.75-0.92`."""
     if row["ci95_low"] is None or (isinstance(row["ci95_low"], float) and math.isnan(row["ci95_low"])):
-        return (f"n={row['n_base']}/{row['n_new']} <{MIN_VALUES}, range "
+        return (f"n={row['n_base']}/{row['n_new']} <{MIN_FOR_CI}, range "
                 f"{row['range_low']:.3f}-{row['range_high']:.3f}")
     return f"{row['ci95_low']:.3f}-{row['ci95_high']:.3f}"
 
@@ -91,9 +91,9 @@ def sentences(comparison: Comparison) -> list[str]:
                    "`sweep --force --label SAME`.")
     few = rows[rows["ci95_low"].isna()]
     if len(few):
-        out.append(f"{len(few)} comparison(s) have fewer than {MIN_VALUES} values on a side "
+        out.append(f"{len(few)} comparison(s) have fewer than {MIN_FOR_CI} values on a side "
                    "(no interval, only the range; inconclusive): give those rows repeats >= "
-                   f"{MIN_VALUES}, or rerun them into the same set with --force.")
+                   f"{MIN_FOR_CI}, or rerun them into the same set with --force.")
     if c.env_diff:
         shown = "; ".join(f"{w} {b} -> {a}" for w, b, a in c.env_diff[:8])
         more = f" and {len(c.env_diff) - 8} more" if len(c.env_diff) > 8 else ""
@@ -175,7 +175,7 @@ def trend(results_dir: str | Path, key: str, metric: str):
         vals = sorted(v for g in groups for v in g)
         if not vals:
             continue
-        if len(vals) >= MIN_VALUES:  # resampled as compare() does: launches, then values
+        if len(vals) >= MIN_FOR_CI:  # resampled as compare() does: launches, then values
             boot = boot_medians(groups, np.random.default_rng(0), RESAMPLES)
             low, high = (float(q) for q in np.percentile(boot, [2.5, 97.5]))
         else:
@@ -183,7 +183,7 @@ def trend(results_dir: str | Path, key: str, metric: str):
         out.append({"label": label, "finished_at": max(r["finished_at"] for r in recs),
                     "testbed": recs[0]["testbed"]["name"], metric: statistics.median(vals),
                     "low": low, "high": high, "n": len(vals), "launches": len(groups),
-                    "interval": "95% CI" if len(vals) >= MIN_VALUES else "range"})
+                    "interval": "95% CI" if len(vals) >= MIN_FOR_CI else "range"})
     return pd.DataFrame(out).sort_values("finished_at").reset_index(drop=True) if out else \
         pd.DataFrame(columns=["label", "finished_at", "testbed", metric, "low", "high", "n",
                               "launches", "interval"])

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchlib.core.timing import WINDOW, summarize
+from benchlib.core.stats import summarize
+from benchlib.core.timing import WINDOW
 from benchlib.errors import ConfigError
 
 # figures kept per epoch and summarized (median) over the run, besides samples_per_s

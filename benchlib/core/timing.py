@@ -1,4 +1,4 @@
-"""Clocks that can be trusted, and statistics that are never a bare mean.
+"""Clocks that can be trusted (the statistics over what they time: benchlib.core.stats).
 
 On CUDA the device runs behind the host: a host clock read without a synchronize
 measures how fast kernels were queued, not run. Two tools, for two jobs:
@@ -13,10 +13,7 @@ Warm-up steps are excluded by the caller (their count is a recorded parameter).
 
 from __future__ import annotations
 
-import math
-import statistics
 import time
-from collections.abc import Sequence
 from typing import Any
 
 
@@ -65,32 +62,6 @@ class StepMarks:
         return a.elapsed_time(b) / 1e3 if self.cuda else b - a
 
 
-def quantile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    if not sorted_values:
-        return math.nan
-    pos = (len(sorted_values) - 1) * q
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def median_ci95(values: Sequence[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95% bootstrap (percentile) interval of the median; seeded, so it is reproducible.
-    With very few values it is wide, as it should be."""
-    if len(values) < 2:
-        return (math.nan, math.nan)
-    import numpy as np  # one array op for all resamples: a per-resample loop took ~1 s a record
-
-    data = np.asarray(values, dtype=float)
-    rng, n = np.random.default_rng(seed), len(data)
-    rows = max(1, 2_000_000 // n)  # resamples per block: at most ~16 MB of indices at once
-    medians = np.concatenate([
-        np.median(data[rng.integers(0, n, size=(min(rows, resamples - done), n))], axis=1)
-        for done in range(0, resamples, rows)])
-    low, high = np.quantile(medians, [0.025, 0.975])  # linear, as quantile() below
-    return float(low), float(high)
-
-
 # How a record's samples/s was timed (its `timing` metric), so that figures taken two
 # ways are not compared unawares:
 # - WINDOW: the timed steps' samples over their time, nothing synchronized inside the
@@ -102,37 +73,3 @@ def median_ci95(values: Sequence[float], resamples: int = 2000, seed: int = 0) -
 #   each step to agree on stopping); the per-step sync is in every step's time.
 WINDOW = "window"
 PER_STEP = "per_step"
-
-MIN_FOR_CI = 5  # fewer independent values than this: the range, not a bootstrap interval
-
-
-def summarize(values: Sequence[float], name: str, independent: bool = True) -> dict[str, float]:
-    """`name` (median), `name_p10`, `name_p90`, `name_min`, `name_max`, `name_n`, and
-    `name_ci95_low`/`_high`: a bootstrap interval of the median from `MIN_FOR_CI` or more
-    independent values, NaN otherwise. Below that a bootstrap gives back about the range,
-    and calling it a 95% interval would overstate it: read min-max and n instead. Values
-    taken inside one process (its epochs, its repeats, its rounds: `independent=False`)
-    share its luck, so their bootstrap would be too narrow: they get no interval either."""
-    ordered = sorted(v for v in values if v is not None and math.isfinite(v))
-    enough = independent and len(ordered) >= MIN_FOR_CI
-    low, high = median_ci95(ordered) if enough else (math.nan, math.nan)
-    return {
-        name: statistics.median(ordered) if ordered else math.nan,
-        f"{name}_p10": quantile(ordered, 0.10),
-        f"{name}_p90": quantile(ordered, 0.90),
-        f"{name}_min": ordered[0] if ordered else math.nan,
-        f"{name}_max": ordered[-1] if ordered else math.nan,
-        f"{name}_ci95_low": low,
-        f"{name}_ci95_high": high,
-        f"{name}_n": len(ordered),
-    }
-
-
-def spread_text(stats: dict[str, float], name: str, fmt: str = ",.3f") -> str:
-    """'95% CI a-b, n' where summarize made an interval (5 or more independent values),
-    else 'range a-b, n'."""
-    n = stats[f"{name}_n"]
-    if n >= MIN_FOR_CI and math.isfinite(stats[f"{name}_ci95_low"]):
-        return (f"95% CI {stats[f'{name}_ci95_low']:{fmt}}-{stats[f'{name}_ci95_high']:{fmt}}, "
-                f"n={n}")
-    return f"range {stats[f'{name}_min']:{fmt}}-{stats[f'{name}_max']:{fmt}}, n={n}"

@@ -14,7 +14,7 @@ its own process, one after another, each running every setting once in an order 
 by one setting a launch (no setting always first). Per setting: the median over launches,
 p10-p90 and a 95% interval; per variant against the first one at the same mode and
 worker count: the ratio of medians with a bootstrap interval over launches and the one
-verdict rule (benchlib.analysis.intervals). Printed, and written to `--summary` as JSON.
+verdict rule (benchlib.core.stats). Printed, and written to `--summary` as JSON.
 Repeats inside one process share its luck; launches do not, and on that H100 the same IO
 setting moved by -39% to +58% between separate invocations.
 """
@@ -29,9 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import atomic
-from benchlib.analysis.intervals import DEFAULT_THRESHOLD, ratio_interval, verdict
 from benchlib.cli.main import main as benchlib_cli
-from benchlib.core.timing import summarize
+from benchlib.core.stats import DEFAULT_THRESHOLD, ratio_interval, summarize, verdict
 
 
 def parser() -> argparse.ArgumentParser:

@@ -272,7 +272,7 @@ def _jax_step(res: Callable[[str], str]) -> Step:
 IO_EXPECTED_S = {"raw": 40, "ab": 75}
 IO_MODES, IO_WORKERS = ("train", "traverse"), (0, 4)
 IO_AB = ("preload", "preload_batched")  # per-item against batched fetch: the claim to test
-IO_AB_LAUNCHES = 5  # the fewest that give a 95% interval (analysis.intervals.MIN_LAUNCHES)
+IO_AB_LAUNCHES = 5  # the fewest that give a 95% interval (core.stats.MIN_LAUNCHES)
 
 
 def _io_steps(out: Path) -> list[Step]:
@@ -469,7 +469,7 @@ def _maxbatch_step(out: Path) -> Step:
 
 
 def hta_figures(log: str) -> dict[str, Any]:
-    """Rank 0's figures from the JSON `python -m benchlib.analysis.traces` prints last (HTA's
+    """Rank 0's figures from the JSON `python -m benchlib.diagnose.traces` prints last (HTA's
     temporal breakdown and comm/comp overlap, percent), or why HTA did not run."""
     found = json.loads(next(line for line in reversed(log.splitlines()) if line.startswith("{")))
     if "missing" in found:
@@ -490,7 +490,7 @@ def _hta_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
                                   torchrun=True),
              3 * HTA_EXPECTED_S["ddp_trace"], {"model": "resnet18", "export_trace": True},
              res("ddp_trace"), expected_s=HTA_EXPECTED_S["ddp_trace"], part=2),
-        Step("hta_breakdown", [sys.executable, "-m", "benchlib.analysis.traces",
+        Step("hta_breakdown", [sys.executable, "-m", "benchlib.diagnose.traces",
                                str(ranks / "trace")], 3 * HTA_EXPECTED_S["hta_breakdown"],
              {"trace_dir": str(ranks / "trace")}, expected_s=HTA_EXPECTED_S["hta_breakdown"],
              part=2, from_log=hta_figures),

@@ -10,10 +10,10 @@ import html
 from pathlib import Path
 from typing import Any
 
-from benchlib.analysis import diagnose
 from benchlib.analysis.claims import Claim, Figure
 from benchlib.config import studies
 from benchlib.core import hostload
+from benchlib.diagnose import rules
 from benchlib.report import landing, pages
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222;
@@ -158,7 +158,7 @@ def study_table(study: str, records: list[dict[str, Any]], site: Site,
     metric_name = landing.headline_metric(records[0])[0]
     several = len({beds[r["run_id"]].label for r in records}) > 1
     sets = len({r.get("label") for r in records}) > 1  # history kept: say which set a run is in
-    verdicts = {r["run_id"]: diagnose.column(r) for r in records}  # what holds it back
+    verdicts = {r["run_id"]: rules.column(r) for r in records}  # what holds it back
     judged = any(verdicts.values())
     names = ["run", "status", *["set"] * sets, *cols, metric_name,
              *(["held back by"] if judged else []),

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib import atomic
-from benchlib.analysis import diagnose
+from benchlib.diagnose import rules
 from benchlib.errors import BenchlibError
 from benchlib.report.landing import Record, Testbed, headline_metric
 
@@ -232,9 +232,9 @@ def run_header(rec: Record, bed: Testbed, page: Path, report_dir: Path, set_name
     ]
     if value:
         rows.insert(1, (e(name), e(value)))
-    if diagnose.column(rec):  # what holds it back, its evidence and the change that helps
-        found = diagnose.diagnose(rec)
-        rows.insert(2, ("held back by", f"<strong>{e(found.verdict)}</strong>: "
+    if rules.column(rec):  # what holds it back, its evidence and the change that helps
+        found = rules.diagnose(rec)
+        rows.insert(2, ("held back by", f"<strong>{e(found.bottleneck)}</strong>: "
                         + e("; ".join(found.evidence)) + (f"<br>{e(found.advice)}" if found.advice
                                                           else "")))
     facts = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)

@@ -30,14 +30,15 @@ import torch
 
 from benchlib.core import allocator, loops
 from benchlib.core.models import build_model
-from benchlib.core.timing import StepClock, spread_text, summarize
+from benchlib.core.stats import spread_text, summarize
+from benchlib.core.timing import StepClock
 from benchlib.data import storage
 from benchlib.errors import UsageError
 
 
 def _rounds(values, name: str) -> dict[str, float]:
     """Rounds taken inside this one process share its luck: median, p10/p90, range and
-    n, and no 95% interval (benchlib.core.timing.summarize)."""
+    n, and no 95% interval (benchlib.core.stats.summarize)."""
     return summarize(values, name, independent=False)
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from benchlib import paths, reference
 from benchlib.config import FrameworkComparisonConfig
 from benchlib.config.choices import ARCHS
-from benchlib.core.timing import summarize
+from benchlib.core.stats import summarize
 from benchlib.distributed.device import check_precision
 from benchlib.errors import ConfigError
 from benchlib.launch.launcher import launch

@@ -17,8 +17,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from benchlib.core.stats import summarize
 from benchlib.core.throughput import PER_EPOCH
-from benchlib.core.timing import summarize
 from benchlib.launch.launcher import launch
 
 

@@ -25,7 +25,7 @@ from benchlib.config import SingleDeviceIoConfig
 from benchlib.config.choices import IO_MODELS
 from benchlib.core import entrypoints, envinfo, loops, progress
 from benchlib.core.models import build_model
-from benchlib.core.timing import summarize
+from benchlib.core.stats import summarize
 from benchlib.data import storage
 from benchlib.distributed.device import check_device, device_for
 from benchlib.errors import ConfigError

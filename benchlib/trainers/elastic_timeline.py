@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchlib.core.timing import PER_STEP, summarize
+from benchlib.core.stats import summarize
+from benchlib.core.timing import PER_STEP
 
 TIMELINE = "timeline.jsonl"
 

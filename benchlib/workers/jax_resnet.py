@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 from benchlib import atomic
-from benchlib.core.timing import WINDOW, summarize
+from benchlib.core.stats import summarize
+from benchlib.core.timing import WINDOW
 from benchlib.errors import BenchlibError, ConfigError, UsageError
 
 PROG = "benchlib.workers.jax_resnet"

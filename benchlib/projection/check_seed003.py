@@ -1,6 +1,6 @@
 """The projection checked against published multi-node tables: each framework and batch
 size is fitted on its 1-node rows (1, 2, 4, 8 GPUs) only, then its 2-node (16 GPUs) and
-4-node (32 GPUs) rows are predicted with `projection.project`.
+4-node (32 GPUs) rows are predicted with `scaling.project`.
 
 Fitted from the 1-node rows, per framework and batch size:
   compute_s         batch / samples/s of the 1-GPU row
@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib import reference
-from benchlib.analysis.projection import MODEL_PARAMS, Inputs, project
+from benchlib.projection.scaling import MODEL_PARAMS, Inputs, project
 
 # ---- the frozen design: set before scoring, not to be tuned on any printed score
 INTER_BUSBW_GBPS = 10.0  # one 4X EDR InfiniBand port per node (100 Gb/s = 12.5 GB/s) at 80%

@@ -12,11 +12,11 @@ import math
 import pandas as pd
 
 from benchlib import reference
-from benchlib.analysis import projection_check
-from benchlib.analysis.projection import HOW, MODEL_PARAMS, Inputs, default_sizes
 from benchlib.config import ScalingProjectionConfig
 from benchlib.config.scaling_projection import input_form
 from benchlib.errors import UsageError
+from benchlib.projection import check_seed003
+from benchlib.projection.scaling import HOW, MODEL_PARAMS, Inputs, default_sizes
 
 COMPUTE_NOTEBOOKS = ("40_framework_comparison.ipynb", "20_dp_vs_ddp.ipynb")
 IO_NOTEBOOK = "10_single_device_io.ipynb"
@@ -86,14 +86,14 @@ def _label(rec: pd.Series) -> str:
            f"{rec.get('device_name') or rec.get('device')})"
 
 
-def _dlperf(cfg: ScalingProjectionConfig) -> tuple[projection_check.NodeFit, float | None]:
-    fits = projection_check.fit_dlperf(reference.dlperf())
+def _dlperf(cfg: ScalingProjectionConfig) -> tuple[check_seed003.NodeFit, float | None]:
+    fits = check_seed003.fit_dlperf(reference.dlperf())
     fit = next((f for f in fits if (f.framework, f.batch_size) == (cfg.framework, cfg.batch_size)),
                None)
     if fit is None:
         raise UsageError(f"compute: seed 003 has no four 1-node rows of {cfg.framework} at batch "
                          f"{cfg.batch_size}; pick another framework or batch_size, or give numbers")
-    return fit, projection_check.framework_caps(fits).get(cfg.framework)
+    return fit, check_seed003.framework_caps(fits).get(cfg.framework)
 
 
 def _from_dlperf(name: str, cfg: ScalingProjectionConfig) -> tuple[float, str]:

@@ -7,7 +7,7 @@ evidence lines beside benchlib's own (the comm hook, benchlib.distributed.comm_t
 HTA reads GPU kernels only. On a CPU trace (holistictraceanalysis 0.5.0, measured here on
 2 gloo ranks) its temporal breakdown raises IndexError and its overlap is 0/0, NaN, so a
 trace without kernels gets one line saying so and HTA is not run. HTA runs in its own
-process (`python -m benchlib.analysis.traces DIR` prints one JSON object): importing it
+process (`python -m benchlib.diagnose.traces DIR` prints one JSON object): importing it
 points the root logger at stdout, and it parses the ranks in a forked pool. HTA missing,
 failing or past TIMEOUT_S is one evidence line, never the end of a diagnosis.
 """
@@ -88,7 +88,7 @@ def lines(ranks: list[dict[str, Any]], where: str) -> list[str]:
 def breakdown_in_subprocess(folder: Path) -> dict[str, Any]:
     """`breakdown(folder)` in a process of its own: its JSON, or an error naming HTA's last
     line of output."""
-    done = subprocess.run([sys.executable, "-m", "benchlib.analysis.traces", str(folder)],
+    done = subprocess.run([sys.executable, "-m", "benchlib.diagnose.traces", str(folder)],
                           capture_output=True, text=True, timeout=TIMEOUT_S)
     if done.returncode != 0:
         said = (done.stderr.strip().splitlines() or ["no output"])[-1]

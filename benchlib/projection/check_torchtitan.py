@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib import reference
-from benchlib.analysis.projection import Inputs, flops_per_token, step_terms
+from benchlib.projection.scaling import Inputs, flops_per_token, step_terms
 
 # ---- the frozen design: set before scoring, not to be tuned on any printed score
 # Llama 3.1 8B, torchtitan's "8B" flavor at 9dec370: dim 4096, 32 layers, 32 heads (8 KV heads

@@ -1,24 +1,23 @@
-"""The statistics of `benchlib compare` and of notebook 90's comparisons: the ratio new /
-base of two groups' medians with a bootstrap 95% interval (launches resampled first, then
-values within each launch), and the one verdict rule both use (`verdict`): a direction
-only from a 95% interval over MIN_LAUNCHES or more independent launches a side (values
-taken in separate processes) that excludes 1 and clears the threshold; otherwise no
-direction, with n. Several comparisons judged together (one `compare` call: rows x
-metrics) keep a direction only where Holm's step-down (`holm`) over their bootstrap
-p-values (`direction_p`) rejects at a family-wise ALPHA; a single comparison is a family
-of one, where that is its 95% interval clearing the bound. See benchlib.compare.verdicts
-and benchlib.analysis.verdict."""
+"""The statistics every figure and comparison uses, in one place: quantiles, a run's
+summary (median, p10/p90, min-max, n, and a bootstrap interval only from MIN_FOR_CI or
+more independent values), the bootstrap of medians (launches resampled first, then values
+within each launch), the ratio of two groups' medians with its 95% interval, Holm's
+step-down over several comparisons, and the one verdict rule (`verdict`): a direction only
+from a 95% interval over MIN_LAUNCHES or more independent launches a side (values taken in
+separate processes) that excludes 1 and clears the threshold; otherwise no direction,
+with n. A lone comparison is a family of one, where Holm's rule is its 95% interval
+clearing the bound. `benchlib compare` (benchlib.compare.verdicts), notebook 90's
+sentences (benchlib.analysis.sides) and the GPU check's A/B all judge by it."""
 
 from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from benchlib.core.timing import MIN_FOR_CI
-
-MIN_VALUES = MIN_FOR_CI  # an interval only from 5 or more values, as everywhere
+MIN_FOR_CI = 5  # fewer independent values than this: the range, not a bootstrap interval
 # A direction needs an interval over independent launches on both sides, and an interval
 # needs 5 or more of them: repeats inside one process share its luck (on this shared
 # machine whole launches of one setup ran 2x apart; docs/compare.md), and a bootstrap over
@@ -27,6 +26,64 @@ MIN_LAUNCHES = MIN_FOR_CI
 DEFAULT_THRESHOLD = 0.10  # a direction must clear this too (docs/compare.md)
 RESAMPLES = 2000
 ALPHA = 0.05  # the family-wise error rate of the directions one comparison call names
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    if not sorted_values:
+        return math.nan
+    pos = (len(sorted_values) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def median_ci95(values: Sequence[float], resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float]:
+    """95% bootstrap (percentile) interval of the median; seeded, so it is reproducible.
+    With very few values it is wide, as it should be."""
+    if len(values) < 2:
+        return (math.nan, math.nan)
+    import numpy as np  # one array op for all resamples: a per-resample loop took ~1 s a record
+
+    data = np.asarray(values, dtype=float)
+    rng, n = np.random.default_rng(seed), len(data)
+    rows = max(1, 2_000_000 // n)  # resamples per block: at most ~16 MB of indices at once
+    medians = np.concatenate([
+        np.median(data[rng.integers(0, n, size=(min(rows, resamples - done), n))], axis=1)
+        for done in range(0, resamples, rows)])
+    low, high = np.quantile(medians, [0.025, 0.975])  # linear, as quantile() below
+    return float(low), float(high)
+
+
+def summarize(values: Sequence[float], name: str, independent: bool = True) -> dict[str, float]:
+    """`name` (median), `name_p10`, `name_p90`, `name_min`, `name_max`, `name_n`, and
+    `name_ci95_low`/`_high`: a bootstrap interval of the median from `MIN_FOR_CI` or more
+    independent values, NaN otherwise. Below that a bootstrap gives back about the range,
+    and calling it a 95% interval would overstate it: read min-max and n instead. Values
+    taken inside one process (its epochs, its repeats, its rounds: `independent=False`)
+    share its luck, so their bootstrap would be too narrow: they get no interval either."""
+    ordered = sorted(v for v in values if v is not None and math.isfinite(v))
+    enough = independent and len(ordered) >= MIN_FOR_CI
+    low, high = median_ci95(ordered) if enough else (math.nan, math.nan)
+    return {
+        name: statistics.median(ordered) if ordered else math.nan,
+        f"{name}_p10": quantile(ordered, 0.10),
+        f"{name}_p90": quantile(ordered, 0.90),
+        f"{name}_min": ordered[0] if ordered else math.nan,
+        f"{name}_max": ordered[-1] if ordered else math.nan,
+        f"{name}_ci95_low": low,
+        f"{name}_ci95_high": high,
+        f"{name}_n": len(ordered),
+    }
+
+
+def spread_text(stats: dict[str, float], name: str, fmt: str = ",.3f") -> str:
+    """'95% CI a-b, n' where summarize made an interval (5 or more independent values),
+    else 'range a-b, n'."""
+    n = stats[f"{name}_n"]
+    if n >= MIN_FOR_CI and math.isfinite(stats[f"{name}_ci95_low"]):
+        return (f"95% CI {stats[f'{name}_ci95_low']:{fmt}}-{stats[f'{name}_ci95_high']:{fmt}}, "
+                f"n={n}")
+    return f"range {stats[f'{name}_min']:{fmt}}-{stats[f'{name}_max']:{fmt}}, n={n}"
 
 
 @dataclass
@@ -67,14 +124,14 @@ def boot_medians(groups: list[list[float]], rng, resamples: int):
 def ratio_interval(base: list[list[float]], new: list[list[float]], resamples: int = RESAMPLES,
                    seed: int = 0) -> Ratio:
     """new / base of the medians, with a seeded bootstrap 95% percentile interval when
-    both sides have at least MIN_VALUES values. `base`, `new`: values per record."""
+    both sides have at least MIN_FOR_CI values. `base`, `new`: values per record."""
     import numpy as np
 
     flat_b = [v for g in base for v in g]
     flat_n = [v for g in new for v in g]
     ratio = statistics.median(flat_n) / statistics.median(flat_b)
     low = high = boot = None
-    if min(len(flat_b), len(flat_n)) >= MIN_VALUES:
+    if min(len(flat_b), len(flat_n)) >= MIN_FOR_CI:
         rng = np.random.default_rng(seed)
         boot = boot_medians(new, rng, resamples) / boot_medians(base, rng, resamples)
         low, high = (float(q) for q in np.percentile(boot, [2.5, 97.5]))

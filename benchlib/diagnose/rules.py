@@ -5,8 +5,8 @@ A training record carries the evidence: each step's data wait and compute time, 
 rank's mean step (a straggler), DDP's all-reduce per step and the part of it backward
 does not hide (benchlib.distributed.comm_timer), CUDA's allocation retries and OOMs, and
 how busy the host was at the start; where the run left Kineto traces (`export_trace`),
-Holistic Trace Analysis' breakdowns of them on a CUDA run (benchlib.analysis.traces).
-The verdict is the first of these rules that holds:
+Holistic Trace Analysis' breakdowns of them on a CUDA run (benchlib.diagnose.traces).
+The bottleneck is the first of these rules that holds:
 
   straggler             one rank's own work a step >= STRAGGLER x the other ranks' median,
                         its extra time >= STRAGGLER_SHARE of a step
@@ -19,7 +19,7 @@ The verdict is the first of these rules that holds:
   compute-bound         >= COMPUTE_SHARE of each step computes
   no single bottleneck  none of the above
 
-A run on a busy host carries that caveat whatever its verdict. The advice names the
+A run on a busy host carries that caveat whatever its bottleneck. The advice names the
 change and, where records of the same testbed measured it, the measured ratio; else the
 row to run to find out (`diagnose --try` runs it and reports the change with an interval):
 more DataLoader workers, a doubled batch, amp_bf16, or for a straggler that is the last
@@ -34,8 +34,8 @@ from typing import Any
 
 import pandas as pd
 
-from benchlib.analysis import traces
 from benchlib.core import hostload
+from benchlib.diagnose import traces
 
 STRAGGLER = 1.25  # a rank this many times the other ranks' median
 STRAGGLER_SHARE = 0.20  # and its extra time at least this share of a step (not noise)
@@ -45,21 +45,21 @@ COMPUTE_SHARE = 0.70
 LAUNCH_S = 0.002  # 2 ms: below this a CUDA step is mostly launch overhead
 TRAINING_STUDIES = ("dp_vs_ddp", "multinode_lightning", "framework_comparison",
                     "transformer_training", "single_device_io", "gpu_check")
-VERDICTS = ("straggler", "input-bound", "communication-bound", "memory-bound",
+BOTTLENECKS = ("straggler", "input-bound", "communication-bound", "memory-bound",
             "host-contended", "launch-bound", "compute-bound", "no single bottleneck")
 
 
 @dataclass
 class Diagnosis:
     run_id: str
-    verdict: str
+    bottleneck: str
     evidence: list[str] = field(default_factory=list)
     advice: str = ""
     caveat: str = ""
     try_params: dict[str, Any] = field(default_factory=dict)  # the change `--try` runs
 
     def text(self) -> str:
-        lines = [f"{self.run_id}: {self.verdict}", *(f"  {e}" for e in self.evidence)]
+        lines = [f"{self.run_id}: {self.bottleneck}", *(f"  {e}" for e in self.evidence)]
         if self.advice:
             lines.append(f"  advice: {self.advice}")
         if self.caveat:
@@ -101,7 +101,7 @@ def shares(m: dict[str, Any]) -> dict[str, float | None]:
 
 
 def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -> Diagnosis:
-    """The verdict on one record, its evidence lines and the advice (measured where
+    """The bottleneck of one record, its evidence lines and the advice (measured where
     `same_testbed`, a frame of this testbed's records, holds the change)."""
     m, p = record.get("metrics") or {}, record.get("params") or {}
     d = Diagnosis(record.get("run_id", "?"), "no single bottleneck")
@@ -142,7 +142,7 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
                     "contention; rerun on a quiet host before acting on it")
 
     if skew is not None and skew >= STRAGGLER and extra >= STRAGGLER_SHARE:
-        d.verdict = "straggler"
+        d.bottleneck = "straggler"
         nproc = len(steps)
         d.advice = (f"rank {slowest} is {skew:.2f}x the other ranks: find the slow device or "
                     f"node with {_doctor_command(p, nproc)}, then leave it out or fix it")
@@ -150,10 +150,10 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
         if p.get("nproc_per_node") == nproc and slowest == nproc - 1 and nproc > 1:
             d.try_params = {"nproc_per_node": nproc - 1}
     elif part["data"] is not None and part["data"] >= INPUT_SHARE:
-        d.verdict = "input-bound"
+        d.bottleneck = "input-bound"
         d.advice, d.try_params = _input_advice(p, same_testbed)
     elif part["comm"] is not None and part["comm"] >= COMM_SHARE:
-        d.verdict = "communication-bound"
+        d.bottleneck = "communication-bound"
         d.advice = (f"{part['comm']:.0%} of each step is all-reduce backward does not hide: a "
                     "larger batch per device (fewer all-reduces per sample), FSDP2 or gradient "
                     "compression; check the link with `python -m benchlib allreduce`")
@@ -161,21 +161,21 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
         if batch:
             d.try_params = {"batch_size": 2 * int(batch)}
     elif (m.get("alloc_retries") or 0) > 0 or (m.get("ooms") or 0) > 0:
-        d.verdict = "memory-bound"
+        d.bottleneck = "memory-bound"
         d.advice = (f"the allocator retried {m.get('alloc_retries')} times: the batch is near "
                     f"the memory's edge; `python -m benchlib maxbatch --model {p.get('model')}` "
                     "finds the largest that trains, activation checkpointing (notebook 50) "
                     "trades compute for memory")
     elif busy:
-        d.verdict = "host-contended"
+        d.bottleneck = "host-contended"
         d.advice = "rerun on a quiet host (or a node of its own: sbatch --exclusive)"
     elif m.get("device_type") == "cuda" and m.get("batch_s") is not None \
             and m["batch_s"] < LAUNCH_S:
-        d.verdict = "launch-bound"
+        d.bottleneck = "launch-bound"
         d.advice = (f"a step takes {m['batch_s'] * 1e3:.2f} ms: too little work per kernel "
                     "launch; a larger batch, or torch.compile (fewer, fused kernels)")
     elif part["compute"] is not None and part["compute"] >= COMPUTE_SHARE:
-        d.verdict = "compute-bound"
+        d.bottleneck = "compute-bound"
         d.advice, d.try_params = _compute_advice(m, p, same_testbed)
     return d
 
@@ -234,10 +234,10 @@ def _compute_advice(m: dict[str, Any], p: dict[str, Any],
 
 
 def column(record: dict[str, Any]) -> str:
-    """The verdict as the report's run tables show it ("" for a record it does not apply to)."""
+    """The bottleneck as the report's run tables show it ("" for a record it does not apply to)."""
     if record.get("status") != "ok" or record.get("study") not in TRAINING_STUDIES:
         return ""
     m = record.get("metrics") or {}
     if m.get("data_s") is None and m.get("compute_s") is None:
         return ""
-    return diagnose(record).verdict
+    return diagnose(record).bottleneck
