@@ -7,7 +7,7 @@ SMOKE  ?= params/smoke_cpu.yaml
 # The sizes params/smoke_cpu.yaml's data_prep row asks for (so that row reuses the data).
 SMOKE_DATA ?= --offline --size 6000 --fashion-size 6000 --cifar-size 2048 --imagefolder-size 200
 
-.PHONY: setup run test test-fast lint lab report clean-outputs gpu-check
+.PHONY: setup run test test-fast lint lab report clean-outputs gpu-check screenshot
 
 # Create or update .venv with the pinned versions in constraints.txt (torch 2.14.1,
 # torchvision 0.29.1, timm, transformers, HTA, ...). Re-runs only when the pins or pyproject.toml change.
@@ -76,6 +76,11 @@ gpu-check:
 
 # JupyterLab on notebooks/ with the project's kernel ("benchlib (.venv)", registered into
 # .venv, not your home); LAB_ARGS passes options on, e.g. LAB_ARGS="--port 8890"
+# The README's picture of the landing page (docs/report-landing.png), from outputs/report
+# (make run first), by headless chromium at 1400 px wide
+screenshot:
+	scripts/screenshot.sh
+
 lab: setup
 	VENV=$(VENV) scripts/lab.sh $(LAB_ARGS)
 

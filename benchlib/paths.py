@@ -59,3 +59,9 @@ def from_command_line(path: str | os.PathLike) -> Path:
 
 def notebooks_dir() -> Path:
     return project_root() / "notebooks"
+
+
+def extra_study_modules() -> list[str]:
+    """The modules `BENCHLIB_STUDIES` names (comma-separated), whose STUDIES join the
+    registry (benchlib.config.studies)."""
+    return [m.strip() for m in os.environ.get("BENCHLIB_STUDIES", "").split(",") if m.strip()]

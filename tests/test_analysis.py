@@ -13,16 +13,20 @@ from benchlib.analysis import (
     single_device_io,
 )
 from benchlib.analysis.common import with_speedup
+from benchlib.config import studies
 
 T0 = pd.Timestamp("2026-01-01 10:00", tz="UTC")
 
 
 def records(rows: list[dict]) -> pd.DataFrame:
-    """What results.load_results gives: one row per run, the common columns filled in."""
+    """What results.load_results gives: one row per run, the common columns filled in (a
+    record's `study` as the registry names its notebook's)."""
     base = {"status": "ok", "host": "h1", "duration_s": 1.0, "started_at": T0,
             "finished_at": T0 + pd.Timedelta(minutes=1), "method_version": "1",
             "error": None, "executed_notebook": "runs/x.ipynb"}
-    return pd.DataFrame([{**base, "run_id": f"r{i}", **r} for i, r in enumerate(rows)])
+    return pd.DataFrame([{**base, "run_id": f"r{i}",
+                          **({"study": studies.of_notebook(r["notebook"])} if "notebook" in r
+                             else {}), **r} for i, r in enumerate(rows)])
 
 
 def test_overview_counts_runs_and_failures_per_study():
@@ -213,19 +217,30 @@ def test_a_section_that_cannot_be_computed_says_why_and_the_others_stand():
 
 def test_notebook_90_goes_on_past_a_section_that_raises(tmp_path, monkeypatch):
     """Every computation of notebook 90 runs through sections.show: one study's analysis
-    raising leaves a Markdown line saying why in its section, and every later section is
-    still computed."""
+    raising leaves a line saying why in its findings line, its figure and its section,
+    and every other study is still computed."""
     import matplotlib
     import nbformat
     from conftest import ROOT
 
     from benchlib.analysis import sections
+    from benchlib.core import envinfo
+    from benchlib.records import results
 
     matplotlib.use("Agg")
 
     def boom(df):
         raise ValueError("Index contains duplicate entries, cannot reshape")
 
+    for i, (notebook, row) in enumerate([("10_single_device_io.ipynb", io_rows()),
+                                         ("20_dp_vs_ddp.ipynb", dist_rows())]):
+        params = {k: v for k, v in row.items() if k not in ("notebook", "table", "samples_per_s",
+                                                            "total_s", "total_s_p10",
+                                                            "total_s_p90", "device_name")}
+        results.write_record(tmp_path, results.make_record(
+            run_id=f"r{i}", table=row["table"], notebook=notebook, params=params,
+            env=envinfo.collect(), started_at=results.now(), status="ok",
+            metrics={"samples_per_s": 100.0, "device_name": "cpu"}))
     shown = []
     monkeypatch.setattr(single_device_io, "runs", boom)
     monkeypatch.setattr(sections, "_display", shown.append)
@@ -236,7 +251,7 @@ def test_notebook_90_goes_on_past_a_section_that_raises(tmp_path, monkeypatch):
         exec(compile(source, "notebook 90", "exec"), namespace)
     text = [str(getattr(item, "data", item)) for item in shown]
     failed = [t for t in text if "could not be computed" in t]
-    assert len(failed) == 3 and all("single_device_io.runs" not in t or "ValueError" in t
-                                    for t in failed)
-    assert any(t.startswith("No multi-node runs yet") for t in text)  # a later section
-    assert any(t.startswith("No records yet") for t in text)
+    assert len(failed) == 3 and all("ValueError: Index contains duplicate" in t for t in failed)
+    assert "- **single_device_io**" in failed[0] and "- **dp_vs_ddp**" in failed[0]  # the rest
+    assert any("## dp_vs_ddp: " in t for t in text)  # a later section, computed
+    assert any(t.startswith("No ok run of multinode_lightning yet") for t in text)

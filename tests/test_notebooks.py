@@ -105,11 +105,21 @@ def test_scaling_projection_notebook_runs_without_records_and_from_measured_ones
               {"samples_per_s": 100.0, "world_size": 2, "busbw_gbps": 1.5})
     args = ["run", "45_scaling_projection", "--study", "projection", "-p", "compute", "newest",
             "-p", "intra_busbw", "newest", "-p", "inter_busbw", '"1"', "-p", "input_ceiling",
-            "none", "-p", "devices_per_node", "2", "-p", "host_cores", "2"]
+            "none", "-p", "devices_per_node", "2", "-p", "host_cores", "2", "-p", "model",
+            "resnet18"]
     assert main(args) == 0
     latest = results.load_results(outputs / "results", "projection", latest=True)
     [here] = latest[latest["compute"] == "newest"].to_dict("records")  # not the seed-only row
     assert here["compute_source"] == "run aaaaaaaaaaa1 (40_framework_comparison, resnet18, cpu)"
+    # asked for a model no record measured: the newest of another, named as such
+    other = [a if a != "resnet18" else "resnet50" for a in args]
+    assert main(other) == 0
+    latest = results.load_results(outputs / "results", "projection", latest=True)
+    [there] = latest[(latest["model"] == "resnet50") & (latest["compute"] == "newest")].to_dict(
+        "records")
+    assert there["compute_source"] == ("run aaaaaaaaaaa1 (40_framework_comparison, resnet18, "
+                                       "cpu); no record of resnet50, so the projection is of "
+                                       "this run's model")
     assert here["stops_at_devices"] == 2 and here["stops_by"] == "shared cores"
     assert main([a if a != "none" else "newest" for a in args]) == 1  # no IO record to read
     df = results.load_results(outputs / "results", "projection")
@@ -121,34 +131,34 @@ def test_scaling_projection_notebook_runs_without_records_and_from_measured_ones
 STUDY_NOTEBOOKS = [p for p in NOTEBOOKS if p != TRIVIAL]
 
 
-@pytest.mark.parametrize("path", STUDY_NOTEBOOKS, ids=lambda p: p.name)
-def test_one_name_per_study_across_notebook_config_modules_and_sections(path):
-    """notebooks/NN_<study>.ipynb, <Study>Config (with study = "<study>"),
-    benchlib/studies/<study>.py (none for scaling_projection, which launches nothing),
-    benchlib/analysis/<study>.py, its section in 90_analysis and its parameter files
-    params/<study>_*.yaml all say the same name."""
-    study = path.stem.split("_", 1)[1]
+@pytest.mark.parametrize("study", registry.STUDIES, ids=lambda s: s.name)
+def test_each_registry_entry_names_modules_that_hold_what_it_promises(study):
+    """The registry is the source: its entry's notebook exists and takes its config (whose
+    `study` is the entry's name), its study module has `run` (and `preflight` where the
+    entry says so), its analysis module the four functions notebook 90 and the report call,
+    and params/<study>_*.yaml are its tables. No notebook names a config of its own."""
+    import importlib
+
+    path = ROOT / "notebooks" / study.notebook
     spec = NotebookSpec.read(path)
-    config = CONFIGS[spec.config]
-    assert config.study == study
-    assert config.__name__ == "".join(w.capitalize() for w in study.split("_")) + "Config"
-    package = ROOT / "benchlib"
-    if study not in ("analysis", "compare"):  # read records of every study; no runs of their own
-        assert (package / "analysis" / f"{study}.py").is_file()
-        sections = [c.source for c in nbformat.read(ROOT / "notebooks" / "90_analysis.ipynb", 4).cells
-                    if c.cell_type == "markdown" and c.source.startswith(f"## {study}: ")]
-        assert len(sections) == 1
-        if study != "scaling_projection":  # computes from records and tables; runs nothing
-            assert (package / "studies" / f"{study}.py").is_file()
-    studies = {p.stem.split("_", 1)[1] for p in STUDY_NOTEBOOKS}
+    assert spec.config == study.config and CONFIGS[study.config].study == study.name
+    assert "benchlib" not in nbformat.read(path, 4).metadata  # the registry says it, once
+    if study.module:
+        module = importlib.import_module(study.module)
+        assert callable(module.run)
+        assert hasattr(module, "preflight") == study.preflight
+    else:
+        assert not study.preflight
+    if study.analysis:
+        analysis = importlib.import_module(study.analysis)
+        for name in ("runs", "headline", "section"):
+            assert callable(getattr(analysis, name)), f"{study.analysis}.{name}"
+        assert hasattr(analysis, "ABOUT")
+    assert registry.of_notebook(study.notebook) == study.name
+    names = {s.name for s in registry.STUDIES}
     for file in (ROOT / "params").glob("*.yaml"):
         if file.name != "smoke_cpu.yaml":  # one row of every study
-            assert any(file.stem.startswith(f"{s}_") for s in studies), file.name
-    assert registry.of_notebook(path.name) == study
-    entry = registry.named(study)  # the registry lists it, under the same notebook and config
-    assert entry.notebook == path.name and entry.config == spec.config
-    module = package / "studies" / f"{study}.py"
-    assert entry.preflight == (module.is_file() and "\ndef preflight(" in module.read_text())
+            assert any(file.stem.startswith(f"{s}_") for s in names), file.name
 
 
 def test_the_study_registry_lists_every_notebook_once_in_reading_order():

@@ -6,6 +6,7 @@ import itertools
 from pathlib import Path
 
 from benchlib.analysis import common
+from benchlib.config import studies
 from benchlib.records import testbed
 from benchlib.report import landing
 
@@ -20,10 +21,13 @@ def env(host: str = "box", gpus: tuple[str, ...] = (), torch: str = "2.14.1",
             "packages": {"torch": torch}, "allocator": {"name": "glibc"}}
 
 
-def record(study: str, notebook: str, params: dict, metrics: dict | None = None,
+def record(table: str, notebook: str, params: dict, metrics: dict | None = None,
            status: str = "ok", error: dict | None = None, **env_args) -> dict:
+    """A record of a row of parameter table `table`; its study, as the registry names the
+    notebook's."""
     t = next(_clock)
-    return {"run_id": f"{study[:4]}{t:04d}", "study": study, "notebook": notebook,
+    return {"run_id": f"{table[:4]}{t:04d}", "table": table,
+            "study": studies.of_notebook(notebook), "notebook": notebook,
             "params": params, "metrics": metrics or {}, "status": status, "error": error,
             "env": env(**env_args), "started_at": f"2026-01-01T00:{t // 60:02d}:{t % 60:02d}",
             "finished_at": f"2026-01-01T01:{t // 60:02d}:{t % 60:02d}"}
@@ -52,8 +56,9 @@ def dist_records(host: str = "box", ddp: float = 113.0) -> list[dict]:
 def test_ddp_line_gives_the_ratio_over_one_process_with_paired_spread_and_n():
     runs = dist_records()
     [finding] = landing.findings(runs)
-    assert finding.claims[0].text() == ("DDP via torchrun on 2 gloo ranks: 1.13x over one "
-                                        "process (p10-p90 1.09-1.18, n=12 epochs each)")
+    assert finding.claims[0].text() == ("DDP via torchrun on 2 gloo ranks, pyramidnet on "
+                                        "cifar10, batch 32, on cpu: 1.13x over one process "
+                                        "(p10-p90 1.09-1.18, n=12 epochs each)")
     by_id = {r["run_id"]: r for r in runs}  # a figure names the runs it came from by id
     ddp, single = finding.claims[0].figure.sources
     assert by_id[ddp[1]]["params"]["strategy"] == "ddp" and single == ("baseline", single[1])
@@ -70,7 +75,7 @@ def test_a_study_with_no_ok_run_says_so_and_gives_no_figure():
     [finding] = landing.findings(runs)
     assert finding.claims == [] and finding.status == "no ok run: 2 failed"
     assert finding.text() == (
-        "dp_ddp: Does DDP beat one process and DataParallel here, and by how much? No ok run, "
+        "dp_vs_ddp: Does DDP beat one process and DataParallel here, and by how much? No ok run, "
         "so no figure: 2 failed (first error: LaunchError: rank 1 exited with code 1).")
 
 
@@ -81,7 +86,8 @@ def test_a_failed_run_is_counted_but_its_numbers_are_never_used():
                        status="failed", error={"type": "LaunchError", "message": "timed out"}))
     [finding] = landing.findings(runs)
     assert finding.status == "2 of 3 runs ok, 1 failed"
-    assert [c.subject for c in finding.claims] == ["DDP via torchrun on 2 gloo ranks"]
+    assert [c.subject for c in finding.claims] == [
+        "DDP via torchrun on 2 gloo ranks, pyramidnet on cifar10, batch 32, on cpu"]
     assert "9.00x" not in finding.text() and "tcp" not in finding.text()
 
 
@@ -101,39 +107,44 @@ def test_a_ratio_without_a_baseline_shows_the_throughput_and_says_why():
     runs = dist_records()[1:]  # no single-process run
     [finding] = landing.findings(runs)
     assert finding.claims[0].text() == (
-        "DDP via torchrun on 2 gloo ranks: 113 samples/s (p10-p90 110-117, n=12 epochs); "
-        "no single-process run of the same work to compare with")
+        "DDP via torchrun on 2 gloo ranks, pyramidnet on cifar10, batch 32, on cpu: 113 "
+        "samples/s (p10-p90 110-117, n=12 epochs); no single-process run of the same work "
+        "to compare with")
 
 
 IO = "10_single_device_io.ipynb"
 
 
 def test_io_line_names_the_fastest_setting_and_how_it_compares_with_the_slowest():
-    base = {"dataset": "fashion-mnist", "mode": "train", "device": "cpu", "variant": "raw"}
+    base = {"dataset": "fashion-mnist", "mode": "train", "device": "cpu", "variant": "raw",
+            "model": "toynet", "batch_size": 64}
     runs = [record("io_workers", IO, {**base, "num_workers": w}, sps(v, v * 0.9, v * 1.1, n=3))
             for w, v in [(0, 500.0), (1, 1200.0), (2, 1000.0)]]
     [finding] = landing.findings(runs)
     texts = [c.text() for c in finding.claims]
     assert texts == [
-        "on cpu: fastest num_workers=1: 1,200 samples/s (p10-p90 1,080-1,320, n=3 repeats)",
-        "on cpu: num_workers=1 against the slowest, num_workers=0: 2.40x the samples/s "
-        "(p10-p90 1.96-2.93, n=3 repeats each)",
+        "fashion-mnist train, toynet, batch 64, on cpu: fastest num_workers=1: 1,200 "
+        "samples/s (p10-p90 1,080-1,320, n=3 repeats)",
+        "fashion-mnist train, toynet, batch 64, on cpu: num_workers=1 against the slowest, "
+        "num_workers=0: 2.40x the samples/s (p10-p90 1.96-2.93, n=3 repeats each)",
     ]
     assert finding.caveat == ""  # one process: nothing shares cores
 
 
 def test_io_compares_only_within_the_same_data_set_and_mode():
     runs = [record("io_variants", IO, {"dataset": "fashion-mnist", "mode": m, "variant": v,
-                                        "device": "cpu"}, sps(s, s, s, n=3))
+                                        "device": "cpu", "model": "toynet", "batch_size": 64},
+                   sps(s, s, s, n=3))
             for m, v, s in [("traverse", "raw", 1000.0), ("traverse", "preload", 9000.0),
                             ("train", "raw", 400.0), ("train", "preload", 600.0)]]
     [finding] = landing.findings(runs)
     subjects = [c.subject for c in finding.claims]
-    assert subjects == ["train on cpu: fastest preload",
-                        "train on cpu: preload against the slowest, raw",
-                        "traverse on cpu: fastest preload",
-                        "traverse on cpu: preload against the slowest, raw"]
-    assert [c.figure.value for c in finding.claims] == ["600", "1.50x", "9,000", "9.00x"]
+    work = "toynet, batch 64, on cpu"
+    assert subjects == [f"fashion-mnist traverse, {work}: fastest preload",
+                        f"fashion-mnist traverse, {work}: preload against the slowest, raw",
+                        f"fashion-mnist train, {work}: fastest preload",
+                        f"fashion-mnist train, {work}: preload against the slowest, raw"]
+    assert [c.figure.value for c in finding.claims] == ["9,000", "9.00x", "600", "1.50x"]
 
 
 def test_fault_line_gives_recovery_time_and_whether_the_loss_came_back():
@@ -144,8 +155,9 @@ def test_fault_line_gives_recovery_time_and_whether_the_loss_came_back():
                   "loss_last": 0.5})
     [finding] = landing.findings([run])
     assert finding.claims[0].text() == (
-        "2 ranks, a rank killed after step 15, a checkpoint every 4: 7.5 s back to training "
-        "(n=1 failure); 3 step(s) redone, final loss equal to the uninterrupted run's")
+        "2 ranks, a rank killed after step 15, a checkpoint every 4, toynet on fashion-mnist: "
+        "7.5 s back to training (n=1 failure); 3 step(s) redone, final loss equal to the "
+        "uninterrupted run's")
 
 
 def test_framework_line_says_mfu_is_unknown_rather_than_inventing_it():
@@ -157,8 +169,8 @@ def test_framework_line_says_mfu_is_unknown_rather_than_inventing_it():
                  sps(60.0, 58.0, 61.0, n=3))
     [finding] = landing.findings([one, two])
     assert finding.claims[0].text() == (
-        "resnet18 64px batch 8 synthetic fp32 on 1 cpu: 40.0 samples/s (p10-p90 38.0-41.0, "
-        "n=3 repeats); MFU unknown: no published peak for this device")
+        "resnet18 64px, batch 8, synthetic, fp32 on 1 cpu: 40.0 samples/s (p10-p90 "
+        "38.0-41.0, n=3 repeats); MFU unknown: no published peak for this device")
     assert finding.claims[1].figure.value == "1.50x"
     with_peak = record("framework", "40_framework_comparison.ipynb",
                        {**params, "nproc_per_node": 1}, sps(40.0, 38.0, 41.0, n=3, mfu=0.412),
@@ -175,10 +187,10 @@ def test_multinode_line_gives_speedup_over_one_rank_of_the_same_trainer():
                             ("lightning", 2, 1000.0)]]
     [finding] = landing.findings(runs)
     assert [c.text() for c in finding.claims] == [
-        "ddp via torchrun on 2 node(s) x 1: 1.50x over 1 rank of ddp (p10-p90 1.48-1.53, "
-        "n=2 epochs each)",
-        "lightning via torchrun on 2 node(s) x 1: 1.25x over 1 rank of lightning "
-        "(p10-p90 1.22-1.28, n=2 epochs each)"]
+        "ddp via torchrun on 2 node(s) x 1, toynet on fashion-mnist, batch 32, on cpu: 1.50x "
+        "over 1 rank of ddp (p10-p90 1.48-1.53, n=2 epochs each)",
+        "lightning via torchrun on 2 node(s) x 1, toynet on fashion-mnist, batch 32, on cpu: "
+        "1.25x over 1 rank of lightning (p10-p90 1.22-1.28, n=2 epochs each)"]
 
 
 def test_data_prep_says_when_the_data_was_generated():
@@ -212,7 +224,7 @@ def test_testbed_names_device_cpu_torch_cuda_and_driver():
 def test_findings_follow_the_notebooks_order():
     runs = dist_records() + [record("data_prep", "00_data_prep.ipynb", {},
                                     {"mydataset_samples": 10, "mydataset_source": "generated"})]
-    assert [f.study for f in landing.findings(runs)] == ["data_prep", "dp_ddp"]
+    assert [f.study for f in landing.findings(runs)] == ["data_prep", "dp_vs_ddp"]
 
 
 def test_a_ratio_above_the_rank_count_is_flagged_with_the_threads_each_run_had():
@@ -256,7 +268,8 @@ def test_dataparallel_line_names_its_devices():
                                         "nproc_per_node": 2}, sps(104, 101, 106, devices=2)))
     [finding] = landing.findings(runs)
     dp = next(c.text() for c in finding.claims if c.text().startswith("DataParallel"))
-    assert dp.startswith("DataParallel on 2 device(s): 1.04x over one process"), dp
+    assert dp.startswith("DataParallel on 2 device(s), pyramidnet on cifar10, batch 32, on "
+                         "cpu: 1.04x over one process"), dp
 
 
 def test_a_spread_over_launches_says_launches_not_epochs():
@@ -275,20 +288,23 @@ def test_a_spread_over_launches_says_launches_not_epochs():
 
 
 def test_landing_page_and_notebook_90_say_a_headline_with_the_same_function():
-    """One analysis stack: analysis.headlines over the records' frame gives the sentence;
-    the landing page (line and HTML) and notebook 90's findings both show it."""
+    """One analysis stack: the study's own module, through analysis.findings over the same
+    selection, gives the sentence; the landing page (line and HTML) and notebook 90's
+    findings both show it."""
     import html
     import re
 
-    from benchlib.analysis import headlines
+    from benchlib.analysis import findings
+    from benchlib.analysis.sections import Records
     from benchlib.records import results
     from benchlib.report import index
 
     runs = dist_records()
-    claims, caveat = headlines.headline(results.frame(runs))
-    sentence = headlines.sentence(claims, caveat)
-    assert sentence.startswith("DDP via torchrun on 2 gloo ranks: 1.13x over one process "
-                               "(p10-p90 1.09-1.18, n=12 epochs each).")
+    claims, caveat = findings.headline(studies.named("dp_vs_ddp"), results.frame(runs))
+    sentence = findings.sentence(claims, caveat)
+    assert sentence.startswith("DDP via torchrun on 2 gloo ranks, pyramidnet on cifar10, batch "
+                               "32, on cpu: 1.13x over one process (p10-p90 1.09-1.18, n=12 "
+                               "epochs each).")
     assert common.SHARED_CORES in sentence
     [finding] = landing.findings(runs)
     assert sentence in finding.text()
@@ -301,14 +317,36 @@ def test_landing_page_and_notebook_90_say_a_headline_with_the_same_function():
     # notebook 90's frame holds every study: other studies' columns are NaN for these rows,
     # their integer columns floats, and the sentence is still the same
     others = [record("io_workers", IO, {"dataset": "fashion-mnist", "num_workers": w,
-                                        "variant": "raw", "mode": "train", "device": "cpu"},
+                                        "variant": "raw", "mode": "train", "device": "cpu",
+                                        "model": "toynet", "batch_size": 64},
                      sps(v, v, v, n=3)) for w, v in [(0, 500.0), (2, 900.0)]]
     others.append(record("data_prep", "00_data_prep.ipynb", {"dataset": "all"},
                          {"cifar10_samples": 2457, "cifar10_source": "generated"}))
-    summary = headlines.summary(results.frame([*runs, *others]))
+    summary = findings.summary(Records(records=[*runs, *others]))
     assert f"*{landing.findings(runs)[0].question}* {sentence}" in summary
     io_line = landing.findings(others[:2])[0]
-    assert headlines.sentence(io_line.claims, io_line.caveat) in summary
+    assert findings.sentence(io_line.claims, io_line.caveat) in summary
     assert "fastest num_workers=2: 900 samples/s" in summary  # not num_workers=2.0
     assert summary.index("**data_prep**") < summary.index("**single_device_io**") \
         < summary.index("**dp_vs_ddp**")
+
+
+def test_a_row_whose_newest_rerun_failed_shows_its_newest_ok_run_on_both_pages():
+    """Notebook 90 and the landing page read one selection (results.latest_ok): a rerun
+    that failed neither hides the row from one of them nor puts its numbers anywhere."""
+    from benchlib.analysis import dp_vs_ddp, findings
+    from benchlib.analysis.sections import Records
+
+    runs = dist_records()
+    failed = dict(runs[1], run_id=runs[1]["run_id"] + "-2", finished_at="2026-01-01T02:00:00",
+                  status="failed", metrics={},
+                  error={"type": "LaunchError", "message": "rank 1 exited with code 1"})
+    both = [*runs, failed]
+    records = Records(records=both)
+    assert sorted(records.df["run_id"]) == sorted(r["run_id"] for r in runs)
+    assert list(records.all["status"]).count("failed") == 1
+    table = dp_vs_ddp.table(dp_vs_ddp.runs(records.df))
+    assert dict(zip(table["strategy"], table["speedup"])) == {"single": 1.0, "ddp": 1.13}
+    [finding] = landing.findings(both)
+    assert finding.claims[0].figure.value == "1.13x" and finding.status == "2 of 3 runs ok, 1 failed"
+    assert findings.sentence(finding.claims, finding.caveat) in findings.summary(records)

@@ -27,11 +27,23 @@ SCREENSHOTS = ROOT / "outputs" / "screenshots"
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    """outputs/ with three runs and the report built over them (analysis included)."""
+    """outputs/ with three runs, two rows of a study of one's own (tests/toystudy, joined
+    through BENCHLIB_STUDIES) swept, and the report built over them (analysis included)."""
+    import os
+
+    import toystudy
+
     root = tmp_path_factory.mktemp("site")
     outputs = root / "outputs"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("BENCHLIB_OUTPUTS", str(outputs))
+        mp.setenv("BENCHLIB_STUDIES", "toystudy")  # the kernels and the analysis see it too
+        mp.setenv("PYTHONPATH", os.pathsep.join(filter(None, [
+            str(ROOT / "tests"), os.environ.get("PYTHONPATH")])))
+        table = root / "toys.yaml"
+        table.write_text(f"name: toys\nnotebook: {toystudy.NOTEBOOK}\n"
+                         "table:\n  - {toys: 4, box: large}\n  - {toys: 2}\n")
+        assert main(["sweep", str(table)]) == 0
         assert main(["run", "00_data_prep", "-p", "path", str(root / "data"), "-p", "offline",
                      "true", "-p", "size", "200", "-p", "fashion_size", "300", "-p", "dataset",
                      "fashion-mnist", "--study", "data_prep"]) == 0
@@ -75,6 +87,27 @@ def test_the_site_has_the_landing_page_analysis_run_pages_and_records(site):
     for rec in runs:
         assert f"{rec['table']}/{rec['run_id']}.html" in names
         assert f"records/{rec['table']}/{rec['run_id']}.json" in names
+
+
+def test_a_study_added_by_one_registry_entry_is_swept_analysed_and_on_the_landing_page(site):
+    """tests/toystudy is one registry entry plus its modules and notebook, and no other
+    change anywhere: its rows ran (the sweep checked them against its config), notebook
+    90 gave it a section from its analysis module, and the landing page a finding with
+    its headline and its figure."""
+    toys = [r for r in results.read_records(site / "results") if r["table"] == "toys"]
+    assert sorted((r["study"], r["status"], r["metrics"]["toys_fitted"]) for r in toys) == \
+        [("toy", "ok", 2), ("toy", "ok", 8)]
+    page = (site / "report" / "index.html").read_text()
+    text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page)))
+    assert "toy How many toys fit in the box? large box: 8 toys fitted" in text
+    assert "small box: 2 toys fitted" in text
+    assert re.search(r'<a class="thumb" href="figures/toy-T1\.png"', page)
+    assert (site / "report" / "figures" / "toy-T1.png").read_bytes()[:4] == b"\x89PNG"
+    analysis = (site / "report" / "analysis.html").read_text()
+    assert 'id="study-toy"' in analysis and "toy: How many toys fit in the box? (notebook 60)" \
+        in html.unescape(analysis)
+    assert "The toy study&#39;s section, computed by its own module." in analysis or \
+        "The toy study's section, computed by its own module." in analysis
 
 
 def test_every_link_is_relative_and_resolves_to_a_file_and_anchor(site):
@@ -127,7 +160,7 @@ def test_landing_page_leads_with_findings_then_testbeds_failures_and_runs(site):
     figure = re.search(r'<strong><a href="([^"]+)">350</a></strong>', page)
     assert figure and figure.group(1) == f"data_prep/{data_prep['run_id']}.html"
     assert f'href="records/data_prep/{data_prep["run_id"]}.json">record</a>' in page
-    assert '<a href="analysis.html#data_prep:-data-preparation-(notebook-00)">' in page
+    assert '<a href="analysis.html#study-data_prep">analysis: data_prep: ' in page
 
 
 def test_run_page_says_what_ran_before_the_outputs_and_links_to_the_analysis(site):
@@ -140,7 +173,7 @@ def test_run_page_says_what_ran_before_the_outputs_and_links_to_the_analysis(sit
     assert re.search(r'<tr class="default"><th>seed</th><td>0</td>', header)
     assert '<span class="ok">ok</span>' in header and "testbed" in header
     assert re.search(r"UTC, \d+\.\d s \(local\)", header)
-    assert 'href="../analysis.html#data_prep:-data-preparation-(notebook-00)"' in header
+    assert 'href="../analysis.html#study-data_prep"' in header
     assert 'href="../records/data_prep/' in header and 'href="../index.html#runs-data_prep"' in header
     assert not re.search(r"(In|Out)\s*(&nbsp;)?\[\d*\]:", page)  # no prompts
     assert "jp-InputPrompt" not in page and "jp-OutputPrompt" not in page
@@ -157,8 +190,9 @@ def test_analysis_page_has_a_table_of_contents_of_its_sections(site):
     page = (site / "report" / "analysis.html").read_text()
     toc = re.search(r'<nav class="benchlib-toc">.*?</nav>', page, re.S).group(0)
     links = re.findall(r'href="#([^"]+)">([^<]+)<', toc)
-    assert [t for _, t in links][:4] == ["Findings: the headline of each study", "All runs",
-                                         "Failed runs", "data_prep: data preparation (notebook 00)"]
+    assert [t for _, t in links][:5] == [
+        "Findings: the headline of each study", "All runs", "Failed runs", "Each study",
+        "data_prep: Which data sets are here, real or generated? (notebook 00)"]
     ids = parse(site / "report" / "analysis.html").ids
     assert all(html.unescape(a) in ids for a, _ in links) and len(links) >= 8
     assert page.index("benchlib-toc") < page.index("90 · Analysis")
@@ -338,36 +372,37 @@ def test_records_of_the_wrong_shape_are_skipped_with_a_warning_naming_each(tmp_p
     assert sorted(p.name for p in (outputs / "report" / "records" / "s").iterdir()) == ["abc123.json"]
 
 
-def test_each_finding_shows_its_studys_first_analysis_figure_small(tmp_path):
-    """The landing page takes the figure from the executed analysis notebook (the same
-    plot notebook 90 draws), only for studies whose section drew one."""
-    import base64
+def test_each_finding_shows_its_studys_main_figure_small_and_full_size_on_click(tmp_path):
+    """The landing page's figure beside a finding is drawn by the study's own figure
+    function from the runs the finding sums up (notebook 90 shows the same one); a study
+    without one (data_prep) gets none, and a figure no finding draws any more is removed."""
+    import matplotlib.image
+    from test_report_landing import dist_records, record
 
-    import nbformat
+    from benchlib.analysis import findings as analysed
+    from benchlib.analysis.sections import Records, figure_of
+    from benchlib.config import studies
+    from benchlib.report import landing
 
-    png = b"\x89PNG\r\n\x1a\n" + b"0" * 32
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [
-        nbformat.v4.new_markdown_cell("## single_device_io: single-device IO (notebook 10)"),
-        nbformat.v4.new_code_cell("plot()", outputs=[nbformat.v4.new_output(
-            "display_data", data={"image/png": base64.b64encode(png).decode(),
-                                  "text/plain": "<Figure>"})]),
-        nbformat.v4.new_markdown_cell("## dp_vs_ddp: DataParallel vs DDP (notebook 20)"),
-        nbformat.v4.new_code_cell("table()", outputs=[nbformat.v4.new_output(
-            "execute_result", data={"text/plain": "a table"}, execution_count=1)]),
-    ]
-    executed = tmp_path / "90_analysis.ipynb"
-    nbformat.write(nb, executed)
+    runs = dist_records() + [record("data_prep", "00_data_prep.ipynb", {"dataset": "all"},
+                                    {"cifar10_samples": 2457, "cifar10_source": "generated"})]
     report_dir = tmp_path / "report"
-    stale = report_dir / index.THUMBS / "notebook35.png"
+    stale = report_dir / index.THUMBS / "fault_tolerance-T1.png"
     stale.parent.mkdir(parents=True)
-    stale.write_bytes(png)
-    publish.write_thumbnails(executed, report_dir)
-    assert (report_dir / index.THUMBS / "notebook10.png").read_bytes() == png
-    assert sorted(p.name for p in (report_dir / index.THUMBS).iterdir()) == ["notebook10.png"]
-    section = ("single_device_io-anchor", "single_device_io: single-device IO (notebook 10)")
-    img = index.thumbnail(report_dir, "10_single_device_io.ipynb", section)
-    assert img.startswith('<a class="thumb" href="analysis.html#single_device_io-anchor">')
-    assert f'<img src="{index.THUMBS}/notebook10.png"' in img
-    assert index.thumbnail(report_dir, "20_dp_vs_ddp.ipynb", ("a", "b")) == ""
+    stale.write_bytes(b"\x89PNG old")
+    found = landing.findings(runs)
+    beds = landing.testbeds(runs)
+    thumbs = publish.write_thumbnails(found, runs, beds, report_dir)
+    assert [found[i].study for i in thumbs] == ["dp_vs_ddp"]
+    assert sorted(p.name for p in (report_dir / index.THUMBS).iterdir()) == ["dp_vs_ddp-T1.png"]
+    drawn = matplotlib.image.imread(report_dir / index.THUMBS / "dp_vs_ddp-T1.png")
+    fig = figure_of(analysed.figure(studies.named("dp_vs_ddp"), Records(records=runs[:2])))
+    width, height = fig.get_size_inches()
+    assert abs(drawn.shape[1] / drawn.shape[0] - width / height) < 0.15  # the same figure
+    i = next(iter(thumbs))
+    site = index.Site(report_dir, tmp_path)
+    site.records = {r["run_id"]: report_dir / "records" / f"{r['run_id']}.json" for r in runs}
+    item = index.finding(found[i], site, [], True, thumbs[i])
+    assert item.startswith('<li class="some"><a class="thumb" href="figures/dp_vs_ddp-T1.png"')
+    assert '<img src="figures/dp_vs_ddp-T1.png" alt="dp_vs_ddp: its main figure"' in item
 

@@ -52,7 +52,8 @@ def test_defaults_project_seed_003_pytorch_without_any_record():
 
 def test_newest_picks_the_best_record_of_each_input():
     cfg = ScalingProjectionConfig(compute="newest", intra_busbw="newest", inter_busbw="2",
-                                  input_ceiling="newest", devices_per_node=2, host_cores=2)
+                                  input_ceiling="newest", devices_per_node=2, host_cores=2,
+                                  model="resnet18")
     inp = sp.build_inputs(cfg, RECORDS)
     # fp32 on one device, not the newer bf16 run nor the 2-rank one
     assert (inp.compute_s, inp.batch_size) == (pytest.approx(1.0), 8)
@@ -60,6 +61,25 @@ def test_newest_picks_the_best_record_of_each_input():
     assert inp.sources["compute_s"] == "run aaaaaaaaaaa1 (40_framework_comparison, resnet18, cpu)"
     assert inp.intra_busbw_gbps == 1.5 and inp.input_ceiling == 9000.0  # traverse, not train
     assert inp.sources["intra_busbw_gbps"].startswith("run bbbbbbbbbbb1 (20_dp_vs_ddp, pyramidnet")
+
+
+def test_newest_compute_is_the_newest_record_of_the_model_projected_and_says_when_none_is():
+    """A newer one-device row of another model (a GPT-2 of one's own, as the smoke study has
+    after its ResNet rows) is not what a ResNet projection is taken from; with no row of the
+    model asked for, the newest of any is used, named as such."""
+    gpt = record("ddddddddddd1", "40_framework_comparison.ipynb", "2026-01-08", world_size=1,
+                 samples_per_s=50.0, batch_size=8, dataset="synthetic", precision="fp32",
+                 channels_last=False, compile=False, model_params=200_000, threads_per_rank=2,
+                 model="hf:gpt2", device_name="cpu")
+    records = pd.concat([RECORDS, pd.DataFrame([gpt])], ignore_index=True)
+    resnet = ScalingProjectionConfig(compute="newest", model="resnet18")
+    assert sp.build_inputs(resnet, records).sources["compute_s"] == \
+        "run aaaaaaaaaaa1 (40_framework_comparison, resnet18, cpu)"
+    other = sp.build_inputs(ScalingProjectionConfig(compute="newest", model="resnet50"), records)
+    assert other.sources["compute_s"] == (
+        "run ddddddddddd1 (40_framework_comparison, hf:gpt2, cpu); no record of resnet50, so "
+        "the projection is of this run's model")
+    assert other.grad_bytes == 4 * 200_000
 
 
 def test_a_run_id_names_one_record_and_a_wrong_one_says_how_to_measure():

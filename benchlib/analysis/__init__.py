@@ -1,4 +1,4 @@
-"""Tables and sentences for notebooks/90_analysis.ipynb, computed from the records: one
-module per study (named as the study), the opening overview, and what they share
-(common). Conclusions are written from the data here, so the notebook only calls, shows
-and plots; a sentence flips when the data flips."""
+"""Tables, sentences and figures computed from the records: one module per study (its
+registry entry's `analysis`: runs, headline, figure, section over one frame), what they
+share (`claims`, `common`, `sides`, `repeat_spread`), notebook 90's findings and sections
+(`findings`, `sections`) and its opening (`overview`)."""

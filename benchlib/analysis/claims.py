@@ -11,6 +11,7 @@ functions (analysis/headlines.py) over the same frame. A row's value is read wit
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,13 +118,60 @@ def ratio_figure(row: Row, base: Row, what: str, unit: str) -> Figure | None:
     a10, a90 = metric(row, "samples_per_s_p10"), metric(row, "samples_per_s_p90")
     b10, b90 = metric(base, "samples_per_s_p10"), metric(base, "samples_per_s_p90")
     spread = (f"{a10 / b90:.2f}", f"{a90 / b10:.2f}") if a10 and a90 and b10 and b90 else None
+    return Figure(f"{a / b:.2f}x", what, spread, _pair_n(row, base, unit),
+                  [("", row["run_id"]), ("baseline", base["run_id"])])
+
+
+def _pair_n(row: Row, base: Row, unit: str) -> str:
+    """'n=12 epochs each', 'n=3 and 5 epochs', 'n=3 launches and 12 epochs' ('' unknown)."""
     na, nb = metric(row, "samples_per_s_n"), metric(base, "samples_per_s_n")
     ua, ub = spread_unit(row, unit), spread_unit(base, unit)
-    n = "" if not (na and nb) else f"n={int(na)} {ua} each" if (na, ua) == (nb, ub) \
+    return "" if not (na and nb) else f"n={int(na)} {ua} each" if (na, ua) == (nb, ub) \
         else f"n={int(na)} and {int(nb)} {ua}" if ua == ub \
         else f"n={int(na)} {ua} and {int(nb)} {ub}"
-    return Figure(f"{a / b:.2f}x", what, spread, n,
-                  [("", row["run_id"]), ("baseline", base["run_id"])])
+
+
+def _many_n(row: Row, bases: list[Row], unit: str) -> str:
+    """'n=12 epochs; 2 baselines, 12+12 epochs' ('' where a count is unknown)."""
+    na, nb = metric(row, "samples_per_s_n"), [metric(b, "samples_per_s_n") for b in bases]
+    if not na or not all(nb):
+        return ""
+    units = {spread_unit(b, unit) for b in bases}
+    return (f"n={int(na)} {spread_unit(row, unit)}; {len(bases)} baselines, "
+            + "+".join(str(int(v)) for v in nb) + f" {'/'.join(sorted(units))}")
+
+
+def speedup_figure(row: Row, baselines: list[Row], what: str, unit: str) -> Figure | None:
+    """The run's speedup over the baseline runs of the same work, by the one rule every
+    table uses (analysis.common.with_speedup): its median samples/s over the median of
+    the baselines' medians. The spread pairs the run's p10 with the baselines' highest p90
+    and its p90 with their lowest p10 (the widest the spreads allow); n counts the run's
+    and each baseline's samples."""
+    a = metric(row, "samples_per_s")
+    base = [b for b in baselines if metric(b, "samples_per_s")]
+    if not a or not base:
+        return None
+    median = statistics.median(metric(b, "samples_per_s") for b in base)
+    a10, a90 = metric(row, "samples_per_s_p10"), metric(row, "samples_per_s_p90")
+    b10 = [metric(b, "samples_per_s_p10") for b in base]
+    b90 = [metric(b, "samples_per_s_p90") for b in base]
+    spread = None
+    if a10 and a90 and all(b10) and all(b90):
+        spread = (f"{a10 / max(b90):.2f}", f"{a90 / min(b10):.2f}")
+    n = _pair_n(row, base[0], unit) if len(base) == 1 else _many_n(row, base, unit)
+    return Figure(f"{a / median:.2f}x", what, spread, n,
+                  [("", row["run_id"]), *(("baseline", b["run_id"]) for b in base)])
+
+
+def work_text(row: Row, names: tuple[str, ...] = ("model", "dataset", "batch_size")) -> str:
+    """The work a run did and where, for a claim's subject: 'resnet18 on synthetic, batch
+    8, on cpu' (what the record lacks, or a name given as "", is left out)."""
+    model, dataset, batch = (value(row, n) if n else None for n in (*names, "", "", "")[:3])
+    device = value(row, "device_name") or value(row, "device")
+    what = " on ".join(str(v) for v in (model, dataset) if v is not None)
+    parts = [what, f"batch {batch}" if batch is not None else "",
+             f"on {device}" if device else ""]
+    return ", ".join(p for p in parts if p)
 
 
 def rows(runs: pd.DataFrame) -> list[Row]:
@@ -169,12 +217,13 @@ def above_linear_caveat(claims: list[Claim], runs: pd.DataFrame) -> str:
     odd = []
     for claim in claims:
         fig = claim.figure
-        if fig is None or [role for role, _ in fig.sources] != ["", "baseline"]:
+        roles = [role for role, _ in fig.sources] if fig is not None else []
+        if roles[:1] != [""] or "baseline" not in roles or not fig.value.endswith("x"):
             continue
-        run, base = by_id[fig.sources[0][1]], by_id[fig.sources[1][1]]
+        run = by_id[fig.sources[0][1]]
+        base = by_id[next(r for role, r in fig.sources if role == "baseline")]
         ranks = ranks_of(run) / ranks_of(base)
-        a, b = metric(run, "samples_per_s"), metric(base, "samples_per_s")
-        if a and b and ranks > 1 and a / b > ranks * 1.05:
+        if ranks > 1 and float(fig.value[:-1]) > ranks * 1.05:
             odd.append((fig, run, base, ranks))
     if not odd:
         return ""
@@ -195,10 +244,10 @@ def joined_caveats(*texts: str) -> str:
 def run_metric(row: Row) -> tuple[str, str]:
     """(column name, value) that a table of runs shows for one: samples/s with spread, a
     fault run's recovery time, a data preparation's seconds."""
-    if value(row, "notebook") == "35_fault_tolerance.ipynb":
+    if value(row, "study") == "fault_tolerance":
         v = metric(row, "recovery_s")
         return "recovery", "" if v is None else f"{v:.1f} s"
-    if value(row, "notebook") == "00_data_prep.ipynb":
+    if value(row, "study") == "data_prep":
         v = metric(row, "prep_s")
         return "prepared in", "" if v is None else f"{v:.1f} s"
     fig = samples_figure(row, "")

@@ -6,14 +6,25 @@ from __future__ import annotations
 import pandas as pd
 
 
-def ok_runs(df: pd.DataFrame, notebook: str, marker: str, ints: tuple[str, ...]) -> pd.DataFrame:
-    """The ok runs of one notebook (none when no record has its `marker` parameter), with
-    the integer columns typed back (a frame of mixed studies holds them as floats)."""
-    if df.empty or marker not in df:
+def ok_runs(df: pd.DataFrame, study: str, ints: tuple[str, ...] = ()) -> pd.DataFrame:
+    """The ok runs of one study (by the record's `study`), with the integer columns it has
+    typed back (a frame of mixed studies holds them as floats) and `hardware`."""
+    if df.empty or "study" not in df:
         return pd.DataFrame()
-    runs = df[(df["notebook"] == notebook) & (df["status"] == "ok")]
-    runs = runs.astype({c: int for c in ints}).copy() if not runs.empty else runs.copy()
+    runs = df[(df["study"] == study) & (df["status"] == "ok")]
+    if runs.empty:
+        return runs.copy()
+    runs = runs.astype({c: int for c in ints if c in runs and runs[c].notna().all()}).copy()
     return with_hardware(runs)
+
+
+def model_column(runs: pd.DataFrame) -> pd.Series:
+    """Each run's model: `model`, or `arch` in records from before notebook 40 named it
+    so (its tables still read, with a note)."""
+    model = runs["model"] if "model" in runs else pd.Series(None, index=runs.index, dtype=object)
+    if "arch" in runs:
+        model = model.where(model.notna(), runs["arch"])
+    return model
 
 
 def with_hardware(runs: pd.DataFrame) -> pd.DataFrame:
@@ -31,12 +42,21 @@ def with_speedup(runs: pd.DataFrame, same_work: list[str], baseline: pd.Series,
                  devices: str) -> pd.DataFrame:
     """speedup = median samples/s of a run / median of the baseline runs doing the same
     work (same values of `same_work`); efficiency = speedup / devices. No baseline: NaN."""
-    runs = runs.copy()  # one block again: astype() on a wide frame leaves it fragmented
-    base = runs[baseline].groupby(same_work)["samples_per_s"].median().to_dict()
-    per_run = runs.set_index(same_work).index.map(base.get)
-    runs = runs.assign(speedup=runs["samples_per_s"] / pd.Series(per_run, index=runs.index,
-                                                                   dtype=float))
-    return runs.assign(efficiency=runs["speedup"] / runs[devices])
+    runs = with_columns(runs, same_work)  # a key a record lacks: None, one group
+    keys = runs[same_work].astype(str)  # None and NaN alike, and groupby keeps them
+    base = runs[baseline].groupby([keys[k] for k in same_work])["samples_per_s"].median()
+    per_run = pd.Series([base.get(tuple(k), float("nan")) for k in keys.itertuples(index=False)],
+                        index=runs.index, dtype=float)
+    runs = runs.assign(speedup=runs["samples_per_s"] / per_run)
+    count = runs[devices] if devices in runs else ranks(runs)
+    return runs.assign(efficiency=runs["speedup"] / count)
+
+
+def with_columns(runs: pd.DataFrame, names: list[str]) -> pd.DataFrame:
+    """`runs` with every column of `names`, None where the records have none (a record
+    from before a parameter existed, a frame built by hand)."""
+    missing = [n for n in names if n not in runs]
+    return runs.assign(**{n: None for n in missing}).copy() if missing else runs.copy()
 
 
 def spread(median: float, p10: float, p90: float) -> str:

@@ -1,5 +1,6 @@
 """The dp_vs_ddp study (notebook 20): single, DP and DDP side by side with speedup and
-efficiency, beside seed 002's own figures."""
+efficiency, beside seed 002's own figures; its headline, its main figure (each setup's
+speedup over one process) and notebook 90's section, all from `runs()`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,17 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from benchlib.analysis import repeat_spread
+from benchlib.analysis.claims import (
+    Claim,
+    above_linear_caveat,
+    joined_caveats,
+    ranks_of,
+    rows,
+    samples_figure,
+    speedup_figure,
+    value,
+    work_text,
+)
 from benchlib.analysis.common import ok_runs, shared_cores_caveat, with_speedup
 from benchlib.analysis.sides import compare, side
 from benchlib.config import DpVsDdpConfig
@@ -16,7 +28,12 @@ from benchlib.reference import SEED002_P100
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
-NOTEBOOK = "20_dp_vs_ddp.ipynb"
+STUDY = "dp_vs_ddp"
+ABOUT = ("Single, DP and DDP side by side: samples/s with spread, speedup and efficiency "
+         "against the single-device run of the same work, and seed 002's figures from two "
+         "P100s below. Where a row was measured both ways (`repeat_mode`: `epoch`, epochs "
+         "inside one launch; `process`, a fresh launch per repeat), the table above the "
+         "conclusions gives each mode's spread.")
 # a speedup's baseline does the same work on the same hardware (not the same `device`
 # parameter: "auto" on a GPU host and "cuda" there are one machine, "cpu" on two hosts two)
 SPREAD_SHOWN = ["strategy", "launcher", "devices", "model", "dataset"]
@@ -26,8 +43,8 @@ SAME_WORK = ["table", "dataset", "model", "depth", "alpha", "batch_size", "preci
 def runs(df: pd.DataFrame) -> pd.DataFrame:
     """The ok runs of notebook 20, with speedup and efficiency against the single-device
     run of the same study, data, model, per-device batch, precision and hardware."""
-    runs = ok_runs(df, NOTEBOOK, "strategy", ("nproc_per_node", "batch_size", "depth",
-                                                   "alpha", "devices", "global_batch"))
+    runs = ok_runs(df, STUDY, ("nproc_per_node", "batch_size", "depth", "alpha", "devices",
+                               "global_batch"))
     if runs.empty:
         return runs
     # the study has no precision parameter: fp32 is what its trainer runs (a frame of
@@ -102,16 +119,72 @@ def dp_against_ddp(runs: pd.DataFrame) -> list[str]:
     return parts
 
 
-# ---------------------------------------------------------------- notebook 90's parts
-# each takes the records and returns what its cell shows (sections.show runs it)
+def _how(run: pd.Series) -> tuple[tuple, str]:
+    """(order, name) of a run's setup: DDP via torchrun first, then the other launchers,
+    then DataParallel."""
+    ranks = int(ranks_of(run))
+    if value(run, "strategy") == "dp":
+        return (2, ""), f"DataParallel on {ranks} device(s)"
+    launcher = value(run, "launcher")
+    backend = value(run, "backend_used") or value(run, "backend")
+    return (0 if launcher == "torchrun" else 1, str(launcher)), \
+        f"DDP via {launcher} on {ranks} {backend} ranks"
 
-def part_table(records: Records) -> pd.DataFrame:
-    return table(runs(records.df))
+
+def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
+    """Per work (SAME_WORK): each DP and DDP setup's speedup over one process, the work
+    and device named in each claim; only single-process runs: their samples/s."""
+    if runs.empty:
+        return [], ""
+    claims: list[tuple[tuple, Claim]] = []
+    for _, group in runs.groupby(SAME_WORK, sort=False, dropna=False):
+        bases = [r for r in rows(group) if value(r, "strategy") == "single"]
+        for run in rows(group):
+            if value(run, "strategy") == "single":
+                continue
+            order, how = _how(run)
+            figure = speedup_figure(run, bases, "over one process", "epochs")
+            note = "" if figure else "no single-process run of the same work to compare with"
+            claims.append(((order, work_text(run)), Claim(
+                f"{how}, {work_text(run)}", figure or samples_figure(run, "epochs"), note)))
+    if not claims:
+        return [Claim(f"one process, {work_text(r)}", samples_figure(r, "epochs"))
+                for r in rows(runs)], ""
+    ordered = [c for _, c in sorted(claims, key=lambda oc: oc[0])]
+    return ordered, joined_caveats(shared_cores_caveat(runs),
+                                   above_linear_caveat(ordered, runs))
 
 
-def part_busbw_and_conclusions(records: Records):
-    """The all_reduce bus bandwidth against message size, the spreads of rows measured
-    both ways, and the sentences."""
+def figure(records: Records):
+    """Each DP and DDP setup's speedup over one process (bars: p10-p90 against the
+    baseline's median), per work; the dotted line is no speedup."""
+    scaled = runs(records.df)
+    scaled = scaled[(scaled["strategy"] != "single") & scaled["speedup"].notna()] \
+        if not scaled.empty else scaled
+    if scaled.empty:
+        return None
+    import matplotlib.pyplot as plt
+
+    names = [_how(r)[1].replace(" on ", "\non ") + f"\n{r['model']}, batch {r['batch_size']}"
+             for _, r in scaled.iterrows()]
+    base = scaled["samples_per_s"] / scaled["speedup"]
+    low = scaled["speedup"] - scaled["samples_per_s_p10"] / base
+    high = scaled["samples_per_s_p90"] / base - scaled["speedup"]
+    fig, ax = plt.subplots(figsize=(7, 0.7 * len(names) + 1.6))
+    ax.barh(names, scaled["speedup"], xerr=[low.clip(lower=0), high.clip(lower=0)],
+            color="#4c72b0")
+    ax.axvline(1, color="grey", linestyle=":")
+    ax.set(xlabel="speedup over one process (x)", title="DataParallel and DDP against one process")
+    fig.tight_layout()
+    return fig
+
+
+def section(records: Records):
+    """The table, seed 002's figures, the all_reduce bus bandwidth against message size,
+    the spreads of rows measured both ways, and the sentences."""
+    dist_runs = runs(records.df)
+    yield table(dist_runs)
+    yield seed002_table()
     sizes = records.details("allreduce")
     if not sizes.empty:
         import matplotlib.pyplot as plt
@@ -122,7 +195,6 @@ def part_busbw_and_conclusions(records: Records):
         ax.set(xscale="log", xlabel="message size (bytes)", ylabel="busbw (GB/s)",
                title="all_reduce bus bandwidth")
         yield fig
-    dist_runs = runs(records.df)
     dist_spreads = spreads(dist_runs)
     if not dist_spreads.empty:
         yield dist_spreads.round(3)

@@ -1,24 +1,33 @@
 """The fault_tolerance study (notebook 35): what a killed rank cost (restarts, steps
-redone, recovery time) and whether the run came back to the same loss."""
+redone, recovery time) and whether the run came back to the same loss; its headline and
+notebook 90's section, from `runs()` (no figure: a table says it)."""
 
 from __future__ import annotations
 
+import statistics
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from benchlib.analysis.common import ok_runs
+from benchlib.analysis.claims import Claim, Figure, metric, rows, value, work_text
+from benchlib.analysis.common import ok_runs, with_columns
+from benchlib.core.stats import quantile
 
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
-NOTEBOOK = "35_fault_tolerance.ipynb"
+STUDY = "fault_tolerance"
+ABOUT = ("A rank killed on purpose, torchrun restarting the ranks, the resume from the last "
+         "checkpoint: restarts, steps redone, recovery time, and the final loss against the "
+         "same run without the failure.")
+SAME_WORK = ["model", "dataset", "batch_size", "nproc_per_node", "fail_at_step",
+             "checkpoint_every", "hardware"]
 
 
 def runs(df: pd.DataFrame) -> pd.DataFrame:
-    return ok_runs(df, NOTEBOOK, "fail_at_step", ("nproc_per_node", "checkpoint_every",
-                                                        "fail_at_step", "restarts",
-                                                        "steps_redone", "final_step"))
+    runs = ok_runs(df, STUDY, ("nproc_per_node", "checkpoint_every", "fail_at_step",
+                               "restarts", "steps_redone", "final_step"))
+    return with_columns(runs, SAME_WORK) if not runs.empty else runs
 
 
 def table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -90,12 +99,40 @@ def recovery_split(runs: pd.DataFrame) -> str | None:
             f"{total - restart:.1f} s on the first step after the resume.")
 
 
-# ---------------------------------------------------------------- notebook 90's parts
-# each takes the records and returns what its cell shows (sections.show runs it)
+def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
+    """Per setup (SAME_WORK): the time back to training after the failure, median over the
+    runs that restarted, the steps redone and whether the loss came back the same."""
+    claims = []
+    if runs.empty:
+        return claims, ""
+    for _, group in runs.groupby(SAME_WORK, sort=False, dropna=False):
+        first = rows(group)[0]
+        subject = (f"{value(first, 'nproc_per_node')} ranks, a rank killed after step "
+                   f"{value(first, 'fail_at_step')}, a checkpoint every "
+                   f"{value(first, 'checkpoint_every')}, {work_text(first)}")
+        recovered = [r for r in rows(group) if (metric(r, "restarts") or 0) > 0
+                     and metric(r, "recovery_s") is not None]
+        if not recovered:
+            claims.append(Claim(subject, note="no restart happened, so no recovery time"))
+            continue
+        times = sorted(metric(r, "recovery_s") for r in recovered)
+        spread = (f"{quantile(times, 0.1):.1f} s", f"{quantile(times, 0.9):.1f} s") \
+            if len(times) > 1 else None
+        figure = Figure(f"{statistics.median(times):.1f} s", "back to training", spread,
+                        f"n={len(times)} failure{'s' if len(times) > 1 else ''}",
+                        [("", r["run_id"]) for r in recovered])
+        redone = sorted({int(metric(r, "steps_redone") or 0) for r in recovered})
+        notes = [f"{'/'.join(map(str, redone))} step(s) redone"]
+        diffs = [(metric(r, "loss_diff"), metric(r, "loss_last")) for r in recovered]
+        if all(d is not None and last is not None for d, last in diffs):
+            same = all(d <= 1e-6 * max(abs(last), 1) for d, last in diffs)
+            notes.append("final loss equal to the uninterrupted run's" if same else
+                         "final loss differs from the uninterrupted run's")
+        claims.append(Claim(subject, figure, ", ".join(notes)))
+    return claims, ""
 
-def part_table(records: Records) -> pd.DataFrame:
-    return table(runs(records.df))
 
-
-def part_conclusions(records: Records) -> str:
-    return conclusions(runs(records.df))
+def section(records: Records):
+    ft = runs(records.df)
+    yield table(ft)
+    yield conclusions(ft)

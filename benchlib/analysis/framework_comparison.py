@@ -1,5 +1,7 @@
 """The framework_comparison study (notebook 40): our ResNet rows with speedup, efficiency
-and MFU, every framework's speedup curve from seed 003, and JAX measured beside us."""
+and MFU, every framework's speedup curve from seed 003, and JAX measured beside us; its
+headline (ResNet rows first: they answer the study's question), main figure and notebook
+90's section, all from `runs()`."""
 
 from __future__ import annotations
 
@@ -8,27 +10,46 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from benchlib.analysis import repeat_spread
-from benchlib.analysis.common import ok_runs, with_speedup
+from benchlib.analysis.claims import (
+    Claim,
+    above_linear_caveat,
+    device_text,
+    joined_caveats,
+    metric,
+    rows,
+    samples_figure,
+    speedup_figure,
+    value,
+)
+from benchlib.analysis.common import model_column, ok_runs, shared_cores_caveat, with_speedup
 from benchlib.config import FrameworkComparisonConfig
 from benchlib.reference import dlperf
 
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
-NOTEBOOK = "40_framework_comparison.ipynb"
-SPREAD_SHOWN = ["arch", "nproc_per_node", "variant", "batch_size"]
+STUDY = "framework_comparison"
+ABOUT = ("Our rows with speedup, efficiency and MFU (ResNet first: the study's question; "
+         "models of one's own after), then every framework's speedup over devices from "
+         "seed 003 on one plot, with ours.")
+SPREAD_SHOWN = ["model", "nproc_per_node", "variant", "batch_size"]
+# the same work: a baseline for a speedup, and the runs ranked against each other
+SAME_WORK = ["table", "model", "dataset", "image_size", "seq_len", "batch_size", "variant",
+             "hardware"]
 
 
 def runs(df: pd.DataFrame) -> pd.DataFrame:
-    """The ok runs of notebook 40, with speedup and efficiency against the one-device run
-    of the same arch, batch per device, image size, variant (precision) and hardware."""
-    runs = ok_runs(df, NOTEBOOK, "arch", ("nproc_per_node", "batch_size", "image_size"))
+    """The ok runs of notebook 40, with `variant` (precision, channels_last, compile) and
+    speedup and efficiency against the one-device run of the same work (SAME_WORK)."""
+    runs = ok_runs(df, STUDY, ("nproc_per_node", "batch_size", "image_size"))
     if runs.empty:
         return runs
+    runs["model"] = model_column(runs)
+    runs["seq_len"] = runs["seq_len"].fillna(0) if "seq_len" in runs else 0
     runs["variant"] = runs["precision"] + runs["channels_last"].map({True: "+nhwc", False: ""}) \
-        + runs["compile"].map({True: "+compile", False: ""})
-    keys = ["table", "arch", "dataset", "image_size", "batch_size", "variant", "hardware"]
-    return with_speedup(runs, keys, runs["nproc_per_node"] == 1, "nproc_per_node")
+        + runs["compile"].map(lambda c: "" if c in (False, "off", None) else
+                              "+compile" if c in (True, "default") else f"+compile-{c}")
+    return with_speedup(runs, SAME_WORK, runs["nproc_per_node"] == 1, "nproc_per_node")
 
 
 def spreads(runs: pd.DataFrame) -> pd.DataFrame:
@@ -37,7 +58,7 @@ def spreads(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def table(runs: pd.DataFrame) -> pd.DataFrame:
-    cols = ["arch", "dataset", "image_size", "batch_size", "nproc_per_node", "variant",
+    cols = ["model", "dataset", "image_size", "batch_size", "nproc_per_node", "variant",
             "samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "speedup", "efficiency",
             "mfu", "jax_samples_per_s", "jax_over_pytorch", "device_name"]
     if runs.empty:
@@ -92,13 +113,10 @@ def conclusions(runs: pd.DataFrame) -> str:
         parts.append(f"- Highest MFU: {top['mfu']:.1%} ({top['variant']}, {top['device_name']}).")
     parts.append(_jax_sentence(runs))
     parts += repeat_spread.sentences(spreads(runs), SPREAD_SHOWN)
-    if set(runs["image_size"]) != {224} or set(runs["arch"]) != {"resnet50"}:
+    if set(runs["image_size"]) != {224} or set(runs["model"]) != {"resnet50"}:
         parts.append("- Some runs are not ResNet-50 at 224px: compare their scaling, not their "
                      "samples/s, with the published rows.")
     return "\n".join(parts)
-
-
-SAME_WORK = ["arch", "dataset", "image_size", "batch_size", "hardware"]
 
 
 def fastest_variants(one: pd.DataFrame) -> list[str]:
@@ -106,12 +124,12 @@ def fastest_variants(one: pd.DataFrame) -> list[str]:
     variants: the fastest by median samples/s and the next one. Variants of different
     work are never ranked against each other (a 64px row is not faster than a 224px one)."""
     out = []
-    for _, group in one.groupby(SAME_WORK, sort=True):
+    for _, group in one.groupby([k for k in SAME_WORK if k != "variant"], sort=True):
         medians = group.groupby("variant")["samples_per_s"].median().sort_values(ascending=False)
         if len(medians) < 2:
             continue
         r = group.iloc[0]
-        out.append(f"- Fastest variant on one device for {r['arch']}, batch {r['batch_size']}, "
+        out.append(f"- Fastest variant on one device for {r['model']}, batch {r['batch_size']}, "
                    f"{r['image_size']}px, {r['dataset']}: **{medians.index[0]}**, "
                    f"{medians.iloc[0]:,.1f} samples/s (median); next {medians.index[1]}, "
                    f"{medians.iloc[1]:,.1f} ({len(medians)} variants of the same work).")
@@ -146,28 +164,71 @@ def _timed_apart(measured: pd.DataFrame) -> str:
             "end of its window: that ratio understates JAX wherever queuing steps overlaps them.")
 
 
-# ---------------------------------------------------------------- notebook 90's parts
-# each takes the records and returns what its cell shows (sections.show runs it)
-
-def part_table(records: Records) -> pd.DataFrame:
-    return table(runs(records.df))
+def is_resnet(model: str) -> bool:
+    """A ResNet, the study's question: benchlib's, torchvision's or timm's."""
+    return "resnet" in str(model).lower()
 
 
-def part_curves_and_conclusions(records: Records):
-    """Every framework's speedup over devices (seed 003's and ours) on one plot, the
-    spreads of rows measured both ways, and the sentences."""
+def _what(run: pd.Series) -> str:
+    """'resnet18 64px, batch 8, synthetic, fp32' (a language model: its tokens, not px)."""
+    seq = metric(run, "seq_len")
+    size = f"{int(seq)} tokens" if seq else f"{value(run, 'image_size')}px"
+    return (f"{value(run, 'model')} {size}, batch {value(run, 'batch_size')}, "
+            f"{value(run, 'dataset')}, {value(run, 'variant')}")
+
+
+def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
+    """ResNet rows first (the study's question), on one device (samples/s and MFU), then
+    on several (speedup over the same work on one); models of one's own after them."""
+    if runs.empty:
+        return [], ""
+    one, more = [], []
+    for _, group in runs.groupby(SAME_WORK, sort=False, dropna=False):
+        for run in rows(group):
+            resnet_first = not is_resnet(value(run, "model"))
+            if value(run, "nproc_per_node") == 1:
+                mfu = metric(run, "mfu")
+                note = f"MFU {mfu:.1%}" if mfu is not None else \
+                    "MFU unknown: no published peak for this device"
+                device = device_text([run]) or value(run, "device")
+                order = (resnet_first, value(run, "dataset") != "synthetic",
+                         value(run, "variant") != "fp32", _what(run))
+                one.append((order, Claim(f"{_what(run)} on 1 {device}",
+                                         samples_figure(run, "repeats"), note)))
+                continue
+            bases = [r for r in rows(group) if value(r, "nproc_per_node") == 1]
+            figure = speedup_figure(run, bases, "over 1 device", "repeats")
+            more.append(((resnet_first, _what(run)), Claim(
+                f"{_what(run)} on {value(run, 'nproc_per_node')} x {device_text([run])}",
+                figure or samples_figure(run, "repeats"),
+                "" if figure else "no 1-device run of the same work to compare with")))
+    claims = [c for _, c in sorted(one, key=lambda oc: oc[0])] + \
+        [c for _, c in sorted(more, key=lambda oc: oc[0])]
+    if not runs["model"].map(is_resnet).any():
+        claims[0].note = "; ".join(filter(None, [claims[0].note, "no ResNet row: the "
+                                                 "study's question is not answered here"]))
+    return claims, joined_caveats(shared_cores_caveat(runs), above_linear_caveat(claims, runs))
+
+
+def figure(records: Records):
+    """Every framework's speedup over devices (seed 003's and ours) on one plot."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
-    fw_runs = runs(records.df)
-    curves = speedup_curves(fw_runs)
+    curves = speedup_curves(runs(records.df))
     fig, ax = plt.subplots()
     sns.lineplot(data=curves, x="devices", y="speedup", hue="framework", marker="o", ax=ax)
     ax.plot([1, 32], [1, 32], color="grey", linestyle=":", label="linear")
     ax.set(xscale="log", yscale="log",
            title="ResNet speedup over devices (seed 003 rows: ResNet-50)",
            xlabel="devices (log)", ylabel="speedup over 1 device (x, log)")
-    yield fig
+    return fig
+
+
+def section(records: Records):
+    """The table, the spreads of rows measured both ways, and the sentences."""
+    fw_runs = runs(records.df)
+    yield table(fw_runs)
     fw_spreads = spreads(fw_runs)
     if not fw_spreads.empty:
         yield fw_spreads.round(3)

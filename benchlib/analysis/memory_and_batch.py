@@ -1,5 +1,6 @@
 """The memory_and_batch study (notebook 15, `benchlib maxbatch`): throughput against batch
-up to the largest batch that trains, and each run's boundary in one sentence."""
+up to the largest batch that trains, and each run's boundary in one sentence; its
+headline, main figure and notebook 90's section, all from `runs()`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,11 @@ import pandas as pd
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
+from benchlib.analysis.claims import Claim, Figure, rows, value, work_text
+
 STUDY = "memory_and_batch"
+ABOUT = ("Each search's largest batch, its throughput and peak memory, and where the next "
+         "batch up stopped fitting (a memory limit, CUDA's memory, or the OS).")
 CURVE = ["batch_size", "fits", "samples_per_s", "peak_bytes", "peak_kind", "alloc_retries",
          "param_bytes", "grad_bytes", "optimizer_state_bytes", "other_bytes", "why"]
 
@@ -60,19 +65,42 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
     return df[(df["study"] == STUDY) & (df["status"] == "ok")]
 
 
-def table(df: pd.DataFrame) -> pd.DataFrame:
+def table(found: pd.DataFrame) -> pd.DataFrame:
     cols = ["model", "dataset", "device_name", "memory_limit", "largest_batch",
             "smallest_batch_not_fitting", "largest_batch_samples_per_s",
             "largest_batch_peak_bytes", "peak_kind", "batches_tried"]
-    return runs(df).reindex(columns=cols).reset_index(drop=True)
+    return found.reindex(columns=cols).reset_index(drop=True)
 
 
-def part_table(records: Records) -> pd.DataFrame:
-    return table(records.df)
+def headline(found: pd.DataFrame) -> tuple[list[Claim], str]:
+    """Per search: the largest batch that trains, and where the next one up stopped."""
+    claims = []
+    for run in rows(found.sort_values("finished_at")):
+        largest = value(run, "largest_batch")
+        figure = None if largest is None else Figure(
+            f"batch {int(largest)}", "the largest that trains", sources=[("", run["run_id"])])
+        limit = value(run, "memory_limit")
+        subject = work_text(run, ("model", "dataset")) + (f", limit {limit}" if limit else "")
+        claims.append(Claim(subject, figure, note=value(run, "boundary") or ""))
+    return claims, ""
 
 
-def part_conclusions(records: Records) -> str:
+def figure(records: Records):
+    """The newest search's throughput against batch, with its boundary and peak memory."""
     found = runs(records.df)
-    if found.empty:
-        return "No memory and batch runs yet (notebook 15, `benchlib maxbatch`)."
-    return "\n".join(f"- {r.model} on {r.device_name}: {r.boundary}" for r in found.itertuples())
+    trials = records.details("trials")
+    if found.empty or trials.empty:
+        return None
+    newest = found.sort_values("finished_at").iloc[-1]
+    mine = trials[trials["run_id"] == newest["run_id"]]
+    if mine.empty:
+        return None
+    metrics = {k: value(newest, k) for k in ("largest_batch", "boundary", "limit_bytes",
+                                             "limit_source", "peak_kind")}
+    return throughput_figure(mine.to_dict("records"), metrics)
+
+
+def section(records: Records):
+    found = runs(records.df)
+    yield table(found)
+    yield "\n".join(f"- {r.model} on {r.device_name}: {r.boundary}" for r in found.itertuples())

@@ -1,5 +1,6 @@
 """The multinode_lightning study (notebook 30): throughput against total devices per
-trainer and launcher, and what Lightning costs over raw DDP for the same layout."""
+trainer and launcher, and what Lightning costs over raw DDP for the same layout; its
+headline, main figure and notebook 90's section, all from `runs()`."""
 
 from __future__ import annotations
 
@@ -8,14 +9,28 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from benchlib.analysis import repeat_spread
-from benchlib.analysis.common import ok_runs, with_speedup
+from benchlib.analysis.claims import (
+    Claim,
+    above_linear_caveat,
+    joined_caveats,
+    ranks_of,
+    rows,
+    samples_figure,
+    speedup_figure,
+    value,
+    work_text,
+)
+from benchlib.analysis.common import ok_runs, shared_cores_caveat, with_speedup
 from benchlib.analysis.sides import compare, side
 from benchlib.config import MultinodeLightningConfig
 
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
-NOTEBOOK = "30_multinode_lightning.ipynb"
+STUDY = "multinode_lightning"
+ABOUT = ("Samples/s against total devices per trainer and launcher (each epoch one point, "
+         "bars p10-p90), speedup and efficiency against the one-device run of the same "
+         "trainer, and what Lightning costs over raw DDP for the same layout.")
 SPREAD_SHOWN = ["trainer", "launcher", "nnodes", "nproc_per_node", "model"]
 SAME_WORK = ["table", "trainer", "dataset", "model", "depth", "alpha", "batch_size", "hardware"]
 
@@ -23,9 +38,8 @@ SAME_WORK = ["table", "trainer", "dataset", "model", "depth", "alpha", "batch_si
 def runs(df: pd.DataFrame) -> pd.DataFrame:
     """The ok runs of notebook 30; speedup against the one-device run of the same trainer
     and work (any launcher), efficiency = speedup / total devices."""
-    runs = ok_runs(df, NOTEBOOK, "trainer", ("nnodes", "nproc_per_node", "batch_size",
-                                                       "depth", "alpha", "world_size",
-                                                       "global_batch"))
+    runs = ok_runs(df, STUDY, ("nnodes", "nproc_per_node", "batch_size", "depth", "alpha",
+                               "world_size", "global_batch"))
     if runs.empty:
         return runs
     return with_speedup(runs, SAME_WORK, runs["world_size"] == 1, "world_size")
@@ -36,7 +50,7 @@ def epochs(epochs: pd.DataFrame) -> pd.DataFrame:
     devices and a label "<trainer> via <launcher>", for one point per epoch in a plot."""
     if epochs.empty or "nnodes" not in epochs:
         return pd.DataFrame()
-    rows = epochs[epochs["notebook"] == NOTEBOOK]
+    rows = epochs[epochs["study"] == STUDY]
     if rows.empty:
         return rows
     rows = rows.astype({"nnodes": int, "nproc_per_node": int})
@@ -135,31 +149,55 @@ def lightning_against_ddp(runs: pd.DataFrame) -> list[str]:
     return parts
 
 
-# ---------------------------------------------------------------- notebook 90's parts
-# each takes the records and returns what its cell shows (sections.show runs it)
+def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
+    """Per trainer and work (SAME_WORK): each layout's speedup over 1 rank of the same
+    trainer, most ranks first, the work and device named in each claim."""
+    if runs.empty:
+        return [], ""
+    claims: list[tuple[tuple, Claim]] = []
+    for _, group in runs.groupby(SAME_WORK, sort=False, dropna=False):
+        bases = [r for r in rows(group) if ranks_of(r) == 1]
+        for run in rows(group):
+            if ranks_of(run) == 1:
+                continue
+            trainer, launcher = value(run, "trainer"), value(run, "launcher")
+            subject = (f"{trainer} via {launcher} on {value(run, 'nnodes')} node(s) x "
+                       f"{value(run, 'nproc_per_node')}, {work_text(run)}")
+            figure = speedup_figure(run, bases, f"over 1 rank of {trainer}", "epochs")
+            note = "" if figure else "no 1-rank run of the same trainer and work to compare with"
+            order = (-ranks_of(run), trainer != "ddp", launcher != "torchrun", work_text(run))
+            claims.append((order, Claim(subject, figure or samples_figure(run, "epochs"), note)))
+    if not claims:
+        return [Claim(f"{value(r, 'trainer')} on 1 rank, {work_text(r)}",
+                      samples_figure(r, "epochs")) for r in rows(runs)], ""
+    ordered = [c for _, c in sorted(claims, key=lambda oc: oc[0])]
+    return ordered, joined_caveats(shared_cores_caveat(runs),
+                                   above_linear_caveat(ordered, runs))
 
-def part_throughput(records: Records):
-    """Samples/s against total devices (one point per epoch, bars p10-p90), then the table."""
+
+def figure(records: Records):
+    """Samples/s against total devices, one point per epoch (bars p10-p90), per trainer
+    and launcher."""
     mn_epochs = epochs(records.details("epochs"))
-    if not mn_epochs.empty:
-        import matplotlib.pyplot as plt
-        import seaborn as sns
+    if mn_epochs.empty:
+        return None
+    import matplotlib.pyplot as plt
+    import seaborn as sns
 
-        fig, ax = plt.subplots()
-        sns.pointplot(data=mn_epochs, x="devices", y="samples_per_s", hue="how",
-                      errorbar=("pi", 80), dodge=0.3, ax=ax)
-        ax.set(xlabel="total devices (nodes x per node)", ylabel="samples/s (global)",
-               title="Multi-node throughput")
-        yield fig
-    yield table(runs(records.df))
-
-
-def part_overhead(records: Records) -> pd.DataFrame:
-    return lightning_overhead(runs(records.df))
+    fig, ax = plt.subplots()
+    sns.pointplot(data=mn_epochs, x="devices", y="samples_per_s", hue="how",
+                  errorbar=("pi", 80), dodge=0.3, ax=ax)
+    ax.set(xlabel="total devices (nodes x per node)", ylabel="samples/s (global)",
+           title="Multi-node throughput")
+    return fig
 
 
-def part_conclusions(records: Records):
+def section(records: Records):
+    """The table, Lightning's cost over raw DDP, the spreads of rows measured both ways,
+    and the sentences."""
     mn_runs = runs(records.df)
+    yield table(mn_runs)
+    yield lightning_overhead(mn_runs)
     mn_spreads = spreads(mn_runs)
     if not mn_spreads.empty:
         yield mn_spreads.round(3)

@@ -23,13 +23,15 @@ def table(df: pd.DataFrame) -> pd.DataFrame:
     })
 
 
-def failures(df: pd.DataFrame) -> pd.DataFrame:
-    """Failed runs with their error and executed notebook."""
+def failures(df: pd.DataFrame) -> pd.DataFrame | str:
+    """Failed runs with their error and executed notebook; a sentence when there is none
+    (an empty table shows only its header)."""
     cols = ["study", "table", "run_id", "error", "executed_notebook"]
-    if df.empty:
-        return pd.DataFrame(columns=cols)
+    failed = df[df["status"] == "failed"] if not df.empty else df
+    if failed.empty:
+        return "None: every run finished ok."
     cols = [c for c in cols if c in df]  # a frame built by hand may lack `table`
-    return df.loc[df["status"] == "failed", cols].reset_index(drop=True)
+    return failed[cols].reset_index(drop=True)
 
 
 def text(df: pd.DataFrame) -> str:

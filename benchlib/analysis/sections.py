@@ -20,19 +20,29 @@ from benchlib.records import results
 
 
 class Records:
-    """What notebook 90 reads, loaded once: the newest record of each row (`df`) and, on
-    first use, each kind of per-item details (`details("repeats")`)."""
+    """What notebook 90 and the report's findings read, loaded once: every record as a frame
+    (`all`: the overview and the failures), the newest ok record of each row on each
+    testbed (`df`: every study's tables, headlines and figures; `results.latest_ok`) and,
+    on first use, each kind of those records' per-item details (`details("repeats")`).
+    From a results folder, from record dicts (`records`), or from frames built by hand."""
 
-    def __init__(self, results_dir: str | Path | None = None, *, df: pd.DataFrame | None = None,
+    def __init__(self, results_dir: str | Path | None = None, *,
+                 records: list[dict[str, Any]] | None = None, df: pd.DataFrame | None = None,
                  details: dict[str, pd.DataFrame] | None = None):
-        self.results_dir = results_dir
-        self.df = df if df is not None else results.load_results(results_dir, latest=True)
+        if records is None and results_dir is not None:
+            from benchlib import paths
+
+            records = results.read_records(paths.resolve(results_dir))
+        self._ok = results.latest_ok(records) if records is not None else None
+        self.all = results.frame(records) if records is not None else \
+            (df if df is not None else pd.DataFrame())
+        self.df = df if df is not None else results.frame(self._ok or [])
         self._details = dict(details or {})
 
     def details(self, kind: str) -> pd.DataFrame:
         if kind not in self._details:
-            self._details[kind] = (results.load_details(self.results_dir, kind, latest=True)
-                                   if self.results_dir is not None else pd.DataFrame())
+            self._details[kind] = (results.details_frame(self._ok, kind)
+                                   if self._ok is not None else pd.DataFrame())
         return self._details[kind]
 
 
@@ -74,9 +84,9 @@ def show(part: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
     for item in out.items:
         if isinstance(item, str):
             _display(Markdown(item))
-        elif _figure(item) is not None:
-            _display(_figure(item))
-            _close(_figure(item))
+        elif figure_of(item) is not None:
+            _display(figure_of(item))
+            _close(figure_of(item))
         else:
             _display(item)
     if out.error:
@@ -101,7 +111,7 @@ def _flat(produced: Any):
         yield produced
 
 
-def _figure(item: Any):
+def figure_of(item: Any):
     """The matplotlib figure of a figure, an axes or a seaborn grid; None for anything else."""
     if "matplotlib" not in sys.modules:
         return None
@@ -130,7 +140,7 @@ def _close_new_figures(before: set[int], keep: list[Any]) -> None:
         return
     import matplotlib.pyplot as plt
 
-    kept = {id(_figure(item)) for item in keep}
+    kept = {id(figure_of(item)) for item in keep}
     for number in set(plt.get_fignums()) - before:
         figure = plt.figure(number)
         if id(figure) not in kept:

@@ -1,5 +1,6 @@
-"""The single_device_io study (notebook 10): throughput against DataLoader workers and
-storage variants, seed 000's conclusion table, and the sentences they support."""
+"""The single_device_io study (notebook 10, `benchlib io`): throughput against DataLoader
+workers and storage variants, seed 000's conclusion table, and the sentences they
+support; its headline, main figure and notebook 90's section, all from `runs()`."""
 
 from __future__ import annotations
 
@@ -7,18 +8,34 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from benchlib.analysis.common import spread
+from benchlib.analysis.claims import (
+    Claim,
+    label,
+    metric,
+    ratio_figure,
+    rows,
+    samples_figure,
+    value,
+    work_text,
+)
+from benchlib.analysis.common import spread, with_columns
 from benchlib.analysis.sides import compare, faster, side
 from benchlib.reference import SEED000_RAW_OVER_PRELOAD
 
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
-NOTEBOOKS = ("10_single_device_io.ipynb", "benchlib io (CLI)")
+STUDY = "single_device_io"
+ABOUT = ("Throughput against DataLoader workers, per data set and storage variant (bars span "
+         "p10-p90 of the repeats); traverse against train per variant, shaped like seed 000's "
+         "conclusion table: seconds for the run's epochs, median (p10-p90), fewest workers.")
 # what runs must share to be pooled or compared: the device (its model on CPU too), the
 # model trained, how much data (samples) and the torch that ran it, epochs and batch
 SETUP = ["device_name", "model", "samples", "torch", "epochs", "batch_size"]
 KEYS = [*SETUP, "dataset", "variant", "mode"]
+# the same work: what the knobs (variant, num_workers) are ranked within
+SAME_WORK = [*SETUP, "dataset", "mode"]
+KNOBS = ["variant", "num_workers"]
 INT_PARAMS = ("num_workers", "epochs", "batch_size", "repeats", "warmup_steps")
 
 
@@ -27,12 +44,13 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
     the per-repeat frame of `results.load_details`, those runs' repeats."""
     if df.empty:
         return df
-    io = df[df["notebook"].isin(NOTEBOOKS)]
+    io = df[df["study"] == STUDY] if "study" in df else df.iloc[0:0]
     if "status" in io:
         io = io[io["status"] == "ok"]
     io = io.astype({c: int for c in INT_PARAMS if c in io}).copy()  # .copy(): one block
     # records without a setup field pool only with each other (groupby drops NaN keys)
-    return io.assign(**{c: io[c].fillna("?") if c in io else "?" for c in SETUP})
+    io = io.assign(**{c: io[c].fillna("?") if c in io else "?" for c in SETUP})
+    return with_columns(io, [*SAME_WORK, *KNOBS])
 
 
 def workers_swept(io: pd.DataFrame) -> pd.DataFrame:
@@ -63,9 +81,9 @@ def seed_table(io: pd.DataFrame) -> pd.DataFrame:
     fewest = _fewest_workers(io, KEYS)
     column = (fewest["dataset"] + ", " + fewest["mode"] + " ("
               + fewest["epochs"].astype(int).astype(str) + " ep, s, " + fewest["device_name"])
-    for key, label in SETUP_LABELS.items():  # named where it varies within (dataset, mode)
+    for key, form in SETUP_LABELS.items():  # named where it varies within (dataset, mode)
         varies = fewest.groupby(["dataset", "mode"])[key].transform("nunique") > 1
-        named = fewest[key].map(lambda v, label=label: ", " + label.format(
+        named = fewest[key].map(lambda v, form=form: ", " + form.format(
             f"{v:.0f}" if isinstance(v, float) and v.is_integer() else v))
         column = column + named.where(varies, "")
     cells = fewest.assign(
@@ -176,15 +194,35 @@ def _decoding_line(sides: dict) -> str:
             "from storage, is what costs.")
 
 
-# ---------------------------------------------------------------- notebook 90's parts
-# each takes the records and returns what its cell shows (sections.show runs it)
+def headline(io: pd.DataFrame) -> tuple[list[Claim], str]:
+    """Per work (data set, mode, model, batch, device, ...): the fastest setting of the
+    knobs that were swept, and how many times the slowest one it is."""
+    measured = io[io["samples_per_s"].notna()] if not io.empty else io
+    claims = []
+    for _, group in measured.groupby(SAME_WORK, sort=False, dropna=False):
+        ranked = sorted(rows(group), key=lambda r: -metric(r, "samples_per_s"))
+        best, worst = ranked[0], ranked[-1]
+        knobs = [k for k in KNOBS if len({repr(value(r, k)) for r in ranked}) > 1] or KNOBS
+        where = f"{value(best, 'dataset')} {value(best, 'mode')}, " + \
+            work_text(best, ("model", "", "batch_size"))
+        if len(ranked) == 1:
+            claims.append(Claim(f"{where}: {label(best, knobs)}", samples_figure(best, "repeats")))
+            continue
+        claims.append(Claim(f"{where}: fastest {label(best, knobs)}",
+                            samples_figure(best, "repeats")))
+        claims.append(Claim(f"{where}: {label(best, knobs)} against the slowest, "
+                            f"{label(worst, knobs)}",
+                            ratio_figure(best, worst, "the samples/s", "repeats")))
+    return claims, ""
 
-def part_workers(records: Records):
-    """Throughput against DataLoader workers, per data set and setting (bars p10-p90)."""
+
+def figure(records: Records):
+    """Throughput against DataLoader workers, per data set and setting (bars p10-p90);
+    without a sweep over workers, seconds per repeat by storage variant."""
     repeats = runs(records.details("repeats"))
     swept = workers_swept(repeats) if not repeats.empty else repeats
     if swept.empty:
-        return None
+        return _variants_figure(repeats)
     import seaborn as sns
 
     grid = sns.catplot(data=swept, x="num_workers", y="samples_per_s", hue="setting",
@@ -195,22 +233,30 @@ def part_workers(records: Records):
     return grid
 
 
-def part_variants(records: Records):
-    """Seconds per repeat by storage variant (traverse and train), then seed 000's table."""
-    repeats = runs(records.details("repeats"))
+def _variants_figure(repeats: pd.DataFrame):
+    """Seconds per repeat by storage variant (traverse and train), or None."""
     compared = variants_compared(repeats) if not repeats.empty else repeats
-    if not compared.empty:
-        import seaborn as sns
+    if compared.empty:
+        return None
+    import seaborn as sns
 
-        grid = sns.catplot(data=compared, x="variant", y="total_s", hue="mode", col="dataset",
-                           kind="bar", errorbar=("pi", 80), height=3.4, aspect=1.8)
-        grid.set(yscale="log")
-        grid.set_axis_labels("", "seconds, all epochs of a repeat (log)")
-        grid.tick_params(axis="x", rotation=20)
-        grid.figure.suptitle("Time per repeat by storage variant (bars: p10-p90)", y=1.04)
-        yield grid
-    yield seed_table(runs(records.df))
+    grid = sns.catplot(data=compared, x="variant", y="total_s", hue="mode", col="dataset",
+                       kind="bar", errorbar=("pi", 80), height=3.4, aspect=1.8)
+    grid.set(yscale="log")
+    grid.set_axis_labels("", "seconds, all epochs of a repeat (log)")
+    grid.tick_params(axis="x", rotation=20)
+    grid.figure.suptitle("Time per repeat by storage variant (bars: p10-p90)", y=1.04)
+    return grid
 
 
-def part_conclusions(records: Records) -> str:
-    return conclusions(runs(records.df))
+def section(records: Records):
+    """Seconds per repeat by storage variant (where the main figure is the workers'),
+    seed 000's table, and the sentences."""
+    repeats = runs(records.details("repeats"))
+    if not repeats.empty and not workers_swept(repeats).empty:
+        variants = _variants_figure(repeats)
+        if variants is not None:
+            yield variants
+    io = runs(records.df)
+    yield seed_table(io)
+    yield conclusions(io)

@@ -1,5 +1,6 @@
 """The transformer_training study (notebook 50): DDP against FSDP2 against activation
-checkpointing for one language model, tokens/s, MFU and peak memory side by side."""
+checkpointing for one language model, tokens/s, MFU and peak memory side by side; its
+headline, main figure and notebook 90's section, all from `runs()`."""
 
 from __future__ import annotations
 
@@ -8,13 +9,17 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from benchlib.analysis import repeat_spread
-from benchlib.analysis.common import ok_runs, shared_cores_caveat
+from benchlib.analysis.claims import Claim, Figure, fmt, metric, rows, value
+from benchlib.analysis.common import ok_runs, shared_cores_caveat, with_columns
 from benchlib.analysis.sides import compare, side
 
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
-NOTEBOOK = "50_transformer_training.ipynb"
+STUDY = "transformer_training"
+ABOUT = ("Tokens/s, MFU and peak memory per configuration of one language model; FSDP2 "
+         "against DDP on the same ranks and each checkpointing mode against none, with "
+         "intervals, and whether the two FLOP counts agree.")
 # the same work: one model on the same data and per-device batch, on the same hardware
 SAME_WORK = ["table", "model", "model_args", "seq_len", "batch_size", "precision", "hardware"]
 CONFIG = ["strategy", "world_size", "ac", "compile"]
@@ -22,10 +27,11 @@ FLOP_TOLERANCE = 0.05  # the analytic and counted FLOPs per token agree within t
 
 
 def runs(df: pd.DataFrame) -> pd.DataFrame:
-    runs = ok_runs(df, NOTEBOOK, "ac", ("nproc_per_node", "batch_size", "world_size", "seq_len"))
+    runs = ok_runs(df, STUDY, ("nproc_per_node", "batch_size", "world_size", "seq_len"))
     if runs.empty:
         return runs
-    runs["compile"] = runs["compile"].astype(bool)
+    runs = with_columns(runs, [*SAME_WORK, *CONFIG])
+    runs["compile"] = runs["compile"].map(lambda c: c not in (False, "off", None))
     runs["peak_mib"] = runs["peak_bytes"] / 2**20
     return runs
 
@@ -97,30 +103,55 @@ def conclusions(runs: pd.DataFrame) -> str:
 
 
 def plot(runs: pd.DataFrame):
-    """tokens/s (p10-p90) and peak memory per configuration, side by side."""
+    """tokens/s (p10-p90) and peak memory per configuration, side by side; large enough
+    to read as the landing page's thumbnail."""
     import matplotlib.pyplot as plt
 
-    shown = runs.sort_values(CONFIG)
-    names = [_name(r) for _, r in shown.iterrows()]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.5 * len(names) + 1.8), sharey=True)
+    shown = runs.sort_values(["model", *CONFIG])
+    several = shown["model"].nunique() > 1
+    names = [(f"{r['model']}: " if several else "") + _name(r) for _, r in shown.iterrows()]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(8, max(3.2, 0.55 * len(names) + 1.6)),
+                                      sharey=True)
     err = [shown["tokens_per_s"] - shown["tokens_per_s_p10"],
            shown["tokens_per_s_p90"] - shown["tokens_per_s"]]
     left.barh(names, shown["tokens_per_s"], xerr=err, color="#4c72b0")
-    left.set(xlabel="tokens/s (global; bars p10-p90)", ylabel="configuration",
-             title="Throughput")
+    left.set(xlabel="tokens/s (bars p10-p90)", title="Throughput")
     right.barh(names, shown["peak_mib"], color="#dd8452")
-    right.set(xlabel=f"peak memory per rank (MiB, {shown['peak_kind'].iloc[0]})",
-              title="Peak memory")
+    right.set(xlabel=f"peak MiB a rank ({shown['peak_kind'].iloc[0]})", title="Peak memory")
+    for ax in (left, right):
+        ax.title.set_fontsize(13)
+        ax.tick_params(labelsize=11)
     fig.tight_layout()
     return fig
 
 
-def part_table(records: Records) -> pd.DataFrame:
-    return table(runs(records.df))
+def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
+    """Per configuration: tokens/s with its spread, the work (model, sequence, batch,
+    precision, device) in its subject; its MFU and peak memory per rank in the note."""
+    claims = []
+    for run in rows(runs.sort_values(["model", "strategy", "ac", "compile"], kind="stable")):
+        tps = metric(run, "tokens_per_s")
+        if tps is None:
+            continue
+        lo, hi = metric(run, "tokens_per_s_p10"), metric(run, "tokens_per_s_p90")
+        figure = Figure(fmt(tps), "tokens/s", (fmt(lo), fmt(hi)) if lo and hi else None,
+                        f"n={int(metric(run, 'samples_per_s_n') or 1)}", [("", run["run_id"])])
+        mfu, peak = metric(run, "mfu"), metric(run, "peak_bytes")
+        note = "; ".join(filter(None, [f"MFU {mfu:.1%}" if mfu is not None else "MFU unknown",
+                                       f"peak {peak / 2**20:,.0f} MiB a rank" if peak else ""]))
+        work = (f"{value(run, 'model')}, {value(run, 'seq_len')} tokens, batch "
+                f"{value(run, 'batch_size')}, {value(run, 'precision')}, on "
+                f"{value(run, 'device_name') or value(run, 'device')}")
+        claims.append(Claim(f"{_name(run)}, {work}", figure, note))
+    return claims, shared_cores_caveat(runs)
 
 
-def part_plot_and_conclusions(records: Records):
+def figure(records: Records):
     lm = runs(records.df)
-    if not lm.empty:
-        yield plot(lm)
+    return plot(lm) if not lm.empty else None
+
+
+def section(records: Records):
+    lm = runs(records.df)
+    yield table(lm)
     yield conclusions(lm)

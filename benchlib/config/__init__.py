@@ -7,6 +7,10 @@ config for every row before anything runs, so bad input fails early with a messa
 that names the field and what is allowed.
 """
 
+import importlib
+from collections.abc import Iterator, Mapping
+
+from benchlib.config import studies
 from benchlib.config.analysis import AnalysisConfig
 from benchlib.config.base import StudyConfig
 from benchlib.config.compare import CompareConfig
@@ -20,9 +24,32 @@ from benchlib.config.scaling_projection import ScalingProjectionConfig
 from benchlib.config.single_device_io import SingleDeviceIoConfig
 from benchlib.config.transformer_training import TransformerTrainingConfig
 
-CONFIGS: dict[str, type[StudyConfig]] = {c.__name__: c for c in (
-    DataPrepConfig, SingleDeviceIoConfig, MemoryAndBatchConfig, DpVsDdpConfig,
-    MultinodeLightningConfig, FaultToleranceConfig, FrameworkComparisonConfig,
-    TransformerTrainingConfig, ScalingProjectionConfig, AnalysisConfig, CompareConfig)}
 
-__all__ = ["CONFIGS", "StudyConfig", *CONFIGS]
+class _Configs(Mapping):
+    """Config class name -> class, for every study the registry lists (its `config`: a
+    class of this package, or `pkg.module:Class` for a study of one's own)."""
+
+    def _all(self) -> dict[str, type[StudyConfig]]:
+        found = {}
+        for study in studies.registry():
+            module, _, name = study.config.rpartition(":")
+            cls = getattr(importlib.import_module(module), name) if module else globals()[name]
+            found[name] = cls
+        return found
+
+    def __getitem__(self, name: str) -> type[StudyConfig]:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+CONFIGS: Mapping[str, type[StudyConfig]] = _Configs()
+
+__all__ = ["CONFIGS", "StudyConfig", "AnalysisConfig", "CompareConfig", "DataPrepConfig",
+           "DpVsDdpConfig", "FaultToleranceConfig", "FrameworkComparisonConfig",
+           "MemoryAndBatchConfig", "MultinodeLightningConfig", "ScalingProjectionConfig",
+           "SingleDeviceIoConfig", "TransformerTrainingConfig"]

@@ -57,7 +57,9 @@ class ScalingProjectionConfig(StudyConfig):
     batch_size: int = 128
     """Per device, with a number or `dlperf` (a record's own batch size otherwise)."""
     model: str = "resnet50"
-    """Gradient size from this model's parameter count (a record's model_params wins)."""
+    """The model projected: `compute: newest` takes the newest record of this model where
+    there is one (else the newest of any, saying so); its gradient size from its parameter
+    count (a record's model_params wins)."""
     intra_busbw: str = "dlperf"
     """GB/s among a node's devices: a number, a run id or `newest` (an all-reduce record,
     notebook 20), or `dlperf` (the effective busbw fitted to seed 003's 1-node rows)."""

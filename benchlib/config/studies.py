@@ -1,104 +1,153 @@
-"""The one list of the workbook's studies, in reading order.
+"""The study registry: the one source of what a study is, in reading order.
 
-The sweep (whether a row's study checks the machine first), the
-report (its findings' order, a record's study), the analysis (its sections' order) and
-`compare --study` all read it, so a study is added here once.
-A record's `study` field names its study (`single_device_io`, `of_notebook(its notebook)`),
-its `table` the parameter table its row came from (`io_workers`), and its `label` its
-result set.
+An entry names the study's notebook, its config class, its study module (`run`,
+`preflight`), its analysis module (table, headline, main figure and notebook 90's section
+from one frame), the question it answers and how a sweep starts its kernels. The sweep
+(configs, preflight, kernel mode), the records (a record's `study`), notebook 90 (its
+sections), the report (its findings, their order and thumbnails) and `compare --study`
+all ask the registry, so a study is added by one entry plus its modules and notebook.
+
+Studies of one's own, outside benchlib, join through `BENCHLIB_STUDIES` (module names,
+comma-separated, each with a `STUDIES` tuple of entries): every process a sweep or a
+report starts inherits it, so the kernels and the analysis see them too.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 
+from benchlib import paths
 from benchlib.errors import ConfigError
+
+KERNELS = ("fresh", "warm")
 
 
 @dataclass(frozen=True)
 class Study:
-    """One study: its name (notebooks/NN_<name>.ipynb, <Name>Config, benchlib/studies/
-    <name>.py, benchlib/analysis/<name>.py, params/<name>_*.yaml), the question it
-    answers, and whether its rows check the machine they run on first (its module in
-    benchlib/studies has a `preflight`, run where the row runs)."""
+    """One study. `config`: its config class, a name in benchlib.config or `pkg.mod:Class`
+    (default: <Name>Config). `module` and `analysis`: its study and analysis modules
+    (default: benchlib.studies.<name>, benchlib.analysis.<name>; "" for none: a study that
+    launches nothing, a notebook that reads every study's records). `kernel`: `warm`, a
+    sweep may fork the row's kernel from one that imported torch once (what the row times
+    runs in processes it launches, or nothing is timed), or `fresh`, a new kernel per row
+    (the IO study times in its kernel: forked, its traverse rows measured a median 0.92x of
+    a fresh kernel's, 0.75-0.98 by row over 4 sweeps of 7 repeats; docs/sweeps.md).
+    `preflight`: its study module checks the machine a row runs on first. `cli`: the
+    `notebook` of records its CLI command writes."""
 
     name: str
     notebook: str
     question: str
+    config: str = ""
+    module: str | None = None
+    analysis: str | None = None
+    kernel: str = "fresh"
     preflight: bool = True
-    cli: tuple[str, ...] = ()  # the `notebook` of records its CLI command writes
-    # a sweep may start its rows' kernels warm (benchlib.runs.warm_kernels): what its rows
-    # time runs in processes they launch, or nothing is timed. Not the IO study, which
-    # times in its kernel: forked, its traverse rows measured a median 0.92x of a fresh
-    # kernel's (0.75-0.98 by row, 4 sweeps of 7 repeats; docs/sweeps.md)
-    warm_kernel: bool = False
+    cli: tuple[str, ...] = ()
 
-    @property
-    def config(self) -> str:
-        """The name of its config class in benchlib.config.CONFIGS."""
-        return "".join(w.capitalize() for w in self.name.split("_")) + "Config"
+    def __post_init__(self) -> None:
+        if not self.config:
+            object.__setattr__(self, "config", "".join(
+                w.capitalize() for w in self.name.split("_")) + "Config")
+        for field, package in (("module", "studies"), ("analysis", "analysis")):
+            if getattr(self, field) is None:
+                object.__setattr__(self, field, f"benchlib.{package}.{self.name}")
+        if self.kernel not in KERNELS:
+            raise ConfigError("kernel", f"study {self.name}: must be one of {', '.join(KERNELS)}, "
+                              f"got {self.kernel!r}")
 
 
 STUDIES: tuple[Study, ...] = (
     # its record's total time says how long the data took to get, not how fast anything ran
     Study("data_prep", "00_data_prep.ipynb", "Which data sets are here, real or generated?",
-          preflight=False, warm_kernel=True),
+          kernel="warm", preflight=False),
     Study("single_device_io", "10_single_device_io.ipynb",
           "How fast does data reach the model, per DataLoader setting and storage variant?",
           cli=("benchlib io (CLI)",)),
     Study("memory_and_batch", "15_memory_and_batch.ipynb",
           "What is the largest batch that trains here, and what does a bigger one buy?",
-          cli=("benchlib maxbatch (CLI)",), warm_kernel=True),
+          kernel="warm", cli=("benchlib maxbatch (CLI)",)),
     Study("dp_vs_ddp", "20_dp_vs_ddp.ipynb",
-          "Does DDP beat one process and DataParallel here, and by how much?",
-          warm_kernel=True),
+          "Does DDP beat one process and DataParallel here, and by how much?", kernel="warm"),
     Study("multinode_lightning", "30_multinode_lightning.ipynb",
-          "How does throughput scale across nodes, with raw DDP and Lightning?",
-          warm_kernel=True),
+          "How does throughput scale across nodes, with raw DDP and Lightning?", kernel="warm"),
     Study("fault_tolerance", "35_fault_tolerance.ipynb", "What does losing a rank cost?",
-          warm_kernel=True),
+          kernel="warm"),
     Study("framework_comparison", "40_framework_comparison.ipynb",
           "How fast does ResNet train here, and how close to the hardware's peak (MFU)?",
-          warm_kernel=True),
+          kernel="warm"),
     Study("scaling_projection", "45_scaling_projection.ipynb",
-          "How far would these figures scale, and what stops them?", preflight=False,
-          warm_kernel=True),
+          "How far would these figures scale, and what stops them?", module="",
+          kernel="warm", preflight=False),
     Study("transformer_training", "50_transformer_training.ipynb",
           "DDP or FSDP2, which activation checkpointing: tokens/s, MFU and peak memory?",
-          warm_kernel=True),
-    Study("analysis", "90_analysis.ipynb", "Everything side by side", preflight=False,
-          warm_kernel=True),
+          kernel="warm"),
+    Study("analysis", "90_analysis.ipynb", "Everything side by side", module="", analysis="",
+          kernel="warm", preflight=False),
     Study("compare", "95_compare.ipynb", "Did anything get slower between two result sets?",
-          preflight=False, warm_kernel=True),
+          module="", analysis="", kernel="warm", preflight=False),
 )
 # records of the all-reduce CLI belong to no notebook study; they are named as their command
 CLI_ONLY = {"benchlib allreduce (CLI)": "allreduce", "benchlib doctor (CLI)": "doctor"}
 GPU_CHECK = "gpu_check"  # a GPU check step's record: its notebook is "gpu-check <step>"
 
-BY_NAME = {s.name: s for s in STUDIES}
-_BY_NOTEBOOK = {nb: s for s in STUDIES for nb in (s.notebook, *s.cli)}
+_extra: dict[str, tuple[Study, ...]] = {}
 
 
-def warm_kernel(notebook: str) -> bool:
-    """Whether a sweep may fork the kernel of a row of `notebook` (Study.warm_kernel; a
-    notebook of the user's: no, it may time in its kernel)."""
-    study = _BY_NOTEBOOK.get(notebook)
-    return study is not None and study.warm_kernel
+def registry() -> tuple[Study, ...]:
+    """benchlib's studies, then those of the modules BENCHLIB_STUDIES names, each once."""
+    extra: list[Study] = []
+    for module in paths.extra_study_modules():
+        if module not in _extra:
+            try:
+                found = importlib.import_module(module).STUDIES
+            except (ImportError, AttributeError) as e:
+                raise ConfigError("BENCHLIB_STUDIES", f"{module}: cannot read its STUDIES "
+                                  f"({type(e).__name__}: {e}); name modules that define "
+                                  "STUDIES = (Study(...), ...)") from e
+            _extra[module] = tuple(found)
+        extra += _extra[module]
+    known = {s.name for s in STUDIES}
+    clash = next((s.name for s in extra if s.name in known), None)
+    if clash:
+        raise ConfigError("BENCHLIB_STUDIES", f"study {clash!r} is one of benchlib's own; "
+                          "give yours another name")
+    return (*STUDIES, *extra)
+
+
+def analysed() -> list[Study]:
+    """The studies notebook 90 and the report give a section and a finding, in order."""
+    return [s for s in registry() if s.analysis]
 
 
 def named(name: str) -> Study:
     """The study called `name`; ConfigError listing the names otherwise."""
-    if name not in BY_NAME:
-        raise ConfigError("study", f"{name!r} is not a study; studies: {', '.join(BY_NAME)}")
-    return BY_NAME[name]
+    found = {s.name: s for s in registry()}
+    if name not in found:
+        raise ConfigError("study", f"{name!r} is not a study; studies: {', '.join(found)}")
+    return found[name]
+
+
+def of_notebook_entry(notebook: str) -> Study | None:
+    """The registry's entry for records of `notebook` (its file or its CLI's name)."""
+    return next((s for s in registry() if notebook in (s.notebook, *s.cli)), None)
+
+
+def warm_kernel(notebook: str) -> bool:
+    """Whether a sweep may fork the kernel of a row of `notebook` (its entry's kernel; a
+    notebook of the user's own: no, it may time in its kernel)."""
+    study = of_notebook_entry(notebook)
+    return study is not None and study.kernel == "warm"
 
 
 def of_notebook(notebook: str) -> str:
     """The study a record of `notebook` belongs to (`10_single_device_io.ipynb` and
     `benchlib io (CLI)` are single_device_io); a notebook of the user's own is named by its
     file name without the NN_ prefix."""
-    if notebook in _BY_NOTEBOOK:
-        return _BY_NOTEBOOK[notebook].name
+    study = of_notebook_entry(notebook)
+    if study is not None:
+        return study.name
     if notebook in CLI_ONLY:
         return CLI_ONLY[notebook]
     if notebook.startswith("gpu-check "):
@@ -109,6 +158,6 @@ def of_notebook(notebook: str) -> str:
 
 
 def order(name: str) -> int:
-    """A study's place in reading order (studies not in the list come last)."""
-    names = list(BY_NAME)
-    return names.index(name) if name in BY_NAME else len(names)
+    """A study's place in reading order (studies not in the registry come last)."""
+    names = [s.name for s in registry()]
+    return names.index(name) if name in names else len(names)

@@ -35,9 +35,17 @@ def _ok(records: pd.DataFrame) -> pd.DataFrame:
     return records[records["status"] == "ok"] if not records.empty else records
 
 
-def _compute_candidates(records: pd.DataFrame) -> pd.DataFrame:
+def _model(records: pd.DataFrame) -> pd.Series:
+    """Each record's model (`arch` in notebook 40's records from before it said model)."""
+    model = records["model"] if "model" in records else pd.Series(None, index=records.index,
+                                                                  dtype=object)
+    return model.where(model.notna(), records["arch"]) if "arch" in records else model
+
+
+def _compute_candidates(records: pd.DataFrame, model: str = "") -> pd.DataFrame:
     """One-device fp32 training records (notebook 40, else 20's single rows), best first:
-    notebook 40 on synthetic data (compute only), then the newest."""
+    those of `model` (the one the projection is of), then notebook 40 on synthetic data
+    (compute only), then the newest."""
     ok = _ok(records)
     if ok.empty or "world_size" not in ok:
         return ok
@@ -49,14 +57,14 @@ def _compute_candidates(records: pd.DataFrame) -> pd.DataFrame:
     if "precision" in ok:
         ok = ok[ok["precision"].isna() | (ok["precision"] == "fp32")]
     synthetic = ok["dataset"].eq("synthetic") & ok["notebook"].eq(COMPUTE_NOTEBOOKS[0])
-    return ok.assign(_synthetic=synthetic).sort_values(["_synthetic", "started_at"],
-                                                       ascending=False)
+    return ok.assign(_model=_model(ok).eq(model), _synthetic=synthetic).sort_values(
+        ["_model", "_synthetic", "started_at"], ascending=False)
 
 
-def _candidates(name: str, records: pd.DataFrame) -> pd.DataFrame:
-    """The records that measure input `name`, newest first."""
+def _candidates(name: str, records: pd.DataFrame, model: str = "") -> pd.DataFrame:
+    """The records that measure input `name`, best first (compute: of `model` first)."""
     if name == "compute":
-        return _compute_candidates(records)
+        return _compute_candidates(records, model)
     ok = _ok(records)
     column = "busbw_gbps" if name.endswith("busbw") else "samples_per_s"
     if ok.empty or column not in ok:
@@ -68,9 +76,10 @@ def _candidates(name: str, records: pd.DataFrame) -> pd.DataFrame:
     return ok.sort_values("started_at", ascending=False)
 
 
-def record_for(name: str, value: str, records: pd.DataFrame) -> pd.Series:
-    """The record input `name` is read from: run id `value`, or the best `newest` one."""
-    found = _candidates(name, records)
+def record_for(name: str, value: str, records: pd.DataFrame, model: str = "") -> pd.Series:
+    """The record input `name` is read from: run id `value`, or the best `newest` one
+    (compute: the newest of `model`, where there is one)."""
+    found = _candidates(name, records, model)
     if value != "newest":
         found = found[found["run_id"] == value] if not found.empty else found
     if found.empty:
@@ -120,9 +129,12 @@ def resolve(name: str, cfg: ScalingProjectionConfig, records: pd.DataFrame,
         return math.inf, "declared unlimited (synthetic data)", None
     if form == "dlperf":
         return (*_from_dlperf(name, cfg), None)
-    rec = record_for(name, value, records)
+    rec = record_for(name, value, records, cfg.model)
     column = "busbw_gbps" if name.endswith("busbw") else "samples_per_s"
-    return float(rec[column]), _label(rec), rec
+    label = _label(rec)
+    if name == "compute" and _model(rec.to_frame().T).iloc[0] != cfg.model:
+        label += f"; no record of {cfg.model}, so the projection is of this run's model"
+    return float(rec[column]), label, rec
 
 
 def _grad_bytes(cfg: ScalingProjectionConfig, rec: pd.Series | None) -> tuple[float, str]:

@@ -116,8 +116,15 @@ def _wrong_shape(record: dict[str, Any]) -> str | None:
     return None
 
 
+_WARNED: set[str] = set()  # a process says each unreadable file once, however often it reads it
+
+
 def _warn_skipped(error: UnreadableRecord) -> None:
-    print(f"benchlib: skipped {error}", file=sys.stderr)
+    """One warning per unreadable file and process: `benchlib report` reads the records
+    for its pages, its findings and its comparison, and said each one three times."""
+    if str(error) not in _WARNED:
+        _WARNED.add(str(error))
+        print(f"benchlib: skipped {error}", file=sys.stderr)
 
 
 def find_record(results_dir: Path, table: str, run_id: str,

@@ -137,18 +137,26 @@ def hardware(env: dict[str, Any], bed: dict[str, Any] | None = None) -> str:
 def select(records: list[dict[str, Any]], study: str | None = None, label: str | None = None,
            testbed_id: str | None = None, latest: bool = False) -> list[dict[str, Any]]:
     """Records of one study (its name or its table's), result set (label) or testbed (id
-    or its first characters); `latest`: only the newest record of each row (table, notebook
-    and parameters), so that a table shows every row once however many result sets hold it."""
+    or its first characters); `latest`: only the newest ok record of each row on each
+    testbed (`latest_ok`)."""
     chosen = [r for r in records if (study is None or study in (r["study"], r["table"]))
               and (label is None or r["label"] == label)
               and (testbed_id is None or r["testbed"]["id"].startswith(testbed_id))]
-    if latest:
-        newest: dict[str, dict[str, Any]] = {}
-        for r in sorted(chosen, key=lambda r: r["finished_at"]):
-            newest[run_id_for(r["table"], r["notebook"], r["params"])] = r
-        keep = {id(r) for r in newest.values()}
-        chosen = [r for r in chosen if id(r) in keep]
-    return chosen
+    return latest_ok(chosen) if latest else chosen
+
+
+def latest_ok(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest ok record of each row (table, notebook, parameters) on each testbed, in
+    the order given: what notebook 90's tables, the report's findings and their figures
+    all read, so the two show the same runs. A row whose newest rerun failed keeps its
+    newest ok record here (the failure is listed with the failures); the same row on two
+    testbeds is two measurements, both kept."""
+    newest: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in sorted((r for r in records if r["status"] == "ok"), key=lambda r: r["finished_at"]):
+        bed = (r.get("testbed") or {}).get("id") or ""
+        newest[(run_id_for(r["table"], r["notebook"], r["params"]), bed)] = r
+    keep = {id(r) for r in newest.values()}
+    return [r for r in records if id(r) in keep]
 
 
 def load_results(results_dir: str | Path, study: str | None = None, *, label: str | None = None,
@@ -222,13 +230,18 @@ def load_details(results_dir: str | Path, key: str, study: str | None = None, *,
     with the record's run_id, study, parameters and text metrics (device_name,
     data_source, ...) beside it, so items can be grouped by the setup they came from.
     `label`, `testbed` and `latest` select as `select()` does."""
-    import pandas as pd
-
     from benchlib import paths
 
-    rows = []
     ok = [r for r in read_records(paths.resolve(results_dir)) if r["status"] == "ok"]
-    for rec in select(ok, study, label, testbed, latest):
+    return details_frame(select(ok, study, label, testbed, latest), key)
+
+
+def details_frame(records: list[dict[str, Any]], key: str):
+    """One row per item of each record's `details[key]` (see load_details)."""
+    import pandas as pd
+
+    rows = []
+    for rec in records:
         labels = {k: v for k, v in rec["metrics"].items() if isinstance(v, str)}
         for item in rec.get("details", {}).get(key, []):
             rows.append({"run_id": rec["run_id"], "study": rec["study"], "table": rec["table"],

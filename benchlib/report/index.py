@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.analysis.claims import Claim, Figure
-from benchlib.config import studies
 from benchlib.core import hostload
 from benchlib.diagnose import rules
 from benchlib.report import landing, pages
@@ -27,7 +26,9 @@ padding:.5em .8em;border-left:4px solid #0b57a4;background:#f7f9fc}.findings li.
 padding-left:1.2em}.also li{margin:.1em 0}
 .meta{font-size:.85em;color:#555}.caveat{font-size:.85em;color:#6b4e00}h3{margin-top:1.6em}
 .findings>li::after{content:"";display:table;clear:both}.thumb{float:right;margin:0 0 .4em 1em}
-.thumb img{width:15em;max-width:35vw;border:1px solid #ccc;background:#fff}"""
+.thumb img{width:15em;max-width:35vw;border:1px solid #ccc;background:#fff}
+.wide{overflow-x:auto;max-width:100%;margin:.5em 0 1.5em}.wide table{margin:0}
+td{overflow-wrap:anywhere;max-width:28em}"""
 
 
 def _rel(report_dir: Path, target: Path) -> str:
@@ -73,7 +74,10 @@ def _claim(claim: Claim, site: Site) -> str:
 
 
 def finding(f: landing.Finding, site: Site, analysis_sections: list[tuple[str, str]],
-             analysis_ok: bool) -> str:
+            analysis_ok: bool, thumb: str | None = None) -> str:
+    """One finding: the study and its question, the headline claim, the others, the
+    caveat, where it ran and links; its figure small beside it (`thumb`, a file under the
+    report), opening full size on click."""
     e = html.escape
     lines = [f'<strong>{e(f.study)}</strong> <span class="question">{e(f.question)}</span>']
     if f.claims:
@@ -94,18 +98,19 @@ def finding(f: landing.Finding, site: Site, analysis_sections: list[tuple[str, s
     if f.failed and f.claims:
         meta[-1] = f'<a href="#failures">{meta[-1]}</a>'
     meta.append(f'<a href="#runs-{e(f.study)}">its runs</a>')
-    section = pages.section_for(f.notebook, analysis_sections)
-    thumb = ""
+    section = pages.section_for(f.study, analysis_sections)
     if section and analysis_ok:
         meta.append(f'<a href="analysis.html#{e(section[0])}">analysis: {e(section[1])}</a>')
-        thumb = thumbnail(site.report_dir, f.notebook, section)
     lines.append(f'<div class="meta">{" · ".join(m for m in meta if m)}</div>')
-    return f'<li class="{"none" if not f.claims else "some"}">{thumb}{"".join(lines)}</li>'
+    picture = (f'<a class="thumb" href="{e(thumb)}" title="{e(f.study)}: full size">'
+               f'<img src="{e(thumb)}" alt="{e(f.study)}: its main figure" loading="lazy"></a>'
+               if thumb else "")
+    return f'<li class="{"none" if not f.claims else "some"}">{picture}{"".join(lines)}</li>'
 
 
 def lede(records: list[dict[str, Any]], beds: dict[str, landing.Testbed]) -> str:
     ok = sum(r["status"] == "ok" for r in records)
-    n_studies = len({studies.of_notebook(r["notebook"]) for r in records})
+    n_studies = len({r["study"] for r in records})
     labels = len({b.label for b in beds.values()})
     first = min(r["started_at"] for r in records)[:16].replace("T", " ")
     last = max(r["finished_at"] for r in records)[:16].replace("T", " ")
@@ -133,7 +138,7 @@ def testbeds_table(records: list[dict[str, Any]], beds: dict[str, landing.Testbe
         f'<tr id="testbed-{e(label)}"><td>{e(label)}</td>'
         + "".join(f"<td>{e(v)}</td>" for _, v in bed.describe())
         + f"<td>{counts[label]}</td></tr>" for label, bed in sorted(by_label.items()))
-    return f'<h2 id="testbeds">Testbeds</h2><table><tr>{head}</tr>{rows}</table>'
+    return f'<h2 id="testbeds">Testbeds</h2><div class="wide"><table><tr>{head}</tr>{rows}</table></div>'
 
 
 def failures_table(records: list[dict[str, Any]], site: Site) -> str:
@@ -184,10 +189,10 @@ def study_table(study: str, records: list[dict[str, Any]], site: Site,
                   e((rec["error"] or {}).get("message", ""))]
         body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     ok = sum(r["status"] == "ok" for r in records)
-    names = ", ".join(sorted({studies.of_notebook(r["notebook"]) for r in records}))
+    names = ", ".join(sorted({r["study"] for r in records}))
     return (f'<h3 id="runs-{e(study)}">{e(study)}</h3><p>Study <code>{e(names)}</code>. '
             f"{len(records)} runs: {ok} ok, {len(records) - ok} failed.</p>"
-            f"<table><tr>{head}</tr>{''.join(body)}</table>")
+            f'<div class="wide"><table><tr>{head}</tr>{"".join(body)}</table></div>')
 
 
 def _busy(host_load: dict[str, Any] | None) -> str:
@@ -196,17 +201,4 @@ def _busy(host_load: dict[str, Any] | None) -> str:
     return f' <span class="busy">({html.escape(said)})</span>' if said else ""
 
 
-THUMBS = "figures"  # report/figures/notebook<NN>.png: each study's first analysis figure
-
-
-def thumbnail(report_dir: Path, notebook: str, section: tuple[str, str]) -> str:
-    """The study's main plot, small, linking to its section of the analysis ("" if the
-    analysis drew none)."""
-    number = notebook.partition("_")[0]
-    src = f"{THUMBS}/notebook{number}.png"
-    if not number.isdigit() or not (report_dir / src).exists():
-        return ""
-    return (f'<a class="thumb" href="analysis.html#{html.escape(section[0])}">'
-            f'<img src="{src}" alt="{html.escape(section[1])}: its first figure" '
-            'loading="lazy"></a>')
-
+THUMBS = "figures"  # report/figures/<study>-<testbed>.png: each finding's main figure

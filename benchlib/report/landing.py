@@ -6,22 +6,21 @@ n; every figure keeps the run ids it came from, so the page links each number to
 record and executed notebook. Figures are only taken from ok runs, ratios only between
 runs of the same work on the same testbed, and a study with no ok run says so.
 
-The headline itself is analysis/headlines.py's, over the records' frame
-(`results.frame`, the frame notebook 90 loads): notebook 90's findings say the same
-sentence. This module groups record dicts (`results.read_records`) by study and testbed
-and names the testbeds; no I/O.
+The headline itself is the study's analysis module's (benchlib.analysis.findings), over
+the same selection notebook 90 reads (`results.latest_ok`, as a frame): notebook 90's
+findings say the same sentence. This module groups record dicts (`results.read_records`)
+by study and testbed and names the testbeds; no I/O.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from benchlib.analysis import headlines
+from benchlib.analysis import findings as analysed
 from benchlib.analysis.claims import Claim, run_metric
 from benchlib.config import studies
 from benchlib.records import results, testbed
@@ -87,16 +86,6 @@ def testbeds(records: list[Record]) -> dict[str, Testbed]:
     return out
 
 
-def newest_ok(records: list[Record]) -> list[Record]:
-    """The newest ok record of each row (notebook and parameters): reruns and other
-    result sets of a row count once."""
-    newest: dict[str, Record] = {}
-    for rec in sorted((r for r in records if r["status"] == "ok"),
-                      key=lambda r: r["finished_at"]):
-        newest[json.dumps([rec["notebook"], rec["params"]], sort_keys=True, default=str)] = rec
-    return list(newest.values())
-
-
 @dataclass
 class Finding:
     """One line of the landing page: a study on one testbed."""
@@ -126,30 +115,35 @@ class Finding:
             first = self.failed[0]["error"] or {}
             why = f" (first error: {first.get('type', '?')}: {first.get('message', '')})"
             return head + f"No ok run, so no figure: {len(self.failed)} failed{why}."
-        body = headlines.sentence(self.claims, self.caveat)
+        body = analysed.sentence(self.claims, self.caveat)
         where = f" Testbed {self.testbed.label}." if self.testbed else ""
         return head + body + where + f" ({self.status}.)"
 
 
 def findings(records: list[Record]) -> list[Finding]:
-    """One finding per study and testbed, in notebook order, then study name."""
+    """One finding per study and testbed, in the registry's order, then study name: its
+    headline from the newest ok record of each row (results.latest_ok), as notebook 90's."""
     beds = testbeds(records)
     groups: dict[tuple[str, str], list[Record]] = {}
     for rec in records:
         groups.setdefault((rec["study"], beds[rec["run_id"]].label), []).append(rec)
     out = []
-    for (study, _), runs in groups.items():
+    for (name, _), runs in groups.items():
         notebook = max(runs, key=lambda r: r["started_at"])["notebook"]
-        name = studies.of_notebook(notebook)
-        ok = newest_ok(runs)
+        entry = studies.of_notebook_entry(notebook)
+        ok = results.latest_ok(runs)
         failed = sorted((r for r in runs if r["status"] != "ok"), key=lambda r: r["started_at"])
-        # the frame notebook 90 loads, and the function its findings call
-        claims, caveat = headlines.headline(results.frame(ok)) if ok else ([], "")
-        question = (studies.BY_NAME[name].question if name in studies.BY_NAME
-                    else f"What does {notebook} measure?")
-        out.append(Finding(study, notebook, question, beds[runs[0]["run_id"]], claims,
+        if not ok:
+            claims, caveat = [], ""
+        elif entry is None:
+            claims, caveat = [Claim(f"{len(ok)} ok run(s)",
+                                    note=f"no headline figure is defined for {notebook}")], ""
+        else:
+            claims, caveat = analysed.headline(entry, results.frame(ok))
+        question = entry.question if entry else f"What does {notebook} measure?"
+        out.append(Finding(name, notebook, question, beds[runs[0]["run_id"]], claims,
                            len(runs), failed, caveat))
-    return sorted(out, key=lambda f: (studies.order(studies.of_notebook(f.notebook)), f.study,
+    return sorted(out, key=lambda f: (studies.order(f.study), f.study,
                                       f.testbed.label if f.testbed else ""))
 
 

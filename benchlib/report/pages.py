@@ -130,39 +130,14 @@ def analysis_header(report_dir: Path, page: Path, failed: str = "",
             f"{TOC_MARK}</header>")
 
 
-def section_for(notebook: str, analysis_sections: list[tuple[str, str]]) -> tuple[str, str] | None:
-    """The analysis section about `notebook` ("10_single_device_io.ipynb" -> the h2 that
-    says "(notebook 10)"), or None."""
-    number = re.match(r"(\d+)_", notebook)
-    if not number:
-        return None
-    for anchor, heading in analysis_sections:
-        if re.search(rf"\bnotebook {number.group(1)}\b", heading):
-            return anchor, heading
+def section_for(study: str, analysis_sections: list[tuple[str, str]]) -> tuple[str, str] | None:
+    """(anchor, heading) of the study's section of the analysis page (its heading starts
+    with "<study>: "; the anchor is the one benchlib.analysis.findings puts above it), or
+    None where the analysis has no such section."""
+    for _, heading in analysis_sections:
+        if heading.startswith(f"{study}: "):
+            return f"study-{study}", heading
     return None
-
-
-def section_figures(executed: Path) -> dict[str, bytes]:
-    """The first figure (PNG) of each study's section of the executed analysis notebook,
-    by the notebook number its heading names ("## ... (notebook 10)" -> "10"): the
-    landing page shows it small beside the study's finding."""
-    import base64
-
-    import nbformat
-
-    figures: dict[str, bytes] = {}
-    number = None
-    for cell in nbformat.read(executed, 4).cells:
-        if cell.cell_type == "markdown" and cell.source.startswith("## "):
-            found = re.search(r"\bnotebook (\d+)\b", cell.source.splitlines()[0])
-            number = found.group(1) if found else None
-        elif cell.cell_type == "code" and number and number not in figures:
-            for out in cell.get("outputs", []):
-                png = out.get("data", {}).get("image/png")
-                if png:
-                    figures[number] = base64.b64decode(png)
-                    break
-    return figures
 
 
 # ---------------------------------------------------------------- a run's page

@@ -98,7 +98,7 @@ def publish_runs(records: list[dict[str, Any]], outputs: Path, report_dir: Path,
             page = report_dir / rec["table"] / f"{rec['run_id']}.html"
             header = pages.run_header(rec, beds[rec["run_id"]], page, report_dir,
                                       pages.injected(executed), target,
-                                      pages.section_for(rec["notebook"], analysis_sections))
+                                      pages.section_for(rec["study"], analysis_sections))
             site.pages[rec["run_id"]] = pages.convert(
                 executed, page, report_dir, header,
                 f"{rec['table']} · run {rec['run_id']} · benchlib report")
@@ -115,7 +115,6 @@ def _analysis_link(executed: Path, error: dict[str, Any] | None, report_dir: Pat
         pages.convert(executed, good, report_dir, pages.analysis_header(report_dir, good),
                       "Analysis across studies · benchlib report")
         bad.unlink(missing_ok=True)
-        write_thumbnails(executed, report_dir)
         return ('<h2 id="analysis">Analysis</h2><p><a href="analysis.html">Conclusions and '
                 "figures across all studies</a>, computed from the records.</p>")
     header = pages.analysis_header(report_dir, bad, f"This analysis failed: {error['message']}")
@@ -127,16 +126,54 @@ def _analysis_link(executed: Path, error: dict[str, Any] | None, report_dir: Pat
             f'{html.escape(error["message"])}</span>{failed}.{kept}</p>')
 
 
-def write_thumbnails(executed: Path, report_dir: Path) -> None:
-    """Each study's first analysis figure as figures/notebook<NN>.png (index.THUMBS), for
-    the landing page; figures of studies the analysis no longer draws are removed."""
+def write_thumbnails(found: list[landing.Finding], records: list[dict[str, Any]],
+                     beds: dict[str, landing.Testbed], report_dir: Path) -> dict[int, str]:
+    """Each finding's figure, drawn by its study's figure function from the runs it sums up
+    (benchlib.analysis.findings.figure), as figures/<study>-<testbed>.png; returns the
+    file of each finding that has one (by its place in `found`). Figures no finding draws
+    any more are removed; one that cannot be drawn is left out and said why, once."""
+    from benchlib.analysis import findings as analysed
+    from benchlib.analysis.sections import Records, compute
+    from benchlib.config import studies
+
     folder = report_dir / index.THUMBS
-    drawn = pages.section_figures(executed)
-    for old in folder.glob("notebook*.png"):
-        if old.stem.removeprefix("notebook") not in drawn:
+    drawn: dict[int, str] = {}
+    for i, f in enumerate(found):
+        entry = studies.of_notebook_entry(f.notebook)
+        if entry is None or not f.claims or f.testbed is None:
+            continue
+        mine = [r for r in records if r["study"] == f.study
+                and beds[r["run_id"]].label == f.testbed.label]
+        part = compute(analysed.figure, entry, Records(records=mine))
+        if part.error:
+            print(f"benchlib report: no figure beside {f.study} ({f.testbed.label}): "
+                  f"{part.error}", file=sys.stderr)
+        for item in part.items:
+            name = f"{f.study}-{f.testbed.label}.png"
+            atomic.write_bytes(folder / name, _png(item))
+            drawn[i] = f"{index.THUMBS}/{name}"
+    for old in folder.glob("*.png"):
+        if f"{index.THUMBS}/{old.name}" not in drawn.values():
             old.unlink()
-    for number, png in drawn.items():
-        atomic.write_bytes(folder / f"notebook{number}.png", png)
+    return drawn
+
+
+def _png(item: Any) -> bytes:
+    """A figure (matplotlib's, or a seaborn grid's) as PNG bytes, closed once drawn."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from benchlib.analysis.sections import figure_of
+
+    fig = figure_of(item)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
 
 
 def _compare_link(outputs: Path, report_dir: Path) -> tuple[str, dict[str, Any] | None]:
@@ -194,8 +231,10 @@ def build(outputs: Path, analysis: bool = True, zip_site: bool = False) -> Path:
         parts.append(analysis_part)
     else:
         parts.append(index.lede(records, beds))
-        items = "".join(index.finding(f, site, sections, error is None)
-                        for f in landing.findings(records))
+        found = landing.findings(records)
+        thumbs = write_thumbnails(found, records, beds, report_dir)
+        items = "".join(index.finding(f, site, sections, error is None, thumbs.get(i))
+                        for i, f in enumerate(found))
         parts.append(f'<h2 id="findings">Findings</h2><ul class="findings">{items}</ul>')
         parts += [analysis_part, index.testbeds_table(records, beds),
                   index.failures_table(records, site),

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from benchlib import paths
-from benchlib.config import CONFIGS
+from benchlib.config import CONFIGS, studies
 from benchlib.config.base import check_type
 from benchlib.errors import ConfigError, UsageError
 from benchlib.records.results import run_id_for
@@ -67,7 +67,12 @@ class NotebookSpec:
         if not declared:
             raise UsageError(f"{path.name}: " + ("its cell tagged 'parameters' assigns no value"
                                                  if cells else "no cell tagged 'parameters'"))
-        return cls(path, declared, nb.metadata.get("benchlib", {}).get("config"))
+        # a study of the registry: its entry names the config; a notebook of one's own may
+        # name one in its metadata (`benchlib: {config: ...}`)
+        entry = studies.of_notebook_entry(path.name)
+        config = entry.config.rpartition(":")[2] if entry else \
+            nb.metadata.get("benchlib", {}).get("config")
+        return cls(path, declared, config)
 
     def defaults(self) -> dict[str, Any]:
         return {name: default for name, (_, default) in self.parameters.items()}

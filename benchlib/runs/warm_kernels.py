@@ -7,7 +7,7 @@ row's first figure: about 0.6 s and 1.7-4 s a row on a 2-core VM (scripts/row_ti
 "kernel" and "imports" columns), most of it seaborn's scipy.stats and torch. A forked
 kernel has them already. The server starts before the first row and idles while rows run.
 Only the studies whose timed work runs in the processes their rows launch (ranks, trial
-processes: exec'd fresh, as before) fork their kernels (config.studies.Study.warm_kernel):
+processes: exec'd fresh, as before) fork their kernels (config.studies.Study.kernel):
 a loop timed inside a forked kernel, the IO study's, measured 0.92x a fresh kernel's
 (docs/sweeps.md). In `ps` a forked kernel shows the server's command line.
 
@@ -36,7 +36,7 @@ from typing import Any
 from benchlib.errors import BenchlibError
 
 # 0: every kernel a fresh interpreter; all: every row's, the IO study's and your own
-# notebooks' too (config.studies.Study.warm_kernel says which rows are, by default)
+# notebooks' too (config.studies.Study.kernel says which rows are, by default)
 ENV_VAR = "BENCHLIB_WARM_KERNELS"
 # what the study notebooks' imports cells and their first calls import; a module that does
 # not import is left to the kernel

@@ -8,12 +8,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from benchlib.config.studies import BY_NAME
+from benchlib.config import studies
 
 
 def preflight(cfg: Any) -> None:
-    """The study's runtime checks for `cfg` (a study config); nothing for a study without.
-    The module is imported here, by name, so that loading a plan imports no torch."""
-    study = type(cfg).study
-    if study in BY_NAME and BY_NAME[study].preflight:
-        importlib.import_module(f"benchlib.studies.{study}").preflight(cfg)
+    """The study's runtime checks for `cfg` (a study config), from the module its registry
+    entry names; nothing for a study without. The module is imported here, by name, so
+    that loading a plan imports no torch."""
+    entry = next((s for s in studies.registry() if s.name == type(cfg).study), None)
+    if entry is not None and entry.preflight and entry.module:
+        importlib.import_module(entry.module).preflight(cfg)
