@@ -17,7 +17,9 @@ from benchlib.config import (
     MultinodeLightningConfig,
     SingleDeviceIoConfig,
 )
+from benchlib.config.fault_injection import FaultInjectionConfig
 from benchlib.config.flags import field_help
+from benchlib.config.performance import PerformanceConfig
 from benchlib.config.training import TrainingConfig, training_fields
 from benchlib.errors import ConfigError
 from benchlib.runs.params import NotebookSpec
@@ -74,6 +76,44 @@ def test_workers_default_to_their_studys_defaults(parser, config, own):
     shared = {f.name: default(f) for f in dataclasses.fields(config)
               if f.name in defaults and f.name not in own}
     assert shared and {k: defaults[k] for k in shared} == shared
+
+
+def training_workers():
+    """Each training worker: its parser, the study whose defaults it takes, the fields of
+    that study it leaves to other flags, and the pieces it composes (None: all fields)."""
+    from benchlib.trainers import ddp_flags
+    from benchlib.workers import elastic, lightning
+
+    return {
+        "ddp": (ddp_flags.parser("ddp"), DpVsDdpConfig, ddp_flags.NOT_HERE,
+                {PerformanceConfig: None, FaultInjectionConfig: None}),
+        "lightning": (lightning.parser(), MultinodeLightningConfig, lightning.NOT_HERE + ("epochs",),
+                      {PerformanceConfig: lightning.PERFORMANCE, FaultInjectionConfig: lightning.FAULTS}),
+        "elastic": (elastic.parser(), elastic.Seed001, elastic.NOT_HERE,
+                    {PerformanceConfig: elastic.PERFORMANCE, FaultInjectionConfig: None}),
+    }
+
+
+@pytest.mark.parametrize("worker", ["ddp", "lightning", "elastic"])
+def test_each_workers_flags_are_its_configs_fields_with_their_defaults_and_help(worker):
+    """No flag a config declares is written by hand in a worker: the training fields of its
+    study, and of each piece (performance, fault injection) those its loop applies, each
+    with the config's default (the study's where it composes the piece) and help."""
+    parser, study, not_here, pieces = training_workers()[worker]
+    actions = {a.dest: a for a in parser._actions}
+    wanted = {name: study for name in training_fields(study) if name not in not_here}
+    for piece, only in pieces.items():
+        source = study if issubclass(study, piece) else piece
+        wanted.update({f.name: source for f in dataclasses.fields(piece)
+                       if only is None or f.name in only})
+    for name, source in wanted.items():
+        field = next(f for f in dataclasses.fields(source) if f.name == name)
+        assert name in actions, f"{worker}: no flag for {name}"
+        assert actions[name].default == default(field), name
+        assert actions[name].help.startswith(field_help(source)[name]), name
+    pieces_fields = {f.name for p in (PerformanceConfig, FaultInjectionConfig, TrainingConfig)
+                     for f in dataclasses.fields(p)}
+    assert {d for d in actions if d in pieces_fields} - set(not_here) == set(wanted)
 
 
 # ------------------------------------------------- one more field in the training config
@@ -176,7 +216,7 @@ def test_a_study_names_its_own_defaults_and_keeps_the_fields_type_and_help():
         set(MultinodeLightningConfig.defaults)
     assert all(typing.get_type_hints(MultinodeLightningConfig)[n] is
                typing.get_type_hints(TrainingConfig)[n] for n in shared)
-    assert field_help(MultinodeLightningConfig)["lr"] == "SGD learning rate (momentum 0.9)."
+    assert field_help(MultinodeLightningConfig)["momentum"] == "SGD momentum (seed 002 and DLPerf: 0.9)."
     with pytest.raises(ConfigError, match="lr_max: Bad.defaults names a field it does not"):
         @dataclasses.dataclass
         class Bad(TrainingConfig):
