@@ -49,9 +49,9 @@ def test_part_2_lists_the_language_model_the_outside_models_and_the_largest_batc
                      "lm_single_ac_full", "timm_resnet50", "hf_gpt2", "ddp_trace",
                      "hta_breakdown", "maxbatch_resnet50"]
     assert "--nproc-per-node 1 --max-restarts 0 -m benchlib.workers.fsdp2 --config" in done.stdout
-    assert "-m benchlib maxbatch --model resnet50 --dataset imagefolder" in done.stdout
-    assert "--device gpu --start-batch 256 --max-batch 8192 --steps 4 --warmup-steps 1" \
-        in done.stdout
+    assert "-m benchlib maxbatch --model resnet50 --model-args {} --depth 20 --alpha 48 " \
+        "--dataset imagefolder --device gpu" in done.stdout
+    assert "--start-batch 256 --max-batch 8192 --steps 4 --warmup-steps 1" in done.stdout
     assert '"model": "timm:resnet50"' in done.stdout and '"model": "hf:gpt2"' in done.stdout
     assert "--group-of-one --export-trace --log-dir" in done.stdout
     assert f"-m benchlib.analysis.traces {tmp_path / 'out' / 'logs' / 'ddp_trace_ranks' / 'trace'}" \

@@ -14,6 +14,7 @@ from benchlib.config import (
     DataPrepConfig,
     DpVsDdpConfig,
     FaultToleranceConfig,
+    MemoryAndBatchConfig,
     MultinodeLightningConfig,
     SingleDeviceIoConfig,
 )
@@ -114,6 +115,24 @@ def test_each_workers_flags_are_its_configs_fields_with_their_defaults_and_help(
     pieces_fields = {f.name for p in (PerformanceConfig, FaultInjectionConfig, TrainingConfig)
                      for f in dataclasses.fields(p)}
     assert {d for d in actions if d in pieces_fields} - set(not_here) == set(wanted)
+
+
+def test_the_batch_trial_workers_flags_are_notebook_15s_fields_and_its_study_hands_them():
+    from benchlib.config.memory_and_batch import TRIAL_FIELDS
+    from benchlib.studies.memory_and_batch import trial_params
+    from benchlib.workers.batch_trial import parser
+    from benchlib.workers.bootstrap import Plain, checked_params
+
+    p = Plain(None, parser()).parser()  # as the worker runs: the device is the bootstrap's
+    actions, helps = {a.dest: a for a in p._actions}, field_help(MemoryAndBatchConfig)
+    for f in dataclasses.fields(MemoryAndBatchConfig):
+        if f.name in TRIAL_FIELDS:
+            assert actions[f.name].default == default(f) and \
+                actions[f.name].help.startswith(helps[f.name]), f.name
+    cfg = MemoryAndBatchConfig(model="timm:resnet10t", model_args={"drop_rate": 0.1})
+    params = trial_params(cfg, 8)
+    assert checked_params(p, params, "run.json") == params
+    assert {k: params[k] for k in TRIAL_FIELDS} == {k: getattr(cfg, k) for k in TRIAL_FIELDS}
 
 
 # ------------------------------------------------- one more field in the training config
