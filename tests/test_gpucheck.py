@@ -233,11 +233,11 @@ def test_the_resnet50_steps_are_notebook_40s_gpu_rows_with_the_settings_the_h100
         _, worker, params = plan[f"resnet50_{variant}"].config
         assert worker == "single"
         assert {k: params[k] for k in ("model", "dataset", "image_size", "batch_size", "lr",
-                                       "momentum", "device", "epochs", "max_steps",
-                                       "warmup_steps", "log_interval")} == {
+                                       "device", "epochs", "max_steps", "warmup_steps",
+                                       "log_interval")} == {
             "model": "resnet50", "dataset": "synthetic", "image_size": 224, "batch_size": 256,
-            "lr": 0.256, "momentum": 0.9, "device": "gpu", "epochs": 2, "max_steps": max_steps,
-            "warmup_steps": 10, "log_interval": 0}, variant
+            "lr": 0.256, "device": "gpu", "epochs": 2, "max_steps": max_steps,
+            "warmup_steps": 10, "log_interval": 0}, variant  # momentum: the trainer's 0.9
         assert (params["channels_last"], params["compile"]) == ("_cl" in variant,
                                                                 "compile" in variant)
     jax = plan["jax_resnet50"].argv
@@ -260,8 +260,9 @@ def test_a_resnet50_steps_run_json_is_one_the_worker_accepts(tmp_path):
     config = protocol.write_run_config(tmp_path, worker, params)
     worker_parser = lambda: Plain(None, parser(worker)).parser()  # noqa: E731 - as `single` builds it
     args = parse(worker_parser(), ["--config", str(config)])
-    assert (args.model, args.batch_size, args.lr, args.precision, args.channels_last,
-            args.compile) == ("resnet50", 256, 0.256, "amp_bf16", True, True)
+    assert (args.model, args.batch_size, args.lr, args.momentum, args.precision,
+            args.channels_last, args.compile) == ("resnet50", 256, 0.256, 0.9, "amp_bf16", True,
+                                                  True)
     protocol.write_run_config(tmp_path, worker, {**params, "no_such_parameter": 1})
     with pytest.raises(ConfigError, match="'no_such_parameter' is not a parameter of"):
         parse(worker_parser(), ["--config", str(config)])

@@ -202,3 +202,30 @@ def test_a_notebook_without_parameters_is_refused_saying_which_is_missing(tmp_pa
     with pytest.raises(UsageError) as e:
         NotebookSpec.read(tmp_path / "mine.ipynb")
     assert str(e.value) == said
+
+
+def test_an_old_table_with_arch_still_reads_as_model_with_one_note(tmp_path, capsys):
+    """Notebook 40's `arch` is `model` now: a table written before still loads, its rows
+    run with `model`, and one line says so (once, however many rows use it)."""
+    file = write_params(tmp_path, """
+name: fw
+notebook: 40_framework_comparison
+defaults: {device: cpu, arch: resnet18, image_size: 64, compare_jax: false}
+table:
+  - {nproc_per_node: 1}
+  - {nproc_per_node: 1, arch: "timm:resnet10t"}
+""")
+    rows = load_plan(file)
+    assert [r.params["model"] for r in rows] == ["resnet18", "timm:resnet10t"]
+    assert all("arch" not in r.params and "arch" not in r.overrides for r in rows)
+    assert rows[0].overrides["model"] == "resnet18"
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"note: {file}: arch: now called model; read as model (write model instead)"]
+
+
+def test_an_old_name_beside_its_new_one_is_refused_naming_both(tmp_path):
+    file = write_params(tmp_path, "name: fw\nnotebook: 40_framework_comparison\n"
+                                  "table: [{arch: resnet18, model: resnet50}]\n")
+    with pytest.raises(UsageError, match=r"row 1: arch: is the old name of model; give model "
+                                         r"only"):
+        load_plan(file)

@@ -115,8 +115,7 @@ class StudyConfig:
                 if new in out:
                     raise ConfigError(old, f"is the old name of {new}; give {new} only")
                 out[new] = out.pop(old)
-                notes.append(f"{old}: now called {new}, read as {new} (write {new}: "
-                             f"{out[new]!r})")
+                notes.append(f"{old}: now called {new}; read as {new} (write {new} instead)")
         return out, notes
 
     def validate(self) -> None:

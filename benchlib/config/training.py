@@ -112,15 +112,21 @@ class TrainingConfig(LaunchConfig, ScheduleConfig, LoaderConfig, OwnDataConfig):
 
 
 def training_fields(cls: type) -> list[str]:
-    """The fields of `cls` a training worker takes: those TrainingConfig is composed of
-    (a config that composes only some of its pieces has those), and those of any config
-    that extends TrainingConfig without being a study (a class that sets `study`: its own
-    fields say how to launch, not what to train)."""
-    declared = {f.name for f in dataclasses.fields(TrainingConfig)}
-    for klass in cls.__mro__:
-        if issubclass(klass, TrainingConfig) and not vars(klass).get("study"):
-            declared |= set(vars(klass).get("__annotations__", {}))
-    return [f.name for f in dataclasses.fields(cls) if f.name in declared]
+    """The fields of `cls` a training worker takes: those it has from TrainingConfig or
+    the pieces TrainingConfig is composed of (a study that composes only some of them has
+    those; a field of the same name a study declares itself is its own), and those of any
+    config that extends TrainingConfig without being a study (a class that sets `study`:
+    its own fields say how to launch, not what to train)."""
+    pieces = set(TrainingConfig.__mro__) - {StudyConfig, object}
+    return [f.name for f in dataclasses.fields(cls)
+            if (owner := _declared_by(cls, f.name)) in pieces
+            or (issubclass(owner, TrainingConfig) and not vars(owner).get("study"))]
+
+
+def _declared_by(cls: type, name: str) -> type:
+    """The class whose body declares field `name` (a study's `defaults` only re-default)."""
+    return next(k for k in cls.__mro__ if name in vars(k).get("__annotations__", {})
+                and name not in vars(k).get("defaults", {}))
 
 
 def training_params(cfg: Any) -> dict[str, Any]:

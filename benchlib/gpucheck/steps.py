@@ -11,7 +11,6 @@ largest batch notebook 15's ResNet-50 row in params/memory_and_batch_gpu.yaml.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from collections.abc import Callable
@@ -22,13 +21,14 @@ from typing import Any
 import yaml
 
 from benchlib import paths, reference
+from benchlib.config.flags import config_argv
 from benchlib.config.framework_comparison import FrameworkComparisonConfig
 from benchlib.config.memory_and_batch import MemoryAndBatchConfig
 from benchlib.config.transformer_training import TransformerTrainingConfig
 from benchlib.errors import ConfigError
 from benchlib.launch.protocol import RUN_CONFIG
 from benchlib.records import results
-from benchlib.runs.params import expand
+from benchlib.runs.params import expand, read_old_names, say_notes
 from benchlib.studies import framework_comparison, repeats, transformer_training
 
 STUDY = "gpu-check"
@@ -193,9 +193,10 @@ def table_rows(table: str, config: type, notebook: str,
     """A parameter table's rows as its notebook reads them: the notebook's defaults (its
     config's), the study's defaults, the row, then the check's `overrides`; each a
     validated `config`. A table of one study or of several under `studies:`."""
-    doc = yaml.safe_load((paths.project_root() / table).read_text())
-    rows = [{**study.get("defaults", {}), **row} for study in doc.get("studies", [doc])
-            for row in expand(study, table)]
+    doc, notes = yaml.safe_load((paths.project_root() / table).read_text()), {}
+    rows = [read_old_names(config, {**study.get("defaults", {}), **row}, table, notes)
+            for study in doc.get("studies", [doc]) for row in expand(study, table)]
+    say_notes(notes, table)
     known = set(config.field_names())
     for i, row in enumerate(rows, start=1):  # from_params would drop a misspelt name unseen
         if set(row) - known:
@@ -421,28 +422,14 @@ def _own_model_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
     """timm:NAME and hf:NAME through notebook 40's trainer worker, as the ResNet-50 rows."""
     steps: list[Step] = []
     for cfg in own_model_rows():
-        name = cfg.arch.replace(":", "_").replace("-", "_").replace(".", "_")
-        expected, folder = OWN_MODEL_EXPECTED_S[cfg.arch.split(":")[0]], out / "work" / name
+        name = cfg.model.replace(":", "_").replace("-", "_").replace(".", "_")
+        expected, folder = OWN_MODEL_EXPECTED_S[cfg.model.split(":")[0]], out / "work" / name
         steps.append(Step(name, _worker("single", ["--config", str(folder / RUN_CONFIG),
                                                    "--result", res(name)]),
                           3 * expected, cfg.as_dict(), res(name), _model_figures(cfg),
                           expected_s=expected,
                           config=(folder, "single", framework_comparison.trainer_params(cfg))))
     return steps
-
-
-def config_flags(cfg: Any) -> list[str]:
-    """A config as the command line its CLI generates from it (benchlib.config.flags):
-    `--name value` per field, a switch as `--name` or `--no-name`, empty strings left
-    out, mappings as JSON."""
-    argv: list[str] = []
-    for f in dataclasses.fields(cfg):
-        value, flag = getattr(cfg, f.name), f.name.replace("_", "-")
-        if isinstance(value, bool):
-            argv.append(f"--{flag}" if value else f"--no-{flag}")
-        elif value != "":
-            argv += [f"--{flag}", json.dumps(value) if isinstance(value, dict) else str(value)]
-    return argv
 
 
 def maxbatch_row() -> MemoryAndBatchConfig:
@@ -462,7 +449,7 @@ def _maxbatch_step(out: Path) -> Step:
     """`benchlib maxbatch` for ResNet-50 by CUDA's own memory: a batch that raises
     OutOfMemoryError is a row that does not fit, and the search goes on."""
     cfg = maxbatch_row()
-    return Step("maxbatch_resnet50", _cli("maxbatch", *config_flags(cfg), "--outputs", str(out),
+    return Step("maxbatch_resnet50", _cli("maxbatch", *config_argv(cfg), "--outputs", str(out),
                                           "--table", STUDY + "-maxbatch"),
                 3 * MAXBATCH_EXPECTED_S, cfg.as_dict(), expected_s=MAXBATCH_EXPECTED_S,
                 from_log=maxbatch_figures)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ import yaml
 
 from benchlib import paths
 from benchlib.config import CONFIGS
-from benchlib.config.base import check_type
+from benchlib.config.base import StudyConfig, check_type
 from benchlib.errors import ConfigError, UsageError
 from benchlib.records.results import run_id_for
 
@@ -177,13 +178,35 @@ def study_rows(study: Any, where: str, notebooks: dict[Path, NotebookSpec]) -> l
     timeout = study.get("execution_timeout")
     if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
         raise UsageError(f"{where}: execution_timeout: must be a positive number of seconds")
-    rows = []
+    rows, config, notes = [], CONFIGS.get(spec.config or ""), {}
     for i, row in enumerate(expand(study, where), start=1):
         row_where = f"{where}: row {i}"
-        overrides = {**defaults, **row}
+        overrides = read_old_names(config, {**defaults, **row}, row_where, notes)
         params = check_row(spec, overrides, row_where)
         rows.append(Row(study["name"], path, params, overrides, row_where, timeout))
+    say_notes(notes, where)
     return rows
+
+
+def read_old_names(config: type[StudyConfig] | None, row: dict[str, Any], where: str,
+                   notes: dict[str, None]) -> dict[str, Any]:
+    """`row` with its config's old parameter names (`StudyConfig.renamed`: notebook 40's
+    `arch`) read as the new ones, a note for each added to `notes`; an old name beside
+    its new one is a UsageError naming both."""
+    if config is None:
+        return row
+    try:
+        row, found = config.read_old_names(row)
+    except ConfigError as e:
+        raise UsageError(f"{where}: {e}") from e
+    notes.update(dict.fromkeys(found))
+    return row
+
+
+def say_notes(notes: dict[str, None], where: str) -> None:
+    """Each note once, a line on stderr: the table still runs as it did."""
+    for note in notes:
+        print(f"note: {where}: {note}", file=sys.stderr)
 
 
 def load_plan(file: str | Path) -> list[Row]:
@@ -242,6 +265,8 @@ def preflight(rows: list[Row]) -> None:
 def single_row(notebook: str, overrides: dict[str, Any], table: str | None = None) -> Row:
     """One run of one notebook (`python -m benchlib run`), checked like a table row."""
     path = find_notebook(notebook, "run")
-    spec = NotebookSpec.read(path)
+    spec, notes = NotebookSpec.read(path), {}
+    overrides = read_old_names(CONFIGS.get(spec.config or ""), overrides, "run", notes)
+    say_notes(notes, "run")
     params = check_row(spec, overrides, "run")
     return Row(table or path.stem, path, params, overrides, f"run {path.name}")
