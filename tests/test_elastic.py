@@ -346,6 +346,14 @@ def test_an_injected_step_delay_slows_every_step_and_the_result_says_so(tmp_path
     assert m["step_s"] >= 0.15
 
 
+def test_dataset_dummy_is_seed_001s_dummy_as_notebook_35_names_it(tmp_path):
+    args = [a for a in dummy_args(tmp_path) if a != "--dummy"]
+    done = worker(["--dataset", "dummy", *args])
+    assert done.returncode == 0, done.stderr[-2000:]
+    m = json.loads((tmp_path / "result.json").read_text())["metrics"]
+    assert m["final_step"] == 6 and m["global_batch"] == 16  # 96 random images, batch 16
+
+
 def _stopped_by_sigterm(tmp_path, target: str) -> tuple[int, str]:
     """torchrun (no restarts) over 2 elastic ranks, SIGTERM to the agent or to rank 1 once
     3 steps are done; its exit status and stderr."""

@@ -53,7 +53,7 @@ def test_part_2_lists_the_language_model_the_outside_models_and_the_largest_batc
         "--dataset imagefolder --device gpu" in done.stdout
     assert "--start-batch 256 --max-batch 8192 --steps 4 --warmup-steps 1" in done.stdout
     assert '"model": "timm:resnet50"' in done.stdout and '"model": "hf:gpt2"' in done.stdout
-    assert "--group-of-one --export-trace --log-dir" in done.stdout
+    assert "--group-of-one --log-dir" in done.stdout and '"export_trace": true' in done.stdout
     assert f"-m benchlib.analysis.traces {tmp_path / 'out' / 'logs' / 'ddp_trace_ranks' / 'trace'}" \
         in done.stdout
     assert done.stdout.splitlines()[-1].startswith("10 steps (part 2 of 2), about ")
@@ -323,8 +323,8 @@ def test_part_2s_commands_are_built_from_the_tables_so_a_changed_row_changes_the
 
 
 def test_part_2s_run_jsons_are_ones_their_workers_accept(tmp_path):
-    """Each language model and outside model step's run.json, read by its worker's own
-    parse (as benchlib.workers.single and .fsdp2 build it), in this process."""
+    """Each language model, outside model and traced step's run.json, read by its worker's
+    own parse (as benchlib.workers.single, .ddp and .fsdp2 build it), in this process."""
     from benchlib.launch import protocol
     from benchlib.trainers.ddp_flags import parser
     from benchlib.workers.bootstrap import Plain, parse
@@ -334,7 +334,7 @@ def test_part_2s_run_jsons_are_ones_their_workers_accept(tmp_path):
         args = parse(Plain(None, parser(worker)).parser(),
                      ["--config", str(protocol.write_run_config(folder, worker, params))])
         assert (args.model, args.precision, args.strategy) == (
-            params["model"], "amp_bf16", worker), step.name
+            params["model"], "fp32" if step.name == "ddp_trace" else "amp_bf16", worker), step.name
 
 
 def test_the_lm_target_row_states_mfu_by_the_analytic_count_the_peak_and_pass_or_fail(

@@ -115,12 +115,12 @@ def training_fields(cls: type) -> list[str]:
     """The fields of `cls` a training worker takes: those it has from TrainingConfig or
     the pieces TrainingConfig is composed of (a study that composes only some of them has
     those; a field of the same name a study declares itself is its own), and those of any
-    config that extends TrainingConfig without being a study (a class that sets `study`:
-    its own fields say how to launch, not what to train)."""
-    pieces = set(TrainingConfig.__mro__) - {StudyConfig, object}
+    config that extends one of them without being a study (a class that sets `study`: its
+    own fields say how to launch, not what to train)."""
+    pieces = tuple(set(TrainingConfig.__mro__) - {StudyConfig, object})
     return [f.name for f in dataclasses.fields(cls)
             if (owner := _declared_by(cls, f.name)) in pieces
-            or (issubclass(owner, TrainingConfig) and not vars(owner).get("study"))]
+            or (issubclass(owner, pieces) and not vars(owner).get("study"))]
 
 
 def _declared_by(cls: type, name: str) -> type:

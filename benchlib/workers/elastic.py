@@ -5,7 +5,8 @@
     srun python -m benchlib.workers.elastic DATA --dist-init-method slurm --resume ...
 
 Data: `--dataset imagefolder` (DATA/train/<class>/*.JPEG, ImageNet's layout, or a
-folder prepared by `benchlib data`), cifar10, fashion-mnist, mydataset, or `--dummy`.
+folder prepared by `benchlib data`), cifar10, fashion-mnist, mydataset, or `--dummy`
+(`--dataset dummy`).
 
 Resuming: `--resume` continues from the newest valid checkpoint and refuses to start
 without one; `--resume-or-start` starts fresh when there is none. A restarted attempt
@@ -27,6 +28,7 @@ from typing import Any, ClassVar
 
 from benchlib import paths
 from benchlib.config.base import require_min
+from benchlib.config.choices import ELASTIC_DATASETS
 from benchlib.config.fault_injection import FaultInjectionConfig, check_faults
 from benchlib.config.flags import add_config_flags, add_piece_flags
 from benchlib.config.model_data import check_own_code
@@ -42,7 +44,6 @@ from benchlib.trainers.preemption import PreemptionFlag
 from benchlib.workers.bootstrap import Worker, run
 
 PROG = "benchlib.workers.elastic"
-DATASETS = ("imagefolder", "cifar10", "fashion-mnist", "mydataset")
 IMAGENET_TRAIN = 1281167  # pytorch/examples' --dummy epoch: ImageNet's training set
 
 
@@ -51,7 +52,8 @@ class Seed001(TrainingConfig):
     """The training fields as seed 001's trainer has them: its data sets and defaults (the
     worker's flags are generated from these; a study hands its own values)."""
 
-    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"dataset": DATASETS}
+    # dummy: seed 001's --dummy (random images, no files), as notebook 35 names it
+    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"dataset": ELASTIC_DATASETS}
     defaults: ClassVar[dict[str, Any]] = {"dataset": "imagefolder", "model": "resnet18",
                                           "batch_size": 64, "warmup_steps": 5}
 
@@ -238,6 +240,9 @@ class Elastic(Worker):
 
     def parser(self) -> argparse.ArgumentParser:
         return parser()
+
+    def check(self, args: argparse.Namespace) -> None:
+        args.dummy = args.dummy or args.dataset == "dummy"  # one data set, two spellings
 
     def find(self, args: argparse.Namespace) -> DistEnv:
         return resolve_env(args.dist_init_method)
