@@ -335,6 +335,25 @@ def test_a_finished_run_launched_again_says_it_is_complete_and_keeps_its_result(
     assert m["attempts"] == 2 and m["loss_last"] == done["loss_last"]
 
 
+def test_an_injected_step_delay_slows_every_step_and_the_result_says_so(tmp_path):
+    """Notebook 35's fault injection reaches the elastic worker as notebook 20's reaches
+    the DDP one: each step takes the delay longer, and the figures say they are not the
+    model's."""
+    done = worker(dummy_args(tmp_path, "--inject-step-delay-ms", "150", "--delay-rank", "0"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    m = json.loads((tmp_path / "result.json").read_text())["metrics"]
+    assert (m["injected_step_delay_ms"], m["injected_delay_rank"]) == (150.0, 0)
+    assert m["step_s"] >= 0.15
+
+
+def test_dataset_dummy_is_seed_001s_dummy_as_notebook_35_names_it(tmp_path):
+    args = [a for a in dummy_args(tmp_path) if a != "--dummy"]
+    done = worker(["--dataset", "dummy", *args])
+    assert done.returncode == 0, done.stderr[-2000:]
+    m = json.loads((tmp_path / "result.json").read_text())["metrics"]
+    assert m["final_step"] == 6 and m["global_batch"] == 16  # 96 random images, batch 16
+
+
 def _stopped_by_sigterm(tmp_path, target: str) -> tuple[int, str]:
     """torchrun (no restarts) over 2 elastic ranks, SIGTERM to the agent or to rank 1 once
     3 steps are done; its exit status and stderr."""

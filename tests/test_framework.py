@@ -76,13 +76,18 @@ def test_dlperf_settings_lr_is_global_batch_over_1000_and_steps_add_up():
     cfg = FrameworkComparisonConfig(batch_size=128, nproc_per_node=2)
     assert framework_comparison.learning_rate(cfg) == 0.256 and cfg.steps == 125
     params = framework_comparison.trainer_params(cfg)
-    assert (params["max_steps"], params["warmup_steps"], params["momentum"]) == (125, 25, 0.9)
+    assert (params["max_steps"], params["warmup_steps"], params["lr"]) == (125, 25, 0.256)
+    # DLPerf's momentum is the trainer's own default: the worker trains with 0.9
+    args = ddp_flags.parser("ddp").parse_args([])
+    assert "momentum" not in params and args.momentum == 0.9
 
 
 @pytest.mark.parametrize("kw, message", [
     ({"batch_size": 0}, "batch_size: must be >= 1, got 0"),
     ({"precision": "fp8"}, "precision: 'fp8' is not one of fp32, tf32, amp_bf16, amp_fp16"),
-    ({"arch": "vit"}, "arch: 'vit' is not one of resnet18, resnet50"),
+    ({"model": "vit"}, "model: 'vit' is not one of toynet, simplecnn, pyramidnet, resnet18"),
+    ({"model": "toynet"}, "model: toynet takes 1x28x28 inputs"),
+    ({"dataset": "cifar10"}, "dataset: 'cifar10' is not one of synthetic, imagefolder"),
 ])
 def test_framework_config_refuses_bad_values(kw, message):
     with pytest.raises(ConfigError, match=message):

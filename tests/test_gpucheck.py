@@ -49,11 +49,11 @@ def test_part_2_lists_the_language_model_the_outside_models_and_the_largest_batc
                      "lm_single_ac_full", "timm_resnet50", "hf_gpt2", "ddp_trace",
                      "hta_breakdown", "maxbatch_resnet50"]
     assert "--nproc-per-node 1 --max-restarts 0 -m benchlib.workers.fsdp2 --config" in done.stdout
-    assert "-m benchlib maxbatch --model resnet50 --dataset imagefolder" in done.stdout
-    assert "--device gpu --start-batch 256 --max-batch 8192 --steps 4 --warmup-steps 1" \
-        in done.stdout
+    assert "-m benchlib maxbatch --model resnet50 --model-args {} --depth 20 --alpha 48 " \
+        "--dataset imagefolder --device gpu" in done.stdout
+    assert "--start-batch 256 --max-batch 8192 --steps 4 --warmup-steps 1" in done.stdout
     assert '"model": "timm:resnet50"' in done.stdout and '"model": "hf:gpt2"' in done.stdout
-    assert "--group-of-one --export-trace --log-dir" in done.stdout
+    assert "--group-of-one --log-dir" in done.stdout and '"export_trace": true' in done.stdout
     assert f"-m benchlib.diagnose.traces {tmp_path / 'out' / 'logs' / 'ddp_trace_ranks' / 'trace'}" \
         in done.stdout
     assert done.stdout.splitlines()[-1].startswith("10 steps (part 2 of 2), about ")
@@ -233,11 +233,11 @@ def test_the_resnet50_steps_are_notebook_40s_gpu_rows_with_the_settings_the_h100
         _, worker, params = plan[f"resnet50_{variant}"].config
         assert worker == "single"
         assert {k: params[k] for k in ("model", "dataset", "image_size", "batch_size", "lr",
-                                       "momentum", "device", "epochs", "max_steps",
-                                       "warmup_steps", "log_interval")} == {
+                                       "device", "epochs", "max_steps", "warmup_steps",
+                                       "log_interval")} == {
             "model": "resnet50", "dataset": "synthetic", "image_size": 224, "batch_size": 256,
-            "lr": 0.256, "momentum": 0.9, "device": "gpu", "epochs": 2, "max_steps": max_steps,
-            "warmup_steps": 10, "log_interval": 0}, variant
+            "lr": 0.256, "device": "gpu", "epochs": 2, "max_steps": max_steps,
+            "warmup_steps": 10, "log_interval": 0}, variant  # momentum: the trainer's 0.9
         assert (params["channels_last"], params["compile"]) == ("_cl" in variant,
                                                                 "compile" in variant)
     jax = plan["jax_resnet50"].argv
@@ -260,8 +260,9 @@ def test_a_resnet50_steps_run_json_is_one_the_worker_accepts(tmp_path):
     config = protocol.write_run_config(tmp_path, worker, params)
     worker_parser = lambda: Plain(None, parser(worker)).parser()  # noqa: E731 - as `single` builds it
     args = parse(worker_parser(), ["--config", str(config)])
-    assert (args.model, args.batch_size, args.lr, args.precision, args.channels_last,
-            args.compile) == ("resnet50", 256, 0.256, "amp_bf16", True, True)
+    assert (args.model, args.batch_size, args.lr, args.momentum, args.precision,
+            args.channels_last, args.compile) == ("resnet50", 256, 0.256, 0.9, "amp_bf16", True,
+                                                  True)
     protocol.write_run_config(tmp_path, worker, {**params, "no_such_parameter": 1})
     with pytest.raises(ConfigError, match="'no_such_parameter' is not a parameter of"):
         parse(worker_parser(), ["--config", str(config)])
@@ -322,8 +323,8 @@ def test_part_2s_commands_are_built_from_the_tables_so_a_changed_row_changes_the
 
 
 def test_part_2s_run_jsons_are_ones_their_workers_accept(tmp_path):
-    """Each language model and outside model step's run.json, read by its worker's own
-    parse (as benchlib.workers.single and .fsdp2 build it), in this process."""
+    """Each language model, outside model and traced step's run.json, read by its worker's
+    own parse (as benchlib.workers.single, .ddp and .fsdp2 build it), in this process."""
     from benchlib.launch import protocol
     from benchlib.trainers.ddp_flags import parser
     from benchlib.workers.bootstrap import Plain, parse
@@ -333,7 +334,7 @@ def test_part_2s_run_jsons_are_ones_their_workers_accept(tmp_path):
         args = parse(Plain(None, parser(worker)).parser(),
                      ["--config", str(protocol.write_run_config(folder, worker, params))])
         assert (args.model, args.precision, args.strategy) == (
-            params["model"], "amp_bf16", worker), step.name
+            params["model"], "fp32" if step.name == "ddp_trace" else "amp_bf16", worker), step.name
 
 
 def test_the_lm_target_row_states_mfu_by_the_analytic_count_the_peak_and_pass_or_fail(

@@ -73,7 +73,7 @@ BAD = [
     (["--variant", "lmdb"], "variant: 'lmdb' is not one of raw, preload, preload_batched"),
     (["--export-trace"], "export_trace: needs profile = True"),
     (["--model", "examples.custom_model:build", "--model-args", '{"in_channels": 1}'],
-     "model: examples.custom_model:build gives (2, 4) for 2 images of 1x28x28; train mode "
+     "model: examples.custom_model:build gives (2, 4) for 2 images of 1x28x28; training "
      "needs (2, >= 10) scores"),
     (["--model", "examples.custom_model:build"],
      "model: examples.custom_model:build fails on 2 images of 1x28x28: RuntimeError: "),
@@ -236,3 +236,19 @@ def test_io_label_help_says_a_rerun_adds_a_record_and_it_does(small_data, output
     assert main(argv) == 0 and main(argv) == 0
     records = results.read_records(outputs / "results")
     assert len(records) == 2 and {r["label"] for r in records} == {"mine"}
+
+
+def test_the_model_and_schedule_fields_shared_with_the_training_studies_reach_the_step():
+    """Notebook 10 composes the training studies' model and data and schedule: PyramidNet's
+    depth builds the model, SGD's momentum its optimizer (seed 000's: none)."""
+    assert SingleDeviceIoConfig().momentum == 0.0
+    cfg = SingleDeviceIoConfig(model="pyramidnet", depth=32, momentum=0.5)
+    deeper = single_device_io._stepper(cfg, torch.device("cpu"), 0)
+    plain = single_device_io._stepper(SingleDeviceIoConfig(model="pyramidnet"),
+                                      torch.device("cpu"), 0)
+    assert deeper.optimizer.param_groups[0]["momentum"] == 0.5
+    assert plain.optimizer.param_groups[0]["momentum"] == 0.0
+    assert sum(p.numel() for p in deeper.model.parameters()) > \
+        sum(p.numel() for p in plain.model.parameters())
+    with pytest.raises(ConfigError, match="depth: PyramidNet depth must be 6n \\+ 2"):
+        SingleDeviceIoConfig(model="pyramidnet", depth=21)

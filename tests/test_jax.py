@@ -57,7 +57,8 @@ def test_training_step_lowers_the_loss_on_a_fixed_batch():
 @pytest.mark.distributed
 @pytest.mark.parametrize("args, message", [
     (["--batch-size", "0"], "batch_size: must be at least 1, got 0"),
-    (["--arch", "vgg16"], "arch: 'vgg16' is not one of resnet18, resnet50"),
+    (["--model", "vgg16"], "model: 'vgg16' is not one of resnet18, resnet50"),
+    (["--arch", "vgg16"], "model: 'vgg16' is not one of resnet18, resnet50"),  # the old name
     (["--image-size", "16"], "image_size: must be at least 32, got 16"),
 ])
 def test_worker_bad_input_is_one_line_naming_the_parameter(tmp_path, args, message):
@@ -73,7 +74,7 @@ def test_worker_bad_input_is_one_line_naming_the_parameter(tmp_path, args, messa
 def test_worker_without_jax_says_how_to_install_it(tmp_path):
     (tmp_path / "jax.py").write_text("raise ImportError('No module named jax')\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
-    out = subprocess.run(WORKER + ["--arch", "resnet18"], capture_output=True, text=True,
+    out = subprocess.run(WORKER + ["--model", "resnet18"], capture_output=True, text=True,
                          timeout=60, env=env, check=False)
     assert out.returncode == 2
     assert out.stderr.strip().endswith("jax: not installed here; pip install jax jaxlib "

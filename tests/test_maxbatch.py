@@ -169,3 +169,31 @@ def test_notebook_15_runs_and_publishes_its_search(outputs):
     [rec] = results.load_results(outputs / "results").to_dict("records")
     assert rec["status"] == "ok" and rec["study"] == "memory_and_batch"
     assert rec["largest_batch"] == 2 and rec["boundary"].startswith("The largest batch")
+
+
+def test_a_model_of_your_own_that_does_not_give_a_score_per_class_is_refused_in_one_line():
+    """Notebook 15 takes the model vocabulary of the training studies: a model of your own
+    with its arguments, checked on 2 samples of the batches' shape before any trial."""
+    cfg = MemoryAndBatchConfig(model="examples.custom_model:build", device="cpu",
+                               memory_limit="1GiB", model_args={"num_classes": 4})
+    with pytest.raises(ConfigError, match=r"^model: examples.custom_model:build gives \(2, 4\) "
+                                          r"for 2 images of 3x32x32; training needs \(2, >= 10\)"):
+        memory_and_batch.preflight(cfg)
+    with pytest.raises(ConfigError, match="model: 'gpt-tiny' is not one of toynet, simplecnn"):
+        MemoryAndBatchConfig(model="gpt-tiny")
+
+
+@pytest.mark.distributed
+def test_a_model_of_your_own_is_searched_with_its_arguments(outputs):
+    """Its arguments reach every trial (the batch_trial worker's flags are notebook 15's
+    fields): width 8 against width 64 of the same model, at the same batch."""
+    base = dict(model="examples.custom_model:build", device="cpu", memory_limit="64GiB",
+                start_batch=2, max_batch=2, steps=2)
+    figures = {}
+    for width in (8, 64):
+        cfg = MemoryAndBatchConfig(**base, model_args={"width": width, "num_classes": 10})
+        memory_and_batch.preflight(cfg)
+        [trial] = memory_and_batch.run(cfg, f"own-{width}").details["trials"]
+        assert trial["fits"], trial["why"]
+        figures[width] = trial["param_bytes"]
+    assert figures[64] > 10 * figures[8]

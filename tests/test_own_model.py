@@ -133,12 +133,12 @@ def test_the_config_refuses_what_cannot_be_a_model_or_data_set(fields, line):
 
 
 def test_notebook_40_takes_any_model_and_names_why_jax_is_not_beside_it():
-    cfg = FrameworkComparisonConfig(arch="timm:resnet10t", image_size=32)
+    cfg = FrameworkComparisonConfig(model="timm:resnet10t", image_size=32)
     from benchlib.studies import framework_comparison
 
     assert framework_comparison.jax_skipped(cfg).startswith("JAX trains the built-in ResNets")
-    with pytest.raises(ConfigError, match="arch: 'toynet' is not one of resnet18, resnet50"):
-        FrameworkComparisonConfig(arch="toynet")
+    with pytest.raises(ConfigError, match="model: toynet takes 1x28x28 inputs"):
+        FrameworkComparisonConfig(model="toynet")
 
 
 def test_a_bad_model_in_a_notebook_row_exits_2_before_any_rank_and_writes_nothing(tmp_path, capsys):

@@ -14,10 +14,16 @@ from benchlib.config import (
     DataPrepConfig,
     DpVsDdpConfig,
     FaultToleranceConfig,
+    FrameworkComparisonConfig,
+    MemoryAndBatchConfig,
     MultinodeLightningConfig,
     SingleDeviceIoConfig,
+    TransformerTrainingConfig,
 )
+from benchlib.config.fault_injection import FaultInjectionConfig
 from benchlib.config.flags import field_help
+from benchlib.config.model_data import ModelDataConfig
+from benchlib.config.performance import PerformanceConfig
 from benchlib.config.training import TrainingConfig, training_fields
 from benchlib.errors import ConfigError
 from benchlib.runs.params import NotebookSpec
@@ -76,11 +82,68 @@ def test_workers_default_to_their_studys_defaults(parser, config, own):
     assert shared and {k: defaults[k] for k in shared} == shared
 
 
-# ------------------------------------------------- one more field in the training config
+def training_workers():
+    """Each training worker: its parser, the study whose defaults it takes, the fields of
+    that study it leaves to other flags, and the pieces it composes (None: all fields)."""
+    from benchlib.trainers import ddp_flags
+    from benchlib.workers import elastic, lightning
+
+    return {
+        "ddp": (ddp_flags.parser("ddp"), DpVsDdpConfig, ddp_flags.NOT_HERE,
+                {PerformanceConfig: None, FaultInjectionConfig: None}),
+        "lightning": (lightning.parser(), MultinodeLightningConfig, lightning.NOT_HERE + ("epochs",),
+                      {PerformanceConfig: lightning.PERFORMANCE, FaultInjectionConfig: lightning.FAULTS}),
+        "elastic": (elastic.parser(), elastic.Seed001, elastic.NOT_HERE,
+                    {PerformanceConfig: elastic.PERFORMANCE, FaultInjectionConfig: None}),
+    }
+
+
+@pytest.mark.parametrize("worker", ["ddp", "lightning", "elastic"])
+def test_each_workers_flags_are_its_configs_fields_with_their_defaults_and_help(worker):
+    """No flag a config declares is written by hand in a worker: the training fields of its
+    study, and of each piece (performance, fault injection) those its loop applies, each
+    with the config's default (the study's where it composes the piece) and help."""
+    parser, study, not_here, pieces = training_workers()[worker]
+    actions = {a.dest: a for a in parser._actions}
+    wanted = {name: study for name in training_fields(study) if name not in not_here}
+    for piece, only in pieces.items():
+        source = study if issubclass(study, piece) else piece
+        wanted.update({f.name: source for f in dataclasses.fields(piece)
+                       if only is None or f.name in only})
+    for name, source in wanted.items():
+        field = next(f for f in dataclasses.fields(source) if f.name == name)
+        assert name in actions, f"{worker}: no flag for {name}"
+        assert actions[name].default == default(field), name
+        assert actions[name].help.startswith(field_help(source)[name]), name
+    pieces_fields = {f.name for p in (PerformanceConfig, FaultInjectionConfig, TrainingConfig)
+                     for f in dataclasses.fields(p)}
+    assert {d for d in actions if d in pieces_fields} - set(not_here) == set(wanted)
+
+
+def test_the_batch_trial_workers_flags_are_notebook_15s_fields_and_its_study_hands_them():
+    from benchlib.config.memory_and_batch import TRIAL_FIELDS
+    from benchlib.studies.memory_and_batch import trial_params
+    from benchlib.workers.batch_trial import parser
+    from benchlib.workers.bootstrap import Plain, checked_params
+
+    p = Plain(None, parser()).parser()  # as the worker runs: the device is the bootstrap's
+    actions, helps = {a.dest: a for a in p._actions}, field_help(MemoryAndBatchConfig)
+    for f in dataclasses.fields(MemoryAndBatchConfig):
+        if f.name in TRIAL_FIELDS:
+            assert actions[f.name].default == default(f) and \
+                actions[f.name].help.startswith(helps[f.name]), f.name
+    cfg = MemoryAndBatchConfig(model="timm:resnet10t", model_args={"drop_rate": 0.1})
+    params = trial_params(cfg, 8)
+    assert checked_params(p, params, "run.json") == params
+    assert {k: params[k] for k in TRIAL_FIELDS} == {k: getattr(cfg, k) for k in TRIAL_FIELDS}
+
+
+# ------------------------------------------------------------------ field propagation
 
 @dataclasses.dataclass
-class WithLabelSmoothing(TrainingConfig):
-    """benchlib.config.training's TrainingConfig as it would be with two more fields."""
+class WithLabelSmoothing(ModelDataConfig):
+    """benchlib.config.model_data's piece as it would be with two more fields: every
+    study that builds a model composes it, the training workers take it."""
 
     label_smoothing: float = 0.1
     """Cross-entropy label smoothing."""
@@ -90,83 +153,175 @@ class WithLabelSmoothing(TrainingConfig):
 
 @dataclasses.dataclass
 class DpVsDdpPlus(DpVsDdpConfig, WithLabelSmoothing):
-    """Notebook 20's config on those training fields."""
+    """Notebook 20's config on that piece (and the ddp workers' study)."""
 
 
 @dataclasses.dataclass
 class MultinodePlus(MultinodeLightningConfig, WithLabelSmoothing):
-    """Notebook 30's config on those training fields."""
+    """Notebook 30's config on that piece."""
 
 
 @dataclasses.dataclass
 class FaultTolerancePlus(FaultToleranceConfig, WithLabelSmoothing):
-    """Notebook 35's config on those training fields."""
+    """Notebook 35's config on that piece."""
 
 
-def worker_parsers(config):
-    """(the worker params the study writes, the worker's parser as the bootstrap runs it)
-    for every worker the study starts; the workers' flags generated from `config`, or from
-    seed 001's defaults on the same training fields (the elastic worker)."""
-    from benchlib.studies import dp_vs_ddp, fault_tolerance, multinode_lightning
+@dataclasses.dataclass
+class FrameworkPlus(FrameworkComparisonConfig, WithLabelSmoothing):
+    """Notebook 40's config on that piece."""
+
+
+@dataclasses.dataclass
+class TransformerPlus(TransformerTrainingConfig, WithLabelSmoothing):
+    """Notebook 50's config on that piece."""
+
+
+PLUS = [DpVsDdpPlus, MultinodePlus, FaultTolerancePlus, FrameworkPlus, TransformerPlus]
+
+
+def worker_parser(worker: str, plus: bool = False):
+    """A worker's parser as the bootstrap runs it; `plus`: as it would be with the two
+    fields above (its flags generated from its study, WithLabelSmoothing composed in)."""
     from benchlib.trainers import ddp_flags
-    from benchlib.workers import elastic, lightning
+    from benchlib.workers import batch_trial, elastic, lightning
     from benchlib.workers.bootstrap import Later, Plain
 
-    train = Later("benchlib.trainers.ddp", "train")
+    if worker == "lightning":
+        return lightning.parser(MultinodePlus if plus else MultinodeLightningConfig)
+    if worker == "elastic":
+        return elastic.parser(dataclasses.make_dataclass(
+            "Seed001Plus", [], bases=(elastic.Seed001, WithLabelSmoothing)) if plus
+            else elastic.Seed001)
+    if worker == "batch_trial":
+        return Plain(None, batch_trial.parser()).parser()
+    return Plain(Later("benchlib.trainers.ddp", "train"),
+                 ddp_flags.parser(worker, DpVsDdpPlus if plus else DpVsDdpConfig)).parser()
+
+
+def study_launches(config) -> list:
+    """(a config, the worker it starts, the run.json the study writes for it) for every
+    worker a study of `config`'s kind starts, through the study's own parameter function."""
+    from benchlib.studies import (
+        dp_vs_ddp,
+        fault_tolerance,
+        framework_comparison,
+        memory_and_batch,
+        multinode_lightning,
+        transformer_training,
+    )
 
     if issubclass(config, DpVsDdpConfig):
-        return [(dp_vs_ddp.trainer_params(config(strategy=s, nproc_per_node=1)),
-                 Plain(train, ddp_flags.parser(s, config)).parser()) for s in ("single", "dp", "ddp")]
+        made = [config(strategy=s, nproc_per_node=1) for s in ("single", "dp", "ddp")]
+        return [(c, c.strategy, dp_vs_ddp.trainer_params(c)) for c in made]
     if issubclass(config, MultinodeLightningConfig):
-        return [(multinode_lightning.worker_params(config(trainer="ddp")),
-                 Plain(train, ddp_flags.parser("ddp", config)).parser()),
-                (multinode_lightning.worker_params(config(trainer="lightning")),
-                 lightning.parser(config))]
-    flags = elastic.Seed001 if config is FaultToleranceConfig else dataclasses.make_dataclass(
-        "Seed001Plus", [], bases=(elastic.Seed001, WithLabelSmoothing))
-    return [(fault_tolerance.worker_params(config(dataset=d), "checkpoints", fail=True),
-             elastic.parser(flags)) for d in ("fashion-mnist", "dummy")]
+        made = [config(trainer=t) for t in ("ddp", "lightning")]
+        return [(c, c.trainer, multinode_lightning.worker_params(c)) for c in made]
+    if issubclass(config, FaultToleranceConfig):
+        made = [config(dataset=d) for d in ("fashion-mnist", "dummy")]
+        return [(c, "elastic", fault_tolerance.worker_params(c, "checkpoints", fail=True))
+                for c in made]
+    if issubclass(config, FrameworkComparisonConfig):
+        made = [config(nproc_per_node=n) for n in (1, 2)]
+        return [(c, "single" if c.nproc_per_node == 1 else "ddp",
+                 framework_comparison.trainer_params(c)) for c in made]
+    if issubclass(config, TransformerTrainingConfig):
+        made = [config(strategy=s, nproc_per_node=1 if s == "single" else 2)
+                for s in ("single", "ddp", "fsdp2")]
+        return [(c, c.strategy, transformer_training.trainer_params(c)) for c in made]
+    cfg = config(model="timm:resnet10t", model_args={"drop_rate": 0.1})
+    return [(cfg, "batch_trial", memory_and_batch.trial_params(cfg, 8))]
 
 
-@pytest.mark.parametrize("config", [DpVsDdpPlus, MultinodePlus, FaultTolerancePlus])
-def test_a_field_added_to_the_training_config_reaches_the_worker_flags_and_its_run_json(
-        tmp_path, config):
+# what a study hands its worker otherwise than its config holds it, on purpose: notebook
+# 40's warm-up is DLPerf's (the trainer leaves out the skipped steps too); notebook 30's
+# repeats are launches, its own loop (the Lightning worker's --repeats, seed 000's, repeats
+# epochs inside one); and the ranks per node, which the launcher starts (a worker's
+# --nproc-per-node is for a platform's variables, not a study's)
+MAPPED = {FrameworkComparisonConfig: {"warmup_steps"}, MultinodeLightningConfig: {"repeats"}}
+LAUNCHED = {"nproc_per_node"}
+
+
+def assert_carries(source, given: dict, parser, where: str) -> None:
+    """Every field of `source` the program has a flag for is given (nothing left to the
+    program's own default), and read back by its own parser it is the config's value."""
+    from benchlib import paths
+    from benchlib.workers.bootstrap import checked_params
+
+    mapped = next((m for k, m in MAPPED.items() if isinstance(source, k)), set())
+    takes = {a.dest for a in parser._actions} & set(source.field_names()) - LAUNCHED
+    assert takes, where
+    assert takes - mapped <= set(given), f"{where}: not given {sorted(takes - set(given))}"
+    args = checked_params(parser, given, where)
+    for name in takes - mapped:
+        want = getattr(source, name)
+        want = str(paths.resolve(want)) if name == "path" else want
+        assert args[name] == want, f"{where}: {name}"
+
+
+TRAINING_STUDIES = [DpVsDdpConfig, MultinodeLightningConfig, FaultToleranceConfig,
+                    FrameworkComparisonConfig, TransformerTrainingConfig, MemoryAndBatchConfig]
+
+
+@pytest.mark.parametrize("config", TRAINING_STUDIES, ids=lambda c: c.study)
+def test_every_field_a_study_composes_reaches_its_workers_run_json_with_its_value(config):
+    """Every study that starts a worker hands it, by name, every field of its config that
+    the worker has a flag for: the training fields, the performance settings, the faults
+    to inject, notebook 15's trial fields."""
+    for cfg, worker, params in study_launches(config):
+        assert_carries(cfg, params, worker_parser(worker), f"{config.study} -> {worker}")
+
+
+def test_the_configs_with_a_parameter_cell_are_every_study_config_that_composes_a_piece():
+    """The studies above and notebook 10 (measured in its kernel: its `benchlib io` flags
+    are generated from its config) are every study built on the shared pieces."""
+    built = {c for c in CONFIGS.values() if issubclass(c, ModelDataConfig)}
+    assert built == {*TRAINING_STUDIES, SingleDeviceIoConfig}
+
+
+@pytest.mark.parametrize("config", PLUS, ids=lambda c: c.study)
+def test_a_field_added_to_a_piece_reaches_the_worker_flags_and_its_run_json(tmp_path, config):
     from benchlib.launch import protocol
     from benchlib.workers.bootstrap import parse
 
-    for params, parser in worker_parsers(config):
+    for _, worker, params in study_launches(config):
+        parser = worker_parser(worker, plus=True)
         text = parser.format_help()
         assert "--label-smoothing LABEL_SMOOTHING" in text and "--deterministic" in text
         assert "Cross-entropy label smoothing. (default 0.1)" in " ".join(text.split())
         assert (params["label_smoothing"], params["deterministic"]) == (0.1, False)
         params.update(label_smoothing=0.25, deterministic=True)
-        run_json = protocol.write_run_config(tmp_path, "ddp", params)
+        run_json = protocol.write_run_config(tmp_path, worker, params)
         args = parse(parser, ["--config", str(run_json)])
         assert (args.label_smoothing, args.deterministic) == (0.25, True)
 
 
-@pytest.mark.parametrize("module", ["ddp", "lightning", "elastic"])
-def test_each_worker_has_a_flag_for_every_training_field(module):
-    """What `python -m benchlib.workers.ddp --help` shows: every field of
-    benchlib.config.training, but timeout_s (the worker's --timeout, the rendezvous and
-    collectives only) and Lightning's backend (Lightning picks it)."""
-    import subprocess
-    import sys
+def test_every_gpu_check_command_carries_its_study_configs_fields(tmp_path):
+    """The GPU check's command lines are made from the studies' configs by the studies'
+    own parameter functions: each step of a study (`source`) gives its worker or CLI every
+    field of that config it takes, with the config's value (a run.json read as the
+    worker reads it, or flags read by the program's own parser)."""
+    from benchlib.gpucheck import steps
+    from benchlib.workers import jax_resnet
 
-    text = subprocess.run([sys.executable, "-m", f"benchlib.workers.{module}", "--help"],
-                          capture_output=True, text=True, timeout=120, check=True).stdout
-    skipped = {"timeout_s"} | ({"backend"} if module == "lightning" else set())
-    for name in set(training_fields(TrainingConfig)) - skipped:
-        assert "--" + name.replace("_", "-") + " " in text, name
-
-
-@pytest.mark.parametrize("config", [DpVsDdpConfig, MultinodeLightningConfig,
-                                    FaultToleranceConfig])
-def test_every_worker_parameter_a_study_writes_is_a_flag_of_its_worker(tmp_path, config):
-    from benchlib.workers.bootstrap import checked_params
-
-    for params, parser in worker_parsers(config):
-        assert checked_params(parser, params, "run.json") == params
+    studied = [s for s in steps.plan(tmp_path) if s.source is not None]
+    assert {type(s.source) for s in studied} == {
+        DpVsDdpConfig, MultinodeLightningConfig, FaultToleranceConfig,
+        FrameworkComparisonConfig, TransformerTrainingConfig, MemoryAndBatchConfig}
+    for step in studied:
+        assert step.params.items() >= step.source.as_dict().items(), step.name  # its record
+        if step.config is not None:
+            _, worker, params = step.config
+            assert_carries(step.source, params, worker_parser(worker), step.name)
+            continue
+        program, argv = ((jax_resnet.parser(), step.argv[3:]) if "jax_resnet" in step.argv[2]
+                         else (subcommand("maxbatch"), step.argv[step.argv.index("maxbatch") + 1:]))
+        flags, parsed = ({a.dest: a for a in program._actions if a.option_strings},
+                         program.parse_known_args(argv)[0])
+        given = {d: getattr(parsed, d) for d, a in flags.items()  # "" is given by leaving it out
+                 if getattr(step.source, d, None) == ""
+                 or any(o in argv or o.replace("--", "--no-", 1) in argv
+                        for o in a.option_strings)}
+        assert_carries(step.source, given, program, step.name)
 
 
 def test_a_study_names_its_own_defaults_and_keeps_the_fields_type_and_help():
@@ -176,7 +331,7 @@ def test_a_study_names_its_own_defaults_and_keeps_the_fields_type_and_help():
         set(MultinodeLightningConfig.defaults)
     assert all(typing.get_type_hints(MultinodeLightningConfig)[n] is
                typing.get_type_hints(TrainingConfig)[n] for n in shared)
-    assert field_help(MultinodeLightningConfig)["lr"] == "SGD learning rate (momentum 0.9)."
+    assert field_help(MultinodeLightningConfig)["momentum"] == "SGD momentum (seed 002 and DLPerf: 0.9)."
     with pytest.raises(ConfigError, match="lr_max: Bad.defaults names a field it does not"):
         @dataclasses.dataclass
         class Bad(TrainingConfig):

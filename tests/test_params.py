@@ -202,3 +202,81 @@ def test_a_notebook_without_parameters_is_refused_saying_which_is_missing(tmp_pa
     with pytest.raises(UsageError) as e:
         NotebookSpec.read(tmp_path / "mine.ipynb")
     assert str(e.value) == said
+
+
+def test_an_old_table_with_arch_still_reads_as_model_with_one_note(tmp_path, capsys):
+    """Notebook 40's `arch` is `model` now: a table written before still loads, its rows
+    run with `model`, and one line says so (once, however many rows use it)."""
+    file = write_params(tmp_path, """
+name: fw
+notebook: 40_framework_comparison
+defaults: {device: cpu, arch: resnet18, image_size: 64, compare_jax: false}
+table:
+  - {nproc_per_node: 1}
+  - {nproc_per_node: 1, arch: "timm:resnet10t"}
+""")
+    rows = load_plan(file)
+    assert [r.params["model"] for r in rows] == ["resnet18", "timm:resnet10t"]
+    assert all("arch" not in r.params and "arch" not in r.overrides for r in rows)
+    assert rows[0].overrides["model"] == "resnet18"
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"note: {file}: arch: now called model; read as model (write model instead)"]
+
+
+def test_an_old_name_beside_its_new_one_is_refused_naming_both(tmp_path):
+    file = write_params(tmp_path, "name: fw\nnotebook: 40_framework_comparison\n"
+                                  "table: [{arch: resnet18, model: resnet50}]\n")
+    with pytest.raises(UsageError, match=r"row 1: arch: is the old name of model; give model "
+                                         r"only"):
+        load_plan(file)
+
+
+def test_a_row_carries_the_config_it_built_to_the_preflight_and_the_kernel(tmp_path):
+    """A row's config is built once, when its table is checked: the preflight takes it
+    (the notebook is not read again: here it is gone by then), and the kernel gets its
+    every field as the notebook's parameters."""
+    import shutil
+
+    from benchlib.config import DpVsDdpConfig
+    from benchlib.runs import params, sweep
+
+    notebook = tmp_path / "20_dp_vs_ddp.ipynb"
+    shutil.copy(params.find_notebook("20_dp_vs_ddp", "test"), notebook)
+    file = write_params(tmp_path, f"name: dp\nnotebook: {notebook}\n"
+                                  "table: [{device: cpu, strategy: single, nproc_per_node: 1, "
+                                  "dataset: synthetic, model: simplecnn, max_steps: 5}]\n")
+    [row] = load_plan(file)
+    assert row.config == DpVsDdpConfig.from_params(row.params) and row.config.max_steps == 5
+    notebook.unlink()
+    params.preflight([row])
+    assert sweep.kernel_parameters(row) == row.config.as_dict()
+    [trivial] = load_plan(write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\n"
+                                                 "table: [{x: 1}]\n", "t.yaml"))
+    assert trivial.config is None and sweep.kernel_parameters(trivial) == {"x": 1}
+
+
+def test_a_slurm_plan_carries_each_rows_config_and_the_submit_checks_read_it(tmp_path):
+    """The plan the array tasks read holds the config each row built (class and values);
+    the data check before submitting reads the configs: a data set of the user's own is
+    theirs to have, a prepared one must be there."""
+    from benchlib.config import FrameworkComparisonConfig
+    from benchlib.runs import slurm_sweep
+
+    file = write_params(tmp_path, f"""
+name: fw
+notebook: 40_framework_comparison
+defaults: {{device: cpu, image_size: 32, path: {tmp_path / "nothing"}}}
+table:
+  - {{model: "examples.custom_model:build", dataset: "examples.custom_data:shapes"}}
+  - {{model: resnet18, dataset: imagefolder}}
+""")
+    rows = load_plan(file)
+    slurm_sweep.write_plan(rows, tmp_path / "plan.json")
+    again = slurm_sweep.read_plan(tmp_path / "plan.json")
+    assert [r.config for r in again] == [r.config for r in rows]
+    assert all(isinstance(r.config, FrameworkComparisonConfig) for r in again)
+    assert [(r.params, r.overrides, r.source) for r in again] == \
+        [(r.params, r.overrides, r.source) for r in rows]
+    slurm_sweep.check_data(again[:1])
+    with pytest.raises(UsageError, match=rf"{file}: row 2: path: .* has no imagefolder data"):
+        slurm_sweep.check_data(again)

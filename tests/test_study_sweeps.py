@@ -56,7 +56,7 @@ studies:
     table: [{{nproc_per_node: 2}}]
   - name: framework
     notebook: 40_framework_comparison
-    defaults: {{device: cpu, arch: resnet18, dataset: synthetic, image_size: 32, batch_size: 4,
+    defaults: {{device: cpu, model: resnet18, dataset: synthetic, image_size: 32, batch_size: 4,
                skip_steps: 1, warmup_steps: 1, timed_steps: 3, repeats: 2}}
     grid: {{nproc_per_node: [1, 2]}}
   - name: own_model
@@ -71,10 +71,10 @@ studies:
     defaults: {{device: cpu, batch_size: 4, image_size: 32, skip_steps: 1, warmup_steps: 1,
                timed_steps: 3, repeats: 2, compare_jax: false}}
     table:
-      - {{arch: "examples.custom_model:build", dataset: "examples.custom_data:shapes",
+      - {{model: "examples.custom_model:build", dataset: "examples.custom_data:shapes",
          nproc_per_node: 2, compare_jax: true}}
-      - {{arch: "timm:resnet10t", dataset: synthetic}}
-      - {{arch: "hf:gpt2", dataset: synthetic, seq_len: 32, vocab_size: 256,
+      - {{model: "timm:resnet10t", dataset: synthetic}}
+      - {{model: "hf:gpt2", dataset: synthetic, seq_len: 32, vocab_size: 256,
          model_args: {{n_layer: 2, n_head: 2, n_embd: 64, n_positions: 64}}}}
   - name: transformer
     notebook: 50_transformer_training
@@ -227,7 +227,7 @@ def test_a_model_and_data_set_of_ones_own_train_on_two_ranks_and_say_what_ran(sw
     assert own["other_bytes"] == own["peak_bytes"] - 3 * own["param_bytes"] > 0
     assert pd.isna(own["peak_reserved_bytes"]) and pd.isna(own["alloc_retries"])  # CUDA's only
     assert pd.isna(own["energy_j"]) and pd.isna(own["cost_per_million_samples"])  # no counter
-    fw = swept.table("own_model_framework").set_index("arch")
+    fw = swept.table("own_model_framework").set_index("model")
     mine = fw.loc["examples.custom_model:build"]
     assert mine["world_size"] == 2 and mine["jax_skipped"].startswith("JAX trains the built-in")
     timm_row = fw.loc["timm:resnet10t"]

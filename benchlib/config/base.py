@@ -57,6 +57,9 @@ class StudyConfig:
     # a study's own defaults for fields declared by a config it builds on (their type,
     # checks and help stay where they are declared: benchlib.config.training)
     defaults: ClassVar[dict[str, Any]] = {}
+    # older names of its fields, still read in a parameter table (old -> new), each with a
+    # note naming the new one (benchlib.runs.params); merged down the classes it builds on
+    renamed: ClassVar[dict[str, str]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Turn the class's `defaults` into fields (before @dataclass runs): each keeps its
@@ -93,6 +96,27 @@ class StudyConfig:
         for klass in reversed(cls.__mro__):
             allowed.update(vars(klass).get("allowed", {}))
         return allowed
+
+    @classmethod
+    def renamed_fields(cls) -> dict[str, str]:
+        """Each old name and the field it is now (`renamed`, of this class and its bases)."""
+        renamed: dict[str, str] = {}
+        for klass in reversed(cls.__mro__):
+            renamed.update(vars(klass).get("renamed", {}))
+        return renamed
+
+    @classmethod
+    def read_old_names(cls, params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """`params` with every old name (`renamed`) written as its field, and a one-line
+        note for each old name found; both names given is a ConfigError."""
+        out, notes = dict(params), []
+        for old, new in cls.renamed_fields().items():
+            if old in out:
+                if new in out:
+                    raise ConfigError(old, f"is the old name of {new}; give {new} only")
+                out[new] = out.pop(old)
+                notes.append(f"{old}: now called {new}; read as {new} (write {new} instead)")
+        return out, notes
 
     def validate(self) -> None:
         """Range and choice checks; raise ConfigError naming the field."""

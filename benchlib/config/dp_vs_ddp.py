@@ -7,15 +7,18 @@ from typing import Any, ClassVar
 
 from benchlib.config.base import require_min
 from benchlib.config.choices import LAUNCHERS, STRATEGIES
+from benchlib.config.fault_injection import FaultInjectionConfig
 from benchlib.config.training import RepeatsConfig, TrainingConfig
 from benchlib.errors import ConfigError
 
 
 @dataclasses.dataclass
-class DpVsDdpConfig(TrainingConfig, RepeatsConfig):
+class DpVsDdpConfig(TrainingConfig, RepeatsConfig, FaultInjectionConfig):
     """DataParallel vs DDP (notebook 20): seed 002's single_gpu.py, data_parallel.py and
     distributed_data_parallel.py, launched as subprocesses. The training and repeat
-    parameters, with their seed 002 defaults, are benchlib.config.training's."""
+    parameters, with their seed 002 defaults, are benchlib.config.training's; the faults
+    it can inject (a rank that dies, a straggler: `benchlib diagnose`'s tests)
+    benchlib.config.fault_injection's."""
 
     study: ClassVar[str] = "dp_vs_ddp"
     allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"strategy": STRATEGIES,
@@ -31,11 +34,6 @@ class DpVsDdpConfig(TrainingConfig, RepeatsConfig):
     """Also measure all-reduce bus bandwidth with the same ranks."""
     allreduce_max_bytes: int = 16777216
     """Largest all-reduce message (16 MiB; a GPU node: 256 MiB and more)."""
-    inject_step_delay_ms: float = 0.0
-    """Fault injection, never a real measurement: ms added to every step of `delay_rank`
-    (a straggler made on purpose, for `benchlib diagnose` and its --try)."""
-    delay_rank: int = -1
-    """The rank `inject_step_delay_ms` slows (-1: every rank)."""
     export_trace: bool = False
     """After the timed epochs, trace a few more steps with torch.profiler: one Kineto trace
     per rank (details.trace_dir), which `benchlib diagnose` reads with Holistic Trace
@@ -48,6 +46,3 @@ class DpVsDdpConfig(TrainingConfig, RepeatsConfig):
                               "(dp: the GPUs its one process spans; ddp: ranks per node)")
         super().validate()
         require_min("allreduce_max_bytes", self.allreduce_max_bytes, 1024)
-        require_min("inject_step_delay_ms", self.inject_step_delay_ms, 0)
-        # not bounded by nproc_per_node: a run that leaves the slowed rank out keeps it
-        require_min("delay_rank", self.delay_rank, -1)

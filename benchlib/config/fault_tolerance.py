@@ -7,23 +7,26 @@ from typing import Any, ClassVar
 
 from benchlib.config.base import require_min
 from benchlib.config.choices import ELASTIC_DATASETS
+from benchlib.config.fault_injection import FaultInjectionConfig
 from benchlib.config.training import TrainingConfig
 from benchlib.errors import ConfigError
 
 
 @dataclasses.dataclass
-class FaultToleranceConfig(TrainingConfig):
+class FaultToleranceConfig(TrainingConfig, FaultInjectionConfig):
     """Fault tolerance (notebook 35, seed 001): an elastic run through torchrun with
     `--max-restarts`, a rank killed on purpose, the restart, the resume from the last
     checkpoint; and the same run uninterrupted, to compare the final loss. The training
     parameters are benchlib.config.training's (the data sets the elastic trainer reads,
-    or dummy: random images, no files); the learning rate follows a cosine schedule."""
+    or dummy: random images, no files); the learning rate follows a cosine schedule. The
+    failure is benchlib.config.fault_injection's, on by default here."""
 
     study: ClassVar[str] = "fault_tolerance"
     allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"dataset": ELASTIC_DATASETS}
     defaults: ClassVar[dict[str, Any]] = {"dataset": "fashion-mnist", "model": "toynet",
                                           "epochs": 2, "max_steps": 20, "batch_size": 16,
-                                          "warmup_steps": 5, "lr": 0.05}
+                                          "warmup_steps": 5, "lr": 0.05, "fail_at_step": 15,
+                                          "fail_rank": 1}
 
     nproc_per_node: int = 2
     """Ranks (torchrun --standalone)."""
@@ -31,16 +34,12 @@ class FaultToleranceConfig(TrainingConfig):
     """Steps between checkpoints (and one at the end of every epoch)."""
     max_restarts: int = 1
     """torchrun --max-restarts."""
-    fail_at_step: int = 15
-    """Kill a rank after this global step in the first attempt; 0: no failure."""
-    fail_rank: int = 1
-    """The rank killed."""
     compare_uninterrupted: bool = True
     """Also run it without the failure and compare the final loss."""
 
     def validate(self) -> None:
         require_min("nproc_per_node", self.nproc_per_node, 1)
-        for name in ("checkpoint_every", "max_restarts", "fail_at_step"):
+        for name in ("checkpoint_every", "max_restarts"):
             require_min(name, getattr(self, name), 0)
         if not 0 <= self.fail_rank < self.nproc_per_node:
             raise ConfigError("fail_rank", f"must be in [0, {self.nproc_per_node}), got {self.fail_rank}")

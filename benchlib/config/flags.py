@@ -102,3 +102,32 @@ def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
         else:
             flags = ["--" + name.replace("_", "-"), *(aliases or {}).get(name, ())]
             parser.add_argument(*flags, dest=name, **kw)
+
+
+def add_piece_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, piece: type,
+                    study: type | None = None, only: Iterable[str] | None = None) -> None:
+    """The flags of a config piece's fields (benchlib.config.performance, ...), as a worker
+    takes them: with `study`'s defaults where the study composes the piece, else the
+    piece's own; `only` those the worker's loop applies."""
+    source = study if study is not None and issubclass(study, piece) else piece
+    names = [f.name for f in dataclasses.fields(piece)]
+    add_config_flags(parser, source, only=names if only is None else only)
+
+
+def config_argv(cfg: Any, only: Iterable[str] | None = None) -> list[str]:
+    """A config (or a mapping of its fields) as the command line add_config_flags reads
+    back into the same values: `--name value` per field, a switch as `--name` or
+    `--no-name`, a mapping as JSON, empty strings left out; `only` these fields."""
+    values = cfg if isinstance(cfg, dict) else {f.name: getattr(cfg, f.name)
+                                                for f in dataclasses.fields(cfg)}
+    wanted = set(values) if only is None else set(only)
+    argv: list[str] = []
+    for name, value in values.items():
+        if name not in wanted:
+            continue
+        flag = name.replace("_", "-")
+        if isinstance(value, bool):
+            argv.append(f"--{flag}" if value else f"--no-{flag}")
+        elif value != "":
+            argv += [f"--{flag}", json.dumps(value) if isinstance(value, dict) else str(value)]
+    return argv

@@ -8,8 +8,9 @@ import dataclasses
 import re
 from typing import Any, ClassVar
 
-from benchlib.config.base import StudyConfig, require_min
-from benchlib.config.choices import DEVICES, GPT_MODELS, GRAY_28, MODELS
+from benchlib.config.base import require_min
+from benchlib.config.choices import GPT_MODELS, GRAY_28, MODELS, model_kind
+from benchlib.config.model_data import ModelDataConfig
 from benchlib.errors import ConfigError
 
 # the input each data set's images have; the trials make batches of that shape on the
@@ -36,28 +37,23 @@ def parse_size(text: str) -> int | None:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
+IMAGE_MODELS = tuple(m for m in MODELS if m not in GPT_MODELS)  # a batch of images each
+# the fields a batch trial (benchlib.workers.batch_trial) takes, its flags generated from them
+TRIAL_FIELDS = ("model", "model_args", "depth", "alpha", "seed", "steps", "warmup_steps", "lr",
+                "device")
+
+
 @dataclasses.dataclass
-class MemoryAndBatchConfig(StudyConfig):
+class MemoryAndBatchConfig(ModelDataConfig):
     """The largest batch that trains (notebook 15, `python -m benchlib maxbatch`): real
-    training steps in a fresh process per batch, doubling, then bisection."""
+    training steps in a fresh process per batch, doubling, then bisection. The model and
+    data are the training studies' (benchlib.config.model_data): an image model, built in
+    or your own, and the data set whose input shape the batches have."""
 
     study: ClassVar[str] = "memory_and_batch"
-    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {
-        "model": tuple(m for m in MODELS if m not in GPT_MODELS),  # images: a batch of them
-        "dataset": tuple(INPUT_SHAPES), "device": DEVICES}
+    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"dataset": tuple(INPUT_SHAPES)}
+    defaults: ClassVar[dict[str, Any]] = {"model": "simplecnn", "dataset": "synthetic"}
 
-    model: str = "simplecnn"
-    """pyramidnet, simplecnn, toynet (1x28x28 inputs), resnet18 or resnet50."""
-    dataset: str = "synthetic"
-    """Whose input shape the batches have (made on the device, no files): synthetic and
-    cifar10 3x32x32 (toynet: 1x28x28), fashion-mnist and mydataset 1x28x28, imagefolder
-    3x224x224."""
-    depth: int = 20
-    """PyramidNet depth, 6n + 2."""
-    alpha: int = 48
-    """PyramidNet widening."""
-    device: str = "auto"
-    """cpu, gpu or auto."""
     memory_limit: str = ""
     """A batch does not fit when its peak (RSS on CPU, reserved on CUDA) passes this:
     4GiB, 512MiB, 2GB; empty for none (CUDA's own memory is the limit; the CPU needs one)."""
@@ -73,8 +69,6 @@ class MemoryAndBatchConfig(StudyConfig):
     """SGD learning rate (momentum 0.9, so the optimizer keeps a state per parameter)."""
     timeout_s: int = 300
     """Seconds for each batch tried."""
-    seed: int = 0
-    """Seed of the weights and the batches."""
 
     def input_shape(self) -> tuple[int, int, int]:
         """The shape of one sample: the data set's, 1x28x28 for toynet on synthetic data."""
@@ -86,6 +80,10 @@ class MemoryAndBatchConfig(StudyConfig):
         return parse_size(self.memory_limit)
 
     def validate(self) -> None:
+        if model_kind(self.model) not in ("builtin", "entry", "timm") or self.model in GPT_MODELS:
+            raise ConfigError("model", f"{self.model!r} is not one of {', '.join(IMAGE_MODELS)}, "
+                              "nor pkg.module:function or timm:NAME (a model of images)")
+        super().validate()
         self.memory_limit_bytes()
         require_min("start_batch", self.start_batch, 1)
         require_min("max_batch", self.max_batch, self.start_batch)
@@ -96,9 +94,6 @@ class MemoryAndBatchConfig(StudyConfig):
         require_min("timeout_s", self.timeout_s, 1)
         if self.lr <= 0:
             raise ConfigError("lr", f"must be > 0, got {self.lr}")
-        if self.model == "pyramidnet" and (self.depth - 2) % 6:
-            raise ConfigError("depth", f"PyramidNet depth must be 6n + 2 (20, 32, 110), got "
-                              f"{self.depth}")
         if self.model == "toynet" and self.input_shape() != (1, 28, 28):
             raise ConfigError("model", "toynet takes 1x28x28 inputs: use synthetic, "
                               "fashion-mnist or mydataset, or simplecnn / pyramidnet")

@@ -6,13 +6,14 @@ import dataclasses
 from typing import Any, ClassVar
 
 from benchlib.config.base import require_min
-from benchlib.config.choices import AC_MODES, LAUNCHERS, LM_STRATEGIES, PRECISIONS
+from benchlib.config.choices import LAUNCHERS, LM_STRATEGIES
+from benchlib.config.performance import PerformanceConfig
 from benchlib.config.training import RepeatsConfig, TrainingConfig
 from benchlib.errors import ConfigError
 
 
 @dataclasses.dataclass
-class TransformerTrainingConfig(TrainingConfig, RepeatsConfig):
+class TransformerTrainingConfig(TrainingConfig, RepeatsConfig, PerformanceConfig):
     """A decoder language model's training (notebook 50): one process, DDP, or FSDP2
     (parameters, gradients and optimizer state sharded over the ranks), each with or
     without activation checkpointing and torch.compile; tokens/s, MFU and peak memory.
@@ -20,11 +21,12 @@ class TransformerTrainingConfig(TrainingConfig, RepeatsConfig):
     sizes (gpt-tiny, gpt2-124m, gpt2-350m; n_layer, n_head, n_embd through model_args),
     an hf:NAME or your own; `dataset` tokens (ids made on the device, seq_len and
     vocab_size the model's unless given), tokenfile (windows of nanoGPT's train.bin that
-    `benchlib data` writes) or your own."""
+    `benchlib data` writes) or your own. Checkpointing, compile and precision are
+    benchlib.config.performance's."""
 
     study: ClassVar[str] = "transformer_training"
-    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {
-        "strategy": LM_STRATEGIES, "launcher": LAUNCHERS, "ac": AC_MODES, "precision": PRECISIONS}
+    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"strategy": LM_STRATEGIES,
+                                                     "launcher": LAUNCHERS}
     defaults: ClassVar[dict[str, Any]] = {"model": "gpt-tiny", "dataset": "tokens",
                                           "seq_len": 128, "batch_size": 8, "max_steps": 20,
                                           "warmup_steps": 3, "lr": 0.01}
@@ -36,13 +38,6 @@ class TransformerTrainingConfig(TrainingConfig, RepeatsConfig):
     """How ranks start: torchrun, mp_spawn or tcp."""
     nproc_per_node: int = 2
     """Ranks on this host, one per device (single: 1)."""
-    ac: str = "none"
-    """Activation checkpointing per block: none, selective (keep the matmuls' outputs,
-    recompute the rest) or full (recompute each block's forward in backward)."""
-    compile: bool = False
-    """torch.compile the model."""
-    precision: str = "fp32"
-    """fp32, tf32, amp_bf16 (FSDP2: bf16 parameters, fp32 gradient reduction) or amp_fp16."""
 
     def validate(self) -> None:
         require_min("nproc_per_node", self.nproc_per_node, 1)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -40,7 +41,8 @@ def run_step(step: Step, out: Path, env: dict[str, Any]) -> dict[str, Any]:
     """Runs one step in its own time box (never shortened: a step that needs 20 s gets them)."""
     log = out / "logs" / f"{step.name}.log"
     timeout = step.timeout_s
-    if step.config is not None:
+    if step.config is not None:  # its folder made anew: no checkpoint of an earlier check
+        shutil.rmtree(step.config[0], ignore_errors=True)
         protocol.write_run_config(*step.config)
     started_at, start = results.now(), time.monotonic()
     with open(log, "w") as f:

@@ -11,7 +11,6 @@ largest batch notebook 15's ResNet-50 row in params/memory_and_batch_gpu.yaml.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from collections.abc import Callable
@@ -22,14 +21,27 @@ from typing import Any
 import yaml
 
 from benchlib import paths, reference
-from benchlib.config.framework_comparison import FrameworkComparisonConfig
-from benchlib.config.memory_and_batch import MemoryAndBatchConfig
-from benchlib.config.transformer_training import TransformerTrainingConfig
+from benchlib.config import (
+    DpVsDdpConfig,
+    FaultToleranceConfig,
+    FrameworkComparisonConfig,
+    MemoryAndBatchConfig,
+    MultinodeLightningConfig,
+    TransformerTrainingConfig,
+)
+from benchlib.config.flags import config_argv
 from benchlib.errors import ConfigError
 from benchlib.launch.protocol import RUN_CONFIG
 from benchlib.records import results
-from benchlib.runs.params import expand
-from benchlib.studies import framework_comparison, repeats, transformer_training
+from benchlib.runs.params import expand, read_old_names, say_notes
+from benchlib.studies import (
+    dp_vs_ddp,
+    fault_tolerance,
+    framework_comparison,
+    multinode_lightning,
+    repeats,
+    transformer_training,
+)
 
 STUDY = "gpu-check"
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
@@ -40,8 +52,10 @@ GPU_TABLE = "params/framework_comparison_gpu.yaml"
 # torch.compile's first step takes 40-60 s there: the compile step's time is mostly that
 RESNET50_EXPECTED_S = {"fp32": 21, "tf32": 19, "amp_bf16": 18, "amp_bf16_cl": 17,
                        "amp_bf16_cl_compile": 84}
-RESNET18 = ["--dataset", "synthetic", "--model", "resnet18", "--image-size", "224",
-            "--batch-size", "128", "--device", "gpu", "--log-interval", "0"]
+# the launcher steps' work, as the studies' configs name it: ResNet-18 on synthetic
+# 224-pixel images, batch 128, on the GPU; a short window (2 epochs of 30 steps)
+RESNET18 = {"model": "resnet18", "dataset": "synthetic", "batch_size": 128, "device": "gpu"}
+SHORT = {"epochs": 2, "max_steps": 30, "warmup_steps": 5}
 TARGET_RESNET50_H100 = 2800.0  # images/s: above Lambda's 2,616 and the vendor rows' 2,791
 
 # Part 2's tables: models from outside benchlib through notebook 40, notebook 50's
@@ -93,6 +107,9 @@ class Step:
     config: tuple[Path, str, dict[str, Any]] | None = None
     # the call that runs it (`--part`): 1 or 2; 0 for every part (env: the records carry it)
     part: int = 1
+    # the study config its command line was made from, through the study's own parameter
+    # functions (None: a step of no study's); its values are the record's `params`
+    source: Any = None
     # figures read from the step's own output (a CLI that prints `record: PATH`), where
     # it writes no result file
     from_log: Callable[[str], dict[str, Any]] | None = None
@@ -108,6 +125,20 @@ def _worker(module: str, args: list[str], torchrun: bool = False,
 
 def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "benchlib", *args]
+
+
+def _study_step(name: str, out: Path, res: Callable[[str], str], source: Any, worker: str,
+                params: dict[str, Any], expected_s: float, *extra: str, torchrun: bool = False,
+                max_restarts: int = 0, **kw: Any) -> Step:
+    """A worker started as its study starts it: `params` (what the study's parameter
+    function makes of `source`) in a run.json (`--config`) in the step's own folder, made
+    anew when the step starts, and `extra`, the flags of the launch the check adds (a log
+    folder, a group of one); time box three times `expected_s`."""
+    folder = out / "work" / name
+    argv = _worker(worker, ["--config", str(folder / RUN_CONFIG), *extra, "--result", res(name)],
+                   torchrun=torchrun, max_restarts=max_restarts)
+    return Step(name, argv, 3 * expected_s, source.as_dict(), res(name), expected_s=expected_s,
+                config=(folder, worker, params), source=source, **kw)
 
 
 def _resnet50_figures(precision: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -193,9 +224,10 @@ def table_rows(table: str, config: type, notebook: str,
     """A parameter table's rows as its notebook reads them: the notebook's defaults (its
     config's), the study's defaults, the row, then the check's `overrides`; each a
     validated `config`. A table of one study or of several under `studies:`."""
-    doc = yaml.safe_load((paths.project_root() / table).read_text())
-    rows = [{**study.get("defaults", {}), **row} for study in doc.get("studies", [doc])
-            for row in expand(study, table)]
+    doc, notes = yaml.safe_load((paths.project_root() / table).read_text()), {}
+    rows = [read_old_names(config, {**study.get("defaults", {}), **row}, table, notes)
+            for study in doc.get("studies", [doc]) for row in expand(study, table)]
+    say_notes(notes, table)
     known = set(config.field_names())
     for i, row in enumerate(rows, start=1):  # from_params would drop a misspelt name unseen
         if set(row) - known:
@@ -216,44 +248,36 @@ def _variant(cfg: FrameworkComparisonConfig) -> str:
 def _resnet50_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
     """Each row's trainer worker (benchlib.workers.single, as notebook 40 launches one
     device) with the row's own parameters in a run.json (`--config`)."""
-    steps: list[Step] = []
-    for cfg in gpu_rows():
-        name, expected = f"resnet50_{_variant(cfg)}", RESNET50_EXPECTED_S[_variant(cfg)]
-        folder = out / "work" / name
-        steps.append(Step(name, _worker("single", ["--config", str(folder / RUN_CONFIG),
-                                                   "--result", res(name)]),
-                          3 * expected, cfg.as_dict(), res(name),
-                          _resnet50_figures(cfg.precision), expected_s=expected,
-                          config=(folder, "single", framework_comparison.trainer_params(cfg))))
-    return steps
+    return [_study_step(f"resnet50_{_variant(cfg)}", out, res, cfg, "single",
+                        framework_comparison.trainer_params(cfg),
+                        RESNET50_EXPECTED_S[_variant(cfg)],
+                        figures=_resnet50_figures(cfg.precision)) for cfg in gpu_rows()]
 
 
 def _training_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
-    """ResNet-18 through each launcher: DDP, DataParallel, Lightning, an elastic restart."""
+    """ResNet-18 through each launcher, each made by its study: DDP over NCCL and
+    DataParallel (notebook 20), Lightning (notebook 30), an elastic restart (notebook 35:
+    rank 0 killed after step 12 of 20, resumed from step 10's checkpoint)."""
     logs = out / "logs"
-    short = ["--epochs", "2", "--max-steps", "30", "--warmup-steps", "5"]
+    ddp = DpVsDdpConfig(**RESNET18, **SHORT, strategy="ddp", nproc_per_node=1, backend="nccl")
+    dp = DpVsDdpConfig(**RESNET18, **SHORT, strategy="dp", nproc_per_node=1)
+    lightning = MultinodeLightningConfig(**RESNET18, **SHORT, trainer="lightning",
+                                         launcher="lightning", nnodes=1, nproc_per_node=1)
+    restart = FaultToleranceConfig(**{**RESNET18, "dataset": "dummy"}, epochs=1, max_steps=20,
+                                   checkpoint_every=5, fail_at_step=12, fail_rank=0,
+                                   nproc_per_node=1, max_restarts=1, compare_uninterrupted=False)
     return [
-        Step("ddp_nccl", _worker("ddp", [*RESNET18, *short, "--backend", "nccl", "--group-of-one",
-                                         "--result", res("ddp_nccl")], torchrun=True), 60,
-             {"model": "resnet18", "launcher": "torchrun", "backend": "nccl", "world_size": 1},
-             res("ddp_nccl"), expected_s=22),
-        Step("dp", _worker("dp", [*RESNET18, *short, "--result", res("dp")]), 45,
-             {"model": "resnet18", "launcher": "dp"}, res("dp"), expected_s=17),
-        Step("lightning", _worker("lightning", [
-            "2", "--dataset", "synthetic", "--model", "resnet18", "--image-size", "224",
-            "--batch-size", "128", "--devices", "1", "--device", "gpu", "--max-steps", "30",
-            "--warmup-steps", "5", "--log-dir", str(logs / "lightning"),
-            "--result", res("lightning")]), 60,
-             {"model": "resnet18", "launcher": "lightning", "devices": 1}, res("lightning"),
-             expected_s=27),
-        Step("elastic_restart", _worker("elastic", [
-            "--dummy", "--dummy-size", "2560", "--model", "resnet18", "--batch-size", "128",
-            "--epochs", "1", "--checkpoint-every", "5", "--fail-at-step", "12", "--fail-rank", "0",
-            "--device", "gpu", "--log-interval", "0",
-            "--checkpoints-path", str(out / "work" / "ckpt"), "--log-dir", str(logs / "elastic"),
-            "--result", res("elastic_restart")], torchrun=True, max_restarts=1), 75,
-             {"model": "resnet18", "fail_at_step": 12, "checkpoint_every": 5, "max_restarts": 1},
-             res("elastic_restart"), expected_s=36),
+        _study_step("ddp_nccl", out, res, ddp, "ddp", dp_vs_ddp.trainer_params(ddp), 22,
+                    "--group-of-one", torchrun=True),
+        _study_step("dp", out, res, dp, "dp", dp_vs_ddp.trainer_params(dp), 17),
+        _study_step("lightning", out, res, lightning, "lightning",
+                    multinode_lightning.worker_params(lightning), 27,
+                    "--log-dir", str(logs / "lightning")),
+        _study_step("elastic_restart", out, res, restart, "elastic",
+                    fault_tolerance.worker_params(restart, str(out / "work" / "elastic_restart"
+                                                               / "checkpoints"), True), 36,
+                    "--log-dir", str(logs / "elastic"), torchrun=True,
+                    max_restarts=restart.max_restarts),
     ]
 
 
@@ -263,7 +287,7 @@ def _jax_step(res: Callable[[str], str]) -> Step:
     cfg = next(c for c in gpu_rows() if c.compare_jax)
     return Step("jax_resnet50", _worker("jax_resnet", [
         *framework_comparison.jax_args(cfg), "--result", res("jax_resnet50")]), 100,
-        {**cfg.as_dict(), "framework": "jax"}, res("jax_resnet50"), expected_s=40)
+        {**cfg.as_dict(), "framework": "jax"}, res("jax_resnet50"), expected_s=40, source=cfg)
 
 
 # IO steps' seconds on one H100 host at 10,000 images: raw's four settings in one
@@ -388,16 +412,12 @@ def _lm_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
     as a group of one) with the row's parameters in a run.json, as the study launches it."""
     steps: list[Step] = []
     for cfg in lm_rows():
-        name, folder = _lm_name(cfg), out / "work" / _lm_name(cfg)
         worker = "single" if cfg.strategy == "single" else cfg.strategy
         expected = (LM_EXPECTED_S["compiled" if cfg.compile else "eager"]
                     + (LM_EXPECTED_S["torchrun"] if worker != "single" else 0))
-        steps.append(Step(name, _worker(worker, ["--config", str(folder / RUN_CONFIG),
-                                                 "--result", res(name)],
-                                        torchrun=worker != "single"),
-                          3 * expected, cfg.as_dict(), res(name), _lm_figures(cfg),
-                          expected_s=expected,
-                          config=(folder, worker, transformer_training.trainer_params(cfg))))
+        steps.append(_study_step(_lm_name(cfg), out, res, cfg, worker,
+                                 transformer_training.trainer_params(cfg), expected,
+                                 torchrun=worker != "single", figures=_lm_figures(cfg)))
     return steps
 
 
@@ -419,30 +439,10 @@ def _model_figures(cfg: FrameworkComparisonConfig) -> Callable[[dict[str, Any]],
 
 def _own_model_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
     """timm:NAME and hf:NAME through notebook 40's trainer worker, as the ResNet-50 rows."""
-    steps: list[Step] = []
-    for cfg in own_model_rows():
-        name = cfg.arch.replace(":", "_").replace("-", "_").replace(".", "_")
-        expected, folder = OWN_MODEL_EXPECTED_S[cfg.arch.split(":")[0]], out / "work" / name
-        steps.append(Step(name, _worker("single", ["--config", str(folder / RUN_CONFIG),
-                                                   "--result", res(name)]),
-                          3 * expected, cfg.as_dict(), res(name), _model_figures(cfg),
-                          expected_s=expected,
-                          config=(folder, "single", framework_comparison.trainer_params(cfg))))
-    return steps
-
-
-def config_flags(cfg: Any) -> list[str]:
-    """A config as the command line its CLI generates from it (benchlib.config.flags):
-    `--name value` per field, a switch as `--name` or `--no-name`, empty strings left
-    out, mappings as JSON."""
-    argv: list[str] = []
-    for f in dataclasses.fields(cfg):
-        value, flag = getattr(cfg, f.name), f.name.replace("_", "-")
-        if isinstance(value, bool):
-            argv.append(f"--{flag}" if value else f"--no-{flag}")
-        elif value != "":
-            argv += [f"--{flag}", json.dumps(value) if isinstance(value, dict) else str(value)]
-    return argv
+    return [_study_step(cfg.model.replace(":", "_").replace("-", "_").replace(".", "_"), out,
+                        res, cfg, "single", framework_comparison.trainer_params(cfg),
+                        OWN_MODEL_EXPECTED_S[cfg.model.split(":")[0]],
+                        figures=_model_figures(cfg)) for cfg in own_model_rows()]
 
 
 def maxbatch_row() -> MemoryAndBatchConfig:
@@ -462,10 +462,10 @@ def _maxbatch_step(out: Path) -> Step:
     """`benchlib maxbatch` for ResNet-50 by CUDA's own memory: a batch that raises
     OutOfMemoryError is a row that does not fit, and the search goes on."""
     cfg = maxbatch_row()
-    return Step("maxbatch_resnet50", _cli("maxbatch", *config_flags(cfg), "--outputs", str(out),
+    return Step("maxbatch_resnet50", _cli("maxbatch", *config_argv(cfg), "--outputs", str(out),
                                           "--table", STUDY + "-maxbatch"),
                 3 * MAXBATCH_EXPECTED_S, cfg.as_dict(), expected_s=MAXBATCH_EXPECTED_S,
-                from_log=maxbatch_figures)
+                from_log=maxbatch_figures, source=cfg)
 
 
 def hta_figures(log: str) -> dict[str, Any]:
@@ -478,18 +478,16 @@ def hta_figures(log: str) -> dict[str, Any]:
 
 
 def _hta_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
-    """A traced DDP run over NCCL (ResNet-18, `--export-trace`: a Kineto trace of its
-    rank), then Holistic Trace Analysis over it, as `benchlib diagnose` runs it: the
-    temporal breakdown and comm/comp overlap on real CUDA kernels."""
+    """A traced DDP run over NCCL (notebook 20's ResNet-18 with `export_trace`: a Kineto
+    trace of its rank), then Holistic Trace Analysis over it, as `benchlib diagnose` runs
+    it: the temporal breakdown and comm/comp overlap on real CUDA kernels."""
     ranks = out / "logs" / "ddp_trace_ranks"  # the worker's own log folder: trace/ inside
+    traced = DpVsDdpConfig(**RESNET18, epochs=1, max_steps=12, warmup_steps=3, strategy="ddp",
+                           nproc_per_node=1, backend="nccl", export_trace=True)
     return [
-        Step("ddp_trace", _worker("ddp", [*RESNET18, "--epochs", "1", "--max-steps", "12",
-                                          "--warmup-steps", "3", "--backend", "nccl",
-                                          "--group-of-one", "--export-trace", "--log-dir",
-                                          str(ranks), "--result", res("ddp_trace")],
-                                  torchrun=True),
-             3 * HTA_EXPECTED_S["ddp_trace"], {"model": "resnet18", "export_trace": True},
-             res("ddp_trace"), expected_s=HTA_EXPECTED_S["ddp_trace"], part=2),
+        _study_step("ddp_trace", out, res, traced, "ddp", dp_vs_ddp.trainer_params(traced),
+                    HTA_EXPECTED_S["ddp_trace"], "--group-of-one", "--log-dir", str(ranks),
+                    torchrun=True, part=2),
         Step("hta_breakdown", [sys.executable, "-m", "benchlib.diagnose.traces",
                                str(ranks / "trace")], 3 * HTA_EXPECTED_S["hta_breakdown"],
              {"trace_dir": str(ranks / "trace")}, expected_s=HTA_EXPECTED_S["hta_breakdown"],

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ import yaml
 
 from benchlib import paths
 from benchlib.config import CONFIGS, studies
-from benchlib.config.base import check_type
+from benchlib.config.base import StudyConfig, check_type
 from benchlib.errors import ConfigError, UsageError
 from benchlib.records.results import run_id_for
 
@@ -90,6 +91,9 @@ class Row:
     timeout_s: float | None = None
     testbed: dict[str, Any] | None = None  # where it runs (benchlib.records.testbed); None: here
     label: str = ""  # the result set its record joins; "" until the sweep assigns one
+    # the study config built from `params` when the row was checked (None: a notebook
+    # without one), carried to the preflight, the Slurm plan and the kernel: built once
+    config: StudyConfig | None = field(default=None, compare=False)
 
     @property
     def row_id(self) -> str:
@@ -118,9 +122,11 @@ def find_notebook(name: str, where: str) -> Path:
     raise UsageError(f"{where}: notebook: {name!r} not found; known: {', '.join(known)}")
 
 
-def check_row(spec: NotebookSpec, overrides: dict[str, Any], where: str) -> dict[str, Any]:
-    """The row's full parameters, or a UsageError naming the row, parameter and what is
-    allowed. Values only: what needs the machine is `preflight`, where the row runs."""
+def check_row(spec: NotebookSpec, overrides: dict[str, Any],
+              where: str) -> tuple[dict[str, Any], StudyConfig | None]:
+    """The row's full parameters and the config built from them (None for a notebook
+    without one), or a UsageError naming the row, parameter and what is allowed. Values
+    only: what needs the machine is `preflight`, where the row runs."""
     for name, value in overrides.items():
         if name not in spec.parameters:
             raise UsageError(f"{where}: {name}: not a parameter of {spec.path.name}; "
@@ -130,15 +136,15 @@ def check_row(spec: NotebookSpec, overrides: dict[str, Any], where: str) -> dict
         except ConfigError as e:
             raise UsageError(f"{where}: {e}") from e
     params = {**spec.defaults(), **overrides}
-    if spec.config:
-        if spec.config not in CONFIGS:
-            raise UsageError(f"{spec.path.name}: metadata names config {spec.config!r}; "
-                             f"known: {', '.join(CONFIGS)}")
-        try:
-            CONFIGS[spec.config].from_params(params)
-        except UsageError as e:
-            raise UsageError(f"{where}: {e}") from e
-    return params
+    if not spec.config:
+        return params, None
+    if spec.config not in CONFIGS:
+        raise UsageError(f"{spec.path.name}: metadata names config {spec.config!r}; "
+                         f"known: {', '.join(CONFIGS)}")
+    try:
+        return params, CONFIGS[spec.config].from_params(params)
+    except UsageError as e:
+        raise UsageError(f"{where}: {e}") from e
 
 
 def expand(study: dict[str, Any], where: str) -> list[dict[str, Any]]:
@@ -182,13 +188,35 @@ def study_rows(study: Any, where: str, notebooks: dict[Path, NotebookSpec]) -> l
     timeout = study.get("execution_timeout")
     if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
         raise UsageError(f"{where}: execution_timeout: must be a positive number of seconds")
-    rows = []
+    rows, config, notes = [], CONFIGS.get(spec.config or ""), {}
     for i, row in enumerate(expand(study, where), start=1):
         row_where = f"{where}: row {i}"
-        overrides = {**defaults, **row}
-        params = check_row(spec, overrides, row_where)
-        rows.append(Row(study["name"], path, params, overrides, row_where, timeout))
+        overrides = read_old_names(config, {**defaults, **row}, row_where, notes)
+        params, cfg = check_row(spec, overrides, row_where)
+        rows.append(Row(study["name"], path, params, overrides, row_where, timeout, config=cfg))
+    say_notes(notes, where)
     return rows
+
+
+def read_old_names(config: type[StudyConfig] | None, row: dict[str, Any], where: str,
+                   notes: dict[str, None]) -> dict[str, Any]:
+    """`row` with its config's old parameter names (`StudyConfig.renamed`: notebook 40's
+    `arch`) read as the new ones, a note for each added to `notes`; an old name beside
+    its new one is a UsageError naming both."""
+    if config is None:
+        return row
+    try:
+        row, found = config.read_old_names(row)
+    except ConfigError as e:
+        raise UsageError(f"{where}: {e}") from e
+    notes.update(dict.fromkeys(found))
+    return row
+
+
+def say_notes(notes: dict[str, None], where: str) -> None:
+    """Each note once, a line on stderr: the table still runs as it did."""
+    for note in notes:
+        print(f"note: {where}: {note}", file=sys.stderr)
 
 
 def load_plan(file: str | Path) -> list[Row]:
@@ -226,20 +254,17 @@ def load_plan(file: str | Path) -> list[Row]:
 
 
 def preflight(rows: list[Row]) -> None:
-    """Each row's study preflight, run on this machine before any row runs here (a local
-    sweep or `benchlib run`): a GPU that is not there, data not prepared, more ranks than
-    devices end here with the row named. A Slurm sweep leaves them to its array tasks."""
+    """Each row's study preflight on the config the row carries, run on this machine
+    before any row runs here (a local sweep or `benchlib run`): a GPU that is not there,
+    data not prepared, more ranks than devices end here with the row named. A Slurm sweep
+    leaves them to its array tasks."""
     from benchlib import studies
 
-    configs: dict[Path, str | None] = {}
     for row in rows:
-        if row.notebook not in configs:
-            configs[row.notebook] = NotebookSpec.read(row.notebook).config
-        name = configs[row.notebook]
-        if name is None:
+        if row.config is None:
             continue
         try:
-            studies.preflight(CONFIGS[name].from_params(row.params))
+            studies.preflight(row.config)
         except UsageError as e:
             raise UsageError(f"{row.source}: {e}") from e
 
@@ -247,6 +272,8 @@ def preflight(rows: list[Row]) -> None:
 def single_row(notebook: str, overrides: dict[str, Any], table: str | None = None) -> Row:
     """One run of one notebook (`python -m benchlib run`), checked like a table row."""
     path = find_notebook(notebook, "run")
-    spec = NotebookSpec.read(path)
-    params = check_row(spec, overrides, "run")
-    return Row(table or path.stem, path, params, overrides, f"run {path.name}")
+    spec, notes = NotebookSpec.read(path), {}
+    overrides = read_old_names(CONFIGS.get(spec.config or ""), overrides, "run", notes)
+    say_notes(notes, "run")
+    params, cfg = check_row(spec, overrides, "run")
+    return Row(table or path.stem, path, params, overrides, f"run {path.name}", config=cfg)

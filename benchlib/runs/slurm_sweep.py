@@ -24,18 +24,18 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from benchlib import atomic, paths
-from benchlib.config import DataPrepConfig
-from benchlib.config.choices import MADE_ON_DEVICE
+from benchlib.config import CONFIGS, DataPrepConfig, MultinodeLightningConfig, StudyConfig
+from benchlib.config.choices import MADE_ON_DEVICE, dataset_kind
 from benchlib.core import envinfo
 from benchlib.data.manifest import describe
 from benchlib.errors import ConfigError, SlurmError, UsageError
 from benchlib.records import results, testbed
-from benchlib.runs.params import NotebookSpec, Row
+from benchlib.runs.params import Row
 from benchlib.runs.sweep import Summary, pending, run_row
 from benchlib.slurm import arrays, commands
 from benchlib.slurm.capacity import check_layout, node_capacity
@@ -58,16 +58,15 @@ def check_submission(rows: list[Row], partition: str | None, time_limit: str | N
 
 def check_partition(rows: list[Row], partition: str | None) -> None:
     """The submit-side check, made once: the srun rows' layouts against the partition the
-    sweep goes to (None: the cluster's default one). The rest is each row's preflight,
-    run by its array task on the node it gets."""
+    sweep goes to (None: the cluster's default one), read from the config each row built.
+    The rest is each row's preflight, run by its array task on the node it gets."""
     capacity = node_capacity(partition)
     for row in rows:
-        p = row.params
-        if p.get("launcher") == "srun":
+        cfg = row.config
+        if isinstance(cfg, MultinodeLightningConfig) and cfg.launcher == "srun":
             try:
-                check_layout(p.get("trainer", "ddp"), int(p.get("nnodes", 1)),
-                             int(p.get("nproc_per_node", 1)), gpu=p.get("device") == "gpu",
-                             capacity=capacity)
+                check_layout(cfg.trainer, cfg.nnodes, cfg.nproc_per_node,
+                             gpu=cfg.device == "gpu", capacity=capacity)
             except ConfigError as e:
                 raise UsageError(f"{row.source}: {e} (partition {partition or 'default'})") from e
 
@@ -76,46 +75,56 @@ NO_DATA = (*MADE_ON_DEVICE, "dummy")  # made in the process: nothing to prepare
 
 
 def check_data(rows: list[Row]) -> None:
-    """The other submit-side check: every data set the rows read is prepared where they
-    will look for it (`path`, resolved as the tasks resolve it: `outputs/...` under
-    $BENCHLIB_OUTPUTS), so no array task fails on missing data after it was queued."""
+    """The other submit-side check: every data set the rows' configs read is prepared where
+    they will look for it (`path`, resolved as the tasks resolve it: `outputs/...` under
+    $BENCHLIB_OUTPUTS), so no array task fails on missing data after it was queued. A
+    data_prep row makes the data the others read; a data set of the user's own is theirs."""
     seen: set[tuple[Path, str]] = set()
     for row in rows:
-        p = row.params
-        if "path" not in p or p.get("dataset", "synthetic") in NO_DATA or _prepares_data(row):
+        cfg = row.config
+        if not hasattr(cfg, "path") or not hasattr(cfg, "dataset") \
+                or isinstance(cfg, DataPrepConfig) or cfg.dataset in NO_DATA \
+                or dataset_kind(cfg.dataset) == "entry":
             continue
-        key = (paths.resolve(p["path"]), p["dataset"])
+        key = (paths.resolve(cfg.path), cfg.dataset)
         if key in seen:
             continue
         seen.add(key)
         try:
-            describe(p["path"], p["dataset"])
+            describe(cfg.path, cfg.dataset)
         except UsageError as e:
             raise UsageError(f"{row.source}: {e} (checked before submitting: the array "
                              "tasks read the same path)") from e
 
 
-def _prepares_data(row: Row) -> bool:
-    """A data_prep row makes the data the others read (its `dataset` may be `all`)."""
-    return NotebookSpec.read(row.notebook).config == DataPrepConfig.__name__
-
-
 def write_plan(rows: list[Row], path: Path) -> None:
-    plan = [{**asdict(r), "notebook": str(r.notebook)} for r in rows]
+    """The rows for the array tasks, each with the config it built: its class and values."""
+    plan = [{**{f.name: getattr(r, f.name) for f in fields(r) if f.name != "config"},
+             "notebook": str(r.notebook),
+             "config": None if r.config is None else {"class": type(r.config).__name__,
+                                                      "values": r.config.as_dict()}}
+            for r in rows]
     atomic.write_json(path, {"rows": plan})
 
 
 def read_plan(plan: Path) -> list[Row]:
-    """The rows of a plan a Slurm sweep wrote; a file that is not one is a UsageError."""
+    """The rows of a plan a Slurm sweep wrote, each with its config made again from the
+    values the submitting side built it with; a file that is not one is a UsageError."""
     try:
         return [Row(r["table"], Path(r["notebook"]), r["params"], r["overrides"], r["source"],
-                    r["timeout_s"], r.get("testbed"), r.get("label", ""))
+                    r["timeout_s"], r.get("testbed"), r.get("label", ""), _config(r))
                 for r in json.loads(Path(plan).read_text())["rows"]]
     except OSError as e:
         raise UsageError(f"plan: cannot read {plan} ({e.strerror})") from None
     except (ValueError, KeyError, TypeError) as e:  # JSONDecodeError is a ValueError
         raise UsageError(f"plan: {plan} is not a Slurm sweep's plan.json "
                          f"({type(e).__name__}: {e})") from None
+
+
+def _config(row: dict[str, Any]) -> StudyConfig | None:
+    """A plan row's config, from its class's name and values (None: a notebook without)."""
+    saved = row.get("config")
+    return None if saved is None else CONFIGS[saved["class"]](**saved["values"])
 
 
 def read_row(plan: Path, index: int) -> Row:

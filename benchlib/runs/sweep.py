@@ -109,6 +109,13 @@ def execute(notebook: Path, output: Path, parameters: dict[str, Any], env: dict[
     return None
 
 
+def kernel_parameters(row: Row) -> dict[str, Any]:
+    """What papermill gives the row's kernel: the config the row built, every field (the
+    kernel's `from_params(globals())` builds it from exactly these values, and the
+    executed notebook shows them all); a notebook without a config gets the table's."""
+    return row.config.as_dict() if row.config is not None else dict(row.overrides)
+
+
 def run_row(row: Row, outputs: Path, executor: dict[str, Any] | None = None) -> dict[str, Any]:
     """Execute one row and write its record; returns the record. `executor` says where it
     ran (a Slurm array task's job id and log); a failure's error names that log too.
@@ -129,8 +136,8 @@ def run_row(row: Row, outputs: Path, executor: dict[str, Any] | None = None) -> 
         "BENCHLIB_TABLE": row.table,
         "BENCHLIB_STUDY": studies.of_notebook(row.notebook.name),
     }
-    error = execute(row.notebook, outputs / rel_notebook, row.overrides, kernel_env, row.timeout_s,
-                    warm=warm_kernels.wanted(studies.warm_kernel(row.notebook.name)))
+    error = execute(row.notebook, outputs / rel_notebook, kernel_parameters(row), kernel_env,
+                    row.timeout_s, warm=warm_kernels.wanted(studies.warm_kernel(row.notebook.name)))
     load = hostload.span(load_start, hostload.sample())
     published = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
     metrics_file.unlink(missing_ok=True)

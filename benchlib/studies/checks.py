@@ -119,3 +119,25 @@ def blocks_fit(cfg: Any, job: Any = None) -> None:
             model = build_job(cfg).model
     fsdp.require_blocks(model, "ac" if cfg.ac != "none" else "strategy",
                         cfg.ac if cfg.ac != "none" else "fsdp2")
+
+
+def image_model_takes(build: Any, name: str, shape: tuple[int, ...], classes: int) -> None:
+    """A model of the user's (`build()` makes it, on the CPU) takes a batch of 2 images of
+    `shape` to one score per class, at least `classes` of them: one line naming `model`
+    where it does not, before anything is timed."""
+    import torch
+
+    where = f"2 images of {'x'.join(map(str, shape))}"
+    try:
+        with torch.no_grad():
+            out = build().eval()(torch.zeros(2, *shape))
+    except ConfigError:
+        raise
+    except Exception as e:  # noqa: BLE001 - whatever the user's forward raises
+        raise ConfigError("model", f"{name} fails on {where}: {type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:200]}") from None
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, out.shape[-1]) \
+            or out.shape[-1] < classes:
+        got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ConfigError("model", f"{name} gives {got} for {where}; training needs (2, >= "
+                          f"{classes}) scores (set num_classes or in_channels in model_args)")

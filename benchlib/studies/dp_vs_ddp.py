@@ -12,6 +12,7 @@ from typing import Any
 
 from benchlib import paths
 from benchlib.config import DpVsDdpConfig
+from benchlib.config.fault_injection import FaultInjectionConfig
 from benchlib.launch.launcher import launch
 from benchlib.studies import checks, repeats, training
 
@@ -24,15 +25,12 @@ class DistResult:
 
 def trainer_params(cfg: DpVsDdpConfig) -> dict[str, Any]:
     """The trainer worker's parameters (its run.json) for this row: the training fields
-    (benchlib.studies.training); dp: one process over exactly the devices asked for; a
-    delay injected on purpose; the traces asked for."""
-    params = training.worker_params(cfg)
+    and the faults to inject (benchlib.studies.training); dp: one process over exactly the
+    devices asked for; the traces asked for."""
+    params = {**training.worker_params(cfg),
+              **training.piece_params(cfg, FaultInjectionConfig), "export_trace": cfg.export_trace}
     if cfg.strategy == "dp":
         params["dp_devices"] = cfg.nproc_per_node
-    if cfg.inject_step_delay_ms:
-        params.update(inject_step_delay_ms=cfg.inject_step_delay_ms, delay_rank=cfg.delay_rank)
-    if cfg.export_trace:
-        params["export_trace"] = True
     return params
 
 

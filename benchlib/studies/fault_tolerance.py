@@ -13,6 +13,7 @@ from typing import Any
 
 from benchlib import paths
 from benchlib.config import FaultToleranceConfig
+from benchlib.config.fault_injection import FaultInjectionConfig
 from benchlib.core.metrics import without_params
 from benchlib.launch.launcher import launch
 from benchlib.studies import checks, training
@@ -25,18 +26,17 @@ class FaultResult:
 
 
 def worker_params(cfg: FaultToleranceConfig, checkpoints: str, fail: bool) -> dict[str, Any]:
-    """The elastic worker's parameters (its run.json): the training fields (benchlib.
-    studies.training), dummy data as the worker's --dummy (random images, no folder), the
-    cosine schedule and the checkpoints; `fail`: with the injected failure."""
-    params = {**training.worker_params(cfg), "lr_schedule": "cosine",
-              "checkpoint_every": cfg.checkpoint_every, "checkpoints_path": checkpoints,
-              "resume_or_start": True}
+    """The elastic worker's parameters (its run.json): the training fields and the faults
+    to inject (benchlib.studies.training), the cosine schedule and the checkpoints; dummy
+    data (random images, no folder) as many as the steps take; without `fail`, no rank
+    is killed (the uninterrupted run)."""
+    params = {**training.worker_params(cfg), **training.piece_params(cfg, FaultInjectionConfig),
+              "lr_schedule": "cosine", "checkpoint_every": cfg.checkpoint_every,
+              "checkpoints_path": checkpoints, "resume_or_start": True}
     if cfg.dataset == "dummy":
-        del params["dataset"], params["path"]
-        params.update(dummy=True,
-                      dummy_size=cfg.batch_size * cfg.nproc_per_node * max(cfg.max_steps, 1))
-    if fail and cfg.fail_at_step:
-        params.update(fail_at_step=cfg.fail_at_step, fail_rank=cfg.fail_rank)
+        params["dummy_size"] = cfg.batch_size * cfg.nproc_per_node * max(cfg.max_steps, 1)
+    if not fail:
+        params["fail_at_step"] = 0
     return params
 
 

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 from benchlib import paths, reference
 from benchlib.config import FrameworkComparisonConfig
 from benchlib.config.choices import ARCHS
+from benchlib.config.flags import config_argv
+from benchlib.config.framework_comparison import JAX_FIELDS
+from benchlib.config.performance import PerformanceConfig
 from benchlib.core.stats import summarize
 from benchlib.distributed.device import check_precision
 from benchlib.errors import ConfigError
 from benchlib.launch.launcher import launch
-from benchlib.studies import checks, repeats
+from benchlib.studies import checks, repeats, training
 
 
 @dataclass
@@ -37,16 +39,14 @@ def learning_rate(cfg: FrameworkComparisonConfig) -> float:
 
 
 def trainer_params(cfg: FrameworkComparisonConfig) -> dict[str, Any]:
-    """The trainer worker's parameters (its run.json): DLPerf's settings for this row."""
-    return {"model": cfg.arch, "model_args": cfg.model_args, "seq_len": cfg.seq_len,
-            "vocab_size": cfg.vocab_size, "dataset": cfg.dataset, "path": str(paths.resolve(cfg.path)),
-            "image_size": cfg.image_size, "batch_size": cfg.batch_size,
+    """The trainer worker's parameters (its run.json): the training fields and the
+    performance settings of the row, by name (benchlib.studies.training), and DLPerf's
+    schedule as the trainer counts it: each window an epoch of skipped, warm-up and timed
+    steps, the skipped and warm-up ones left out, lr = global batch / 1000. Momentum is
+    the trainer's 0.9, DLPerf's too (benchlib.config.training)."""
+    return {**training.worker_params(cfg), **training.piece_params(cfg, PerformanceConfig),
             "epochs": windows_per_launch(cfg), "max_steps": cfg.steps,
-            "warmup_steps": cfg.skip_steps + cfg.warmup_steps, "lr": learning_rate(cfg),
-            "momentum": 0.9, "precision": cfg.precision, "num_workers": cfg.num_workers,
-            "device": cfg.device, "backend": cfg.backend, "timeout": cfg.timeout_s,
-            "seed": cfg.seed, "log_interval": 0, "channels_last": cfg.channels_last,
-            "compile": cfg.compile}
+            "warmup_steps": cfg.skip_steps + cfg.warmup_steps, "lr": learning_rate(cfg)}
 
 
 def windows_per_launch(cfg: FrameworkComparisonConfig) -> int:
@@ -67,13 +67,6 @@ def mfu(samples_per_s: float, devices: int, flops_per_sample: float, device_name
     return samples_per_s / devices * flops_per_sample / peak[0], peak[1]
 
 
-def training_view(cfg: FrameworkComparisonConfig) -> SimpleNamespace:
-    """The row as the training fields name it (benchlib.config.training): what the
-    trainer builds its job from."""
-    return SimpleNamespace(**{**trainer_params(cfg), "loss": "", "collate": "",
-                              "input_shape": "", "num_classes": 10, "depth": 20, "alpha": 48})
-
-
 def preflight(cfg: FrameworkComparisonConfig) -> None:
     """Where the row runs: device, precision and backend, one rank per device, and an
     image folder big enough for the skipped, warm-up and timed steps."""
@@ -84,7 +77,7 @@ def preflight(cfg: FrameworkComparisonConfig) -> None:
         what = "GPUs are visible" if cuda else "CPU cores are there (one rank each)"
         raise ConfigError("nproc_per_node", f"{cfg.nproc_per_node} asked for, but only "
                           f"{visible} {what}")
-    own = checks.own_code_trains(training_view(cfg))
+    own = checks.own_code_trains(cfg)
     if cfg.dataset != "synthetic":
         have = own if own is not None else \
             checks.data_prepared(cfg.path, "imagefolder")["samples"]["train"]
@@ -132,8 +125,8 @@ def jax_skipped(cfg: FrameworkComparisonConfig) -> str | None:
         return "compare_jax is off"
     if importlib.util.find_spec("jax") is None:
         return "JAX is not installed here (pip install 'benchlib[jax]')"
-    if cfg.arch not in ARCHS:
-        return f"JAX trains the built-in ResNets only ({', '.join(ARCHS)}), not {cfg.arch}"
+    if cfg.model not in ARCHS:
+        return f"JAX trains the built-in ResNets only ({', '.join(ARCHS)}), not {cfg.model}"
     if cfg.nproc_per_node != 1 or cfg.dataset != "synthetic":
         return "JAX is measured on one device with synthetic data only"
     if cfg.precision not in JAX_PRECISIONS:
@@ -143,12 +136,10 @@ def jax_skipped(cfg: FrameworkComparisonConfig) -> str | None:
 
 def jax_args(cfg: FrameworkComparisonConfig) -> list[str]:
     """benchlib.workers.jax_resnet's flags for the same ResNet, batch, image size,
-    learning rate and timing window as the row's PyTorch run."""
-    return ["--arch", cfg.arch, "--batch-size", str(cfg.batch_size), "--image-size",
-            str(cfg.image_size), "--skip-steps", str(cfg.skip_steps), "--warmup-steps",
-            str(cfg.warmup_steps), "--timed-steps", str(cfg.timed_steps), "--repeats",
-            str(windows_per_launch(cfg)), "--lr", str(learning_rate(cfg)), "--seed", str(cfg.seed),
-            "--precision", cfg.precision]
+    learning rate and timing window as the row's PyTorch run: the row's own fields, and
+    the windows and learning rate its PyTorch launch runs."""
+    return [*config_argv(cfg, only=JAX_FIELDS), "--repeats", str(windows_per_launch(cfg)),
+            "--lr", str(learning_rate(cfg))]
 
 
 def run_jax(cfg: FrameworkComparisonConfig, run_id: str) -> dict[str, Any]:
@@ -192,7 +183,7 @@ def beside_published(cfg: FrameworkComparisonConfig, result: FrameworkResult):
 def describe(cfg: FrameworkComparisonConfig, result: FrameworkResult) -> str:
     m = result.metrics
     mfu_text = f"MFU {m['mfu']:.1%}" if m["mfu"] is not None else f"MFU unknown ({m['mfu_peak_source']})"
-    text = (f"{cfg.arch} {cfg.dataset} {cfg.image_size}px, batch {cfg.batch_size} x "
+    text = (f"{cfg.model} {cfg.dataset} {cfg.image_size}px, batch {cfg.batch_size} x "
             f"{m['world_size']} on {m['device_name']}, {cfg.precision}"
             f"{', channels_last' if cfg.channels_last else ''}{', compiled' if cfg.compile else ''}: "
             f"{m['samples_per_s']:,.1f} samples/s (p10 {m['samples_per_s_p10']:,.1f}, "

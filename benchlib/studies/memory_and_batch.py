@@ -20,9 +20,12 @@ from typing import Any
 
 from benchlib import paths
 from benchlib.config import MemoryAndBatchConfig
+from benchlib.config.choices import model_kind
+from benchlib.config.memory_and_batch import CLASSES, TRIAL_FIELDS
 from benchlib.distributed.device import uses_cuda
 from benchlib.errors import ConfigError, LaunchError
 from benchlib.launch.launcher import launch
+from benchlib.studies import checks
 
 
 @dataclass
@@ -57,19 +60,28 @@ def search(fits: Callable[[int], bool], start: int, cap: int) -> tuple[int | Non
 
 
 def trial_params(cfg: MemoryAndBatchConfig, batch: int) -> dict[str, Any]:
-    """The batch_trial worker's parameters (its run.json) for one batch."""
-    return {"model": cfg.model, "in_shape": "x".join(map(str, cfg.input_shape())),
-            "depth": cfg.depth, "alpha": cfg.alpha, "batch_size": batch, "steps": cfg.steps,
-            "warmup_steps": cfg.warmup_steps, "lr": cfg.lr, "seed": cfg.seed,
-            "memory_limit_bytes": cfg.memory_limit_bytes() or 0, "device": cfg.device}
+    """The batch_trial worker's parameters (its run.json) for one batch: the fields its
+    flags are generated from, by name (TRIAL_FIELDS), and the batch, its shape and the
+    limit in bytes."""
+    return {**{name: getattr(cfg, name) for name in TRIAL_FIELDS}, "batch_size": batch,
+            "in_shape": "x".join(map(str, cfg.input_shape())),
+            "memory_limit_bytes": cfg.memory_limit_bytes() or 0}
 
 
 def preflight(cfg: MemoryAndBatchConfig) -> None:
     """The device is here; on the CPU a limit is given (else the search would run until
-    the OS kills the machine's biggest process, maybe not ours)."""
+    the OS kills the machine's biggest process, maybe not ours); a model of the user's
+    takes 2 samples of the batches' shape to a score per class."""
     if not uses_cuda(cfg.device) and cfg.memory_limit_bytes() is None:
         raise ConfigError("memory_limit", "the CPU search needs a limit (4GiB, 512MiB, ...): "
                           "without one it runs until the OS kills a process")
+    if model_kind(cfg.model) != "builtin":
+        from benchlib.core.models import build_model
+
+        checks.image_model_takes(
+            lambda: build_model(cfg.model, cfg.input_shape(), cfg.depth, cfg.alpha,
+                                model_args=cfg.model_args, num_classes=CLASSES),
+            cfg.model, cfg.input_shape(), CLASSES)
 
 
 def _killed_row(cfg: MemoryAndBatchConfig, batch: int, error: LaunchError) -> dict[str, Any] | None:

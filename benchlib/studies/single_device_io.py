@@ -47,13 +47,14 @@ IN_SHAPE, CLASSES = (1, 28, 28), 10  # the IO data sets' images and labels
 
 
 def _model(cfg: SingleDeviceIoConfig) -> torch.nn.Module:
-    return build_model(cfg.model, IN_SHAPE, model_args=cfg.model_args, num_classes=CLASSES)
+    return build_model(cfg.model, IN_SHAPE, cfg.depth, cfg.alpha, model_args=cfg.model_args,
+                       num_classes=CLASSES)
 
 
 def _stepper(cfg: SingleDeviceIoConfig, device: torch.device, seed: int) -> loops.Stepper:
     torch.manual_seed(seed)
     model = _model(cfg) if cfg.mode == "train" else None
-    return loops.Stepper(cfg.mode, device, model, cfg.lr)
+    return loops.Stepper(cfg.mode, device, model, cfg.lr, cfg.momentum)
 
 
 def preflight(cfg: SingleDeviceIoConfig) -> None:
@@ -65,21 +66,7 @@ def preflight(cfg: SingleDeviceIoConfig) -> None:
     entry = checks.data_prepared(cfg.path, cfg.dataset)
     _warmup_fits(cfg, entry["samples"]["train"])
     if cfg.mode == "train" and cfg.model not in IO_MODELS:
-        try:
-            with torch.no_grad():
-                out = _model(cfg).eval()(torch.zeros(2, *IN_SHAPE))
-        except ConfigError:
-            raise
-        except Exception as e:  # noqa: BLE001 - whatever the user's forward raises
-            raise ConfigError("model", f"{cfg.model} fails on 2 images of "
-                              f"{'x'.join(map(str, IN_SHAPE))}: {type(e).__name__}: "
-                              f"{str(e).splitlines()[0][:200]}") from None
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, out.shape[-1]) \
-                or out.shape[-1] < CLASSES:
-            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise ConfigError("model", f"{cfg.model} gives {shape} for 2 images of "
-                              f"{'x'.join(map(str, IN_SHAPE))}; train mode needs (2, >= "
-                              f"{CLASSES}) scores (set num_classes or in_channels in model_args)")
+        checks.image_model_takes(lambda: _model(cfg), cfg.model, IN_SHAPE, CLASSES)
 
 
 def model_figures(cfg: SingleDeviceIoConfig) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from benchlib import paths, reference
 from benchlib.config import TransformerTrainingConfig
+from benchlib.config.performance import PerformanceConfig
 from benchlib.distributed.device import check_precision
 from benchlib.studies import checks, repeats, training
 
@@ -27,10 +28,9 @@ class LmResult:
 
 
 def trainer_params(cfg: TransformerTrainingConfig) -> dict[str, Any]:
-    """The worker's parameters (its run.json): the training fields, and this study's
-    strategy settings, which the worker takes as its own flags."""
-    return {**training.worker_params(cfg), "ac": cfg.ac, "compile": cfg.compile,
-            "precision": cfg.precision}
+    """The worker's parameters (its run.json): the training fields and the performance
+    settings (checkpointing, compile, precision, ...), by name."""
+    return {**training.worker_params(cfg), **training.piece_params(cfg, PerformanceConfig)}
 
 
 def preflight(cfg: TransformerTrainingConfig) -> None:

@@ -9,9 +9,11 @@ import argparse
 
 from benchlib.config import DpVsDdpConfig as STUDY  # its defaults are this worker's
 from benchlib.config.base import require_counts
-from benchlib.config.choices import AC_MODES, PRECISIONS
-from benchlib.config.flags import add_config_flags
-from benchlib.config.training import TrainingConfig, check_own_code, training_fields
+from benchlib.config.fault_injection import FaultInjectionConfig, check_faults
+from benchlib.config.flags import add_config_flags, add_piece_flags
+from benchlib.config.model_data import check_own_code
+from benchlib.config.performance import PerformanceConfig
+from benchlib.config.training import TrainingConfig, training_fields
 from benchlib.errors import ConfigError
 
 
@@ -19,14 +21,14 @@ def check_args(args: argparse.Namespace) -> None:
     """What the arguments alone say cannot work, refused before any rank starts."""
     require_counts(args, ("epochs", "batch_size"))
     check_own_code(args)
+    check_faults(args)
     if args.strategy == "fsdp2":  # fully_shard needs a process group, of one rank too
         args.group_of_one = True
     if args.strategy == "fsdp2" and args.dp_devices:
         raise ConfigError("dp_devices", "is DataParallel's; fsdp2 runs one rank per device "
                           "(give the ranks with nproc_per_node)")
-    for name in ("inject_step_delay_ms", "inject_comm_delay_ms"):
-        if getattr(args, name) < 0:
-            raise ConfigError(name, f"must be >= 0, got {getattr(args, name)}")
+    if args.inject_comm_delay_ms < 0:
+        raise ConfigError("inject_comm_delay_ms", f"must be >= 0, got {args.inject_comm_delay_ms}")
 
 
 # What the distributed flags (benchlib.workers.bootstrap) take instead: device and backend
@@ -36,22 +38,17 @@ NOT_HERE = ("device", "backend", "timeout_s")
 
 
 def parser(strategy: str, study: type[TrainingConfig] = STUDY) -> argparse.ArgumentParser:
-    """The worker's flags: the training fields of `study` generated from it (their types,
-    defaults, choices and help are the config's), then this worker's own."""
+    """The worker's flags: the training fields of `study`, its performance settings and
+    its injected faults, generated from the configs (their types, defaults, choices and
+    help are the config's: `study`'s where it composes the piece), then this worker's own."""
     p = argparse.ArgumentParser(prog=f"benchlib.workers.{strategy}",
                                 description=f"{strategy} training (seed 002)")
     add_config_flags(p, study, only=[n for n in training_fields(study) if n not in NOT_HERE])
+    add_piece_flags(p, PerformanceConfig, study)
+    add_piece_flags(p, FaultInjectionConfig, study)
     add_config_flags(p, STUDY, only=["export_trace"])  # notebook 20's, whichever study launches
-    p.add_argument("--image-size", type=int, default=224, help="imagefolder and synthetic")
-    p.add_argument("--precision", default="fp32", choices=PRECISIONS)
-    p.add_argument("--channels-last", action="store_true")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model")
-    p.add_argument("--ac", choices=AC_MODES, default="none",
-                   help="activation checkpointing per block: none, selective (keep the "
-                   "matmuls' outputs, recompute the rest) or full")
     p.add_argument("--dp-devices", type=int, default=0,
                    help="dp: the GPUs DataParallel spans (0 = every visible one)")
-    p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--no-shuffle", action="store_true")
     p.add_argument("--no-augment", action="store_true")
     p.add_argument("--log-interval", type=int, default=20, help="seed 002's --log-interval")
@@ -59,17 +56,8 @@ def parser(strategy: str, study: type[TrainingConfig] = STUDY) -> argparse.Argum
     p.add_argument("--train-dir", default="outputs/checkpoints", help="seed 002's --train-dir")
     p.add_argument("--record-losses", type=int, default=0,
                    help="record the rank-averaged loss of the first N steps")
-    p.add_argument("--fail-at-step", type=int, default=0, help="fault injection (tests)")
-    p.add_argument("--fail-rank", type=int, default=0)
     p.add_argument("--fail-how", choices=["raise", "kill"], default="raise",
-                   help="fault injection: an exception, or SIGKILL")
-    p.add_argument("--inject-step-delay-ms", type=float, default=0.0,
-                   help="add this many ms to every step, inside its timing (a sleep on CPU, "
-                   "a spin kernel on CUDA): the truth `benchlib calibrate --ground-truth` "
-                   "checks against, never a real run")
-    p.add_argument("--delay-rank", type=int, default=-1,
-                   help="only this rank gets --inject-step-delay-ms (-1: every rank): a "
-                   "straggler made on purpose, for `benchlib diagnose`'s tests")
+                   help="fault injection (tests): --fail-at-step's rank raises, or SIGKILLs itself")
     p.add_argument("--inject-comm-delay-ms", type=float, default=0.0,
                    help="DDP on more than one rank: the last gradient bucket of every step "
                    "waits this many ms inside its all-reduce, a slower link made on purpose "

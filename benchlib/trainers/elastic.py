@@ -146,6 +146,8 @@ class ElasticTrainer:
         self.stepper = loops.Stepper("train", device, self.model, lr=args.lr,
                                      momentum=args.momentum, precision=args.precision,
                                      channels_last=args.channels_last,
+                                     step_delay_ms=args.inject_step_delay_ms
+                                     if args.delay_rank in (-1, env.rank) else 0.0,
                                      objective=loops.Objective(plan.loss))
         self.optimizer = self.stepper.optimizer
         for group in self.optimizer.param_groups:  # Stepper's SGD has none; seed 001 used 1e-4
@@ -288,6 +290,9 @@ class ElasticTrainer:
             "resumed_from_step": self.plan.resume.step if self.plan.resume is not None else None,
             **memory_figures,  # the training window's peaks, and where they went
         })
+        if self.args.inject_step_delay_ms:  # a straggler made on purpose: not the model's figures
+            metrics.update(injected_step_delay_ms=self.args.inject_step_delay_ms,
+                           injected_delay_rank=self.args.delay_rank)
         return {"metrics": metrics, "details": {"restarts": rows, "timeline": events}}
 
 

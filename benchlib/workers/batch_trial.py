@@ -16,7 +16,8 @@ import time
 
 import torch
 
-from benchlib.config.memory_and_batch import CLASSES
+from benchlib.config.flags import add_config_flags
+from benchlib.config.memory_and_batch import CLASSES, TRIAL_FIELDS, MemoryAndBatchConfig
 from benchlib.core.loops import Stepper
 from benchlib.core.memory import PeakMemory, breakdown
 from benchlib.core.models import build_model
@@ -52,7 +53,8 @@ def trial(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     peak.reset()
     stepper, samples_per_s, step_s, error = None, None, None, None
     try:
-        model = build_model(args.model, in_shape=shape, depth=args.depth, alpha=args.alpha)
+        model = build_model(args.model, in_shape=shape, depth=args.depth, alpha=args.alpha,
+                            model_args=args.model_args, num_classes=CLASSES)
         x = torch.rand(args.batch_size, *shape, device=device)
         y = torch.randint(0, CLASSES, (args.batch_size,), device=device)
         stepper = Stepper("train", device, model, lr=args.lr, momentum=0.9)
@@ -105,15 +107,10 @@ def check(args: argparse.Namespace) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="benchlib.workers.batch_trial", description=__doc__)
-    p.add_argument("--model", default="simplecnn")
+    # notebook 15's fields (the device is the bootstrap's flag, from the same field)
+    add_config_flags(p, MemoryAndBatchConfig, only=[n for n in TRIAL_FIELDS if n != "device"])
     p.add_argument("--in-shape", default="3x32x32", help="one sample's CxHxW")
-    p.add_argument("--depth", type=int, default=20)
-    p.add_argument("--alpha", type=int, default=48)
     p.add_argument("--batch-size", type=int, default=1)
-    p.add_argument("--steps", type=int, default=4, help="training steps, the warm-up included")
-    p.add_argument("--warmup-steps", type=int, default=1)
-    p.add_argument("--lr", type=float, default=0.1)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--memory-limit-bytes", type=int, default=0,
                    help="a peak over this does not fit (0: no limit)")
     return p

@@ -5,7 +5,8 @@
     srun python -m benchlib.workers.elastic DATA --dist-init-method slurm --resume ...
 
 Data: `--dataset imagefolder` (DATA/train/<class>/*.JPEG, ImageNet's layout, or a
-folder prepared by `benchlib data`), cifar10, fashion-mnist, mydataset, or `--dummy`.
+folder prepared by `benchlib data`), cifar10, fashion-mnist, mydataset, or `--dummy`
+(`--dataset dummy`).
 
 Resuming: `--resume` continues from the newest valid checkpoint and refuses to start
 without one; `--resume-or-start` starts fresh when there is none. A restarted attempt
@@ -27,9 +28,12 @@ from typing import Any, ClassVar
 
 from benchlib import paths
 from benchlib.config.base import require_min
-from benchlib.config.choices import PRECISIONS
-from benchlib.config.flags import add_config_flags
-from benchlib.config.training import TrainingConfig, check_own_code, training_fields
+from benchlib.config.choices import ELASTIC_DATASETS
+from benchlib.config.fault_injection import FaultInjectionConfig, check_faults
+from benchlib.config.flags import add_config_flags, add_piece_flags
+from benchlib.config.model_data import check_own_code
+from benchlib.config.performance import PerformanceConfig
+from benchlib.config.training import TrainingConfig, training_fields
 from benchlib.distributed.device import check_precision, choose_backend, device_for
 from benchlib.distributed.env import DistEnv, resolve
 from benchlib.distributed.group import init
@@ -40,7 +44,6 @@ from benchlib.trainers.preemption import PreemptionFlag
 from benchlib.workers.bootstrap import Worker, run
 
 PROG = "benchlib.workers.elastic"
-DATASETS = ("imagefolder", "cifar10", "fashion-mnist", "mydataset")
 IMAGENET_TRAIN = 1281167  # pytorch/examples' --dummy epoch: ImageNet's training set
 
 
@@ -49,7 +52,8 @@ class Seed001(TrainingConfig):
     """The training fields as seed 001's trainer has them: its data sets and defaults (the
     worker's flags are generated from these; a study hands its own values)."""
 
-    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"dataset": DATASETS}
+    # dummy: seed 001's --dummy (random images, no files), as notebook 35 names it
+    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"dataset": ELASTIC_DATASETS}
     defaults: ClassVar[dict[str, Any]] = {"dataset": "imagefolder", "model": "resnet18",
                                           "batch_size": 64, "warmup_steps": 5}
 
@@ -57,27 +61,26 @@ class Seed001(TrainingConfig):
 # its --timeout (the distributed group) is the rendezvous' and every collective's, where
 # timeout_s is the whole launch's
 NOT_HERE = ("timeout_s",)
+PERFORMANCE = ("precision", "channels_last", "image_size")  # what its loop applies
 
 
 def parser(study: type[TrainingConfig] = Seed001) -> argparse.ArgumentParser:
-    """The worker's flags: the training fields of `study` generated from it (their types,
+    """The worker's flags: the training fields of `study`, the performance settings its
+    loop applies and the injected faults, generated from the configs (their types,
     defaults, choices and help are the config's), then seed 001's own."""
     p = argparse.ArgumentParser(prog=PROG, description="elastic, checkpointed training (seed 001)")
     p.add_argument("data", nargs="?", help="data folder (seed 001's positional argument; "
                    "else --path)")
     add_config_flags(p, study, only=[n for n in training_fields(study) if n not in NOT_HERE])
+    add_piece_flags(p, PerformanceConfig, study, only=PERFORMANCE)
     p.add_argument("--dummy", action="store_true", help="random images, no files (seed 001)")
     p.add_argument("--dummy-size", type=int, default=IMAGENET_TRAIN, help="samples per --dummy epoch")
     p.add_argument("--val-path", help="validate each epoch: the folder of the val split")
-    p.add_argument("--image-size", type=int, default=224, help="imagefolder and --dummy")
     p.add_argument("--no-augment", action="store_true")
-    p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight-decay", type=float, default=1e-4)
     p.add_argument("--lr-schedule", default="step", choices=["step", "cosine", "constant"])
     p.add_argument("--lr-step-epochs", type=int, default=30, help="step: x gamma every N epochs")
     p.add_argument("--lr-gamma", type=float, default=0.1)
-    p.add_argument("--precision", default="fp32", choices=PRECISIONS)
-    p.add_argument("--channels-last", action="store_true")
     p.add_argument("--log-interval", type=int, default=20)
     g = p.add_argument_group("checkpoints")
     g.add_argument("--checkpoints-path", default="outputs/checkpoints/elastic")
@@ -88,8 +91,7 @@ def parser(study: type[TrainingConfig] = Seed001) -> argparse.ArgumentParser:
     resume.add_argument("--resume", action="store_true", help="from the newest valid checkpoint")
     resume.add_argument("--resume-or-start", action="store_true",
                         help="resume if there is a checkpoint, else start fresh")
-    g.add_argument("--fail-at-step", type=int, default=0, help="fault injection (tests): 0 = off")
-    g.add_argument("--fail-rank", type=int, default=0)
+    add_piece_flags(p.add_argument_group("fault injection"), FaultInjectionConfig, study)
     d = p.add_argument_group("distributed")
     d.add_argument("--dist-init-method", default="torchrun", choices=["torchrun", "slurm"],
                    help="torchrun's variables (none: one process), or srun's SLURM_* (seed 001)")
@@ -177,8 +179,9 @@ def preflight(args: argparse.Namespace, env: DistEnv) -> elastic.Plan:
     check_own_code(args, any_dataset=False)  # the data sets are the flag's choices
     for name in ("epochs", "batch_size", "keep_checkpoints", "dummy_size", "lr_step_epochs"):
         require_min(name, getattr(args, name), 1)
-    for name in ("max_steps", "checkpoint_every", "num_workers", "warmup_steps", "fail_at_step"):
+    for name in ("max_steps", "checkpoint_every", "num_workers", "warmup_steps"):
         require_min(name, getattr(args, name), 0)
+    check_faults(args)
     if args.fail_at_step and not 0 <= args.fail_rank < env.world_size:
         raise ConfigError("fail_rank", f"must be in [0, {env.world_size}), got {args.fail_rank}")
     folder = checkpoint.check_writable(paths.resolve(args.checkpoints_path))
@@ -237,6 +240,9 @@ class Elastic(Worker):
 
     def parser(self) -> argparse.ArgumentParser:
         return parser()
+
+    def check(self, args: argparse.Namespace) -> None:
+        args.dummy = args.dummy or args.dataset == "dummy"  # one data set, two spellings
 
     def find(self, args: argparse.Namespace) -> DistEnv:
         return resolve_env(args.dist_init_method)

@@ -23,6 +23,9 @@ import time
 from pathlib import Path
 
 from benchlib import atomic
+from benchlib.config.flags import add_config_flags
+from benchlib.config.framework_comparison import JAX_FIELDS, FrameworkComparisonConfig
+from benchlib.config.training import ScheduleConfig
 from benchlib.core.stats import summarize
 from benchlib.core.timing import WINDOW
 from benchlib.errors import BenchlibError, ConfigError, UsageError
@@ -34,28 +37,24 @@ NOT_INSTALLED = "jax: not installed here; pip install jax jaxlib (or 'benchlib[j
 
 
 def parser() -> argparse.ArgumentParser:
+    """Notebook 40's fields of the row (benchlib.config.framework_comparison.JAX_FIELDS) and
+    SGD's momentum, generated from the configs (`--arch`, notebook 40's old name for
+    --model, still read); then this worker's own."""
     p = argparse.ArgumentParser(prog=PROG, description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--arch", default="resnet50", help="resnet18 or resnet50 (v1.5)")
-    p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--image-size", type=int, default=224, help="input side in pixels, >= 32")
-    p.add_argument("--skip-steps", type=int, default=5)
-    p.add_argument("--warmup-steps", type=int, default=20)
-    p.add_argument("--timed-steps", type=int, default=100)
-    p.add_argument("--repeats", type=int, default=3)
+    add_config_flags(p, FrameworkComparisonConfig, only=JAX_FIELDS,
+                     choices={"precision": list(PRECISIONS)}, aliases={"model": ("--arch",)})
+    add_config_flags(p, ScheduleConfig, only=("momentum",))
+    p.add_argument("--repeats", type=int, default=3, help="windows, each one sample")
     p.add_argument("--lr", type=float, help="default: batch size / 1000 (DLPerf)")
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--precision", default="fp32", choices=list(PRECISIONS),
-                   help="bf16 (= amp_bf16): fp32 parameters, bf16 compute")
     p.add_argument("--result", help="write the result here (JSON)")
     p.add_argument("--log-dir", help="write the output to <log-dir>/rank0.log")
     return p
 
 
 def check(args: argparse.Namespace) -> None:
-    if args.arch not in ARCHS:
-        raise ConfigError("arch", f"{args.arch!r} is not one of {', '.join(ARCHS)}")
+    if args.model not in ARCHS:
+        raise ConfigError("model", f"{args.model!r} is not one of {', '.join(ARCHS)}")
     for name in ("batch_size", "timed_steps", "repeats"):
         if getattr(args, name) < 1:
             raise ConfigError(name, f"must be at least 1, got {getattr(args, name)}")
@@ -98,11 +97,11 @@ def measure(args: argparse.Namespace) -> dict:
 
     lr = args.lr if args.lr is not None else args.batch_size / 1000
     key_model, key_data = jax.random.split(jax.random.key(args.seed))
-    state = jaxresnet.init_state(args.arch, key_model)
+    state = jaxresnet.init_state(args.model, key_model)
     model_params = jaxresnet.param_count(state[0])
     x, y = jaxresnet.synthetic_batch(key_data, args.batch_size, args.image_size)
     x.block_until_ready()
-    step = jaxresnet.make_train_step(args.arch, lr, args.momentum, PRECISIONS[args.precision])
+    step = jaxresnet.make_train_step(args.model, lr, args.momentum, PRECISIONS[args.precision])
 
     start = time.perf_counter()
     state, loss = step(state, x, y)
@@ -167,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.result:
         atomic.write_json(Path(args.result), result)
     m = result["metrics"]
-    print(f"{args.arch} batch {args.batch_size} {args.image_size}px {args.precision} on "
+    print(f"{args.model} batch {args.batch_size} {args.image_size}px {args.precision} on "
           f"{m['jax_backend']} ({m['device_name']}): {m['samples_per_s']:.2f} samples/s, "
           f"compile {m['compile_s']:.1f} s", flush=True)
     return 0

@@ -21,8 +21,11 @@ import warnings
 
 from benchlib.config import MultinodeLightningConfig as STUDY  # its defaults are this worker's
 from benchlib.config.base import require_counts
-from benchlib.config.flags import add_config_flags
-from benchlib.config.training import TrainingConfig, check_own_code, training_fields
+from benchlib.config.fault_injection import FaultInjectionConfig, check_faults
+from benchlib.config.flags import add_config_flags, add_piece_flags
+from benchlib.config.model_data import check_own_code
+from benchlib.config.performance import PerformanceConfig
+from benchlib.config.training import TrainingConfig, training_fields
 from benchlib.distributed.lightning_env import Layout, global_rank, layout, read_int
 from benchlib.errors import ConfigError
 from benchlib.workers.bootstrap import Early, Worker, fail, run
@@ -34,31 +37,32 @@ PROG = "benchlib.workers.lightning"
 # for the rendezvous and every collective, where timeout_s is the whole launch's)
 NOT_HERE = ("backend", "timeout_s")
 SEED_SPELLINGS = {"batch_size": ("--batch_size",), "num_workers": ("--num_workers",)}
+# what its LightningModule applies of the performance settings and the injected faults
+PERFORMANCE, FAULTS = ("image_size",), ("fail_at_step", "fail_rank")
 
 
 def parser(study: type[TrainingConfig] = STUDY) -> argparse.ArgumentParser:
-    """The worker's flags: the training fields of `study` generated from it (their types,
+    """The worker's flags: the training fields of `study`, and the performance settings
+    and injected faults its loop applies, generated from the configs (their types,
     defaults, choices and help are the config's; seed 000's spellings too), then its own."""
     p = argparse.ArgumentParser(prog=PROG, description="Lightning DDP training on one or more "
                                 "nodes (seed 000's lightning_multinode.py)")
     p.add_argument("total_epochs", nargs="?", type=int, help="epochs per repeat (or --epochs)")
     add_config_flags(p, study, only=[n for n in training_fields(study) if n not in NOT_HERE],
                      aliases=SEED_SPELLINGS)
+    add_piece_flags(p, PerformanceConfig, study, only=PERFORMANCE)
+    add_piece_flags(p, FaultInjectionConfig, study, only=FAULTS)
     p.set_defaults(epochs=None)  # not given: the positional EPOCHS, else the study's default
     p.add_argument("--devices", "--gpus", type=int, dest="devices",
                    help="processes (GPUs) per node; default: the launcher's, else 1")
     p.add_argument("--nnodes", type=int, help="nodes; default: the launcher's, else 1")
     p.add_argument("--repeats", type=int, default=1, help="the run is epochs x repeats epochs, "
                    "every epoch one sample")
-    p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--image-size", type=int, default=224, help="imagefolder and synthetic")
     p.add_argument("--no-augment", action="store_true")
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds for the rendezvous and every collective")
     p.add_argument("--log-dir", help="each rank writes <log-dir>/rank<R>.log")
     p.add_argument("--result", help="rank 0 writes its result here (JSON)")
-    p.add_argument("--fail-at-step", type=int, default=0, help="fault injection (tests)")
-    p.add_argument("--fail-rank", type=int, default=0)
     return p
 
 
@@ -69,6 +73,7 @@ def check_args(args: argparse.Namespace) -> None:
     args.epochs = args.epochs or args.total_epochs or STUDY.epochs
     require_counts(args, ("epochs", "repeats", "batch_size", "devices", "nnodes"))
     check_own_code(args)
+    check_faults(args)
     if args.timeout <= 0:
         raise ConfigError("timeout", f"must be > 0 seconds, got {args.timeout}")
 

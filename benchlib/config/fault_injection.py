@@ -1,0 +1,43 @@
+"""Faults injected on purpose, never a real measurement: a rank that dies at a step, a
+rank that is slower at every step. Declared once; notebooks 20 and 35 compose them, and
+the training workers generate their flags from them (benchlib.config.flags), each
+taking those its loop injects. The tests, `benchlib calibrate --ground-truth` and
+`benchlib diagnose` make their failures and stragglers with them."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from benchlib.config.base import StudyConfig, require_min
+
+
+@dataclasses.dataclass
+class FaultInjectionConfig(StudyConfig):
+    """A failure and a straggler made on purpose; off by default."""
+
+    fail_at_step: int = 0
+    """Kill rank `fail_rank` after this global step (the first attempt only, where a run
+    restarts); 0: no failure."""
+    fail_rank: int = 0
+    """The rank `fail_at_step` kills."""
+    inject_step_delay_ms: float = 0.0
+    """ms added to every step of `delay_rank`, inside its timing (a sleep on CPU, a spin
+    kernel on CUDA): a straggler made on purpose, the truth `benchlib calibrate
+    --ground-truth` checks against."""
+    delay_rank: int = -1
+    """The rank `inject_step_delay_ms` slows (-1: every rank)."""
+
+    def validate(self) -> None:
+        super().validate()
+        check_faults(self)
+
+
+def check_faults(values: Any) -> None:
+    """The injected faults' counts, in a config or a worker's parsed flags. A rank is not
+    bounded by the ranks asked for here: a run that leaves it out keeps it."""
+    for name in ("fail_at_step", "fail_rank", "inject_step_delay_ms"):
+        if hasattr(values, name):
+            require_min(name, getattr(values, name), 0)
+    if hasattr(values, "delay_rank"):
+        require_min("delay_rank", values.delay_rank, -1)
