@@ -192,3 +192,18 @@ def verdict(speed_low: float | None, speed_high: float | None, threshold: float,
     if speed_low >= 1 / (1 + threshold) and speed_high <= 1 + threshold:
         return "no change"
     return "inconclusive"
+
+
+def needed_for_sameness(n: int, low: float, high: float, margin: float,
+                        ratio: float) -> int | None:
+    """About how many values a side would make a 95% interval of this `ratio` lie inside
+    `margin` (1/margin to margin), so that the two sides could be called the same: the
+    interval's half-width in log space shrinks as 1/sqrt(n). None where no n would: the
+    ratio itself is outside the margin, or the interval has no upper bound."""
+    if not (0 < low <= high) or math.isinf(high) or ratio <= 0:
+        return None
+    room = math.log(margin) - abs(math.log(ratio))  # the half-width the interval may have
+    if room <= 0:
+        return None
+    half = (math.log(high) - math.log(low)) / 2
+    return max(n, math.ceil(n * (half / room) ** 2))
