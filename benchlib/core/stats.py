@@ -192,3 +192,23 @@ def verdict(speed_low: float | None, speed_high: float | None, threshold: float,
     if speed_low >= 1 / (1 + threshold) and speed_high <= 1 + threshold:
         return "no change"
     return "inconclusive"
+
+
+# A target (the GPU check's 40% MFU, 2,800 images/s) is judged on this many launches or
+# more, each a fresh process with its own window: too few for an interval (MIN_LAUNCHES),
+# so the rule below asks every launch to agree instead (docs/gpus.md, "Targets").
+MIN_TARGET_LAUNCHES = 3
+
+
+def against_target(values: Sequence[float], target: float) -> str:
+    """A figure against a target it must reach, over independent launches: `pass` when
+    every one of MIN_TARGET_LAUNCHES or more launches reaches the target, `fail` when none
+    does, `launches disagree` in between, `too few launches` below MIN_TARGET_LAUNCHES.
+    With 3 launches and a true median exactly at the target, all three land on one side
+    with probability 1/8 each: a pass or a fail is wrong at most 12.5% of the time there,
+    and less the further the truth is from the target."""
+    found = [v for v in values if v is not None and math.isfinite(v)]
+    if len(found) < MIN_TARGET_LAUNCHES:
+        return "too few launches"
+    reached = sum(v >= target for v in found)
+    return "pass" if reached == len(found) else "fail" if reached == 0 else "launches disagree"
