@@ -44,7 +44,7 @@ def test_dry_run_lists_every_gpu_path_the_check_must_cover(tmp_path):
         assert name in names
     assert "--backend nccl --group-of-one" in done.stdout and "--max-restarts 1" in done.stdout
     # the ResNet-50 target's step: 3 launches, each with its own seconds and box
-    assert f"{'resnet50_amp_bf16_cl':30} ~ 51 s (box  51 s a launch)" in done.stdout
+    assert f"{'resnet50_amp_bf16_cl':30} ~ 51 s (box  60 s a launch)" in done.stdout
     assert "seconds: 3 launches, each 17 s measured (H100 run 4)" in done.stdout
     assert done.stdout.splitlines()[-1] == (
         "15 steps (part 1 of 3), about 414 s: 414 s as measured, 0 s estimated "
