@@ -1,9 +1,12 @@
-"""What a run reports, computed the same way for every trainer and study."""
+"""What a run reports, computed the same way for every trainer and study: a worker's
+metrics less the study's parameters, and MFU, the one function every study and the GPU
+check take it from."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from benchlib import reference
 from benchlib.errors import RecordError
 
 
@@ -20,3 +23,18 @@ def without_params(metrics: dict[str, Any], params: Any) -> dict[str, Any]:
             raise RecordError(f"{name}: the run reported {value!r}, "
                              f"{getattr(params, name, fields[name])!r} was asked for")
     return out
+
+
+def mfu(rate_per_s: float, devices: int, flops_per_item: float | None, device_name: str,
+        precision: str) -> tuple[float | None, str]:
+    """(MFU, where the peak comes from): the achieved FLOP/s per device (`rate_per_s`
+    items a second over `devices`, `flops_per_item` each: samples with their counted
+    FLOPs, or tokens with a language model's analytic count) over the device's dense peak
+    for the precision (benchlib/reference/peak_flops.csv). (None, why) without a FLOP
+    count or a published peak: MFU unknown, never invented."""
+    peak = reference.peak_flops(device_name, precision)
+    if peak is None:
+        return None, f"no published peak for {device_name} at {precision}"
+    if not flops_per_item:
+        return None, f"no FLOP count for this model (peak: {peak[1]})"
+    return rate_per_s / devices * flops_per_item / peak[0], peak[1]

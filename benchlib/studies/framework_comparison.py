@@ -21,6 +21,7 @@ from benchlib.config.choices import ARCHS
 from benchlib.config.flags import config_argv
 from benchlib.config.framework_comparison import JAX_FIELDS
 from benchlib.config.performance import PerformanceConfig
+from benchlib.core.metrics import mfu
 from benchlib.core.stats import summarize
 from benchlib.distributed.device import check_precision
 from benchlib.errors import ConfigError
@@ -56,15 +57,6 @@ def windows_per_launch(cfg: FrameworkComparisonConfig) -> int:
 
 def launch_count(cfg: FrameworkComparisonConfig) -> int:
     return cfg.repeats if cfg.repeat_mode == "process" else 1
-
-
-def mfu(samples_per_s: float, devices: int, flops_per_sample: float, device_name: str,
-        precision: str) -> tuple[float | None, str]:
-    """(MFU, where the peak comes from); (None, why) when the peak is not known."""
-    peak = reference.peak_flops(device_name, precision)
-    if peak is None:
-        return None, f"no published peak for {device_name} at {precision}"
-    return samples_per_s / devices * flops_per_sample / peak[0], peak[1]
 
 
 def preflight(cfg: FrameworkComparisonConfig) -> None:

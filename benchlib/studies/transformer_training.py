@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib import paths, reference
+from benchlib import paths
 from benchlib.config import TransformerTrainingConfig
 from benchlib.config.performance import PerformanceConfig
+from benchlib.core.metrics import mfu
 from benchlib.distributed.device import check_precision
 from benchlib.studies import checks, repeats, training
 
@@ -64,13 +65,9 @@ def run(cfg: TransformerTrainingConfig, run_id: str = "interactive") -> LmResult
 def lm_figures(m: dict[str, Any], precision: str) -> dict[str, Any]:
     """tokens/s per device, and MFU by the analytic count where the device's peak is known."""
     per_device = m["tokens_per_s"] / m["world_size"]
-    flops = m.get("flops_per_token_analytic")
-    peak = reference.peak_flops(m["device_name"], precision)
-    out = {"tokens_per_s_per_device": per_device, "mfu": None,
-           "mfu_peak_source": f"no published peak for {m['device_name']} at {precision}"}
-    if peak is not None and flops:
-        out.update(mfu=per_device * flops / peak[0], mfu_peak_source=peak[1])
-    return out
+    value, source = mfu(m["tokens_per_s"], m["world_size"], m.get("flops_per_token_analytic"),
+                        m["device_name"], precision)
+    return {"tokens_per_s_per_device": per_device, "mfu": value, "mfu_peak_source": source}
 
 
 def describe(cfg: TransformerTrainingConfig, result: LmResult) -> str:
