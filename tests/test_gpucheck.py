@@ -47,7 +47,7 @@ def test_part_2_lists_the_language_model_the_outside_models_and_the_largest_batc
              if not line.startswith(" ")]
     assert names == ["env", "lm_single", "lm_fsdp2", "lm_single_ac_selective",
                      "lm_single_ac_full", "timm_resnet50", "hf_gpt2", "ddp_trace",
-                     "hta_breakdown", "maxbatch_resnet50"]
+                     "hta_breakdown", "maxbatch_resnet50", "checkpoint_modes"]
     assert "--nproc-per-node 1 --max-restarts 0 -m benchlib.workers.fsdp2 --config" in done.stdout
     assert "-m benchlib maxbatch --model resnet50 --model-args {} --depth 20 --alpha 48 " \
         "--dataset imagefolder --device gpu" in done.stdout
@@ -56,7 +56,7 @@ def test_part_2_lists_the_language_model_the_outside_models_and_the_largest_batc
     assert "--group-of-one --log-dir" in done.stdout and '"export_trace": true' in done.stdout
     assert f"-m benchlib.diagnose.traces {tmp_path / 'out' / 'logs' / 'ddp_trace_ranks' / 'trace'}" \
         in done.stdout
-    assert done.stdout.splitlines()[-1].startswith("10 steps (part 2 of 2), about ")
+    assert done.stdout.splitlines()[-1].startswith("11 steps (part 2 of 2), about ")
     for bad in ("3", "2,2", "two"):
         assert script(str(tmp_path), "--dry-run", "--part", bad).stderr == (
             "gpu-check: part: must be 1 to 2, or several once each in the order to run them "
@@ -66,7 +66,7 @@ def test_part_2_lists_the_language_model_the_outside_models_and_the_largest_batc
                   if not line.startswith(" ")]
     assert both_names[:len(names)] == names and both_names[len(names)] == "data"
     assert both_names.count("env") == 1 and "resnet50_fp32" in both_names
-    assert both.stdout.splitlines()[-1].startswith("27 steps (parts 2,1 in that order), about ")
+    assert both.stdout.splitlines()[-1].startswith("28 steps (parts 2,1 in that order), about ")
     chosen = [s.name for s in gpucheck.select(gpucheck.plan(tmp_path), None, 2)]
     assert "data" not in chosen and "resnet50_fp32" not in chosen and chosen[0] == "env"
 
@@ -415,3 +415,22 @@ def test_the_headline_shows_energy_per_sample_or_says_it_is_unknown_and_lists_ta
     table = gpucheck.summary_markdown([{"step": "lm_single", "status": "ok", "seconds": 50,
                                         "figures": {"target": "PASS: MFU 41.0% >= 40%"}}], {})
     assert table.rstrip().endswith("Targets:\n- lm_single: PASS: MFU 41.0% >= 40%")
+
+
+def test_the_checkpoint_step_runs_every_mode_on_one_gpu_with_flags_its_worker_accepts(tmp_path):
+    """The checkpoint step's command line, read by benchlib.workers.checkpoint_bench's own
+    parser: every mode, on the GPU, NCCL as a group of one, its result where the check
+    reads it; the same worker saves and restores on two gloo ranks in
+    tests/test_checkpoint_modes.py."""
+    from benchlib.config.choices import CHECKPOINT_MODES
+    from benchlib.workers import checkpoint_bench
+    from benchlib.workers.bootstrap import Plain, parse
+
+    [step] = [s for s in steps.plan(tmp_path) if s.name == "checkpoint_modes"]
+    argv = step.argv[step.argv.index("benchlib.workers.checkpoint_bench") + 1:]
+    args = parse(Plain(None, checkpoint_bench.parser()).parser(), argv)
+    assert (args.modes, args.device, args.backend, args.group_of_one) == (
+        list(CHECKPOINT_MODES), "gpu", "nccl", True)
+    assert (args.model, args.saves, args.restores) == ("gpt2-124m", 2, 2)
+    assert args.result == step.result and step.part == 2
+    assert step.params["expected_s_is"] == "an estimate" and step.timeout_s == 3 * step.expected_s

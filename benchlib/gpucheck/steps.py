@@ -31,6 +31,7 @@ from benchlib.config import (
 )
 from benchlib.config.flags import config_argv
 from benchlib.errors import ConfigError
+from benchlib.gpucheck.checkpoint_step import checkpoint_step
 from benchlib.launch.protocol import RUN_CONFIG
 from benchlib.records import results
 from benchlib.runs.params import expand, read_old_names, say_notes
@@ -172,7 +173,7 @@ def plan(out: Path) -> list[Step]:
     res = lambda name: str(out / "work" / f"{name}.json")  # noqa: E731
     # the largest batch last: its trials are the part's longest and least known step
     part2 = [*_lm_steps(out, res), *_own_model_steps(out, res), *_hta_steps(out, res),
-             _maxbatch_step(out)]
+             _maxbatch_step(out), Step(**checkpoint_step(out, res, TORCHRUN))]
     for step in part2:
         step.part = 2
     return [*_setup_steps(out, res), *_calibrate_steps(res), *_resnet50_steps(out, res),
