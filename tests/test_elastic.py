@@ -338,6 +338,22 @@ def test_recoveries_are_read_from_the_timeline_of_all_attempts():
     assert [r["restart_s"] for r in rows] == [6.0, 17.0, 6.5]
 
 
+def test_a_timeline_begun_before_the_checkpoint_modes_summarizes_its_saves():
+    """A run resumed across the upgrade: its first saves named their time save_s."""
+    step = {"event": "step", "attempt": 0, "step_s": 1.0, "data_s": 0.1, "samples": 8, "loss": 1.0}
+    events = [{"event": "start", "attempt": 0, "t": 0.0},
+              {**step, "step": 1, "t": 1.0}, {**step, "step": 2, "t": 2.0},
+              {"event": "checkpoint", "attempt": 0, "step": 2, "t": 2.5, "save_s": 0.5},
+              {**step, "step": 3, "t": 3.5},
+              {"event": "checkpoint", "attempt": 0, "step": 3, "t": 4.0, "blocking_s": 0.3,
+               "total_s": 0.4, "rank_bytes": [100, 0], "staged_bytes": 100},
+              {"event": "end", "attempt": 0, "step": 3, "t": 4.0}]
+    m, _ = elastic_timeline.summarize_run(events, 0)
+    assert m["checkpoints_written"] == 2 and m["checkpoint_s"] == pytest.approx(0.4)
+    assert m["checkpoint_stall_share"] == pytest.approx(0.8 / 4.0)
+    assert m["checkpoint_bytes"] == 100  # the one save that counted its bytes
+
+
 def test_a_run_preempted_at_its_last_step_summarizes_after_the_resume():
     """SIGTERM at the last step: the next launch resumes, trains nothing and ends; its
     restart has no recovery to time (this was a KeyError in rank 0's result)."""

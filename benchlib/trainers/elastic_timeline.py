@@ -113,7 +113,9 @@ def summarize_run(events: list[dict[str, Any]], warmup_steps: int,
     for r in rows:
         redo_s += sum(e["step_s"] for e in steps if e["attempt"] == r["attempt"]
                       and r["resumed_from_step"] < e["step"] <= r["last_step_before"])
-    saves = [e for e in events if e["event"] == "checkpoint"]
+    # a timeline begun before issue 41 had a torch.save's whole time as save_s
+    saves = [{"blocking_s": e.get("save_s"), "total_s": e.get("save_s"), **e}
+             for e in events if e["event"] == "checkpoint"]
     stalls = {(e["attempt"], e["step"]): e["blocking_s"] for e in saves}
     accs = [e["acc1_pct"] for e in events if e["event"] == "validate"]
     restores = [e["restore_s"] for e in events if e["event"] == "start" and e.get("restore_s")]
