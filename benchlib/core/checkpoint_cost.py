@@ -24,8 +24,9 @@ def spread(values: list[float], name: str) -> dict[str, float]:
 
 def figures(saves: list[dict[str, Any]], restores: list[float], mode: str) -> dict[str, Any]:
     """The record's checkpoint figures from the completed saves' events and the restores'
-    seconds. MB/s per rank is the busiest rank's bytes over the time until durable; the
-    staging rate (asynchronous modes) a rank's state over the time training waited for it."""
+    seconds: the bytes of a checkpoint, of the rank that wrote most and of the one that wrote
+    least; MB/s per rank, the busiest rank's bytes over the time until durable; the staging
+    rate (asynchronous modes), a rank's state over the time training waited for it."""
     done = [s for s in saves if s.get("total_s") is not None]
     out: dict[str, Any] = {"checkpoint_mode": mode, "checkpoints_written": len(done)}
     if restores:
@@ -41,10 +42,10 @@ def figures(saves: list[dict[str, Any]], restores: list[float], mode: str) -> di
     if counted:
         out.update(spread([max(s["rank_bytes"]) / 1e6 / s["total_s"] for s in counted],
                           "checkpoint_mb_per_s"))
-        out.update(checkpoint_bytes=statistics.median(sum(s["rank_bytes"]) for s in counted),
-                   checkpoint_bytes_per_rank=[
-                       int(statistics.median(s["rank_bytes"][r] for s in counted))
-                       for r in range(len(counted[0]["rank_bytes"]))])
+        # a record's metrics are numbers: each save's bytes by rank stay in its event
+        out.update({f"checkpoint_bytes{name}": statistics.median(pick(s["rank_bytes"])
+                                                                 for s in counted)
+                    for name, pick in (("", sum), ("_rank_max", max), ("_rank_min", min))})
     if mode in ASYNC_MODES:
         out.update(spread([s["staged_bytes"] / 1e9 / s["blocking_s"] for s in done],
                           "checkpoint_staging_gbps"))

@@ -63,8 +63,9 @@ def mode_figures(args: argparse.Namespace, env: DistEnv, mode: str, model, optim
         saver.restore(found, model, optimizer)
         _barrier()
     saver.close()
-    figures = checkpoint_cost.figures([s.event() for s in saver.saves], saver.restores, mode)
-    return {**figures, "restore_matches": checksum(model, optimizer) == expected,
+    events = [s.event() for s in saver.saves]
+    return {**checkpoint_cost.figures(events, saver.restores, mode), "saves": events,
+            "restore_matches": checksum(model, optimizer) == expected,
             "checkpoint_pinned": saver.pinned}
 
 

@@ -251,5 +251,6 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     # each rank's all-reduce time nothing hid: a fast rank waits there for a slow one, what
     # tells a straggler in synchronous DDP (a list: details, not a metric)
     waits = {"rank_comm_exposed_s": [r["comm_exposed_s"] for r in ranks]} if own else {}
+    saved_details = {"checkpoints": saves.events()} if saves is not None else {}
     return {"metrics": metrics, "details": {"epochs": epochs, "losses": losses, **waits,
-                                            **traced}}
+                                            **traced, **saved_details}}

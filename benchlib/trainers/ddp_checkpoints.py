@@ -95,6 +95,10 @@ class Checkpoints:
                                    "step_s": times.data_s[i] + times.compute_s[i]})
         self.epoch = []
 
+    def events(self) -> list[dict[str, Any]]:
+        """Each save as the record's details keep it (its bytes by rank among them)."""
+        return [s.event() for s in self.saver.saves]
+
     def finish(self) -> dict[str, Any]:
         """The last state saved (unless it was), every save durable, then RESTORES restores
         over a scrambled state; the record's checkpoint figures."""
@@ -108,8 +112,7 @@ class Checkpoints:
         for _ in range(RESTORES):
             scramble(self.model, self.optimizer)
             self.saver.restore(found, self.model, self.optimizer)
-        figures = checkpoint_cost.figures([s.event() for s in self.saver.saves],
-                                          self.saver.restores, self.args.checkpoint)
+        figures = checkpoint_cost.figures(self.events(), self.saver.restores, self.args.checkpoint)
         return {**figures, **checkpoint_cost.rates(self.timed),
                 "restore_matches": checksum(self.model, self.optimizer) == expected,
                 "checkpoint_stall_share": self.stalled_s / self.wall_s if self.wall_s else None,
