@@ -195,6 +195,7 @@ class ElasticTrainer:
         """All ranks hand every rank's RNG states to the state; each saves as its mode does
         (benchlib.trainers.saver); training goes on once the save lets it."""
         args, env, pos = self.args, self.env, self.pos
+        started = time.perf_counter()  # the gather is the save's too: every rank waits there
         rngs = gather_objects(checkpoint.rng_state(self.device))
         meta = {"step": pos.step, "epoch": pos.epoch, "batch": pos.batch, "model": args.model,
                 "dataset": "dummy" if args.dummy else args.dataset,
@@ -203,11 +204,12 @@ class ElasticTrainer:
         scaler = self.stepper.scaler
         extra = {"scheduler": self.scheduler.state_dict(), "rng": rngs, "position": asdict(pos),
                  "scaler": scaler.state_dict() if scaler is not None else None}
-        save = self.saver.save(pos.step, self.plain, self.optimizer, extra, meta, die_in_write)
+        save = self.saver.save(pos.step, self.plain, self.optimizer, extra, meta, die_in_write,
+                               started)
         self._saved()
         _log(env, f"checkpoint at step {pos.step} ({args.checkpoint}): training waited "
                   f"{save.blocking_s:.2f} s")
-        return self.plan.folder / f"step-{pos.step:08d}"
+        return self.plan.folder / f"step-{pos.step:08d}{'.pt' if args.checkpoint == 'torch_save' else ''}"
 
     def _saved(self) -> None:
         """The saves completed since the last step boundary, each a timeline event."""

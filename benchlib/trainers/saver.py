@@ -146,10 +146,12 @@ class Saver:
     # ------------------------------------------------------------ saving
 
     def save(self, step: int, model: torch.nn.Module, optimizer, extra: dict[str, Any],
-             meta: dict[str, Any], die_in_write: bool = False) -> Save:
+             meta: dict[str, Any], die_in_write: bool = False,
+             started: float | None = None) -> Save:
         """Save the state after `step`; returns when training may go on (an asynchronous
-        save still writing; `poll` and `wait` complete it)."""
-        save = Save(step, time.perf_counter())
+        save still writing; `poll` and `wait` complete it). `started`: when the trainer
+        began it (gathering what it saves), if before this call."""
+        save = Save(step, started or time.perf_counter())
         self.wait()  # one save in flight at a time: the wait is this save's stall
         model = plain(model)
         if self.mode == "torch_save":
