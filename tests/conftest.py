@@ -31,7 +31,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # Tests that must not run beside each other go to one worker: the two-node Slurm cluster
 # is one (a test fills its nodes on purpose), and a module-scoped fixture (a JupyterLab
 # server, a run shared by a module's tests) is made once, on one worker.
-SHARED_MODULE_FIXTURES = ("test_elastic", "test_lab_browser", "test_report_site", "test_study_sweeps")
+SHARED_MODULE_FIXTURES = ("test_checkpoint_modes", "test_elastic", "test_lab_browser", "test_report_site",
+                          "test_study_sweeps")
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into node ids

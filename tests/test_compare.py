@@ -398,3 +398,14 @@ def test_a_change_to_the_users_model_is_told_apart_from_the_stacks():
     assert line == ("model changed: own/r1 (pkg.net:build): its source aaaa -> bbbb, so a "
                     "difference there may be the model's, not the stack's.")
     assert model_changes([rec("aaaa")], [rec("aaaa")]) == []
+
+
+@pytest.mark.parametrize("metric", ["checkpoint_blocking_s", "checkpoint_total_s", "restore_s"])
+def test_save_and_restore_seconds_are_slower_when_they_grow(outputs, metric):
+    """A save or a restore that takes 25% longer is a slowdown, as a step time is."""
+    rdir = outputs / "results"
+    write_set(rdir, "base", BASE_ENV, key="epochs", metric=metric, seed=1)
+    write_set(rdir, "new", NEW_ENV, key="epochs", metric=metric, seed=2, slow=1.25)
+    c = verdicts.compare_sets("base", "new", rdir, metrics=[metric])
+    assert list(c.slower["row"]) == ["dataset=mydataset, num_workers=1"]
+    assert c.slower.iloc[0]["speed"] == pytest.approx(0.8, abs=0.03)

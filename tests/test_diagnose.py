@@ -358,3 +358,23 @@ def test_a_steps_all_reduce_is_the_union_of_its_buckets_and_the_tail_after_the_l
 def test_a_rank_that_only_waited_makes_no_division_by_zero():
     rec = record(rank_steps=[0.1, 0.1], waits=[0.1, 0.0])  # rank 0's own work: 0 ms
     assert "the slowest (rank 1)" in rules.diagnose(rec).text()
+
+
+@pytest.mark.parametrize("share, mode, verdict, tried", [
+    (0.08, "torch_save", "checkpoint-stalled", {"checkpoint": "dcp_async"}),
+    (0.08, "dcp_async", "checkpoint-stalled", {"checkpoint_every": 8}),
+    (0.04, "torch_save", "compute-bound", {"precision": "amp_bf16"}),  # under 5%: named, no more
+])
+def test_checkpoint_stalls_over_5_percent_of_the_wall_time_are_the_finding(share, mode, verdict,
+                                                                           tried):
+    """A compute-bound run whose saves stall it 8% of its wall time: the stall is what to
+    act on; at 4% it stays evidence beside the compute-bound verdict."""
+    rec = record(data_s=0.001, compute_s=0.099, checkpoint_stall_share=share,
+                 checkpoint_mode=mode, checkpoints_written=12, checkpoint_blocking_s=0.8)
+    rec["params"]["checkpoint_every"] = 4
+    d = rules.diagnose(rec)
+    assert d.bottleneck == verdict and d.try_params == tried
+    assert f"checkpoint saves stalled training {share:.1%} of its wall time (12 saves, {mode}" \
+        in "\n".join(d.evidence)
+    if verdict == "checkpoint-stalled":
+        assert "project --mtbf 12h --checkpoint-run r1" in d.advice

@@ -33,7 +33,8 @@ REL = 1e-6
 
 def fashion_args(small_data, out: Path, *extra: str) -> list[str]:
     """2 ranks x 16 samples, 10 steps per epoch, 2 epochs, a checkpoint every 4 steps and
-    at each epoch's end (steps 4, 8, 10, 12, 16, 20), validation on the test split."""
+    at each epoch's end (steps 4, 8, 10, 12, 16, 20), validation on the test split; the
+    folder by seed 001's spelling of the flag (`--checkpoints-path`)."""
     return ["--dataset", "fashion-mnist", "--path", str(small_data), "--val-path", str(small_data),
             "--model", "toynet", "--batch-size", "16", "--max-steps", "10", "--epochs", "2",
             "--checkpoint-every", "4", "--lr", "0.05", "--lr-schedule", "cosine", "--seed", "3",
@@ -45,7 +46,7 @@ def fashion_args(small_data, out: Path, *extra: str) -> list[str]:
 def dummy_args(out: Path, *extra: str) -> list[str]:
     return ["--dummy", "--model", "toynet", "--dummy-size", "96", "--batch-size", "16",
             "--epochs", "1", "--checkpoint-every", "2", "--device", "cpu", "--log-interval", "0",
-            "--checkpoints-path", str(out / "ckpt"), "--log-dir", str(out / "logs"),
+            "--checkpoint-path", str(out / "ckpt"), "--log-dir", str(out / "logs"),
             "--result", str(out / "result.json"), *extra]
 
 
@@ -124,6 +125,37 @@ def test_a_killed_rank_is_restarted_resumes_and_ends_with_the_uninterrupted_loss
     assert not list((tmp_path / "logs").glob("rank*.failed"))  # the recovered failure is not blamed
     assert [p.name for p in checkpoint.listed(tmp_path / "ckpt")] == ["step-00000020.pt",
                                                                        "step-00000016.pt"]
+
+
+def test_a_rank_killed_during_an_async_save_resumes_from_the_checkpoint_before_it(
+        small_data, tmp_path, uninterrupted):
+    """dcp_async, rank 1 killed inside its background write of step 12's checkpoint: that
+    checkpoint is left partial and never taken; torchrun restarts the ranks, they resume
+    from step 10's, and end where the uninterrupted (torch.save) run ended."""
+    clean, _ = uninterrupted
+    done = torchrun(fashion_args(small_data, tmp_path, "--checkpoint", "dcp_async",
+                                 "--fail-at-step", "12", "--fail-rank", "1"), max_restarts=1)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "result.json").read_text())
+    m = result["metrics"]
+    assert m["restarts"] == 1 and m["resumed_from_step"] == 10
+    # training went on beside the write: rank 1 died a step or two past 12, all redone from 10
+    [row] = result["details"]["restarts"]
+    assert row["last_step_before"] >= 12 and m["steps_redone"] == row["last_step_before"] - 10
+    rank1, rank0 = ((tmp_path / "logs" / f"rank{r}.log").read_text() for r in (1, 0))
+    assert "injected failure: rank 1 killed during the asynchronous save of step 12" in rank1
+    assert re.search(r"removed \S+step-00000012, left by a writer that was killed", rank0)
+    assert "step-00000010: step 10, epoch 1, batch 0" in rank0  # never the partial step 12
+    saved = [(e["attempt"], e["step"]) for e in result["details"]["timeline"]
+             if e["event"] == "checkpoint"]
+    assert saved == [(0, 4), (0, 8), (0, 10), (1, 12), (1, 16), (1, 20)]
+    assert m["loss_last"] == pytest.approx(clean["metrics"]["loss_last"], rel=REL)
+    assert steps(result, 1) == pytest.approx({s: steps(clean)[s] for s in range(11, 21)}, rel=REL)
+    found = checkpoint.latest(tmp_path / "ckpt")
+    assert (found.step, found.kind) == (20, "dcp")
+    assert m["checkpoint_mode"] == "dcp_async" and m["checkpoints_written"] == 6
+    assert m["restore_s"] > 0 and 0 < m["first_step_after_restart_s"] < m["recovery_s"]
+    assert m["checkpoint_total_s_n"] == 6 and m["checkpoint_blocking_s"] > 0
 
 
 def test_sigterm_to_one_rank_stops_both_at_one_step_and_the_restart_redoes_nothing(
@@ -278,15 +310,15 @@ def test_a_checkpoint_of_another_world_size_is_refused_with_the_reason(
 
 def test_a_fresh_start_into_a_folder_of_checkpoints_is_refused(single_run, tmp_path):
     line = refused(worker([*dummy_args(single_run), "--log-dir", str(tmp_path / "logs")]))
-    assert "checkpoints_path:" in line and "already holds a checkpoint (step 6)" in line
+    assert "checkpoint_path:" in line and "already holds a checkpoint (step 6)" in line
 
 
 def test_an_unwritable_checkpoints_path_is_refused_before_training(tmp_path):
     (tmp_path / "a-file").write_text("not a folder")
     args = dummy_args(tmp_path)
-    args[args.index("--checkpoints-path") + 1] = str(tmp_path / "a-file" / "ckpt")
+    args[args.index("--checkpoint-path") + 1] = str(tmp_path / "a-file" / "ckpt")
     line = refused(worker(args))
-    assert "checkpoints_path: cannot write to" in line and "Not a directory" in line
+    assert "checkpoint_path: cannot write to" in line and "Not a directory" in line
     assert "checkpoint at step" not in (tmp_path / "logs" / "rank0.log").read_text()
 
 
@@ -304,6 +336,22 @@ def test_recoveries_are_read_from_the_timeline_of_all_attempts():
         ("failure", 0, None), ("failure", 1, 20.5), ("preempted", 0, 7.5)]
     # until the resumed attempt started (restart, imports, loading), the rest its first step
     assert [r["restart_s"] for r in rows] == [6.0, 17.0, 6.5]
+
+
+def test_a_timeline_begun_before_the_checkpoint_modes_summarizes_its_saves():
+    """A run resumed across the upgrade: its first saves named their time save_s."""
+    step = {"event": "step", "attempt": 0, "step_s": 1.0, "data_s": 0.1, "samples": 8, "loss": 1.0}
+    events = [{"event": "start", "attempt": 0, "t": 0.0},
+              {**step, "step": 1, "t": 1.0}, {**step, "step": 2, "t": 2.0},
+              {"event": "checkpoint", "attempt": 0, "step": 2, "t": 2.5, "save_s": 0.5},
+              {**step, "step": 3, "t": 3.5},
+              {"event": "checkpoint", "attempt": 0, "step": 3, "t": 4.0, "blocking_s": 0.3,
+               "total_s": 0.4, "rank_bytes": [100, 0], "staged_bytes": 100},
+              {"event": "end", "attempt": 0, "step": 3, "t": 4.0}]
+    m, _ = elastic_timeline.summarize_run(events, 0)
+    assert m["checkpoints_written"] == 2 and m["checkpoint_s"] == pytest.approx(0.4)
+    assert m["checkpoint_stall_share"] == pytest.approx(0.8 / 4.0)
+    assert m["checkpoint_bytes"] == 100  # the one save that counted its bytes
 
 
 def test_a_run_preempted_at_its_last_step_summarizes_after_the_resume():

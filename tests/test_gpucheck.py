@@ -57,7 +57,7 @@ def test_part_2_lists_the_language_model_and_the_outside_models(tmp_path, capsys
     assert done.returncode == 0, done.stderr
     names = _names(done.stdout)
     assert names == ["env", "lm_single", "lm_fsdp2", "lm_single_ac_selective",
-                     "lm_single_ac_full", "timm_resnet50", "hf_gpt2"]
+                     "lm_single_ac_full", "timm_resnet50", "hf_gpt2", "checkpoint_modes"]
     assert "--nproc-per-node 1 --max-restarts 0 -m benchlib.workers.fsdp2 --config" in done.stdout
     assert '"model": "timm:resnet50"' in done.stdout and '"model": "hf:gpt2"' in done.stdout
     # the MFU target's step: its first launch measured, the two after it an estimate
@@ -65,7 +65,7 @@ def test_part_2_lists_the_language_model_and_the_outside_models(tmp_path, capsys
     assert "seconds: 55 s measured (H200 run 5 and 5b: 44-53 s, a cold compile), then 2 x " \
         "40 s estimate (inductor's cache warm from the first launch;" in done.stdout
     assert done.stdout.splitlines()[-1].startswith(
-        "7 steps (part 2 of 3), about 352 s: 102 s as measured, 250 s estimated")
+        "8 steps (part 2 of 3), about 412 s: 102 s as measured, 310 s estimated")
     for bad in ("4", "2,2", "two"):
         assert in_process(capsys, str(tmp_path), "--dry-run", "--part", bad).stderr == (
             "gpu-check: part: must be 1 to 3, or several once each in the order to run them "
@@ -74,7 +74,7 @@ def test_part_2_lists_the_language_model_and_the_outside_models(tmp_path, capsys
     both_names = _names(both.stdout)
     assert both_names[:len(names)] == names and both_names[len(names)] == "doctor_nccl"
     assert both_names.count("env") == 1 and "resnet50_fp32" in both_names
-    assert both.stdout.splitlines()[-1].startswith("21 steps (parts 2,1 in that order), about ")
+    assert both.stdout.splitlines()[-1].startswith("22 steps (parts 2,1 in that order), about ")
     chosen = [s.name for s in gpucheck.select(gpucheck.plan(tmp_path), None, 2)]
     assert "data" not in chosen and "resnet50_fp32" not in chosen and chosen[0] == "env"
 
@@ -534,3 +534,22 @@ def test_the_headline_shows_energy_per_sample_or_says_it_is_unknown_and_lists_ta
     table = summary.summary_markdown([{"step": "lm_single", "status": "ok", "seconds": 50,
                                         "figures": {"target": "PASS: MFU 41.0% >= 40%"}}], {})
     assert table.rstrip().endswith("Targets:\n- lm_single: PASS: MFU 41.0% >= 40%")
+
+
+def test_the_checkpoint_step_runs_every_mode_on_one_gpu_with_flags_its_worker_accepts(tmp_path):
+    """The checkpoint step's command line, read by benchlib.workers.checkpoint_bench's own
+    parser: every mode, on the GPU, NCCL as a group of one, its result where the check
+    reads it; the same worker saves and restores on two gloo ranks in
+    tests/test_checkpoint_modes.py."""
+    from benchlib.config.choices import CHECKPOINT_MODES
+    from benchlib.workers import checkpoint_bench
+    from benchlib.workers.bootstrap import Plain, parse
+
+    [step] = [s for s in steps.plan(tmp_path) if s.name == "checkpoint_modes"]
+    argv = step.argv[step.argv.index("benchlib.workers.checkpoint_bench") + 1:]
+    args = parse(Plain(None, checkpoint_bench.parser()).parser(), argv)
+    assert (args.modes, args.device, args.backend, args.group_of_one) == (
+        list(CHECKPOINT_MODES), "gpu", "nccl", True)
+    assert (args.model, args.saves, args.restores) == ("gpt2-124m", 2, 2)
+    assert args.result == step.result and step.part == 2
+    assert step.timeout_s == 3 * step.expected_s and "checkpoints" in args.checkpoint_path

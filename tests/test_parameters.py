@@ -20,6 +20,7 @@ from benchlib.config import (
     SingleDeviceIoConfig,
     TransformerTrainingConfig,
 )
+from benchlib.config.checkpoint import CheckpointConfig
 from benchlib.config.fault_injection import FaultInjectionConfig
 from benchlib.config.flags import field_help
 from benchlib.config.model_data import ModelDataConfig
@@ -90,11 +91,12 @@ def training_workers():
 
     return {
         "ddp": (ddp_flags.parser("ddp"), DpVsDdpConfig, ddp_flags.NOT_HERE,
-                {PerformanceConfig: None, FaultInjectionConfig: None}),
+                {PerformanceConfig: None, FaultInjectionConfig: None, CheckpointConfig: None}),
         "lightning": (lightning.parser(), MultinodeLightningConfig, lightning.NOT_HERE + ("epochs",),
                       {PerformanceConfig: lightning.PERFORMANCE, FaultInjectionConfig: lightning.FAULTS}),
         "elastic": (elastic.parser(), elastic.Seed001, elastic.NOT_HERE,
-                    {PerformanceConfig: elastic.PERFORMANCE, FaultInjectionConfig: None}),
+                    {PerformanceConfig: elastic.PERFORMANCE, FaultInjectionConfig: None,
+                     CheckpointConfig: None}),
     }
 
 
@@ -115,8 +117,8 @@ def test_each_workers_flags_are_its_configs_fields_with_their_defaults_and_help(
         assert name in actions, f"{worker}: no flag for {name}"
         assert actions[name].default == default(field), name
         assert actions[name].help.startswith(field_help(source)[name]), name
-    pieces_fields = {f.name for p in (PerformanceConfig, FaultInjectionConfig, TrainingConfig)
-                     for f in dataclasses.fields(p)}
+    pieces_fields = {f.name for p in (PerformanceConfig, FaultInjectionConfig, CheckpointConfig,
+                                      TrainingConfig) for f in dataclasses.fields(p)}
     assert {d for d in actions if d in pieces_fields} - set(not_here) == set(wanted)
 
 
@@ -235,9 +237,11 @@ def study_launches(config) -> list:
 # what a study hands its worker otherwise than its config holds it, on purpose: notebook
 # 40's warm-up is DLPerf's (the trainer leaves out the skipped steps too); notebook 30's
 # repeats are launches, its own loop (the Lightning worker's --repeats, seed 000's, repeats
-# epochs inside one); and the ranks per node, which the launcher starts (a worker's
-# --nproc-per-node is for a platform's variables, not a study's)
-MAPPED = {FrameworkComparisonConfig: {"warmup_steps"}, MultinodeLightningConfig: {"repeats"}}
+# epochs inside one); notebook 35's checkpoint_path holds a folder per launch; and the
+# ranks per node, which the launcher starts (a worker's --nproc-per-node is for a
+# platform's variables, not a study's)
+MAPPED = {FrameworkComparisonConfig: {"warmup_steps"}, MultinodeLightningConfig: {"repeats"},
+          FaultToleranceConfig: {"checkpoint_path"}}
 LAUNCHED = {"nproc_per_node"}
 
 

@@ -155,7 +155,8 @@ def test_fault_line_gives_recovery_time_and_whether_the_loss_came_back():
                   "loss_last": 0.5})
     [finding] = landing.findings([run])
     assert finding.claims[0].text() == (
-        "2 ranks, a rank killed after step 15, a checkpoint every 4, toynet on fashion-mnist: "
+        "2 ranks, a rank killed after step 15, a torch_save checkpoint every 4, toynet on "
+        "fashion-mnist: "
         "7.5 s back to training (n=1 failure); 3 step(s) redone, final loss equal to the "
         "uninterrupted run's")
 

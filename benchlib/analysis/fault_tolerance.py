@@ -1,6 +1,7 @@
 """The fault_tolerance study (notebook 35): what a killed rank cost (restarts, steps
-redone, recovery time) and whether the run came back to the same loss; its headline and
-notebook 90's section, from `runs()` (no figure: a table says it)."""
+redone, recovery time) and whether the run came back to the same loss; what a save and a
+restore cost in each checkpoint mode, and how often to save for the row's MTBF (Young/
+Daly); its headline and notebook 90's section, from `runs()` (no figure: a table says it)."""
 
 from __future__ import annotations
 
@@ -19,15 +20,56 @@ if TYPE_CHECKING:
 STUDY = "fault_tolerance"
 ABOUT = ("A rank killed on purpose, torchrun restarting the ranks, the resume from the last "
          "checkpoint: restarts, steps redone, recovery time, and the final loss against the "
-         "same run without the failure.")
+         "same run without the failure; what a save and a restore cost in each checkpoint "
+         "mode, and how often to save.")
 SAME_WORK = ["model", "dataset", "batch_size", "nproc_per_node", "fail_at_step",
-             "checkpoint_every", "hardware"]
+             "checkpoint_every", "checkpoint", "hardware"]
+COSTS = ["model", "nproc_per_node", "checkpoint", "checkpoint_bytes", "checkpoint_blocking_s",
+         "checkpoint_blocking_s_p10", "checkpoint_blocking_s_p90", "checkpoint_total_s",
+         "checkpoint_total_s_p10", "checkpoint_total_s_p90", "checkpoint_blocking_s_n",
+         "restore_s", "checkpoint_rate_ratio", "checkpoint_rate_ratio_low",
+         "checkpoint_rate_ratio_high", "mtbf", "young_daly_interval_s",
+         "goodput_at_young_daly", "goodput_at_own_interval"]
 
 
 def runs(df: pd.DataFrame) -> pd.DataFrame:
     runs = ok_runs(df, STUDY, ("nproc_per_node", "checkpoint_every", "fail_at_step",
                                "restarts", "steps_redone", "final_step"))
-    return with_columns(runs, SAME_WORK) if not runs.empty else runs
+    if runs.empty:
+        return runs
+    runs = with_columns(runs, [*SAME_WORK, *COSTS])
+    runs["checkpoint"] = runs["checkpoint"].fillna("torch_save")  # before issue 41: all were
+    return runs
+
+
+def costs(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per run that measured its saves: the mode, the bytes, a save's stall and its
+    time until durable (median, p10, p90 over the run's saves), a restore, the training rate
+    with checkpoints over without (its interval over the run's checkpoint intervals), and
+    how often to save for the row's MTBF."""
+    if runs.empty or runs["checkpoint_blocking_s"].isna().all():
+        return pd.DataFrame(columns=COSTS)
+    return runs[runs["checkpoint_blocking_s"].notna()].reindex(columns=COSTS) \
+        .sort_values(["model", "nproc_per_node", "checkpoint_blocking_s"]).reset_index(drop=True)
+
+
+def cost_lines(runs: pd.DataFrame) -> list[str]:
+    """Per run: what a save stalled, until durable, a restore, and the interval to save at."""
+    lines = []
+    for r in costs(runs).itertuples():
+        line = (f"- {r.checkpoint}, {r.nproc_per_node} ranks, {r.checkpoint_bytes / 1e6:,.1f} MB "
+                f"a checkpoint: a save stalled training **{r.checkpoint_blocking_s:.3g} s** (p10-p90 "
+                f"{r.checkpoint_blocking_s_p10:.3g}-{r.checkpoint_blocking_s_p90:.3g}, "
+                f"{r.checkpoint_blocking_s_n:.0f} saves), durable after {r.checkpoint_total_s:.3g} s")
+        if pd.notna(r.restore_s):
+            line += f", restored in {r.restore_s:.3g} s"
+        if pd.notna(r.young_daly_interval_s):
+            line += (f"; for an MTBF of {r.mtbf}, save every {r.young_daly_interval_s:,.0f} s of "
+                     f"training (Young/Daly): goodput {r.goodput_at_young_daly:.2%}")
+            if pd.notna(r.goodput_at_own_interval):
+                line += f", against {r.goodput_at_own_interval:.2%} at this run's interval"
+        lines.append(line + ".")
+    return lines
 
 
 def table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -61,7 +103,7 @@ def conclusions(runs: pd.DataFrame) -> str:
                      f"({r.loss_last:.6f} vs {r.loss_last_uninterrupted:.6f})")
         parts.append(line + ".")
     parts += [line for line in (redone_against_bound(runs), recovery_split(runs)) if line]
-    return "\n".join(parts)
+    return "\n".join(parts + cost_lines(runs))
 
 
 def redone_against_bound(runs: pd.DataFrame) -> str | None:
@@ -108,8 +150,8 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
     for _, group in runs.groupby(SAME_WORK, sort=False, dropna=False):
         first = rows(group)[0]
         subject = (f"{value(first, 'nproc_per_node')} ranks, a rank killed after step "
-                   f"{value(first, 'fail_at_step')}, a checkpoint every "
-                   f"{value(first, 'checkpoint_every')}, {work_text(first)}")
+                   f"{value(first, 'fail_at_step')}, a {value(first, 'checkpoint')} checkpoint "
+                   f"every {value(first, 'checkpoint_every')}, {work_text(first)}")
         recovered = [r for r in rows(group) if (metric(r, "restarts") or 0) > 0
                      and metric(r, "recovery_s") is not None]
         if not recovered:
@@ -135,4 +177,5 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
 def section(records: Records):
     ft = runs(records.df)
     yield table(ft)
+    yield costs(ft)
     yield conclusions(ft)

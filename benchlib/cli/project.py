@@ -1,6 +1,7 @@
 """`benchlib project` (docs/projection.md): the projection's command line, over the model
 in benchlib.projection.scaling and the check against seed 003 in
-benchlib.projection.check_seed003."""
+benchlib.projection.check_seed003; with `--mtbf`, how often to checkpoint (Young/Daly,
+benchlib.core.goodput) from a save's measured cost."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import dataclasses
 import math
 import sys
 
+from benchlib import paths
+from benchlib.config.checkpoint import parse_duration
+from benchlib.core import goodput
 from benchlib.errors import BenchlibError, UsageError
 from benchlib.projection import check_seed003, check_torchtitan
 from benchlib.projection.scaling import (
@@ -87,7 +91,72 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"repeatable; NAME one of {', '.join(WHAT_IF)}")
     p.add_argument("--source", action="append", default=[], metavar="INPUT=TEXT",
                    help="where an input came from (a run id, a data sheet); repeatable")
+    c = p.add_argument_group("how often to checkpoint (--mtbf)")
+    c.add_argument("--mtbf", help="the cluster's mean time between failures (12h, 30m, 2d): "
+                   "print the Young/Daly interval sqrt(2 C MTBF) and the goodput at it")
+    c.add_argument("--checkpoint-run", metavar="RUN_ID|newest",
+                   help="the record C, R and the run's own interval are read from: its median "
+                   "blocking seconds a save, its recovery per restart, checkpoint_every x step_s")
+    c.add_argument("--checkpoint-s", type=float, help="or C: seconds a save stalls training")
+    c.add_argument("--restart-s", type=float, help="R: seconds from a failure back to "
+                   "training (default: the record's recovery, else 0)")
+    c.add_argument("--interval-s", type=float, help="a run's own seconds between saves, to "
+                   "compare (default: the record's)")
     return p
+
+
+def _checkpoint_record(run_id: str) -> dict:
+    """The record `run_id` (or the newest ok one) that measured a save's blocking cost."""
+    from benchlib.records.read import read_records
+
+    found = [r for r in read_records(paths.outputs_dir() / "results")
+             if r.get("status") == "ok" and (r.get("metrics") or {}).get("checkpoint_blocking_s")
+             and run_id in ("newest", r.get("run_id"))]
+    if not found:
+        raise UsageError(f"checkpoint_run: no ok record {'' if run_id == 'newest' else run_id + ' '}"
+                         "with a measured checkpoint cost under the results folder; run notebook "
+                         "35 (or a training worker with --checkpoint-every), or give --checkpoint-s")
+    return max(found, key=lambda r: r.get("started_at") or "")
+
+
+def checkpoint_plan(args) -> str:
+    """`--mtbf`: Young/Daly's interval from C, and the goodput at it and at the run's own."""
+    mtbf = parse_duration("mtbf", args.mtbf)
+    given = {"cost": (args.checkpoint_s, ""), "restart": (args.restart_s, ""),
+             "own": (args.interval_s, "")}
+    if args.checkpoint_run:
+        rec = _checkpoint_record(args.checkpoint_run)
+        m, p, where = rec["metrics"], rec.get("params") or {}, f"run {rec['run_id']}"
+        n = m.get("checkpoint_blocking_s_n")
+        recovered = (m["recovery_s"] / m["restarts"]) if m.get("restarts") else None
+        every, step = p.get("checkpoint_every"), m.get("step_s")
+        found = {"cost": (m["checkpoint_blocking_s"], f"{where}: median of {n} saves, p10-p90 "
+                          f"{m.get('checkpoint_blocking_s_p10', 0):.3g}-"
+                          f"{m.get('checkpoint_blocking_s_p90', 0):.3g} s"),
+                 "restart": (recovered, f"{where}: recovery per restart"),
+                 "own": (every * step if every and step else None,
+                         f"{where}: every {every} steps of {step or 0:.3g} s")}
+        given = {k: v if v[0] is not None else found[k] for k, v in given.items()}
+    cost, restart, own = (given[k][0] for k in ("cost", "restart", "own"))
+    if cost is None or cost <= 0:
+        raise UsageError("checkpoint_s: missing or not above 0; give --checkpoint-s, or "
+                         "--checkpoint-run with a record that measured it")
+    plan = goodput.plan(cost, mtbf, restart or 0.0, own)
+    source = lambda k: f"  ({given[k][1] or 'given'})"  # noqa: E731
+    lines = ["How often to checkpoint: Young/Daly, interval = sqrt(2 x C x MTBF)",
+             f"  C, a save's stall     {cost:.4g} s{source('cost')}",
+             f"  MTBF                  {args.mtbf} = {mtbf:,.0f} s",
+             "  R, back to training   " + (f"{restart:.4g} s{source('restart')}" if restart
+                                            else "0 s (not given: restarts cost nothing here)"),
+             f"  interval              {plan['young_daly_interval_s']:,.1f} s of training",
+             f"  goodput at it         {plan['goodput_at_young_daly']:.2%}"]
+    if own:
+        lines.append(f"  goodput at the run's  {plan['goodput_at_own_interval']:.2%}, a save every "
+                     f"{own:.4g} s of training{source('own')}")
+    if not plan["first_order_holds"]:
+        lines.append("  caveat: a cycle and a restart are not small against the MTBF; the "
+                     "first-order formula (Young 1974) overstates goodput here (Daly 2006)")
+    return "\n".join(lines)
 
 
 def _ceiling(text: str | None) -> float | None:
@@ -228,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     """`benchlib project`: a projection from given inputs, or --check-dlperf."""
     try:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+        if args.mtbf is not None:
+            print(checkpoint_plan(args))
+            return 0
         if args.check == "torchtitan":
             print(check_torchtitan.report())
             return 0

@@ -80,6 +80,9 @@ DIRECTIONS = {
     "step_s": -1, "batch_s": -1, "epoch_s": -1, "data_s": -1, "compute_s": -1,
     "total_s": -1, "launch_s": -1, "recovery_s": -1, "prep_s": -1, "allreduce_latency_s": -1,
     "tokens_per_s": +1, "energy_j_per_sample": -1, "cost_per_million_samples": -1,
+    # what checkpoints cost (benchlib.core.checkpoint_cost): seconds a save stalls training,
+    # until it is durable, a restore's
+    "checkpoint_blocking_s": -1, "checkpoint_total_s": -1, "restore_s": -1,
 }
 # A row's metric when none is asked for: the first of these it has.
 PRIMARY = ("samples_per_s", "busbw_gbps", "recovery_s", "total_s", "prep_s")

@@ -42,6 +42,11 @@ STRATEGIES = ("single", "dp", "ddp")
 # state over the ranks (torch.distributed.fsdp.fully_shard per block)
 LM_STRATEGIES = ("single", "ddp", "fsdp2")
 AC_MODES = ("none", "selective", "full")  # activation checkpointing per block
+# how a trainer saves its state to resume from (benchlib.trainers.saver): torch.save by rank
+# 0 of the whole state; torch.distributed.checkpoint (DCP), every rank its part, blocking;
+# DCP's async_save (staged to CPU memory, written in the background); and the same staged
+# into pinned memory (DCP's DefaultStager), the faster copy from a GPU
+CHECKPOINT_MODES = ("torch_save", "dcp", "dcp_async", "dcp_async_pinned")
 LAUNCHERS = ("torchrun", "mp_spawn", "tcp")  # how DDP ranks start on one host
 MULTINODE_TRAINERS = ("lightning", "ddp")
 MULTINODE_LAUNCHERS = ("torchrun", "lightning", "srun")

@@ -18,7 +18,8 @@ class FaultInjectionConfig(StudyConfig):
 
     fail_at_step: int = 0
     """Kill rank `fail_rank` after this global step (the first attempt only, where a run
-    restarts); 0: no failure."""
+    restarts; where the step starts an asynchronous checkpoint, inside its background
+    write); 0: no failure."""
     fail_rank: int = 0
     """The rank `fail_at_step` kills."""
     inject_step_delay_ms: float = 0.0

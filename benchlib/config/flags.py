@@ -109,13 +109,14 @@ def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
 
 
 def add_piece_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, piece: type,
-                    study: type | None = None, only: Iterable[str] | None = None) -> None:
+                    study: type | None = None, only: Iterable[str] | None = None,
+                    aliases: dict[str, tuple[str, ...]] | None = None) -> None:
     """The flags of a config piece's fields (benchlib.config.performance, ...), as a worker
     takes them: with `study`'s defaults where the study composes the piece, else the
-    piece's own; `only` those the worker's loop applies."""
+    piece's own; `only` those the worker's loop applies; `aliases`, a seed's spellings."""
     source = study if study is not None and issubclass(study, piece) else piece
     names = [f.name for f in dataclasses.fields(piece)]
-    add_config_flags(parser, source, only=names if only is None else only)
+    add_config_flags(parser, source, only=names if only is None else only, aliases=aliases)
 
 
 def config_argv(cfg: Any, only: Iterable[str] | None = None) -> list[str]:

@@ -15,6 +15,7 @@ The bottleneck is the first of these rules that holds:
   memory-bound          the allocator retried (freed its cache to find room) or ran out
   host-contended        at the start, the host's 1-minute load exceeded its cores or other
                         tasks were running on every core (benchlib.core.hostload)
+  checkpoint-stalled    saving checkpoints stalled training > CHECKPOINT_SHARE of the wall time
   launch-bound          a CUDA step shorter than LAUNCH_S: kernels too small to fill the GPU
   compute-bound         >= COMPUTE_SHARE of each step computes
   no single bottleneck  none of the above
@@ -22,8 +23,9 @@ The bottleneck is the first of these rules that holds:
 A run on a busy host carries that caveat whatever its bottleneck. The advice names the
 change and, where records of the same testbed measured it, the measured ratio; else the
 row to run to find out (`diagnose --try` runs it and reports the change with an interval):
-more DataLoader workers, a doubled batch, amp_bf16, or for a straggler that is the last
-rank of one node, one rank fewer (the slow one left out).
+more DataLoader workers, a doubled batch, amp_bf16, for a straggler that is the last
+rank of one node, one rank fewer (the slow one left out), and for checkpoint stalls an
+asynchronous save or Young/Daly's interval (`benchlib project --mtbf`).
 """
 
 from __future__ import annotations
@@ -43,10 +45,12 @@ INPUT_SHARE = 0.30
 COMM_SHARE = 0.30
 COMPUTE_SHARE = 0.70
 LAUNCH_S = 0.002  # 2 ms: below this a CUDA step is mostly launch overhead
+CHECKPOINT_SHARE = 0.05  # saves stalling training this share of its wall time (issue 41)
 TRAINING_STUDIES = ("dp_vs_ddp", "multinode_lightning", "framework_comparison",
-                    "transformer_training", "single_device_io", "gpu_check")
+                    "transformer_training", "single_device_io", "gpu_check", "fault_tolerance")
 BOTTLENECKS = ("straggler", "input-bound", "communication-bound", "memory-bound",
-            "host-contended", "launch-bound", "compute-bound", "no single bottleneck")
+            "host-contended", "checkpoint-stalled", "launch-bound", "compute-bound",
+            "no single bottleneck")
 
 
 @dataclass
@@ -137,6 +141,11 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
                           f"peak reserved {m.get('peak_reserved_bytes', 0) / 2**30:.1f} GiB")
     if load:
         d.evidence.append(f"host at start: {hostload.figures(load)}")
+    stalled = m.get("checkpoint_stall_share")
+    if stalled is not None:
+        d.evidence.append(f"checkpoint saves stalled training {stalled:.1%} of its wall time "
+                          f"({m.get('checkpoints_written')} saves, {m.get('checkpoint_mode')}, "
+                          f"{(m.get('checkpoint_blocking_s') or 0):.3g} s each)")
     if busy:
         d.caveat = ("the host was busy when the run started: every figure includes the "
                     "contention; rerun on a quiet host before acting on it")
@@ -169,6 +178,9 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
     elif busy:
         d.bottleneck = "host-contended"
         d.advice = "rerun on a quiet host (or a node of its own: sbatch --exclusive)"
+    elif stalled is not None and stalled > CHECKPOINT_SHARE:
+        d.bottleneck = "checkpoint-stalled"
+        d.advice, d.try_params = _checkpoint_advice(m, p, record.get("run_id", "RUN"))
     elif m.get("device_type") == "cuda" and m.get("batch_s") is not None \
             and m["batch_s"] < LAUNCH_S:
         d.bottleneck = "launch-bound"
@@ -178,6 +190,19 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
         d.bottleneck = "compute-bound"
         d.advice, d.try_params = _compute_advice(m, p, same_testbed)
     return d
+
+
+def _checkpoint_advice(m: dict[str, Any], p: dict[str, Any],
+                       run_id: str) -> tuple[str, dict[str, Any]]:
+    """A blocking save made asynchronous; an asynchronous one (or any) less often, at the
+    interval Young/Daly gives for the cluster's MTBF."""
+    every = p.get("checkpoint_every")
+    how = (f"save less often: `python -m benchlib project --mtbf 12h --checkpoint-run "
+           f"{run_id}` gives the interval that maximises goodput for an MTBF")
+    if m.get("checkpoint_mode") in ("torch_save", "dcp"):
+        return (f"saves block training: `checkpoint dcp_async` writes in the background; or "
+                f"{how}", {"checkpoint": "dcp_async"})
+    return how, ({"checkpoint_every": 2 * int(every)} if every else {})
 
 
 def _doctor_command(p: dict, ranks: int) -> str:

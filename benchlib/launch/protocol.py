@@ -139,8 +139,9 @@ def spread_unit(m: dict) -> str:
 
 def summary_line(m: dict) -> str:
     """`result: 1,234.5 samples/s (p10 1,200.0, p90 1,250.3, 3 epochs), epoch 2.31 s, ...`"""
-    if m.get("samples_per_s") is None:
-        return "result: no timed step (see the log above)"
+    if m.get("samples_per_s") is None:  # a benchmark that times no steps says what it did
+        return f"result: {m['summary']}" if m.get("summary") else \
+            "result: no timed step (see the log above)"
     parts = [f"result: {m['samples_per_s']:,.1f} samples/s"]
     if m.get("samples_per_s_n", 0) > 1:
         parts[0] += (f" (p10 {m['samples_per_s_p10']:,.1f}, p90 {m['samples_per_s_p90']:,.1f}, "

@@ -3,6 +3,11 @@
 the ranks, they resume from the newest checkpoint and finish. Optionally the same run
 without the failure, so the final losses can be compared (with fixed seeds and no loader
 workers they are equal: data order, RNG states and the optimizer all resume exactly).
+
+Checkpoints are saved in the mode `checkpoint` names (torch.save, DCP, async DCP), each
+launch's in a folder of its own under `checkpoint_path`; the record says what a save and a
+restore cost, and, for the cluster's `mtbf`, the save interval that maximises goodput
+(Young/Daly, benchlib.core.goodput) and the goodput at it and at the run's own interval.
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from typing import Any
 
 from benchlib import paths
 from benchlib.config import FaultToleranceConfig
+from benchlib.config.checkpoint import CheckpointConfig, parse_duration
 from benchlib.config.fault_injection import FaultInjectionConfig
+from benchlib.core import goodput
 from benchlib.core.metrics import without_params
 from benchlib.launch.launcher import launch
 from benchlib.studies import checks, training
@@ -26,13 +33,13 @@ class FaultResult:
 
 
 def worker_params(cfg: FaultToleranceConfig, checkpoints: str, fail: bool) -> dict[str, Any]:
-    """The elastic worker's parameters (its run.json): the training fields and the faults
-    to inject (benchlib.studies.training), the cosine schedule and the checkpoints; dummy
-    data (random images, no folder) as many as the steps take; without `fail`, no rank
-    is killed (the uninterrupted run)."""
+    """The elastic worker's parameters (its run.json): the training fields, the faults to
+    inject and how to checkpoint (benchlib.studies.training), the cosine schedule, and
+    `checkpoints`, this launch's own folder; dummy data (random images, no folder) as many
+    as the steps take; without `fail`, no rank is killed (the uninterrupted run)."""
     params = {**training.worker_params(cfg), **training.piece_params(cfg, FaultInjectionConfig),
-              "lr_schedule": "cosine", "checkpoint_every": cfg.checkpoint_every,
-              "checkpoints_path": checkpoints, "resume_or_start": True}
+              **training.piece_params(cfg, CheckpointConfig), "lr_schedule": "cosine",
+              "checkpoint_path": checkpoints, "resume_or_start": True}
     if cfg.dataset == "dummy":
         params["dummy_size"] = cfg.batch_size * cfg.nproc_per_node * max(cfg.max_steps, 1)
     if not fail:
@@ -40,13 +47,27 @@ def worker_params(cfg: FaultToleranceConfig, checkpoints: str, fail: bool) -> di
     return params
 
 
-def _launch(cfg: FaultToleranceConfig, run_dir, fail: bool) -> dict[str, Any]:
-    checkpoints = run_dir / "checkpoints"
+def _launch(cfg: FaultToleranceConfig, run_id: str, name: str, fail: bool) -> dict[str, Any]:
+    """One launch (`name`: interrupted or uninterrupted), its logs under the run's log
+    folder, its checkpoints in `<checkpoint_path>/<run_id>/<name>`."""
+    checkpoints = paths.resolve(cfg.checkpoint_path) / run_id / name
     shutil.rmtree(checkpoints, ignore_errors=True)  # a fresh run, not a resume of the last one
-    out = launch("elastic", worker_params(cfg, str(checkpoints), fail), run_dir / "logs",
-                 "torchrun", cfg.nproc_per_node, timeout_s=cfg.timeout_s,
-                 max_restarts=cfg.max_restarts)
+    out = launch("elastic", worker_params(cfg, str(checkpoints), fail),
+                 paths.outputs_dir() / "logs" / run_id / name / "logs", "torchrun",
+                 cfg.nproc_per_node, timeout_s=cfg.timeout_s, max_restarts=cfg.max_restarts)
     return {**out.result, "wall_s": out.wall_s}
+
+
+def how_often(cfg: FaultToleranceConfig, m: dict[str, Any]) -> dict[str, Any]:
+    """For the cluster's MTBF (`mtbf`), from what this run measured: C a save's median
+    stall, R the time back to training per restart, the run's own interval checkpoint_every
+    steps of step_s: Young/Daly's interval, the goodput at it and at the run's own."""
+    if not m.get("checkpoint_blocking_s"):
+        return {}
+    restart = m["recovery_s"] / m["restarts"] if m.get("restarts") else 0.0
+    own = cfg.checkpoint_every * m["step_s"] if cfg.checkpoint_every and m.get("step_s") else None
+    plan = goodput.plan(m["checkpoint_blocking_s"], parse_duration("mtbf", cfg.mtbf), restart, own)
+    return {**plan, "mtbf_s": parse_duration("mtbf", cfg.mtbf), "restart_cost_s": restart}
 
 
 def preflight(cfg: FaultToleranceConfig) -> None:
@@ -61,12 +82,13 @@ def preflight(cfg: FaultToleranceConfig) -> None:
 def run(cfg: FaultToleranceConfig, run_id: str = "interactive") -> FaultResult:
     preflight(cfg)
     root = paths.outputs_dir() / "logs" / run_id
-    faulty = _launch(cfg, root / "interrupted", fail=True)
+    faulty = _launch(cfg, run_id, "interrupted", fail=True)
     metrics = {**without_params(faulty["metrics"], cfg), "launch_s": faulty["wall_s"],
                "log_dir": str(root)}
+    metrics.update(how_often(cfg, metrics))
     details = {"timeline": faulty["details"]["timeline"], "restarts": faulty["details"]["restarts"]}
     if cfg.compare_uninterrupted:
-        clean = _launch(cfg, root / "uninterrupted", fail=False)
+        clean = _launch(cfg, run_id, "uninterrupted", fail=False)
         metrics["loss_last_uninterrupted"] = clean["metrics"]["loss_last"]
         metrics["loss_diff"] = abs(metrics["loss_last"] - clean["metrics"]["loss_last"])
         details["timeline_uninterrupted"] = clean["details"]["timeline"]
@@ -89,6 +111,56 @@ def steps_over_time(result: FaultResult):
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
+def checkpoint_costs(result: FaultResult):
+    """What the saves and the restore cost, one row per figure: its median, p10, p90, and
+    how many values."""
+    import pandas as pd
+
+    m, rows = result.metrics, []
+    for name, what in (("checkpoint_blocking_s", "training stalled by a save (s)"),
+                       ("checkpoint_total_s", "until a save can be resumed from (s)"),
+                       ("checkpoint_mb_per_s", "MB/s, the busiest rank"),
+                       ("restore_s", "restoring a checkpoint (s)")):
+        if m.get(name) is not None:
+            rows.append({"figure": what, "median": m[name], "p10": m.get(f"{name}_p10"),
+                         "p90": m.get(f"{name}_p90"), "n": m.get(f"{name}_n")})
+    return pd.DataFrame(rows)
+
+
+def goodput_curve(cfg: FaultToleranceConfig, result: FaultResult):
+    """The goodput against the save interval (seconds of training), from a tenth to ten
+    times Young/Daly's, for this run's measured cost and the config's MTBF."""
+    import numpy as np
+    import pandas as pd
+
+    m = result.metrics
+    if "young_daly_interval_s" not in m:
+        return pd.DataFrame(columns=["interval_s", "goodput"])
+    grid = m["young_daly_interval_s"] * np.logspace(-1, 1, 41)
+    return pd.DataFrame({"interval_s": grid, "goodput": [
+        goodput.goodput(t, m["checkpoint_blocking_s"], m["mtbf_s"], m["restart_cost_s"])
+        for t in grid]})
+
+
+def how_often_text(cfg: FaultToleranceConfig, result: FaultResult) -> str:
+    m = result.metrics
+    if "young_daly_interval_s" not in m:
+        return "No save completed, so no cost to plan the interval with."
+    text = (f"With a failure every {cfg.mtbf} on average and a save stalling training "
+            f"{m['checkpoint_blocking_s']:.3g} s ({cfg.checkpoint}, median of "
+            f"{m['checkpoint_blocking_s_n']} saves), Young/Daly's interval is "
+            f"{m['young_daly_interval_s']:,.0f} s of training: goodput "
+            f"{m['goodput_at_young_daly']:.2%}")
+    if m.get("goodput_at_own_interval") is not None:
+        text += (f"; this run's own, a save every {cfg.checkpoint_every} steps "
+                 f"({m['own_interval_s']:.3g} s), gives {m['goodput_at_own_interval']:.2%}")
+    text += (f" (a restart costing {m['restart_cost_s']:.3g} s, as measured here). "
+             f"`python -m benchlib project --mtbf {cfg.mtbf} --checkpoint-run RUN_ID` says the same.")
+    if not m["first_order_holds"]:
+        text += " The first-order formula overstates goodput here: a cycle is not small against the MTBF."
+    return text
+
+
 def describe(cfg: FaultToleranceConfig, result: FaultResult) -> str:
     m = result.metrics
     text = f"{cfg.nproc_per_node} ranks, "
@@ -99,6 +171,9 @@ def describe(cfg: FaultToleranceConfig, result: FaultResult) -> str:
     else:
         text += "no restart; "
     text += f"final step {m['final_step']}, loss {m['loss_last']:.6f}"
+    if m.get("checkpoint_blocking_s") is not None:
+        text += (f"; {m['checkpoints_written']} {cfg.checkpoint} saves stalled training "
+                 f"{m['checkpoint_blocking_s']:.3g} s each (median)")
     if "loss_diff" in m:
         text += f" (uninterrupted: {m['loss_last_uninterrupted']:.6f}, difference {m['loss_diff']:.2e})"
     return text

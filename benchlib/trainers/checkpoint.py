@@ -1,21 +1,30 @@
 """Training checkpoints that a crash can never leave half-written as the latest one.
 
-One checkpoint is two files in the checkpoints folder:
+One checkpoint is its state and a sidecar, in the checkpoints folder:
 
     step-00000012.pt     torch.save of the training state (model, optimizer, LR
                          scheduler, gradient scaler, epoch and batch position, every
-                         rank's RNG states, best metric)
+                         rank's RNG states, best metric), by rank 0 (`checkpoint:
+                         torch_save`); or
+    step-00000012/       torch.distributed.checkpoint's folder (`dcp`, `dcp_async`):
+                         each rank's `__<rank>_0.distcp` and the `.metadata` its
+                         coordinator writes last, once every rank's part is written
+                         (benchlib.trainers.saver)
     step-00000012.json   its sidecar: step, epoch, model, world size, batch size, the
-                         .pt file's size and sha256, when it was written
+                         .pt file's size and sha256 (or each DCP file's size), when
+                         it was written
 
-Each is written to a temporary file, fsynced and renamed over its name, the .pt first
-and the sidecar last, so a sidecar only exists for a complete .pt. `latest()` takes
-the newest checkpoint whose .pt matches its sidecar (size and sha256); a truncated or
-overwritten one is passed over with a warning and the one before it is used. `save()`
-keeps the newest `keep` checkpoints (2 by default), so there is always one to fall back to.
+Each file is written to a temporary file, fsynced and renamed over its name, the state
+first and the sidecar last (by rank 0, once the whole checkpoint is durable), so a
+sidecar only exists for a complete checkpoint: a rank killed during an asynchronous save
+leaves a folder without one, never taken, and removed at the next start. `latest()` takes
+the newest checkpoint that matches its sidecar (a .pt's size and sha256; each DCP file's
+size, and the metadata present); a truncated or overwritten one is passed over with a
+warning and the one before it is used. `save()` keeps the newest `keep` checkpoints (2 by
+default), so there is always one to fall back to.
 
 The folder must be shared by every node of a multi-node run, as in seed 001: all ranks
-read the same checkpoint; only rank 0 writes.
+read the same checkpoint; rank 0 writes a .pt, each rank its part of a DCP one.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import json
 import os
 import random
 import re
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -42,6 +52,8 @@ from benchlib.errors import UsageError
 
 FORMAT = 1
 _NAME = re.compile(r"^step-(\d{8})\.json$")
+_STATE = re.compile(r"^step-(\d{8})$")  # a DCP checkpoint's folder
+METADATA = ".metadata"  # what DCP's coordinator writes once every rank's part is written
 BEST = "best.pt"
 
 
@@ -55,6 +67,11 @@ class Checkpoint:
     @property
     def step(self) -> int:
         return self.meta["step"]
+
+    @property
+    def kind(self) -> str:
+        """torch_save (one .pt) or dcp (a folder of every rank's part)."""
+        return "dcp" if self.path.is_dir() else "torch_save"
 
 
 def _warn(message: str) -> None:
@@ -90,7 +107,7 @@ def check_writable(folder: str | Path) -> Path:
             tmp.write_bytes(b"ok")
         probe.unlink()
     except OSError as e:
-        raise UsageError(f"checkpoints_path: cannot write to {folder} "
+        raise UsageError(f"checkpoint_path: cannot write to {folder} "
                          f"({e.strerror or type(e).__name__}); give a writable folder") from e
     return folder
 
@@ -107,41 +124,65 @@ def save(folder: Path, state: dict[str, Any], meta: dict[str, Any], keep: int = 
             f.flush()
             os.fsync(f.fileno())
         size, sha = tmp.stat().st_size, _sha256(tmp)
-    sidecar = {**meta, "format": FORMAT, "file": path.name, "bytes": size, "sha256": sha,
-               "saved_at": time.time()}
-    atomic.write_json(path.with_suffix(".json"), sidecar)
+    return finish(folder, path, meta, keep, bytes=size, sha256=sha)
+
+
+def finish(folder: Path, path: Path, meta: dict[str, Any], keep: int,
+           **written: Any) -> Checkpoint:
+    """The sidecar of the complete checkpoint at `path` (`written`: what `problem` checks
+    it against), then all but the newest `keep` deleted."""
+    sidecar = {**meta, "format": FORMAT, "file": path.name, **written, "saved_at": time.time()}
+    other = path.with_suffix("") if path.suffix == ".pt" else path.with_suffix(".pt")
+    _remove(other)  # the same step saved before in the other mode (a run resumed in another)
+    atomic.write_json(folder / f"step-{meta['step']:08d}.json", sidecar)
     _fsync_dir(folder)
     # A later step than this one belongs to an abandoned attempt (damaged, or this run would
     # have resumed from it): it must not outrank this one, nor push it out of the newest `keep`.
     on_file = listed(folder)
-    later = [p for p in on_file if _step_of(p) > step]
-    for old in later + [p for p in on_file if _step_of(p) <= step][keep:]:
-        old.with_suffix(".json").unlink(missing_ok=True)  # sidecar first: never a dangling one
-        old.unlink(missing_ok=True)
+    later = [p for p in on_file if _step_of(p) > meta["step"]]
+    for old in later + [p for p in on_file if _step_of(p) <= meta["step"]][keep:]:
+        (folder / f"{old.stem}.json").unlink(missing_ok=True)  # sidecar first: never dangling
+        _remove(old)
     return Checkpoint(path, sidecar)
 
 
+def dcp_files(path: Path) -> dict[str, int]:
+    """Each file of a DCP checkpoint's folder and its size."""
+    return {f.name: f.stat().st_size for f in sorted(path.iterdir()) if f.is_file()}
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def _step_of(path: Path) -> int:
-    return int(path.stem.removeprefix("step-"))
+    return int(path.name.removeprefix("step-").removesuffix(".pt"))
 
 
 def listed(folder: str | Path) -> list[Path]:
-    """The .pt files that have a sidecar, newest step first (not yet verified)."""
+    """The checkpoints that have a sidecar (a .pt file, or a DCP folder), newest step
+    first (not yet verified)."""
     folder = Path(folder)
     if not folder.is_dir():
         return []
     steps = sorted((int(m[1]) for f in folder.iterdir() if (m := _NAME.match(f.name))), reverse=True)
-    return [folder / f"step-{s:08d}.pt" for s in steps]
+    return [folder / f"step-{s:08d}" if (folder / f"step-{s:08d}").is_dir()
+            else folder / f"step-{s:08d}.pt" for s in steps]
 
 
 def problem(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-    """(sidecar, None) when the .pt is what its sidecar says, else (None, why not)."""
+    """(sidecar, None) when the checkpoint is what its sidecar says, else (None, why not)."""
     try:
-        meta = json.loads(path.with_suffix(".json").read_text())
+        meta = json.loads((path.parent / f"step-{_step_of(path):08d}.json").read_text())
     except (OSError, ValueError) as e:
         return None, f"its sidecar is unreadable ({type(e).__name__}: {e})"
     if meta.get("format") != FORMAT:
         return None, f"its sidecar has format {meta.get('format')!r}, this benchlib reads {FORMAT}"
+    if path.is_dir():
+        return _dcp_problem(path, meta)
     if not path.exists():
         return None, "the .pt file is missing"
     size = path.stat().st_size
@@ -149,6 +190,21 @@ def problem(path: Path) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"truncated or grown: {size} bytes, {meta['bytes']} written"
     if _sha256(path) != meta["sha256"]:
         return None, "its sha256 does not match the one written beside it"
+    return meta, None
+
+
+def _dcp_problem(path: Path, meta: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """A DCP folder is what its sidecar says when its metadata and every rank's file are
+    there with the sizes written (sizes, not a hash: rank 0 reading every rank's bytes
+    back would cost as much as the save)."""
+    found = dcp_files(path)
+    expected = meta.get("files") or {}
+    if METADATA not in found or METADATA not in expected:
+        return None, "its DCP metadata is missing: not every rank's part was written"
+    for name, size in expected.items():
+        if found.get(name) != size:
+            return None, (f"{name} is missing" if name not in found else
+                          f"{name} truncated or grown: {found[name]} bytes, {size} written")
     return meta, None
 
 
@@ -171,8 +227,8 @@ def check_compatible(found: Checkpoint, **expected: Any) -> None:
     for name, value in expected.items():
         if found.meta.get(name) != value:
             hint = ("resume with the same number of ranks, or start fresh in another "
-                    "--checkpoints-path" if name == "world_size"
-                    else "use another --checkpoints-path to start fresh")
+                    "--checkpoint-path" if name == "world_size"
+                    else "use another --checkpoint-path to start fresh")
             raise UsageError(f"resume: {found.path} was written with {name} "
                              f"{found.meta.get(name)!r}, this run has {name} {value!r}; {hint}")
 
@@ -192,11 +248,15 @@ def save_best(folder: Path, model_state: dict[str, Any], meta: dict[str, Any]) -
 
 
 def clean_temporaries(folder: Path) -> list[Path]:
-    """Remove the temporary files a writer killed mid-write left behind (only call this
-    while nobody writes: at the start of an attempt)."""
-    stale = [f for f in Path(folder).glob(".step-*") if f.is_file()]
+    """Remove what a writer killed mid-write left behind: temporary files, and DCP folders
+    without a sidecar (a save that never completed). Only call this while nobody writes:
+    at the start of an attempt."""
+    folder = Path(folder)
+    stale = [f for f in folder.glob(".step-*") if f.is_file()]
+    stale += [d for d in folder.iterdir() if d.is_dir() and _STATE.match(d.name)
+              and not (folder / f"{d.name}.json").exists()]
     for f in stale:
-        f.unlink(missing_ok=True)
+        _remove(f)
     return stale
 
 
@@ -233,5 +293,5 @@ def check_same_step(step: int | None, env: DistEnv) -> None:
     nodes shows up here, not as a hang or a silently diverged model."""
     steps = gather_objects(step)
     if len(set(steps)) > 1:
-        raise UsageError(f"checkpoints_path: the ranks found different checkpoints (steps by rank: "
+        raise UsageError(f"checkpoint_path: the ranks found different checkpoints (steps by rank: "
                          f"{steps}); it must be one folder that every node shares")

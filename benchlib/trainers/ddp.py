@@ -33,6 +33,7 @@ from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
 from benchlib.errors import InjectedFailure
+from benchlib.trainers.ddp_checkpoints import Checkpoints
 from benchlib.trainers.job import Job, build_job
 
 TRACE_STEPS = 6  # traced after the timed epochs: one to warm the profiler up, five marked
@@ -125,9 +126,10 @@ def _loader(args: argparse.Namespace, env: DistEnv, job: Job, batch: int, device
 
 
 def _step_hook(args: argparse.Namespace, env: DistEnv, losses: list[float],
-               comm: comm_timer.CommTimer | None = None):
+               comm: comm_timer.CommTimer | None = None, saves: Checkpoints | None = None):
     """What runs after every step: the first `record_losses` rank-averaged losses, the
-    injected failure notebook 35 asks for, and a log line every `log_interval` steps."""
+    injected failure notebook 35 asks for, a log line every `log_interval` steps, and the
+    checkpoints `checkpoint_every` asks for."""
     global_step = 0
 
     def on_step(loss: torch.Tensor) -> None:
@@ -144,6 +146,8 @@ def _step_hook(args: argparse.Namespace, env: DistEnv, losses: list[float],
             raise InjectedFailure(f"injected failure at step {global_step} on rank {env.rank}")
         if args.log_interval and global_step % args.log_interval == 0 and env.rank == 0:
             print(f"step {global_step}: loss {loss.item():.4f}", flush=True)
+        if saves is not None:
+            saves.after_step()
 
     return on_step
 
@@ -179,7 +183,9 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     losses: list[float] = []
     # DDP's all-reduce per step, and what backward hides
     comm = comm_timer.attach(model, args.inject_comm_delay_ms / 1e3)
-    on_step = _step_hook(args, env, losses, comm)
+    saves = Checkpoints(args, env.world_size, model, step.optimizer) \
+        if args.checkpoint_every else None
+    on_step = _step_hook(args, env, losses, comm, saves)
 
     gpus = []  # rank 0 watches its own GPU; DataParallel's process watches all it uses
     if device.type == "cuda" and env.rank == 0:
@@ -198,12 +204,15 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
             sampler.set_epoch(epoch)
         times = loops.run_epoch(loader, step, args.warmup_steps,
                                 max_steps=args.max_steps or None, on_step=on_step)
+        if saves is not None:
+            saves.end_epoch(times, args.warmup_steps)
         mine = throughput.rank_share(times.samples, times.data_s, times.compute_s,
                                      times.epoch_s, times.loss_last, args.warmup_steps)
         epochs.append({"epoch": epoch, **throughput.across_ranks(gather_objects(mine), env.rank)})
         window_samples += sum(times.samples)
     metered = meter.stop()
     peaks = peak.read()
+    saved = saves.finish() if saves is not None else {}  # the saves, then the restores
     utilisation = utilisation_thread.stop()
     own = comm.figures(args.warmup_steps) if comm is not None else {}
     traced = {"trace_dir": _trace(args, env, loader, sampler, step)} if args.export_trace else {}
@@ -230,6 +239,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         **utilisation,
         **energy.run_figures(ranks, sum(r["samples"] for r in ranks)),
         **own,  # rank 0's all-reduce per step, and the part of it nothing hid
+        **saved,  # what the checkpoints cost: benchlib.core.checkpoint_cost
     }
     if args.strategy == "dp" and device.type != "cuda":
         metrics["note"] = "DataParallel without GPUs: ran as one CPU device"
@@ -241,5 +251,6 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     # each rank's all-reduce time nothing hid: a fast rank waits there for a slow one, what
     # tells a straggler in synchronous DDP (a list: details, not a metric)
     waits = {"rank_comm_exposed_s": [r["comm_exposed_s"] for r in ranks]} if own else {}
+    saved_details = {"checkpoints": saves.events()} if saves is not None else {}
     return {"metrics": metrics, "details": {"epochs": epochs, "losses": losses, **waits,
-                                            **traced}}
+                                            **traced, **saved_details}}

@@ -9,6 +9,7 @@ import argparse
 
 from benchlib.config import DpVsDdpConfig as STUDY  # its defaults are this worker's
 from benchlib.config.base import require_counts
+from benchlib.config.checkpoint import CheckpointConfig, check_checkpoint
 from benchlib.config.fault_injection import FaultInjectionConfig, check_faults
 from benchlib.config.flags import add_config_flags, add_piece_flags
 from benchlib.config.model_data import check_own_code
@@ -22,6 +23,7 @@ def check_args(args: argparse.Namespace) -> None:
     require_counts(args, ("epochs", "batch_size"))
     check_own_code(args)
     check_faults(args)
+    check_checkpoint(args)
     if args.strategy == "fsdp2":  # fully_shard needs a process group, of one rank too
         args.group_of_one = True
     if args.strategy == "fsdp2" and args.dp_devices:
@@ -38,14 +40,15 @@ NOT_HERE = ("device", "backend", "timeout_s")
 
 
 def parser(strategy: str, study: type[TrainingConfig] = STUDY) -> argparse.ArgumentParser:
-    """The worker's flags: the training fields of `study`, its performance settings and
-    its injected faults, generated from the configs (their types, defaults, choices and
+    """The worker's flags: the training fields of `study`, its performance settings, its
+    injected faults and its checkpoints, generated from the configs (their types, defaults, choices and
     help are the config's: `study`'s where it composes the piece), then this worker's own."""
     p = argparse.ArgumentParser(prog=f"benchlib.workers.{strategy}",
                                 description=f"{strategy} training (seed 002)")
     add_config_flags(p, study, only=[n for n in training_fields(study) if n not in NOT_HERE])
     add_piece_flags(p, PerformanceConfig, study)
     add_piece_flags(p, FaultInjectionConfig, study)
+    add_piece_flags(p, CheckpointConfig, study)
     add_config_flags(p, STUDY, only=["export_trace"])  # notebook 20's, whichever study launches
     p.add_argument("--dp-devices", type=int, default=0,
                    help="dp: the GPUs DataParallel spans (0 = every visible one)")

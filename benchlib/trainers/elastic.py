@@ -17,9 +17,11 @@ collective gives the rank-averaged loss and lets all ranks agree to stop togethe
 any of them got SIGTERM. A preempted run writes a checkpoint and exits with
 PREEMPTED_EXIT_CODE (75, EX_TEMPFAIL: "try again"); it writes no result record.
 
-Rank 0 appends every step and event to `<checkpoints>/timeline.jsonl`, across attempts,
-so the last attempt can report restarts, steps redone and recovery time for all of them
-(benchlib.trainers.elastic_timeline).
+Checkpoints are saved in the mode `--checkpoint` names (torch.save, DCP, async DCP:
+benchlib.trainers.saver); a run resumes from either kind. Rank 0 appends every step and
+event to `<checkpoints>/timeline.jsonl`, across attempts, so the last attempt can report
+restarts, steps redone, recovery and restore time, and what each save cost, for all of
+them (benchlib.trainers.elastic_timeline).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from torch.utils.data import DataLoader, Dataset, Subset
 from torch.utils.data.distributed import DistributedSampler
 
 from benchlib.core import envinfo, loops, memory
+from benchlib.core.checkpoint_cost import ASYNC_MODES
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
 from benchlib.errors import Preempted
@@ -45,6 +48,7 @@ from benchlib.launch import protocol
 from benchlib.trainers import checkpoint, ddp
 from benchlib.trainers.elastic_timeline import Timeline, read_timeline, summarize_run
 from benchlib.trainers.preemption import PreemptionFlag, agree, ignore_sigterm
+from benchlib.trainers.saver import Saver
 
 
 @dataclass
@@ -95,13 +99,19 @@ def _log(env: DistEnv, message: str) -> None:
         print(message, flush=True)
 
 
+def _failing(plan: Plan, step: int) -> bool:
+    """--fail-at-step K --fail-rank R: this rank is to die after step K (the first attempt
+    only, so the restarted run can finish)."""
+    args = plan.args
+    return args.fail_at_step == step and plan.env.rank == args.fail_rank and not plan.restart_count
+
+
 def _inject_failure(plan: Plan, step: int) -> None:
-    """--fail-at-step K --fail-rank R: rank R dies after step K the way a lost node or the
-    OOM killer kills it (SIGKILL: no handler, no cleanup). Only in the first attempt, so
-    the restarted run can finish."""
-    args, env = plan.args, plan.env
-    if args.fail_at_step == step and env.rank == args.fail_rank and plan.restart_count == 0:
-        print(f"injected failure: rank {env.rank} kills itself after step {step}", flush=True)
+    """Rank R dies after step K the way a lost node or the OOM killer kills it (SIGKILL:
+    no handler, no cleanup); where step K starts an asynchronous save, inside its
+    background write instead (benchlib.trainers.saver)."""
+    if _failing(plan, step):
+        print(f"injected failure: rank {plan.env.rank} kills itself after step {step}", flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -138,9 +148,6 @@ class ElasticTrainer:
         self.plan, self.args, self.env = plan, plan.args, plan.env
         self.device, self.backend, self.preemption = device, backend, preemption
         args, env = self.args, self.env
-        state = checkpoint.load(plan.resume) if plan.resume is not None else None
-        if state is not None:  # before DDP, which broadcasts rank 0's weights
-            plan.model.load_state_dict(state["model"])
         self.model, _ = ddp.wrap(plan.model, "ddp", device, env)
         self.plain = plan.model  # without DDP: what a checkpoint stores, what validates
         self.stepper = loops.Stepper("train", device, self.model, lr=args.lr,
@@ -160,47 +167,54 @@ class ElasticTrainer:
         self.scheduler = _scheduler(args.lr_schedule, self.optimizer, self.steps_per_epoch,
                                     args.epochs, args.lr_step_epochs, args.lr_gamma)
         self.pos = Position()
-        if state is not None:
-            self._restore(state)
-        checkpoint.check_same_step(self.pos.step if state is not None else None, env)
+        self.saver = Saver(args.checkpoint, plan.folder, args.keep_checkpoints, args.timeout)
+        resumed = plan.resume is not None
+        if resumed:
+            self._restore(plan.resume)
+        checkpoint.check_same_step(self.pos.step if resumed else None, env)
         self.timeline = Timeline(plan.folder, env.rank == 0,
-                                 fresh=state is None and plan.restart_count == 0)
+                                 fresh=not resumed and plan.restart_count == 0)
         self.timeline.write("start", restart_count=plan.restart_count, world_size=env.world_size,
-                            resumed_from_step=self.pos.step if state is not None else None)
+                            resumed_from_step=self.pos.step if resumed else None,
+                            restore_s=self.saver.restores[-1] if resumed else None)
 
-    def _restore(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
+    def _restore(self, found: checkpoint.Checkpoint) -> None:
+        """The model, optimizer, schedule, scaler, position and this rank's RNG states, from
+        a checkpoint of either kind (a torch.save one: every rank reads the file)."""
+        state = self.saver.restore(found, self.plain, self.optimizer)
         self.scheduler.load_state_dict(state["scheduler"])
         if self.stepper.scaler is not None and state.get("scaler"):
             self.stepper.scaler.load_state_dict(state["scaler"])
         self.pos = Position(**state["position"])
         checkpoint.set_rng_state(state["rng"][self.env.rank], self.device)
-        print(f"resumed from {self.plan.resume.path}: step {self.pos.step}, epoch "
-              f"{self.pos.epoch}, batch {self.pos.batch} of {self.steps_per_epoch}", flush=True)
+        print(f"resumed from {found.path}: step {self.pos.step}, epoch {self.pos.epoch}, batch "
+              f"{self.pos.batch} of {self.steps_per_epoch} ({self.saver.restores[-1]:.2f} s to "
+              "restore)", flush=True)
 
-    def _save(self) -> Path:
-        """All ranks hand rank 0 their RNG states; rank 0 writes; the others wait."""
+    def _save(self, die_in_write: bool = False) -> Path:
+        """All ranks hand every rank's RNG states to the state; each saves as its mode does
+        (benchlib.trainers.saver); training goes on once the save lets it."""
         args, env, pos = self.args, self.env, self.pos
-        start = time.perf_counter()
+        started = time.perf_counter()  # the gather is the save's too: every rank waits there
         rngs = gather_objects(checkpoint.rng_state(self.device))
-        path = self.plan.folder / f"step-{pos.step:08d}.pt"
-        if env.rank == 0:
-            meta = {"step": pos.step, "epoch": pos.epoch, "batch": pos.batch, "model": args.model,
-                    "dataset": "dummy" if args.dummy else args.dataset,
-                    "world_size": env.world_size, "batch_size": args.batch_size,
-                    "seed": args.seed, "best_acc1_pct": pos.best_acc1_pct}
-            scaler = self.stepper.scaler
-            state = {"model": self.plain.state_dict(), "optimizer": self.optimizer.state_dict(),
-                     "scheduler": self.scheduler.state_dict(), "rng": rngs,
-                     "position": asdict(pos),
-                     "scaler": scaler.state_dict() if scaler is not None else None}
-            path = checkpoint.save(self.plan.folder, state, meta, args.keep_checkpoints).path
-        if env.world_size > 1:
-            dist.barrier()  # nobody runs ahead of a checkpoint that is not complete yet
-        save_s = time.perf_counter() - start
-        self.timeline.write("checkpoint", step=pos.step, save_s=save_s)
-        _log(env, f"checkpoint at step {pos.step}: {path} ({save_s:.2f} s)")
-        return path
+        meta = {"step": pos.step, "epoch": pos.epoch, "batch": pos.batch, "model": args.model,
+                "dataset": "dummy" if args.dummy else args.dataset,
+                "world_size": env.world_size, "batch_size": args.batch_size,
+                "seed": args.seed, "best_acc1_pct": pos.best_acc1_pct}
+        scaler = self.stepper.scaler
+        extra = {"scheduler": self.scheduler.state_dict(), "rng": rngs, "position": asdict(pos),
+                 "scaler": scaler.state_dict() if scaler is not None else None}
+        save = self.saver.save(pos.step, self.plain, self.optimizer, extra, meta, die_in_write,
+                               started)
+        self._saved()
+        _log(env, f"checkpoint at step {pos.step} ({args.checkpoint}): training waited "
+                  f"{save.blocking_s:.2f} s")
+        return self.plan.folder / f"step-{pos.step:08d}{'.pt' if args.checkpoint == 'torch_save' else ''}"
+
+    def _saved(self) -> None:
+        """The saves completed since the last step boundary, each a timeline event."""
+        for save in self.saver.poll():
+            self.timeline.write("checkpoint", mode=self.args.checkpoint, **save.event())
 
     def _validate_epoch(self, epoch: int) -> None:
         acc1 = _validate(self.plan, self.plain, self.stepper)
@@ -240,13 +254,20 @@ class ElasticTrainer:
                             self.pos.step + 1, self.pos.best_acc1_pct)
         step, samples = self.pos.step, len(y) * env.world_size
         self.timeline.write("step", epoch=epoch, step=step, loss=mean_loss, step_s=step_s,
-                            data_s=handed - start, samples=samples)
+                            data_s=handed - start, samples=samples,
+                            writing=self.saver.in_flight())
+        self._saved()
         if args.log_interval and step % args.log_interval == 0:
             _log(env, f"epoch {epoch} batch {batch + 1}/{self.steps_per_epoch} step {step}: "
                       f"loss {mean_loss:.4f}, {samples / step_s:.1f} samples/s")
-        _inject_failure(self.plan, step)
+        saving = end_of_epoch or (args.checkpoint_every and step % args.checkpoint_every == 0)
+        in_write = saving and not stop and args.checkpoint in ASYNC_MODES
+        if not in_write:
+            _inject_failure(self.plan, step)
         if stop:
             path = self._save()
+            self.saver.close()  # durable before the exit
+            self._saved()
             self.timeline.write("preempted", step=step)
             self.timeline.close()
             stopped = Preempted(step, path)
@@ -254,8 +275,8 @@ class ElasticTrainer:
             raise stopped
         if end_of_epoch and self.plan.val_set is not None:
             self._validate_epoch(epoch)
-        if end_of_epoch or (args.checkpoint_every and step % args.checkpoint_every == 0):
-            self._save()
+        if saving:
+            self._save(die_in_write=in_write and _failing(self.plan, step))
 
     def run(self) -> dict | None:
         first_epoch, first_batch = self.pos.epoch, self.pos.batch
@@ -271,6 +292,8 @@ class ElasticTrainer:
                 self._run_batch(epoch, batch, batches)
             del batches  # stops its loader workers
         figures = memory.record_figures(peak.read(), self.plain, self.optimizer)
+        self.saver.close()  # the last save durable before the run counts as done
+        self._saved()
         self.timeline.write("end", step=self.pos.step)
         self.timeline.close()
         return self._result(figures) if self.env.rank == 0 else None
@@ -279,7 +302,7 @@ class ElasticTrainer:
         """The record of all attempts; its memory figures are this (the last) attempt's."""
         env, device = self.env, self.device
         events = read_timeline(self.timeline.path)
-        metrics, rows = summarize_run(events, self.args.warmup_steps)
+        metrics, rows = summarize_run(events, self.args.warmup_steps, self.args.checkpoint)
         metrics.update({
             "world_size": env.world_size, "global_batch": self.args.batch_size * env.world_size,
             "steps_per_epoch": self.steps_per_epoch, "epochs": self.args.epochs,

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchlib.core import checkpoint_cost
 from benchlib.core.stats import summarize
 from benchlib.core.timing import PER_STEP
 
@@ -94,10 +95,13 @@ def _never_stepped(rows: list[dict[str, Any]]) -> None:
         rows[-1].update(recovery_s=None, steps_redone=0)
 
 
-def summarize_run(events: list[dict[str, Any]],
-                  warmup_steps: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def summarize_run(events: list[dict[str, Any]], warmup_steps: int,
+                  mode: str = "torch_save") -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(metrics, one row per restart) from the timeline of all the run's attempts.
-    Time lost to a restart = recovery_s + redo_s (the time spent on the steps redone)."""
+    Time lost to a restart = recovery_s + redo_s (the time spent on the steps redone);
+    of recovery_s, first_step_after_restart_s passed after the resumed attempt started
+    (restoring the checkpoint, then its first step). What the saves cost, and the rate with
+    checkpoints against the rate without, are benchlib.core.checkpoint_cost's."""
     steps = [e for e in events if e["event"] == "step"]
     rows = recoveries(events)
     timed, seen = [], {}
@@ -109,8 +113,13 @@ def summarize_run(events: list[dict[str, Any]],
     for r in rows:
         redo_s += sum(e["step_s"] for e in steps if e["attempt"] == r["attempt"]
                       and r["resumed_from_step"] < e["step"] <= r["last_step_before"])
-    saves = [e["save_s"] for e in events if e["event"] == "checkpoint"]
+    # a timeline begun before issue 41 had a torch.save's whole time as save_s
+    saves = [{"blocking_s": e.get("save_s"), "total_s": e.get("save_s"), **e}
+             for e in events if e["event"] == "checkpoint"]
+    stalls = {(e["attempt"], e["step"]): e["blocking_s"] for e in saves}
     accs = [e["acc1_pct"] for e in events if e["event"] == "validate"]
+    restores = [e["restore_s"] for e in events if e["event"] == "start" and e.get("restore_s")]
+    wall = events[-1]["t"] - events[0]["t"] if events else 0.0  # every attempt, restarts too
 
     def median(values: list[float]) -> float | None:
         return statistics.median(values) if values else None
@@ -127,10 +136,14 @@ def summarize_run(events: list[dict[str, Any]],
         "steps_redone": sum(r["steps_redone"] for r in rows),
         "recovery_s": sum((r["recovery_s"] or 0.0 for r in rows), 0.0),
         "restart_s": sum((r["restart_s"] or 0.0 for r in rows if r["recovery_s"]), 0.0),
+        "first_step_after_restart_s": sum((r["recovery_s"] - (r["restart_s"] or 0.0)
+                                           for r in rows if r["recovery_s"]), 0.0),
         "redo_s": redo_s,
         "final_step": steps[-1]["step"] if steps else 0,
         "loss_last": steps[-1]["loss"] if steps else None,
         "best_acc1_pct": max(accs) if accs else None,
-        "checkpoints_written": len(saves),
-        "checkpoint_s": median(saves),
+        **checkpoint_cost.figures(saves, restores, mode),
+        "checkpoint_stall_share": sum(e["blocking_s"] for e in saves) / wall if wall else None,
+        **checkpoint_cost.rates([{**e, "stall_s": stalls.get((e["attempt"], e["step"])),
+                                  "saved": (e["attempt"], e["step"]) in stalls} for e in timed]),
     }, rows

@@ -1,7 +1,8 @@
 """`python -m benchlib.workers.elastic`: seed 001's elastic ImageNet trainer, restartable.
 
     torchrun --standalone --nproc-per-node 4 --max-restarts 3 -m benchlib.workers.elastic \\
-        DATA --val-path DATA/val --epochs 30 --resume-or-start --checkpoints-path CKPT
+        DATA --val-path DATA/val --epochs 30 --resume-or-start --checkpoint-path CKPT \\
+        --checkpoint dcp_async --checkpoint-every 500
     srun python -m benchlib.workers.elastic DATA --dist-init-method slurm --resume ...
 
 Data: `--dataset imagefolder` (DATA/train/<class>/*.JPEG, ImageNet's layout, or a
@@ -28,6 +29,7 @@ from typing import Any, ClassVar
 
 from benchlib import paths
 from benchlib.config.base import require_min
+from benchlib.config.checkpoint import CheckpointConfig, check_checkpoint
 from benchlib.config.choices import ELASTIC_DATASETS
 from benchlib.config.fault_injection import FaultInjectionConfig, check_faults
 from benchlib.config.flags import add_config_flags, add_piece_flags
@@ -48,14 +50,15 @@ IMAGENET_TRAIN = 1281167  # pytorch/examples' --dummy epoch: ImageNet's training
 
 
 @dataclasses.dataclass
-class Seed001(TrainingConfig):
-    """The training fields as seed 001's trainer has them: its data sets and defaults (the
-    worker's flags are generated from these; a study hands its own values)."""
+class Seed001(TrainingConfig, CheckpointConfig):
+    """The training and checkpoint fields as seed 001's trainer has them: its data sets and
+    defaults (the worker's flags are generated from these; a study hands its own values)."""
 
     # dummy: seed 001's --dummy (random images, no files), as notebook 35 names it
     allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"dataset": ELASTIC_DATASETS}
     defaults: ClassVar[dict[str, Any]] = {"dataset": "imagefolder", "model": "resnet18",
-                                          "batch_size": 64, "warmup_steps": 5}
+                                          "batch_size": 64, "warmup_steps": 5,
+                                          "checkpoint_path": "outputs/checkpoints/elastic"}
 
 
 # its --timeout (the distributed group) is the rendezvous' and every collective's, where
@@ -83,9 +86,7 @@ def parser(study: type[TrainingConfig] = Seed001) -> argparse.ArgumentParser:
     p.add_argument("--lr-gamma", type=float, default=0.1)
     p.add_argument("--log-interval", type=int, default=20)
     g = p.add_argument_group("checkpoints")
-    g.add_argument("--checkpoints-path", default="outputs/checkpoints/elastic")
-    g.add_argument("--checkpoint-every", type=int, default=0,
-                   help="steps between checkpoints; 0 = at the end of each epoch only")
+    add_piece_flags(g, CheckpointConfig, study, aliases={"checkpoint_path": ("--checkpoints-path",)})
     g.add_argument("--keep-checkpoints", type=int, default=2)
     resume = g.add_mutually_exclusive_group()
     resume.add_argument("--resume", action="store_true", help="from the newest valid checkpoint")
@@ -179,12 +180,13 @@ def preflight(args: argparse.Namespace, env: DistEnv) -> elastic.Plan:
     check_own_code(args, any_dataset=False)  # the data sets are the flag's choices
     for name in ("epochs", "batch_size", "keep_checkpoints", "dummy_size", "lr_step_epochs"):
         require_min(name, getattr(args, name), 1)
-    for name in ("max_steps", "checkpoint_every", "num_workers", "warmup_steps"):
+    for name in ("max_steps", "num_workers", "warmup_steps"):
         require_min(name, getattr(args, name), 0)
     check_faults(args)
+    check_checkpoint(args)
     if args.fail_at_step and not 0 <= args.fail_rank < env.world_size:
         raise ConfigError("fail_rank", f"must be in [0, {env.world_size}), got {args.fail_rank}")
-    folder = checkpoint.check_writable(paths.resolve(args.checkpoints_path))
+    folder = checkpoint.check_writable(paths.resolve(args.checkpoint_path))
     restarts = restart_count()
     found = checkpoint.latest(folder)
     resuming = args.resume or args.resume_or_start or restarts > 0
@@ -196,7 +198,7 @@ def preflight(args: argparse.Namespace, env: DistEnv) -> elastic.Plan:
         raise UsageError(f"resume: no usable checkpoint in {folder}; pass --resume-or-start "
                          "instead to start fresh when there is none")
     elif found is not None:
-        raise UsageError(f"checkpoints_path: {folder} already holds a checkpoint (step "
+        raise UsageError(f"checkpoint_path: {folder} already holds a checkpoint (step "
                          f"{found.step}); pass --resume to continue that run, or give an empty folder")
     if env.rank == 0:
         for stale in checkpoint.clean_temporaries(folder):
