@@ -191,6 +191,21 @@ def test_mfu_is_the_analytic_count_over_the_published_peak():
     json.dumps(cpu)  # a record can hold it
 
 
+def test_an_hf_or_own_model_gets_mfu_by_its_counted_flops_and_a_missing_one_its_true_reason():
+    """On an H100 at amp_bf16 the peak is known: a model without the analytic count (an
+    hf: or entry-point one) takes PyTorch's counted FLOPs, and says so; without any count
+    the reason is the missing count, not a peak that is there."""
+    m = {"tokens_per_s": 300_000.0, "world_size": 1, "flops_per_token": 9.1e8,
+         "device_name": "NVIDIA H100 80GB HBM3"}
+    got = transformer_training.lm_figures(m, "amp_bf16")
+    assert got["mfu"] == pytest.approx(300_000 * 9.1e8 / 989.4e12) and got["mfu_flops"] == "counted"
+    both = transformer_training.lm_figures({**m, "flops_per_token_analytic": 7.7e8}, "amp_bf16")
+    assert both["mfu_flops"] == "analytic" and both["mfu"] == pytest.approx(300_000 * 7.7e8 / 989.4e12)
+    none = transformer_training.lm_figures({**m, "flops_per_token": None}, "amp_bf16")
+    assert none["mfu"] is None and none["mfu_peak_source"] == \
+        "no FLOP count in the record (flops_per_sample)"
+
+
 def test_the_analysis_says_what_each_checkpointing_mode_costs_and_saves():
     """Notebook 90's sentences from a frame: full checkpointing against none on the same
     strategy and ranks, five launches a side (a 95% interval over launches), its memory."""

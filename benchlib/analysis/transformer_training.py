@@ -92,10 +92,15 @@ def conclusions(runs: pd.DataFrame) -> str:
     mfu = runs["mfu"].dropna() if "mfu" in runs else pd.Series(dtype=float)
     if len(mfu):
         best = runs.loc[mfu.idxmax()]
-        parts.append(f"- Best MFU {best['mfu']:.1%}: {_name(best)} ({best['mfu_peak_source']}).")
+        flops = {"analytic": "the analytic FLOP count", "counted": "PyTorch's counted FLOPs"}
+        parts.append(f"- Best MFU {best['mfu']:.1%}: {_name(best)}, by "
+                     f"{flops.get(value(best, 'mfu_flops'), 'the analytic FLOP count')} over "
+                     f"{best['mfu_peak_source']}.")
     else:
-        parts.append("- MFU is unknown here: no published peak for this device and precision "
-                     "(a CPU has none); tokens/s stands on its own.")
+        why = "; ".join(runs["mfu_peak_source"].dropna().unique()) if "mfu_peak_source" in runs \
+            else ""
+        parts.append(f"- MFU is unknown here ({why or 'the records do not say why'}); tokens/s "
+                     "stands on its own.")
     caveat = shared_cores_caveat(runs)
     if caveat:
         parts.append(f"- {caveat}")

@@ -3,9 +3,10 @@ DDP or FSDP2, with or without activation checkpointing and torch.compile, launch
 subprocesses like notebook 20's (`python -m benchlib.workers.<strategy>`).
 
 Its figures: tokens/s (global and per device, with the spread of samples/s), MFU by the
-analytic count of FLOPs per token (6N + 12·L·H·Q·T, PaLM appendix B) over the device's
-dense peak for the precision (benchlib/reference/peak_flops.csv; None where no peak is
-published, as on a CPU), the two FLOP counts (analytic, PyTorch's counter) and their
+analytic count of FLOPs per token (6N + 12·L·H·Q·T, PaLM appendix B; PyTorch's counted
+FLOPs for a model without one, an hf: or your own) over the device's dense peak for the
+precision (benchlib/reference/peak_flops.csv; None where no peak is published, as on a
+CPU, with the reason), the two FLOP counts (analytic, PyTorch's counter) and their
 ratio, and peak memory with its breakdown.
 """
 
@@ -14,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib import paths, reference
+from benchlib import paths
 from benchlib.config import TransformerTrainingConfig
 from benchlib.config.performance import PerformanceConfig
+from benchlib.core import metrics
 from benchlib.distributed.device import check_precision
 from benchlib.studies import checks, repeats, training
 
@@ -62,15 +64,14 @@ def run(cfg: TransformerTrainingConfig, run_id: str = "interactive") -> LmResult
 
 
 def lm_figures(m: dict[str, Any], precision: str) -> dict[str, Any]:
-    """tokens/s per device, and MFU by the analytic count where the device's peak is known."""
+    """tokens/s per device, and MFU over the device's peak: by the analytic count of
+    benchlib's GPT (6N + 12·L·H·Q·T), by PyTorch's counted FLOPs for any other model
+    (an hf: or entry-point one), the record saying which (`mfu_flops`)."""
     per_device = m["tokens_per_s"] / m["world_size"]
-    flops = m.get("flops_per_token_analytic")
-    peak = reference.peak_flops(m["device_name"], precision)
-    out = {"tokens_per_s_per_device": per_device, "mfu": None,
-           "mfu_peak_source": f"no published peak for {m['device_name']} at {precision}"}
-    if peak is not None and flops:
-        out.update(mfu=per_device * flops / peak[0], mfu_peak_source=peak[1])
-    return out
+    return {"tokens_per_s_per_device": per_device,
+            **metrics.mfu(per_device, m.get("device_name"), precision,
+                          analytic=m.get("flops_per_token_analytic"),
+                          counted=m.get("flops_per_token"))}
 
 
 def describe(cfg: TransformerTrainingConfig, result: LmResult) -> str:

@@ -28,7 +28,7 @@ from benchlib.config.choices import (
 )
 from benchlib.core import entrypoints, gpt
 from benchlib.core.loops import Objective
-from benchlib.core.models import build_model
+from benchlib.core.models import build_model, describe_model, training_flops
 from benchlib.data import storage, tokenfile, transforms
 from benchlib.errors import ConfigError
 
@@ -125,29 +125,10 @@ class Job:
         return SyntheticBatches(x.to(device), y.to(device), steps)
 
     def flops_per_sample(self) -> float:
-        """FLOPs of one training step (forward and backward) per sample, counted by
-        torch.utils.flop_counter on a batch of 2: on a copy of the model on the meta device
-        (shapes only, no arithmetic: a second for GPT-2 at 1,024 tokens), else, for a model
-        that reads its values (a data-dependent branch), on the CPU before it moves.
-        Attention is counted through PyTorch's math kernels: the counter has no formula for
-        the CPU's fused attention, and the math path does the same matmuls."""
-        import copy
-
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        from torch.utils.flop_counter import FlopCounterMode
-
+        """FLOPs of one training step (forward and backward) per sample, counted on a batch
+        of 2 (benchlib.core.models.training_flops)."""
         x, y = self.batch(2, 0)
-        try:
-            on_meta = copy.deepcopy(self.model).to("meta")
-            counter = FlopCounterMode(display=False)
-            with sdpa_kernel(SDPBackend.MATH), counter:
-                self.objective(on_meta, x.to("meta"), y.to("meta")).backward()
-        except Exception:  # noqa: BLE001 - the model needs real values: count on the CPU
-            counter = FlopCounterMode(display=False)
-            with sdpa_kernel(SDPBackend.MATH), counter:
-                self.objective(self.model, x, y).backward()
-            self.model.zero_grad(set_to_none=True)
-        return counter.get_total_flops() / 2
+        return training_flops(self.model, x, y, self.objective)
 
     def flop_figures(self) -> dict[str, float]:
         """flops_per_sample (counted); for token data also per token, and where the model
@@ -227,9 +208,7 @@ def build_job(args: argparse.Namespace | Any) -> Job:
                         num_classes=args.num_classes, tokens=tokens, vocab_size=vocab)
     loss = entrypoints.load("loss", args.loss) if args.loss else None
     objective = Objective(loss, labels_kw=model_kind(args.model) == "hf")
-    described = {"model_class": f"{type(model).__module__}.{type(model).__qualname__}",
-                 "model_source_sha": entrypoints.source_hash(model),
-                 "model_params": sum(p.numel() for p in model.parameters())}
+    described = describe_model(args.model, model, args.model_args)  # class, parameters, identity
     if tokens:  # a language model: its tokens/s is samples/s times this
         described["tokens_per_sample"] = shape[0]
     if isinstance(model, gpt.GPT):  # 6N + 12·L·H·Q·T, beside PyTorch's count (flop_figures)
