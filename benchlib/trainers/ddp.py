@@ -125,6 +125,8 @@ def _trace(args: argparse.Namespace, env: DistEnv, loader, sampler, step: loops.
 
 
 def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
+    if device.type != "cuda":  # libraries' code loaded on first use: not the model's bytes
+        memory.warm_kernels()
     torch.manual_seed(args.seed)
     job = build_job(args)
     if job.own:  # a model that does not fit the labels: one line, exit 2
@@ -154,7 +156,9 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     meter = energy.EnergyMeter(uuids, lambda: [torch.cuda.synchronize(i) for i in my_gpus])
     utilisation_thread = energy.UtilisationSampler(uuids if env.rank == 0 else [], meter)
     utilisation_thread.start()
-    peak = memory.PeakMemory(device)  # the training window's peak, and where it went
+    # the training window's peak, and where it went; the model's own bytes are above what
+    # the process held before the model was built (on the CPU: the interpreter, the data)
+    peak = memory.PeakMemory(device, job.rss_before_model if device.type != "cuda" else 0)
     peak.reset()
     meter.start()
     epochs, window_samples = [], 0

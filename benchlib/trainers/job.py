@@ -26,7 +26,7 @@ from benchlib.config.choices import (
     dataset_kind,
     model_kind,
 )
-from benchlib.core import entrypoints, gpt
+from benchlib.core import entrypoints, gpt, memory
 from benchlib.core.loops import Objective
 from benchlib.core.models import build_model, describe_model, training_flops
 from benchlib.data import storage, tokenfile, transforms
@@ -108,6 +108,7 @@ class Job:
     objective: Objective
     described: dict[str, Any] = field(default_factory=dict)
     own: bool = False  # a model, data set or loss of the user's: `check` it before training
+    rss_before_model: int | None = None  # the process's RSS with the data, before the model
 
     def batch(self, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """n samples on the CPU: random ones of the declared shape, or the data set's first."""
@@ -204,6 +205,7 @@ def build_job(args: argparse.Namespace | Any) -> Job:
         tokens = tokens or (not torch.is_floating_point(x) and x.dim() == 2)  # (batch, ids)
     if tokens and not vocab and dataset is not None:
         vocab = int(collate([dataset[i] for i in range(min(len(dataset), 64))])[0].max()) + 1
+    before_model = memory.rss_bytes()  # the model's own bytes on the CPU are above this
     model = build_model(args.model, shape, args.depth, args.alpha, model_args=args.model_args,
                         num_classes=args.num_classes, tokens=tokens, vocab_size=vocab)
     loss = entrypoints.load("loss", args.loss) if args.loss else None
@@ -214,7 +216,7 @@ def build_job(args: argparse.Namespace | Any) -> Job:
     if isinstance(model, gpt.GPT):  # 6N + 12·L·H·Q·T, beside PyTorch's count (flop_figures)
         described["flops_per_token_analytic"] = gpt.flops_per_token(model, shape[0])
     return Job(model, dataset, collate, shape, args.num_classes, vocab if tokens else 0,
-               objective, described, own=uses_own_code(args))
+               objective, described, own=uses_own_code(args), rss_before_model=before_model)
 
 
 def model_vocab(args: argparse.Namespace | Any, data_vocab: int) -> int | None:
