@@ -111,10 +111,11 @@ class Job:
     rss_before_model: int | None = None  # the process's RSS with the data, before the model
 
     def batch(self, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """n samples on the CPU: random ones of the declared shape, or the data set's first."""
+        """n samples on the CPU: random ones of the declared shape, or the data set's first
+        (its items again from the start where it has fewer than n)."""
         g = torch.Generator().manual_seed(seed)
         if self.dataset is not None:
-            return self.collate([self.dataset[i] for i in range(n)])
+            return self.collate([self.dataset[i % len(self.dataset)] for i in range(n)])
         if self.vocab_size:
             x = torch.randint(0, self.vocab_size, (n, *self.shape), generator=g)
             return x, torch.randint(0, self.vocab_size, (n, *self.shape), generator=g)
