@@ -300,3 +300,17 @@ def test_a_model_and_data_set_of_your_own_are_searched_with_their_arguments(tmp_
         assert trial["model_class"] == "examples.custom_model.WideCNN"
         figures[width] = trial["param_bytes"]
     assert figures[64] > 10 * figures[8]
+
+
+def test_a_start_batch_that_fits_in_one_process_of_two_is_neither_answer():
+    runs = {8: iter([False, True, False])}
+
+    def run(batch):
+        fits = next(runs[batch]) if batch in runs else batch < 8
+        return {"batch_size": batch, "fits": fits, "peak_bytes": None, "samples_per_s": 1.0}
+    largest, first, s = search(run, 8, 64, 100)
+    m = summary(s, largest, first)
+    assert (largest, first, m["misfit_processes"]) == (None, 9, 3)
+    assert memory_and_batch.boundary_sentence({**m, "limit_bytes": 2**30}, 64) == (
+        "No batch tried fits in 1024 MiB in every process: batch 9 does not fit in 1024 MiB "
+        "in any of 3 processes (peak unknown); below it, 8 (fit 1 of 2).")

@@ -124,16 +124,17 @@ def search(run: Callable[[int], Trial], start: int, cap: int, limit: int | None,
                 low = mid
             else:
                 high = mid
-        if low is None:  # not even the start fits: it is the first misfit, confirmed
-            s.confirm(start, False, confirm)
-            return None, start, s
+        if low is None:  # not even the start fits: the first misfit, unless it fits again
+            if s.confirm(start, False, confirm):
+                return None, start, s
+            return None, first_misfit(s, start, cap, confirm), s
         if not s.confirm(low, True, confirm):  # 3. the largest that fit, again
             high = low
             below = [b for b in {t["batch_size"] for t in s.order} if b < high
                      and s.always(b, True)]
             low = max(below) if below else None
-            if low is None:  # nothing below it was seen to fit every time
-                return None, high, s
+            if low is None:  # nothing tried fits every time: the first that never does
+                return None, first_misfit(s, high, cap, confirm), s
             continue
         if high is None:
             return low, None, s
@@ -184,7 +185,7 @@ def summary(s: Search, largest: int | None, first: int | None) -> dict[str, Any]
     rates = [t["samples_per_s"] for t in s.at(largest) if t.get("samples_per_s")] \
         if largest is not None else []
     between = sorted(b for b in {t["batch_size"] for t in s.order}
-                     if largest is not None and b > largest and (first is None or b < first))
+                     if (largest is None or b > largest) and (first is None or b < first))
     return {
         "largest_batch": largest, "smallest_batch_not_fitting": first,
         "largest_batch_processes": len(s.at(largest)) if largest is not None else 0,

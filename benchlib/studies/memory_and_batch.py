@@ -142,8 +142,13 @@ def boundary_sentence(m: dict[str, Any], cap: int) -> str:
     first, n_first = m["smallest_batch_not_fitting"], m.get("misfit_processes")
     misfit = (f"batch {first} does not fit in {limit} in any of {n_first} processes "
               f"({_peaks(m.get('misfit_peak_min_bytes'), m.get('misfit_peak_max_bytes'))})")
+    between = m.get("unreliable_batches")
+    shaky = f"; between them, {between}" if between else ""
     if m["largest_batch"] is None:
-        return f"Does not fit in {limit} even at the first batch tried: {misfit}."
+        if first is None:
+            return f"No batch fits in {limit} in every process, and none fails in all{shaky}."
+        return (f"No batch tried fits in {limit} in every process: {misfit}"
+                f"{'; below it, ' + between if between else ''}.")
     rate = m["largest_batch_samples_per_s"]
     margin = m.get("margin_bytes")
     head = (f"The largest batch that trains is {m['largest_batch']}, in all of "
@@ -152,8 +157,6 @@ def boundary_sentence(m: dict[str, Any], cap: int) -> str:
             + (f", {size_text(margin)} ({margin / m['limit_bytes']:.1%}) under the limit"
                if margin is not None and margin >= 0 and m["limit_bytes"] else "")
             + (f"; {rate:,.1f} samples/s" if rate else "") + ")")
-    between = m.get("unreliable_batches")
-    shaky = f"; between them, {between}" if between else ""
     if first is None:
         return (f"{head}; it is the max_batch cap ({cap}): the boundary in {limit} lies "
                 f"above it{shaky}.")
