@@ -45,6 +45,28 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
+def _cpu_s() -> float:
+    """CPU seconds (user + system) of this process and the children it has waited for."""
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With BENCHLIB_TEST_CPU=FILE, each test's CPU seconds (its setup, call and teardown,
+    the processes it started included) appended to FILE as `seconds node-id`: where the
+    suite's CPU goes (`sort -rn FILE | head`); a module fixture's launch counts in the
+    test that set it up."""
+    target = os.environ.get("BENCHLIB_TEST_CPU")
+    start = _cpu_s() if target else 0.0
+    yield
+    if target:
+        with open(target, "a") as f:
+            f.write(f"{_cpu_s() - start:.2f} {item.nodeid}\n")
+
+
 @pytest.fixture
 def outputs(tmp_path, monkeypatch) -> Path:
     """A private outputs folder: `outputs/...` parameters resolve into it too."""

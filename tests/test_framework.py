@@ -7,7 +7,7 @@ import torch
 
 from benchlib import reference
 from benchlib.config import FrameworkComparisonConfig
-from benchlib.core import loops
+from benchlib.core import loops, metrics
 from benchlib.core.models import build_model
 from benchlib.errors import ConfigError, UsageError
 from benchlib.studies import framework_comparison
@@ -59,10 +59,13 @@ def test_mfu_peak_is_looked_up_by_exact_model_and_ambiguity_gives_unknown(name, 
 
 
 def test_mfu_is_unknown_without_a_published_peak_never_invented():
-    value, why = framework_comparison.mfu(1000.0, 1, 12.3e9, "cpu", "fp32")
+    value, why = metrics.mfu(1000.0, 1, 12.3e9, "cpu", "fp32")
     assert value is None and why == "no published peak for cpu at fp32"
-    value, source = framework_comparison.mfu(2600.0, 1, 3 * 4.1e9, "NVIDIA H100 80GB HBM3", "amp_bf16")
+    value, source = metrics.mfu(2600.0, 1, 3 * 4.1e9, "NVIDIA H100 80GB HBM3", "amp_bf16")
     assert value == pytest.approx(2600 * 3 * 4.1e9 / 989.4e12) and "H100" in source
+    value, why = metrics.mfu(2600.0, 1, None, "NVIDIA H100 80GB HBM3", "amp_bf16")
+    assert value is None and why.startswith("no FLOP count for this model (peak: NVIDIA H100")
+    assert framework_comparison.mfu is metrics.mfu  # the study's MFU is the one function
 
 
 def test_training_flops_of_resnet50_are_three_forward_passes():

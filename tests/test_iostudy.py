@@ -246,8 +246,14 @@ def test_io_label_help_says_a_rerun_adds_a_record_and_it_does(small_data, output
     argv = ["io", "1", "cpu", "--path", str(small_data), "--dataset", "fashion-mnist",
             "--label", "mine"]
     assert main(argv) == 0 and main(argv) == 0
-    records = results.read_records(outputs / "results")
+    records = sorted(results.read_records(outputs / "results"), key=lambda r: r["started_at"])
     assert len(records) == 2 and {r["label"] for r in records} == {"mine"}
+    # one name for the command, in the id and in the record: the id is the row's identity
+    # (table, that name, parameters, testbed), and the rerun's a free one beside it
+    first, rerun = records
+    assert first["notebook"] == rerun["notebook"] == "benchlib io (CLI)"
+    assert first["run_id"] == results.run_id_for("io", "benchlib io (CLI)", first["params"],
+                                                 first["testbed"]["id"]) != rerun["run_id"]
 
 
 def test_the_model_and_schedule_fields_shared_with_the_training_studies_reach_the_step():

@@ -280,3 +280,23 @@ table:
     slurm_sweep.check_data(again[:1])
     with pytest.raises(UsageError, match=rf"{file}: row 2: path: .* has no imagefolder data"):
         slurm_sweep.check_data(again)
+
+
+def test_a_table_that_promises_an_interval_asks_for_the_launches_the_rule_needs():
+    """An interval and a verdict come only from core.stats.MIN_LAUNCHES launches or more,
+    each a fresh process: a parameter file whose comment promises an interval asks for
+    that many launches of every row (repeat_mode process); one of fewer promises a range."""
+    from conftest import ROOT
+
+    from benchlib.core.stats import MIN_LAUNCHES
+
+    promising = []
+    for file in sorted((ROOT / "params").glob("*.yaml")):
+        comment = " ".join(ln for ln in file.read_text().splitlines() if ln.startswith("#"))
+        if "interval" not in comment:
+            continue
+        promising.append(file.name)
+        for row in load_plan(file):
+            assert (row.config.repeat_mode, row.config.repeats >= MIN_LAUNCHES) == (
+                "process", True), f"{row.source}: {row.config.repeats} {row.config.repeat_mode}"
+    assert "transformer_training_cpu.yaml" in promising and "dp_vs_ddp_seed002.yaml" in promising

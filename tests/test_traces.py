@@ -88,7 +88,7 @@ def test_hta_failing_on_a_trace_is_a_line_of_evidence_not_the_end(tmp_path):
 
 
 def test_the_gpu_checks_hta_step_reads_rank_0s_figures_from_what_the_module_prints(cuda_traces):
-    from benchlib.gpucheck.steps import hta_figures
+    from benchlib.gpucheck.figures import hta_figures
 
     done = subprocess.run([sys.executable, "-m", "benchlib.diagnose.traces", str(cuda_traces)],
                           capture_output=True, text=True, timeout=120)

@@ -7,10 +7,12 @@ each). Where the same row has records of both modes, the two spreads are shown t
 with a sentence computed from them: how much wider (or narrower) the spread across
 launches is than the spread inside one, with a seeded bootstrap 95% interval of that
 ratio (each side's values resampled: the epochs of the epoch record, the launches of the
-process record). A direction only when the interval excludes 1; "about the same" when it
-holds 1; "cannot tell" when a side has fewer than MIN_FOR_CI values (or the records keep
-none), as for any interval here. A fixed band ("within 1.25x is the same") departed from
-"about the same" 65% of the time with identical spreads at n = 6 (issue 23).
+process record). A direction only when the interval excludes 1; "the same" only when the
+interval lies inside SAME_WITHIN either way (an equivalence test: holding 1 is not
+evidence of sameness, and at 6 values a side a true 2x ratio of spreads gave intervals
+that held 1 in 176 of 200 trials, issue 43); otherwise "not enough values to tell", with
+the values a side that would tell; "cannot tell" when a side has fewer than MIN_FOR_CI
+values (or the records keep none), as for any interval here.
 """
 
 from __future__ import annotations
@@ -19,13 +21,17 @@ import math
 
 import pandas as pd
 
-from benchlib.core.stats import MIN_FOR_CI, RESAMPLES
+from benchlib.core.stats import MIN_FOR_CI, RESAMPLES, needed_for_sameness
 
 # parameters that say how a row is repeated or where it reads its data, not what it runs:
 # records differing only in these are the same row measured two ways
 NOT_THE_ROW = ("repeat_mode", "repeats", "epochs", "timeout_s", "join_timeout_s", "path",
                "allreduce", "allreduce_max_bytes")
 UNITS = {"epoch": "epochs of one launch", "process": "launches"}
+# two spreads within this factor of each other, either way, are the same for a user
+# choosing how to repeat a row: what an interval from epochs gets wrong by less than 1.5x
+# does not change which repeat mode to trust
+SAME_WITHIN = 1.5
 VALUES = {"epoch": "samples_per_s_epochs", "process": "samples_per_s_launches"}
 
 
@@ -140,7 +146,15 @@ def wider(ratio: float, low: float = math.nan, high: float = math.nan,
         return (f"the spread inside one launch is {1 / ratio:.1f}x the spread across "
                 f"launches ({interval}): here the epochs of a launch varied more than the "
                 "launches did")
-    return f"about the same either way: no clear difference (ratio {ratio:.2f}, {interval})"
+    if low >= 1 / SAME_WITHIN and high <= SAME_WITHIN:
+        return (f"the same within {SAME_WITHIN:g}x either way (ratio {ratio:.2f}, {interval}, "
+                f"n={n} a side)")
+    need = needed_for_sameness(n, low, high, SAME_WITHIN, ratio)
+    would = (f"about {need} values a side would tell whether they are the same within "
+             f"{SAME_WITHIN:g}x" if need else f"no number of values would show them the "
+             f"same within {SAME_WITHIN:g}x")
+    return (f"not enough values to tell: no direction, and not shown the same (ratio "
+            f"{ratio:.2f}, {interval}, n={n} a side; {would})")
 
 
 def _bound(value: float) -> str:

@@ -1,4 +1,5 @@
-"""What the CLI's commands share: the outputs folder, help texts, a sweep's summary."""
+"""What the CLI's commands share: the outputs folder, help texts, a measurement's record,
+a sweep's summary."""
 
 from __future__ import annotations
 
@@ -23,6 +24,15 @@ def outputs(args) -> Path:
     if args.outputs:  # notebooks' `outputs/...` parameters follow it (paths.resolve)
         os.environ["BENCHLIB_OUTPUTS"] = str(Path(args.outputs).resolve())
     return paths.checked_outputs(paths.outputs_dir())
+
+
+def start_record(args, command: str, params: dict):
+    """The record-to-be of `benchlib <command>` measuring `params` (records/command_run.py):
+    its free id under --table, its testbed and result set (--label); `.write()` it after."""
+    from benchlib.records import command_run
+
+    return command_run.start(outputs(args) / "results", args.table, command, params,
+                             args.label)
 
 
 def report_sweep(summary, title: str) -> int:

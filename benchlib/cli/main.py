@@ -1,6 +1,8 @@
 """`python -m benchlib ...`: data, env, sweep, run, report, compare, io, maxbatch, allreduce,
-doctor, calibrate, overhead, project. The commands live in workbook_commands and measure_commands,
-each beside its flags; this module builds the parser and runs one.
+doctor, calibrate, overhead, project. The commands live beside their flags, by family:
+workbook_commands (the workbook's own), study_commands (a study's one setting: io,
+maxbatch), distributed_commands (allreduce, doctor), benchmark_commands (calibrate,
+overhead), diagnose and project; this module builds the parser and runs one.
 
 Bad input prints one line naming the parameter and what is allowed, and exits 2.
 """
@@ -13,8 +15,10 @@ import signal
 import sys
 import threading
 
+import benchlib.cli.benchmark_commands as benchmark_commands
 import benchlib.cli.diagnose as diagnose
-import benchlib.cli.measure_commands as measure_commands
+import benchlib.cli.distributed_commands as distributed_commands
+import benchlib.cli.study_commands as study_commands
 import benchlib.cli.workbook_commands as workbook_commands
 from benchlib.errors import BenchlibError, Terminated
 
@@ -32,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     workbook_commands.add_parsers(sub)
-    measure_commands.add_parsers(sub)
+    for family in (study_commands, distributed_commands, benchmark_commands):
+        family.add_parsers(sub)
     diagnose.add_parser(sub)
     # listed here for --help; main() hands its arguments to benchlib.cli.project
     sub.add_parser("project", help="scaling projection to more devices and nodes, and its "

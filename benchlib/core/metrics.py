@@ -1,9 +1,12 @@
-"""What a run reports, computed the same way for every trainer and study."""
+"""What a run reports, computed the same way for every trainer and study: a worker's
+metrics less the study's parameters, and MFU, the one function every study and the GPU
+check take it from."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from benchlib import reference
 from benchlib.errors import RecordError
 
 
@@ -22,30 +25,28 @@ def without_params(metrics: dict[str, Any], params: Any) -> dict[str, Any]:
     return out
 
 
-FLOP_SOURCES = {"analytic": "the study's analytic count", "counted": "PyTorch's counted FLOPs "
-                "(torch.utils.flop_counter, one training step on a batch of 2)"}
+def mfu(rate_per_s: float, devices: int, flops_per_item: float | None, device_name: str,
+        precision: str) -> tuple[float | None, str]:
+    """(MFU, where the peak comes from): the achieved FLOP/s per device (`rate_per_s`
+    items a second over `devices`, `flops_per_item` each: samples with their counted
+    FLOPs, or tokens with a language model's analytic count) over the device's dense peak
+    for the precision (benchlib/reference/peak_flops.csv). (None, why) without a FLOP
+    count or a published peak: MFU unknown, never invented."""
+    peak = reference.peak_flops(device_name, precision)
+    if peak is None:
+        return None, f"no published peak for {device_name} at {precision}"
+    if not flops_per_item:
+        return None, f"no FLOP count for this model (peak: {peak[1]})"
+    return rate_per_s / devices * flops_per_item / peak[0], peak[1]
 
 
-def mfu(rate_per_device: float | None, device_name: str | None, precision: str,
-        analytic: float | None = None, counted: float | None = None) -> dict[str, Any]:
-    """Model FLOPs utilisation: a device's rate (samples or tokens per second) times the
-    FLOPs of one (sample or token) over the device's dense peak at `precision`
-    (benchlib/reference/peak_flops.csv). The FLOPs are the study's analytic count where it
-    has one, PyTorch's counted ones otherwise; `mfu_flops` says which. Where MFU is None,
-    `mfu_peak_source` says the true reason (no FLOP count, no rate, no published peak);
-    else where the peak comes from."""
-    from benchlib import reference
-
+def mfu_figures(rate_per_s: float, devices: int, device_name: str, precision: str,
+                analytic: float | None = None, counted: float | None = None) -> dict[str, Any]:
+    """MFU (`mfu`, with `mfu_peak_source`: where the peak comes from, or why it is unknown)
+    by the study's analytic FLOP count where it has one (benchlib's GPTs: 6N + 12·L·H·Q·T),
+    else PyTorch's counted FLOPs (any other model: an hf: or entry-point one), and
+    `mfu_flops` saying which (None: no count)."""
     flops, source = (analytic, "analytic") if analytic else \
         (counted, "counted") if counted else (None, None)
-    peak = reference.peak_flops(device_name or "", precision) if device_name else None
-    if flops is None:
-        why = "no FLOP count in the record (flops_per_sample)"
-    elif not rate_per_device:
-        why = "no throughput to divide"
-    elif peak is None:
-        why = f"no published peak for {device_name or 'this device'} at {precision}"
-    else:
-        return {"mfu": rate_per_device * flops / peak[0], "mfu_peak_source": peak[1],
-                "mfu_flops": source, "mfu_peak_flops": peak[0]}
-    return {"mfu": None, "mfu_peak_source": why, "mfu_flops": source, "mfu_peak_flops": None}
+    value, peak_source = mfu(rate_per_s, devices, flops, device_name, precision)
+    return {"mfu": value, "mfu_peak_source": peak_source, "mfu_flops": source}

@@ -192,3 +192,38 @@ def verdict(speed_low: float | None, speed_high: float | None, threshold: float,
     if speed_low >= 1 / (1 + threshold) and speed_high <= 1 + threshold:
         return "no change"
     return "inconclusive"
+
+
+def needed_for_sameness(n: int, low: float, high: float, margin: float,
+                        ratio: float) -> int | None:
+    """About how many values a side would make a 95% interval of this `ratio` lie inside
+    `margin` (1/margin to margin), so that the two sides could be called the same: the
+    interval's half-width in log space shrinks as 1/sqrt(n). None where no n would: the
+    ratio itself is outside the margin, or the interval has no upper bound."""
+    if not (0 < low <= high) or math.isinf(high) or ratio <= 0:
+        return None
+    room = math.log(margin) - abs(math.log(ratio))  # the half-width the interval may have
+    if room <= 0:
+        return None
+    half = (math.log(high) - math.log(low)) / 2
+    return max(n, math.ceil(n * (half / room) ** 2))
+
+
+# A target (the GPU check's 40% MFU, 2,800 images/s) is judged on this many launches or
+# more, each a fresh process with its own window: too few for an interval (MIN_LAUNCHES),
+# so the rule below asks every launch to agree instead (docs/gpus.md, "Targets").
+MIN_TARGET_LAUNCHES = 3
+
+
+def against_target(values: Sequence[float], target: float) -> str:
+    """A figure against a target it must reach, over independent launches: `pass` when
+    every one of MIN_TARGET_LAUNCHES or more launches reaches the target, `fail` when none
+    does, `launches disagree` in between, `too few launches` below MIN_TARGET_LAUNCHES.
+    With 3 launches and a true median exactly at the target, all three land on one side
+    with probability 1/8 each: a pass or a fail is wrong at most 12.5% of the time there,
+    and less the further the truth is from the target."""
+    found = [v for v in values if v is not None and math.isfinite(v)]
+    if len(found) < MIN_TARGET_LAUNCHES:
+        return "too few launches"
+    reached = sum(v >= target for v in found)
+    return "pass" if reached == len(found) else "fail" if reached == 0 else "launches disagree"

@@ -2,13 +2,12 @@
 own with a `blocks` ModuleList): FSDP2 (`fully_shard` per block, then the root: each
 rank keeps 1/n of the parameters, gradients and optimizer state, and all-gathers a
 block's parameters just before it runs) and activation checkpointing per block (`full`:
-a block keeps only its input and runs its forward again in backward; `selective`: it
-keeps the outputs of its matmuls and attention, the costly ops, and recomputes the rest,
-the norms, activations and adds, as torchtitan's op-level selective checkpointing does)."""
+a block keeps only its input and runs its forward again in backward; `selective`:
+torchtitan's op-level policy, `selective_policy`: it keeps the outputs of attention and of
+every matmul but every second one, and recomputes the rest, the second matmuls, norms,
+activations and adds)."""
 
 from __future__ import annotations
-
-from functools import partial
 
 import torch
 from torch import nn
@@ -18,13 +17,33 @@ from benchlib.errors import ConfigError
 # where the blocks are: benchlib's GPT and most models (`blocks`), transformers' GPT-2
 # (`transformer.h`), its Llama-like models (`model.layers`)
 BLOCK_PATHS = ("blocks", "transformer.h", "model.layers", "layers")
-# what selective checkpointing keeps: the outputs of these (matmuls and attention)
-SAVED_OPS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default,
-             torch.ops.aten.bmm.default, torch.ops.aten.linear.default,
-             torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
+# torchtitan's op-level selective checkpointing (torchtitan/distributed/
+# activation_checkpoint.py): save the outputs of its list of compute ops, except every
+# second matmul, which is recomputed with everything else. Its models' linear layers
+# have no bias and run `mm`; a biased linear runs `addmm` on the CPU, so both count as
+# the matmuls the every-second rule alternates over. Its list also saves FSDP's
+# reduce-scatter outputs; they are not ops a block runs here.
+MATMULS = {torch.ops.aten.mm.default, torch.ops.aten.addmm.default}
+SAVED_OPS = {*MATMULS, torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
              torch.ops.aten._scaled_dot_product_efficient_attention.default,
              torch.ops.aten._scaled_dot_product_flash_attention.default,
              torch.ops.aten._scaled_dot_product_cudnn_attention.default}
+
+
+def selective_policy(meta: dict[str, int]):
+    """torchtitan's policy over one checkpointed call: MUST_SAVE for SAVED_OPS except every
+    second matmul (counted apart in the forward and in its recompute, so both make the same
+    decisions), PREFER_RECOMPUTE for every other op. `meta` holds the counts: a fresh
+    mapping each call."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    def policy(ctx, op, *args, **kwargs):
+        key = "recompute_mm_count" if ctx.is_recompute else "forward_mm_count"
+        if op in MATMULS:
+            meta[key] = meta.get(key, 0) + 1
+        save = op in SAVED_OPS and not (op in MATMULS and meta[key] % 2 == 0)
+        return CheckpointPolicy.MUST_SAVE if save else CheckpointPolicy.PREFER_RECOMPUTE
+    return policy
 
 
 def blocks_of(model: nn.Module) -> nn.ModuleList | None:
@@ -57,13 +76,9 @@ class Checkpointed(nn.Module):
         from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
 
         context = {}
-        if self.mode == "selective":
-            def policy(ctx, op, *a, **k):
-                from torch.utils.checkpoint import CheckpointPolicy
-
-                return CheckpointPolicy.MUST_SAVE if op in SAVED_OPS else \
-                    CheckpointPolicy.PREFER_RECOMPUTE
-            context["context_fn"] = partial(create_selective_checkpoint_contexts, policy)
+        if self.mode == "selective":  # a fresh count of matmuls for each call
+            context["context_fn"] = lambda: create_selective_checkpoint_contexts(
+                selective_policy({}))
         return checkpoint(self.block, *args, use_reentrant=False, **context, **kwargs)
 
 

@@ -143,19 +143,29 @@ def section_for(study: str, analysis_sections: list[tuple[str, str]]) -> tuple[s
 # ---------------------------------------------------------------- a run's page
 
 def injected(notebook: Path) -> set[str]:
-    """The names papermill injected into an executed notebook (its parameters cell)."""
+    """The parameters a run was given other than its notebook's defaults: the names
+    papermill injected (the sweep injects the row's whole config) whose value differs
+    from the one the notebook's own parameters cell assigns."""
     import nbformat
 
-    nb = nbformat.read(notebook, 4)
-    for cell in nb.cells:
-        if "injected-parameters" in cell.metadata.get("tags", []):
-            try:
-                tree = ast.parse(cell.source)
-            except SyntaxError:
-                return set()
-            return {t.id for node in tree.body if isinstance(node, ast.Assign)
-                    for t in node.targets if isinstance(t, ast.Name)}
-    return set()
+    def assigned(source: str) -> dict[str, str]:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            return {}
+        found = {}
+        for node in tree.body:  # `x = 1` as papermill injects it, `x: int = 1` as we write it
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, ast.AnnAssign) and node.value else []
+            found.update({t.id: ast.dump(node.value) for t in targets if isinstance(t, ast.Name)})
+        return found
+
+    cells = nbformat.read(notebook, 4).cells
+    tagged = {tag: c.source for c in cells for tag in c.metadata.get("tags", [])
+              if tag in ("parameters", "injected-parameters")}
+    given, defaults = assigned(tagged.get("injected-parameters", "")), \
+        assigned(tagged.get("parameters", ""))
+    return {name for name, value in given.items() if defaults.get(name) != value}
 
 
 def duration_s(rec: Record) -> float | None:

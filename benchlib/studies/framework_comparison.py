@@ -21,7 +21,7 @@ from benchlib.config.choices import ARCHS
 from benchlib.config.flags import config_argv
 from benchlib.config.framework_comparison import JAX_FIELDS
 from benchlib.config.performance import PerformanceConfig
-from benchlib.core import metrics
+from benchlib.core.metrics import mfu, mfu_figures  # noqa: F401 - mfu: the one MFU function, here too
 from benchlib.core.stats import summarize
 from benchlib.distributed.device import check_precision
 from benchlib.errors import ConfigError
@@ -59,13 +59,6 @@ def launch_count(cfg: FrameworkComparisonConfig) -> int:
     return cfg.repeats if cfg.repeat_mode == "process" else 1
 
 
-def mfu(samples_per_s: float, devices: int, flops_per_sample: float | None, device_name: str,
-        precision: str) -> tuple[float | None, str]:
-    """(MFU by PyTorch's counted FLOPs, where the peak comes from); (None, why) without one."""
-    m = metrics.mfu(samples_per_s / devices, device_name, precision, counted=flops_per_sample)
-    return m["mfu"], m["mfu_peak_source"]
-
-
 def preflight(cfg: FrameworkComparisonConfig) -> None:
     """Where the row runs: device, precision and backend, one rank per device, and an
     image folder big enough for the skipped, warm-up and timed steps."""
@@ -98,7 +91,7 @@ def run(cfg: FrameworkComparisonConfig, run_id: str = "interactive") -> Framewor
     figures, details = repeats.figures(cfg.repeat_mode, launched)
     m = {**launched[0].result["metrics"], **figures}
     m.update(repeats.token_figures(m))
-    m.update(metrics.mfu(m["samples_per_s"] / m["world_size"], m["device_name"], cfg.precision,
+    m.update(mfu_figures(m["samples_per_s"], m["world_size"], m["device_name"], cfg.precision,
                          counted=m.get("flops_per_sample")))
     m["lr"] = learning_rate(cfg)
     m["samples_per_s_per_device"] = m["samples_per_s"] / m["world_size"]

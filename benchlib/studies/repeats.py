@@ -66,7 +66,15 @@ def launch_all(module: str, params: dict[str, Any], log_dir: Path, launcher: str
     run's figures (a language model's tokens/s too), and its details with every launch's."""
     launched = [launch(module, params, log_dir / ("train" if cfg.repeats == 1 else f"train-{r}"),
                        launcher, nproc, timeout_s=cfg.timeout_s) for r in range(cfg.repeats)]
-    run, details = figures(cfg.repeat_mode, launched)
-    metrics = {**launched[0].result["metrics"], **run, "log_dir": str(log_dir)}
+    metrics, details = of_launches(cfg.repeat_mode, launched)
+    return {**metrics, "log_dir": str(log_dir)}, details
+
+
+def of_launches(repeat_mode: str, launched: list[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(metrics, details) of a row's launches (each a launch() result, or one that looks
+    like it: the GPU check's): the first launch's metrics with the run's `figures` (a
+    language model's tokens/s too), and its details with every epoch's and launch's."""
+    run, details = figures(repeat_mode, launched)
+    metrics = {**launched[0].result["metrics"], **run}
     metrics.update(token_figures(metrics))
     return metrics, {**launched[0].result["details"], **details}

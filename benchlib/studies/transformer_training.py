@@ -18,7 +18,7 @@ from typing import Any
 from benchlib import paths
 from benchlib.config import TransformerTrainingConfig
 from benchlib.config.performance import PerformanceConfig
-from benchlib.core import metrics
+from benchlib.core.metrics import mfu_figures
 from benchlib.distributed.device import check_precision
 from benchlib.studies import checks, repeats, training
 
@@ -69,7 +69,7 @@ def lm_figures(m: dict[str, Any], precision: str) -> dict[str, Any]:
     (an hf: or entry-point one), the record saying which (`mfu_flops`)."""
     per_device = m["tokens_per_s"] / m["world_size"]
     return {"tokens_per_s_per_device": per_device,
-            **metrics.mfu(per_device, m.get("device_name"), precision,
+            **mfu_figures(m["tokens_per_s"], m["world_size"], m["device_name"], precision,
                           analytic=m.get("flops_per_token_analytic"),
                           counted=m.get("flops_per_token"))}
 

@@ -1,0 +1,107 @@
+"""The GPU check's figures, one function per family of steps (plan.yaml's `figures`):
+from a step's result file (FIGURES, each given the step's study config) or from its own
+output (FROM_LOG). MFU only through the one MFU function, core.metrics.mfu."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from benchlib import reference
+from benchlib.core.metrics import mfu
+from benchlib.records import results
+from benchlib.studies import repeats, transformer_training
+
+MFU_FORMULA = "6N + 12·L·H·Q·T FLOPs per token (PaLM, appendix B)"
+
+
+def metrics(result: dict[str, Any], cfg: Any = None) -> dict[str, Any]:
+    """A worker's metrics as it reported them (doctor, allreduce, the trainers, JAX)."""
+    return dict(result["metrics"])
+
+
+def _calibrate(result: dict[str, Any], cfg: Any = None) -> dict[str, Any]:
+    """benchlib's loop against a bare loop, its clock against a synchronized wall clock."""
+    loop, clock = result["loop"], result["clock"]
+    return {**{f"benchlib_over_bare{q}": loop[f"ratio{q}"] for q in ("", "_p10", "_p90")},
+            **{k: loop[k] for k in ("extra_us_per_step", "bare_samples_per_s")},
+            **{k: clock[k] for k in ("event_over_wall", "event_over_wall_p10",
+                                     "event_over_wall_p90", "reported_samples_per_s")},
+            "event_within_2pct": abs(clock["event_over_wall"] - 1) <= 0.02}
+
+
+def _framework(result: dict[str, Any], cfg: Any) -> dict[str, Any]:
+    """Notebook 40's figures: samples/s (tokens/s for token data), MFU by the counted
+    FLOPs per sample over the device's dense peak for the row's precision."""
+    m = dict(result["metrics"])
+    m.update(repeats.token_figures(m))
+    m["mfu"], m["mfu_peak_source"] = mfu(m["samples_per_s"], m.get("world_size", 1),
+                                         m.get("flops_per_sample"), m["device_name"],
+                                         cfg.precision)
+    return m
+
+
+def _lm(result: dict[str, Any], cfg: Any) -> dict[str, Any]:
+    """Notebook 50's figures: tokens/s, MFU by the analytic count (its formula and the
+    peak it is taken over), the two FLOP counts."""
+    m = dict(result["metrics"])
+    m.update(repeats.token_figures(m))
+    m.update(transformer_training.lm_figures(m, cfg.precision))
+    peak = reference.peak_flops(m["device_name"], cfg.precision)
+    return {**m, "mfu_formula": MFU_FORMULA, "mfu_peak_flops": peak[0] if peak else None}
+
+
+def _ab(s: dict[str, Any], cfg: Any = None) -> dict[str, Any]:
+    """The IO A/B's summary, flat: each setting's median and spread over launches, and
+    each ratio with its interval and verdict."""
+    figures: dict[str, Any] = {}
+    for name, m in s["settings"].items():
+        figures.update({f"{name}_{k}": m[k] for k in ("samples_per_s", "samples_per_s_p10",
+                                                      "samples_per_s_p90", "samples_per_s_n")})
+    for a in s["ab"]:
+        key = f"ab_{a['new']}_over_{a['base']}_{a['setting']}"
+        figures.update({key: a["ratio"], f"{key}_low": a["low"], f"{key}_high": a["high"],
+                        f"{key}_verdict": a["verdict"]})
+    return figures
+
+
+IO_FIGURES = ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "epoch_s", "data_s",
+              "compute_s")
+
+
+def _printed_records(log: str) -> list[dict[str, Any]]:
+    """The records a benchlib CLI names in its output (`record: PATH` lines)."""
+    return [results.read_record(Path(line[len("record: "):])) for line in log.splitlines()
+            if line.startswith("record: ")]
+
+
+def io_figures(log: str) -> dict[str, Any]:
+    """Each `benchlib io` run prints `record: PATH`; its metrics are the figures, keyed by
+    the setting: `train_w4_samples_per_s` for mode train with 4 workers."""
+    figures: dict[str, Any] = {}
+    for record in _printed_records(log):
+        setting = f"{record['params']['mode']}_w{record['params']['num_workers']}"
+        figures.update({f"{setting}_{k}": record["metrics"].get(k) for k in IO_FIGURES})
+        figures["device_name"] = record["metrics"].get("device_name")
+    return figures
+
+
+def maxbatch_figures(log: str) -> dict[str, Any]:
+    """The record `benchlib maxbatch` prints: the boundary and the batches tried."""
+    (record,) = _printed_records(log)
+    return record["metrics"]
+
+
+def hta_figures(log: str) -> dict[str, Any]:
+    """Rank 0's figures from the JSON `python -m benchlib.diagnose.traces` prints last (HTA's
+    temporal breakdown and comm/comp overlap, percent), or why HTA did not run."""
+    found = json.loads(next(line for line in reversed(log.splitlines()) if line.startswith("{")))
+    if "missing" in found:
+        return {"hta_missing": found["missing"]}
+    return {f"hta_{k}": v for k, v in found["ranks"][0].items() if k != "rank"}
+
+
+FIGURES = {"metrics": metrics, "calibrate": _calibrate, "framework": _framework, "lm": _lm,
+           "io_ab": _ab}
+FROM_LOG = {"io": io_figures, "maxbatch": maxbatch_figures, "hta": hta_figures}
