@@ -39,3 +39,9 @@ class Shapes(Dataset):
 
 def shapes(size: int = 512) -> Dataset:
     return Shapes(size)
+
+
+def stack(items: list[tuple[torch.Tensor, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """A collate function of your own (`collate: examples.custom_data:stack`): a batch of
+    (images, labels) from (image, label) items, as default_collate makes it."""
+    return torch.stack([x for x, _ in items]), torch.tensor([int(y) for _, y in items])

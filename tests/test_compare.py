@@ -388,16 +388,66 @@ def test_two_to_four_launches_a_side_get_no_verdict(outputs):
     assert verdicts.verdict(0.80, 0.90, 0.05, n_launches=4) == "inconclusive"
 
 
-def test_a_change_to_the_users_model_is_told_apart_from_the_stacks():
-    from benchlib.compare.sets import model_changes
+NET = """import torch
 
-    def rec(sha, run_id="r1"):
-        return {"table": "own", "run_id": run_id, "params": {"model": "pkg.net:build"},
-                "metrics": {"model_source_sha": sha, "model_class": "pkg.net.Net"}}
-    [line] = model_changes([rec("aaaa"), rec("cccc", "r2")], [rec("bbbb"), rec("cccc", "r2")])
-    assert line == ("model changed: own/r1 (pkg.net:build): its source aaaa -> bbbb, so a "
-                    "difference there may be the model's, not the stack's.")
-    assert model_changes([rec("aaaa")], [rec("aaaa")]) == []
+
+def build(width={width}):
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, width),
+                               torch.nn.ReLU(), torch.nn.Linear(width, 10))
+"""
+
+
+def test_an_edit_to_the_users_model_reads_model_changed_and_a_torch_upgrade_stack_changed(
+        small_data, outputs, tmp_path, monkeypatch, capsys):
+    """The same io row run under two labels in one outputs folder (the second record's run
+    id gets its -2), the user's builder (an nn.Sequential: torch's class, torch's file)
+    edited between: compare pairs the two by row and says "model changed". The first
+    record again on a testbed whose torch is newer says "stack changed", and not "model"."""
+    import sys
+
+    module = tmp_path / "mynet.py"
+    module.write_text(NET.format(width=16))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    argv = ["io", "1", "cpu", "--path", str(small_data), "--dataset", "fashion-mnist",
+            "--variant", "preload_batched", "--repeats", "1", "--model", "mynet:build"]
+    assert main([*argv, "--label", "before"]) == 0
+    module.write_text(NET.format(width=16).replace("torch.nn.ReLU()", "torch.nn.GELU()"))
+    monkeypatch.delitem(sys.modules, "mynet")  # a new process would import the edit
+    assert main([*argv, "--label", "after"]) == 0
+    rdir = outputs / "results"
+    before, after = sorted(results.read_records(rdir), key=lambda r: r["label"] != "before")
+    assert after["run_id"] == before["run_id"] + "-2"  # one row, two ids
+    capsys.readouterr()
+    assert main(["compare", "before", "after"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    sha = before["metrics"]["model_source_sha"], after["metrics"]["model_source_sha"]
+    assert f"model changed: io (one row) (mynet:build): its identity {sha[0]} -> {sha[1]} " \
+        f"(hash of {module}; model_args)" in out
+    assert "stack changed" not in out
+
+    upgraded = {**before, "label": "upgraded", "run_id": before["run_id"] + "-torch"}
+    upgraded["testbed"] = {**before["testbed"], "id": "an0ther",
+                           "identity": {**before["testbed"]["identity"], "torch": "2.99.0"}}
+    results.write_record(rdir, upgraded)
+    assert main(["compare", "before", "upgraded"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    torch_now = before["testbed"]["identity"]["torch"]
+    assert f"stack changed: io (one row) (mynet:build): torch {torch_now} -> 2.99.0." in out
+    assert "model changed" not in out
+
+
+def test_a_record_from_before_the_identity_hash_is_not_read_as_a_model_change():
+    from benchlib.compare.sets import row_changes
+
+    def rec(sha, covers=None):
+        metrics = {"model_source_sha": sha, **({"model_source": covers} if covers else {})}
+        return {"table": "own", "params": {"model": "pkg.net:build"}, "metrics": metrics,
+                "testbed": {"identity": {"torch": "2.14.1"}}}
+    assert row_changes({"k": [rec("aaaa")]}, {"k": [rec("bbbb", "net.py; model_args")]},
+                       {"k": "(one row)"}) == [
+        "model identity of own (one row) (pkg.net:build) not compared: a record of it "
+        "predates the hash of builder, classes and model_args."]
+    assert row_changes({"k": [rec("aaaa", "x")]}, {"k": [rec("aaaa", "x")]}, {}) == []
 
 
 @pytest.mark.parametrize("metric", ["checkpoint_blocking_s", "checkpoint_total_s", "restore_s"])

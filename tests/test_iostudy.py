@@ -203,7 +203,19 @@ def test_io_train_mode_trains_your_own_model_and_the_record_names_it(
     m = record["metrics"]
     assert m["samples_per_s"] > 0 and m["loss_last"] > 0
     assert m["model_params"] == 8 * 9 + 2 * 8 * 8 * 9 + 3 * 2 * 8 + 8 * 10 + 10  # convs, BN, head
-    assert len(m["model_source_sha"]) == 16
+    assert len(m["model_source_sha"]) == 16 and m["model_class"] == "examples.custom_model.WideCNN"
+    assert m["flops_per_sample"] > 0
+
+
+def test_a_timm_model_in_train_mode_names_its_class_and_flops_per_sample():
+    from benchlib.studies import single_device_io
+
+    m = single_device_io.model_figures(SingleDeviceIoConfig(model="timm:resnet10t"))
+    assert m["model_class"] == "timm.models.resnet.ResNet" and m["model_params"] > 0
+    assert m["model_source"].startswith("timm ") and m["flops_per_sample"] > 1e6
+    assert single_device_io.model_figures(SingleDeviceIoConfig(mode="traverse")) == {
+        "model_class": None, "model_params": None, "model_source_sha": None,
+        "flops_per_sample": None}
 
 
 def test_io_refuses_a_model_for_colour_images():

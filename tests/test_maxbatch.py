@@ -2,6 +2,7 @@
 the search, the memory limit's forms, and real searches on the CPU against a limit."""
 
 import json
+import random
 
 import pytest
 
@@ -11,33 +12,83 @@ from benchlib.config.memory_and_batch import parse_size
 from benchlib.errors import ConfigError, LaunchError
 from benchlib.records import results
 from benchlib.studies import memory_and_batch
-from benchlib.studies.memory_and_batch import search, size_text
+from benchlib.studies.batch_search import search, summary
+from benchlib.studies.memory_and_batch import size_text, trial_params
+
+MiB = 2**20
 
 
-def tried_with(boundary):
-    tried = []
+def noisy(limit, base=700 * MiB, per=9 * MiB, noise=12.5 * MiB, before_model=650 * MiB,
+          seed=0, peaks=True):
+    """A model of one trial in a fresh process: a peak of base + per x batch, moved by up
+    to `noise` between processes (some 25 MiB of RSS here), over the limit: no fit. The
+    process held `before_model` before the model was built. Without `peaks` a batch over
+    the limit has none (CUDA's OutOfMemoryError)."""
+    rng = random.Random(seed)
 
-    def fits(batch):
-        tried.append(batch)
-        return batch <= boundary
-    return tried, fits
-
-
-def test_search_doubles_then_bisects_to_the_exact_boundary():
-    tried, fits = tried_with(37)
-    assert search(fits, 1, 4096) == (37, 38)
-    assert tried == [1, 2, 4, 8, 16, 32, 64, 48, 40, 36, 38, 37]
-
-
-def test_search_stops_at_the_cap_when_the_cap_fits():
-    tried, fits = tried_with(10_000)
-    assert search(fits, 3, 20) == (20, None)
-    assert tried == [3, 6, 12, 20]
+    def run(batch):
+        peak = base + per * batch + rng.uniform(-noise, noise)
+        fits = peak <= limit
+        return {"batch_size": batch, "fits": fits, "samples_per_s": 10.0 * batch,
+                "peak_bytes": int(peak) if fits or peaks else None,
+                "baseline_bytes": before_model}
+    return run
 
 
-def test_search_says_when_not_even_the_first_batch_fits():
-    tried, fits = tried_with(0)
-    assert search(fits, 8, 64) == (None, 8) and tried == [8]
+@pytest.mark.parametrize("seed", range(12))
+def test_the_boundary_is_confirmed_by_three_processes_each_side_under_a_peak_that_moves(seed):
+    """Under 1600 MiB a batch fits for certain up to 98 and never from 102; 99 to 101 fit
+    in some processes. One trial a batch would answer anything in 98-101 and call it exact
+    (maxbatch once said 98 fits; three reruns of 98 peaked over the limit)."""
+    limit = 1600 * MiB
+    largest, first, s = search(noisy(limit, seed=seed), 1, 4096, limit)
+    assert all(t["fits"] for t in s.at(largest)) and len(s.at(largest)) >= 3
+    assert not any(t["fits"] for t in s.at(first)) and len(s.at(first)) >= 3
+    assert 98 <= largest < first <= 102
+    between = range(largest + 1, first)
+    assert all(s.at(b) and any(t["fits"] for t in s.at(b)) for b in between)
+    # each batch aimed at the limit by the growth measured so far: no trial passes it by
+    # more than a few samples' growth (200 seeds: 69 MiB at most, 28 at p90), where
+    # doubling from 1 tries 128: 252 MiB over
+    over = max(t["peak_bytes"] - limit for t in s.order if t["peak_bytes"] is not None)
+    assert over < 8 * 9 * MiB
+    assert len(s.order) <= 20
+    m = summary(s, largest, first)
+    assert m["margin_bytes"] == limit - max(t["peak_bytes"] for t in s.at(largest)) >= 0
+    assert m["largest_batch_processes"] >= 3 and m["misfit_processes"] >= 3
+    assert m["largest_batch_peak_min_bytes"] <= m["largest_batch_peak_bytes"]
+
+
+def test_a_search_whose_misfits_have_no_peak_aims_by_the_fits_and_cudas_memory():
+    """CUDA without a memory_limit: the limit is the device's memory, which the first
+    trial says; a batch that runs out of memory has no peak to go by."""
+    def run(batch):
+        row = noisy(1600 * MiB, peaks=False, seed=3)(batch)
+        return {**row, "device_total_bytes": 1600 * MiB, "baseline_bytes": 0}
+    largest, first, s = search(run, 8, 4096, None)
+    assert s.limit == 1600 * MiB and 98 <= largest < first <= 102 and len(s.order) <= 20
+
+
+def test_the_cap_that_fits_is_confirmed_and_a_start_that_does_not_is_too():
+    largest, first, s = search(noisy(10**12), 3, 20, 10**12)
+    assert (largest, first) == (20, None) and len(s.at(20)) == 3
+    assert [t["batch_size"] for t in s.order][:2] == [3, 20]  # aimed straight at the cap
+    largest, first, s = search(noisy(100 * MiB), 8, 64, 100 * MiB)
+    assert (largest, first) == (None, 8) and len(s.order) == 3
+
+
+def test_a_largest_batch_that_fails_on_its_second_process_is_not_the_answer():
+    """Batch 10 fits once, then not: the answer falls below it, and 10 is named as one
+    that fits only sometimes."""
+    runs = {10: iter([True, False, True])}
+
+    def run(batch):
+        fits = next(runs[batch]) if batch in runs else batch < 10
+        return {"batch_size": batch, "fits": fits, "peak_bytes": None, "samples_per_s": 1.0}
+    largest, first, s = search(run, 1, 64, None)
+    assert largest == 9 and len(s.at(9)) == 3 and all(t["fits"] for t in s.at(9))
+    assert first == 11 and len(s.at(11)) == 3
+    assert summary(s, largest, first)["unreliable_batches"] == "10 (fit 1 of 2)"
 
 
 @pytest.mark.parametrize("text, size", [("4GiB", 4 * 2**30), ("512MiB", 512 * 2**20),
@@ -54,11 +105,49 @@ def test_a_memory_limit_without_a_known_unit_names_the_field_and_the_forms(text)
         MemoryAndBatchConfig(memory_limit=text)
 
 
-def test_toynet_searches_on_its_own_28x28_inputs():
-    assert MemoryAndBatchConfig(model="toynet").input_shape() == (1, 28, 28)
-    assert MemoryAndBatchConfig(dataset="imagefolder").input_shape() == (3, 224, 224)
+def test_the_search_takes_every_model_and_data_set_the_training_studies_take():
+    """Notebook 15's model and data are the training studies' piece, and so are the
+    performance settings: the trials' batches have the shape each data set gives."""
+    assert MemoryAndBatchConfig().batch_shape() == (3, 32, 32)
+    assert MemoryAndBatchConfig(dataset="imagefolder", image_size=96).batch_shape() == (3, 96, 96)
+    assert MemoryAndBatchConfig(model="toynet", input_shape="1x28x28").batch_shape() == (1, 28, 28)
+    resnet = MemoryAndBatchConfig(model="resnet50", dataset="imagefolder", precision="amp_bf16",
+                                  channels_last=True, device="gpu")
+    assert trial_params(resnet, 64)["precision"] == "amp_bf16"
+    assert trial_params(resnet, 64)["channels_last"] is True
+    for fields in ({"model": "gpt-tiny", "dataset": "tokens", "ac": "full", "compile": True},
+                   {"model": "hf:gpt2", "dataset": "synthetic", "seq_len": 32, "vocab_size": 64,
+                    "model_args": {"n_layer": 1, "n_embd": 32, "n_head": 2}},
+                   {"model": "timm:resnet10t"},
+                   {"model": "examples.custom_model:build", "model_args": {"width": 8},
+                    "dataset": "examples.custom_data:shapes", "collate": "examples.custom_data:stack"}):
+        assert MemoryAndBatchConfig(**fields).batch_shape() in ((), (3, 32, 32))
     with pytest.raises(ConfigError, match="model: toynet takes 1x28x28"):
         MemoryAndBatchConfig(model="toynet", dataset="cifar10")
+    with pytest.raises(ConfigError, match="dataset: 'tokenfile' is not one of .*: the search "
+                                          "measures memory, not IO; give tokens"):
+        MemoryAndBatchConfig(model="gpt-tiny", dataset="tokenfile")
+    with pytest.raises(ConfigError, match="confirm: must be >= 3, got 2"):
+        MemoryAndBatchConfig(confirm=2)
+
+
+@pytest.mark.parametrize("fields, line", [
+    ({"model": "examples.custom_model:build", "model_args": {"num_classes": 4}},
+     "model: 'examples.custom_model:build' gives (2, 4) outputs for a batch of 2, but the "
+     "data's labels go up to 9"),
+    ({"model": "timm:resnet10t", "start_batch": 1},
+     "start_batch: timm:resnet10t does not train on a batch of 1: Expected more than 1 value "
+     "per channel when training"),
+    ({"model": "resnet18", "ac": "full"}, "ac: full works block by block, and ResNet has no "
+     "blocks"),
+    ({"model": "gpt-tiny", "dataset": "tokens", "precision": "amp_fp16"},
+     "precision: amp_fp16 needs a CUDA GPU"),
+])
+def test_what_cannot_be_searched_is_one_line_from_the_preflight(fields, line):
+    cfg = MemoryAndBatchConfig(device="cpu", memory_limit="1GiB", **fields)
+    with pytest.raises(ConfigError) as e:
+        memory_and_batch.preflight(cfg)
+    assert str(e.value).startswith(line)
 
 
 @pytest.mark.parametrize("argv, says", [
@@ -67,7 +156,7 @@ def test_toynet_searches_on_its_own_28x28_inputs():
 ])
 def test_bad_memory_limit_is_one_line_naming_the_flag_exit_2_and_nothing_written(
         outputs, capsys, argv, says):
-    assert main(["maxbatch", "--model", "toynet", "--device", "cpu", *argv]) == 2
+    assert main(["maxbatch", "--model", "simplecnn", "--device", "cpu", *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("benchlib maxbatch: --memory-limit: ") \
         and says in err[0]
@@ -99,101 +188,129 @@ def test_a_cuda_library_that_cannot_allocate_is_a_batch_that_does_not_fit_not_a_
     assert not out_of_memory(ValueError("CUBLAS_STATUS_ALLOC_FAILED"))
 
 
-def test_the_sentence_names_the_limit_and_the_first_batch_that_does_not_fit():
-    m = {"largest_batch": 12, "smallest_batch_not_fitting": 13,
-         "largest_batch_samples_per_s": 9.4, "largest_batch_peak_bytes": 1_060_000_000,
-         "limit_bytes": 2**30}
+def test_the_sentence_names_both_ends_their_processes_the_margin_and_the_batches_between():
+    m = {"largest_batch": 12, "smallest_batch_not_fitting": 14, "largest_batch_processes": 3,
+         "misfit_processes": 3, "largest_batch_samples_per_s": 9.4,
+         "largest_batch_peak_min_bytes": 990 * MiB, "largest_batch_peak_bytes": 1011 * MiB,
+         "misfit_peak_min_bytes": 1030 * MiB, "misfit_peak_max_bytes": 1051 * MiB,
+         "limit_bytes": 2**30, "margin_bytes": 13 * MiB, "unreliable_batches": "13 (fit 1 of 2)"}
     assert memory_and_batch.boundary_sentence(m, 64) == (
-        "The largest batch that trains is 12 (9.4 samples/s, peak 1011 MiB); it does not "
-        "fit in 1 GiB at batch 13.")
-    assert size_text(1536 * 2**20) == "1.5 GiB"
+        "The largest batch that trains is 12, in all of 3 processes (peaks 990 MiB-1011 MiB, "
+        "13 MiB (1.3%) under the limit; 9.4 samples/s); batch 14 does not fit in 1024 MiB in "
+        "any of 3 processes (peaks 1030 MiB-1051 MiB); between them, 13 (fit 1 of 2).")
+    assert size_text(1536 * MiB) == "1536 MiB" and size_text(139 * 2**30) == "139 GiB"
 
 
 # ------------------------------------------------------------- real searches on the CPU
 
-# 224x224 inputs: SimpleCNN's activations take some 35 MiB a sample here, far above the
-# noise of peak RSS, so a limit between two batches separates them for certain
+# 224x224 inputs: SimpleCNN's activations take some 35 MiB a sample here, above the noise
+# of peak RSS (25 MiB between processes on a quiet host, 80 beside a busy suite)
 SHAPE = ["--model", "simplecnn", "--dataset", "imagefolder", "--device", "cpu", "--steps", "2"]
 
 
+def one_trial(cfg, batch, tmp_path):
+    from benchlib.launch.launcher import launch
+
+    out = launch("batch_trial", trial_params(cfg, batch), tmp_path / f"trial-{batch}", "single",
+                 1, timeout_s=300)
+    return out.result["details"]["trial"]
+
+
 @pytest.mark.distributed
-def test_cpu_search_under_a_memory_limit_finds_the_boundary_and_records_the_misfits(
-        outputs, capsys):
-    """First 2, 4 and 8 under a limit nothing reaches (the cap fits: the boundary lies
-    above), which gives the peak's growth per sample over 6 samples; then a limit halfway
-    from batch 2's peak to batch 8's: 2 fits, 8 does not, doubling stops at the first batch
-    over it (4 or 8) and bisection finds the boundary below. The largest batch fits, the
-    next one up was tried and does not, and the misfits are rows of an ok record. Each end
-    is 3 samples (some 100 MiB) from the limit: batch 4's peak moves by some 25 MiB between
-    processes, quiet, and more beside a busy suite (a limit 1.5 samples above batch 4 once
-    failed a fresh clone, and one 2 samples below batch 8 let batch 8 fit in a suite run)."""
+def test_cpu_search_under_a_memory_limit_confirms_both_ends_and_states_the_margin(
+        outputs, tmp_path, capsys):
+    """Batches 2 and 8 measured first, one process each; then a limit halfway between
+    their peaks. The largest batch fits in each of 3 fresh processes, under the limit by
+    the margin the record states; the first batch that does not fit fails in each of 3;
+    a batch between fits in some process (a peak moves between processes). Every trial
+    that fits says what its memory held at its peak, the interpreter left out."""
     cfg = MemoryAndBatchConfig(model="simplecnn", dataset="imagefolder", device="cpu",
-                               memory_limit="64GiB", start_batch=2, max_batch=8, steps=2)
-    probe = memory_and_batch.run(cfg, "probe")
-    assert probe.metrics["largest_batch"] == 8 and probe.metrics["smallest_batch_not_fitting"] is None
-    assert "it is the max_batch cap (8)" in probe.metrics["boundary"]
-    p2, _, p8 = (t["peak_bytes"] for t in probe.details["trials"])
-    per_sample = (p8 - p2) / 6
-    assert per_sample > 8 * 2**20
+                               memory_limit="64GiB", steps=2)
+    p2, p8 = (one_trial(cfg, b, tmp_path)["peak_bytes"] for b in (2, 8))
+    assert (p8 - p2) / 6 > 8 * MiB
     limit = int((p2 + p8) / 2)
 
     argv = ["maxbatch", *SHAPE, "--memory-limit", f"{limit}B", "--start-batch", "2",
             "--max-batch", "8"]
     assert main(argv) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())
     [record] = [json.loads(p.read_text()) for p in (outputs / "results").rglob("*.json")]
     assert record["status"] == "ok" and record["study"] == "memory_and_batch"
-    m, trials = record["metrics"], {t["batch_size"]: t for t in record["details"]["trials"]}
-    largest = m["largest_batch"]  # 2 to 7 as measured above; a busy host moves a peak by
-    # tens of MiB between processes, so the test asks what holds whatever was measured
-    assert largest is not None and largest < 8 and m["smallest_batch_not_fitting"] == largest + 1
-    assert trials[largest]["fits"] and trials[largest]["peak_bytes"] <= limit
-    assert not trials[largest + 1]["fits"] and trials[largest + 1]["peak_bytes"] > limit
-    assert "over the limit" in trials[largest + 1]["why"]
-    assert 8 not in trials or not trials[8]["fits"]  # not tried when 4 is already over
-    assert len(trials) >= 3  # doubling, then bisection
-    assert trials[largest]["samples_per_s"] > 0
-    assert trials[largest]["param_bytes"] > 0 and trials[largest]["optimizer_state_bytes"] \
-        == trials[largest]["param_bytes"]  # SGD momentum: one buffer per parameter
-    assert f"does not fit in {size_text(limit)} at batch {largest + 1}." in out
+    m, trials = record["metrics"], record["details"]["trials"]
+    largest, first = m["largest_batch"], m["smallest_batch_not_fitting"]
+    at = {b: [t for t in trials if t["batch_size"] == b] for b in {t["batch_size"] for t in trials}}
+    assert largest is not None and first is not None and largest < first <= 8
+    assert len(at[largest]) >= 3 and all(t["fits"] and t["peak_bytes"] <= limit
+                                         for t in at[largest])
+    assert len(at[first]) >= 3 and all(not t["fits"] and "over the limit" in t["why"]
+                                       for t in at[first])
+    assert all(any(t["fits"] for t in at[b]) for b in range(largest + 1, first))
+    assert m["margin_bytes"] == limit - max(t["peak_bytes"] for t in at[largest]) >= 0
+    assert m["trials"] == len(trials) and m["largest_batch_processes"] == len(at[largest])
+    assert f"The largest batch that trains is {largest}, in all of {len(at[largest])} " \
+        "processes" in out and f"batch {first} does not fit in" in out
+    fit = at[largest][0]
+    assert fit["breakdown_kind"] == "at the peak of one profiled step (torch.profiler's memory " \
+        "timeline)"
+    assert fit["param_bytes"] > 0 and fit["optimizer_state_bytes"] == fit["param_bytes"]
+    assert fit["activation_bytes"] > 8 * MiB * largest  # some 35 MiB a sample
+    assert 0 < fit["model_peak_bytes"] < fit["peak_bytes"] - 200 * MiB  # not the interpreter
     df = results.load_results(outputs / "results")
     assert list(df["status"]) == ["ok"] and df["largest_batch"].iloc[0] == largest
+
+
+@pytest.mark.distributed
+def test_a_trial_takes_a_language_model_in_its_precision_with_checkpointing(tmp_path):
+    """gpt-tiny on tokens, amp_bf16 (the CPU has it), full activation checkpointing: the
+    row says what ran and what the memory held at its peak."""
+    cfg = MemoryAndBatchConfig(model="gpt-tiny", dataset="tokens", seq_len=64, device="cpu",
+                               memory_limit="64GiB", precision="amp_bf16", ac="full", steps=2)
+    memory_and_batch.preflight(cfg)
+    row = one_trial(cfg, 4, tmp_path)
+    assert row["fits"] and row["samples_per_s"] > 0, row["why"]
+    assert row["model_class"] == "benchlib.core.gpt.GPT" and row["grad_bytes_at_peak"] >= 0
+    assert row["model_source"] == "benchlib/core/gpt.py; model_args"
 
 
 @pytest.mark.notebook
 def test_notebook_15_runs_and_publishes_its_search(outputs):
     args = ["run", "15_memory_and_batch", "-p", "device", "cpu", "-p", "dataset", "imagefolder",
-            "-p", "memory_limit", "64GiB", "-p", "start_batch", "2", "-p", "max_batch", "2",
-            "-p", "steps", "2", "--study", "memory"]
+            "-p", "image_size", "64", "-p", "memory_limit", "64GiB", "-p", "start_batch", "2",
+            "-p", "max_batch", "2", "-p", "steps", "2", "--study", "memory"]
     assert main(args) == 0
     [rec] = results.load_results(outputs / "results").to_dict("records")
     assert rec["status"] == "ok" and rec["study"] == "memory_and_batch"
-    assert rec["largest_batch"] == 2 and rec["boundary"].startswith("The largest batch")
-
-
-def test_a_model_of_your_own_that_does_not_give_a_score_per_class_is_refused_in_one_line():
-    """Notebook 15 takes the model vocabulary of the training studies: a model of your own
-    with its arguments, checked on 2 samples of the batches' shape before any trial."""
-    cfg = MemoryAndBatchConfig(model="examples.custom_model:build", device="cpu",
-                               memory_limit="1GiB", model_args={"num_classes": 4})
-    with pytest.raises(ConfigError, match=r"^model: examples.custom_model:build gives \(2, 4\) "
-                                          r"for 2 images of 3x32x32; training needs \(2, >= 10\)"):
-        memory_and_batch.preflight(cfg)
-    with pytest.raises(ConfigError, match="model: 'gpt-tiny' is not one of toynet, simplecnn"):
-        MemoryAndBatchConfig(model="gpt-tiny")
+    assert rec["largest_batch"] == 2 and rec["largest_batch_processes"] == 3
+    assert rec["boundary"].startswith("The largest batch that trains is 2, in all of 3")
 
 
 @pytest.mark.distributed
-def test_a_model_of_your_own_is_searched_with_its_arguments(outputs):
-    """Its arguments reach every trial (the batch_trial worker's flags are notebook 15's
-    fields): width 8 against width 64 of the same model, at the same batch."""
-    base = dict(model="examples.custom_model:build", device="cpu", memory_limit="64GiB",
-                start_batch=2, max_batch=2, steps=2)
+def test_a_model_and_data_set_of_your_own_are_searched_with_their_arguments(tmp_path):
+    """Their arguments reach every trial (the batch_trial worker's flags are notebook 15's
+    fields): width 8 against width 64 of the same model, at the same batch, on the items
+    of the user's data set batched by the user's collate."""
+    base = dict(model="examples.custom_model:build", dataset="examples.custom_data:shapes",
+                collate="examples.custom_data:stack", device="cpu", memory_limit="64GiB", steps=2)
     figures = {}
     for width in (8, 64):
-        cfg = MemoryAndBatchConfig(**base, model_args={"width": width, "num_classes": 10})
+        cfg = MemoryAndBatchConfig(**base, model_args={"width": width, "num_classes": 4})
         memory_and_batch.preflight(cfg)
-        [trial] = memory_and_batch.run(cfg, f"own-{width}").details["trials"]
+        trial = one_trial(cfg, 600, tmp_path / str(width))  # more than its 512 items
         assert trial["fits"], trial["why"]
+        assert trial["model_class"] == "examples.custom_model.WideCNN"
         figures[width] = trial["param_bytes"]
     assert figures[64] > 10 * figures[8]
+
+
+def test_a_start_batch_that_fits_in_one_process_of_two_is_neither_answer():
+    runs = {8: iter([False, True, False])}
+
+    def run(batch):
+        fits = next(runs[batch]) if batch in runs else batch < 8
+        return {"batch_size": batch, "fits": fits, "peak_bytes": None, "samples_per_s": 1.0}
+    largest, first, s = search(run, 8, 64, 100)
+    m = summary(s, largest, first)
+    assert (largest, first, m["misfit_processes"]) == (None, 9, 3)
+    assert memory_and_batch.boundary_sentence({**m, "limit_bytes": 2**30}, 64) == (
+        "No batch tried fits in 1024 MiB in every process: batch 9 does not fit in 1024 MiB "
+        "in any of 3 processes (peak unknown); below it, 8 (fit 1 of 2).")

@@ -184,15 +184,35 @@ def test_the_worker_takes_model_args_as_json_and_refuses_anything_else(capsys):
     assert "--model-args: '[1, 2]' is not a JSON object" in capsys.readouterr().err
 
 
-def test_a_source_hash_changes_with_the_models_source(tmp_path, monkeypatch):
+def test_the_model_identity_covers_the_builder_its_classes_and_model_args_not_torch(
+        tmp_path, monkeypatch):
+    """A builder that returns torch's nn.Sequential: the builder's file is what changes
+    when the user edits it (the class's file is torch's); model_args count; torch's
+    version does not (a torch upgrade is the stack's), a model library's does."""
+    import importlib.metadata
+
+    from benchlib.core import models
+
     module = tmp_path / "netmod.py"
-    module.write_text("import torch\ndef build():\n    return torch.nn.Linear(2, 2)\n")
+    module.write_text("import torch\ndef build(width=2):\n    return torch.nn.Sequential("
+                      "torch.nn.Linear(2, width))\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    first = entrypoints.source_hash(entrypoints.load("model", "netmod:build"))
-    module.write_text("import torch\ndef build():\n    return torch.nn.Linear(2, 3)\n")
-    import importlib
 
-    import netmod
+    def identity(args=None):
+        sys.modules.pop("netmod", None)
+        model = models.build_model("netmod:build", model_args=args or {})
+        return entrypoints.model_identity("netmod:build", model, args)
+    first = identity()
+    assert first["model_source"] == f"{module}; model_args"
+    assert identity({"width": 3})["model_source_sha"] != first["model_source_sha"]
+    module.write_text(module.read_text().replace("(2, width)", "(2, width, bias=False)"))
+    edited = identity()
+    assert edited["model_source_sha"] != first["model_source_sha"]
 
-    importlib.reload(netmod)
-    assert entrypoints.source_hash(netmod.build) != first
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda d: "9.9.9" if d in ("torch", "timm") else real_version(d))
+    assert identity() == edited  # torch 9.9.9: the same model
+    timm = models.build_model("timm:resnet10t", (3, 32, 32))
+    assert entrypoints.model_identity("timm:resnet10t", timm, {})["model_source"] == \
+        "timm 9.9.9; model_args"

@@ -220,6 +220,21 @@ def test_mfu_is_the_analytic_count_over_the_published_peak():
     json.dumps(cpu)  # a record can hold it
 
 
+def test_an_hf_or_own_model_gets_mfu_by_its_counted_flops_and_a_missing_one_its_true_reason():
+    """On an H100 at amp_bf16 the peak is known: a model without the analytic count (an
+    hf: or entry-point one) takes PyTorch's counted FLOPs, and says so; without any count
+    the reason is the missing count, not a peak that is there."""
+    m = {"tokens_per_s": 300_000.0, "world_size": 1, "flops_per_token": 9.1e8,
+         "device_name": "NVIDIA H100 80GB HBM3"}
+    got = transformer_training.lm_figures(m, "amp_bf16")
+    assert got["mfu"] == pytest.approx(300_000 * 9.1e8 / 989.4e12) and got["mfu_flops"] == "counted"
+    both = transformer_training.lm_figures({**m, "flops_per_token_analytic": 7.7e8}, "amp_bf16")
+    assert both["mfu_flops"] == "analytic" and both["mfu"] == pytest.approx(300_000 * 7.7e8 / 989.4e12)
+    none = transformer_training.lm_figures({**m, "flops_per_token": None}, "amp_bf16")
+    assert none["mfu"] is None and none["mfu_flops"] is None
+    assert none["mfu_peak_source"].startswith("no FLOP count for this model (peak: NVIDIA H100")
+
+
 def test_the_analysis_says_what_each_checkpointing_mode_costs_and_saves():
     """Notebook 90's sentences from a frame: full checkpointing against none on the same
     strategy and ranks, five launches a side (a 95% interval over launches), its memory."""
@@ -231,6 +246,7 @@ def test_the_analysis_says_what_each_checkpointing_mode_costs_and_saves():
         return {"table": "t", "model": "gpt2-124m", "model_args": "{}", "seq_len": 1024,
                 "batch_size": 8, "precision": "amp_bf16", "hardware": "H100", "strategy": "fsdp2",
                 "world_size": 8, "ac": ac, "compile": False, "peak_mib": peak,
+                "peak_kind": "cuda reserved, this window",
                 "samples_per_s": sorted(launches)[2], "samples_per_s_launches": tuple(launches),
                 "flop_count_ratio": 0.99, "mfu": 0.41, "mfu_peak_source": "H100 data sheet",
                 "device_name": "NVIDIA H100"}
@@ -239,8 +255,34 @@ def test_the_analysis_says_what_each_checkpointing_mode_costs_and_saves():
     text = lm.conclusions(frame)
     assert ("gpt2-124m, seq 1024, batch 8, amp_bf16, fsdp2 on 8 rank(s): tokens/s **no "
             "checkpointing x1.33 over ac full**") in text
-    assert "peak memory 0.35x without checkpointing" in text
+    assert "peak memory 0.35x (cuda reserved, this window) without checkpointing" in text
     assert "A consistency check, not a finding: the analytic FLOPs per token" in text
     assert "counter agree within 1.0%" in text and "Best MFU 41.0%: fsdp2 on 8 ranks" in text
     off = lm.conclusions(frame.assign(flop_count_ratio=1.2))  # a count gone wrong: said so
     assert "**The FLOP counts DISAGREE** by 20.0%" in off and "consistency check" not in off
+
+
+def test_cpu_memory_ratios_divide_the_models_own_bytes_not_the_interpreters():
+    """On a CPU the peak RSS of a 5 MB model is mostly the interpreter and torch (some 0.7
+    GiB): FSDP2 against DDP read 0.99x there. The model's own bytes (the RSS above what
+    the process held before the model was built) show what sharding saved."""
+    import pandas as pd
+
+    from benchlib.analysis import transformer_training as lm
+
+    def run(strategy, peak_mib, own_mib):
+        return {"table": "t", "model": "gpt-tiny", "model_args": "{}", "seq_len": 128,
+                "batch_size": 8, "precision": "fp32", "hardware": "cpu", "strategy": strategy,
+                "world_size": 2, "ac": "none", "compile": False, "peak_mib": peak_mib,
+                "peak_kind": "rss, this window", "model_mib": own_mib,
+                "model_peak_kind": "rss above the baseline before the model was built",
+                "samples_per_s": 10.0, "samples_per_s_launches": (10.0,),
+                "flop_count_ratio": 1.0, "mfu": None, "mfu_peak_source": "no published peak "
+                "for AMD EPYC at fp32", "device_name": "AMD EPYC"}
+    text = lm.conclusions(pd.DataFrame([run("ddp", 905.0, 60.0), run("fsdp2", 900.0, 30.0)]))
+    assert ("FSDP2's peak memory is 0.50x (the model's own bytes: rss above the baseline "
+            "before the model was built) DDP's") in text
+    assert "MFU is unknown here (no published peak for AMD EPYC at fp32)" in text
+    older = lm.conclusions(pd.DataFrame([{**run("ddp", 905.0, None)},
+                                         {**run("fsdp2", 900.0, 30.0)}]))
+    assert "FSDP2's peak memory is 0.99x (rss, this window) DDP's" in older

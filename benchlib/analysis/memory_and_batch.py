@@ -14,16 +14,19 @@ if TYPE_CHECKING:
 from benchlib.analysis.claims import Claim, Figure, rows, value, work_text
 
 STUDY = "memory_and_batch"
-ABOUT = ("Each search's largest batch, its throughput and peak memory, and where the next "
-         "batch up stopped fitting (a memory limit, CUDA's memory, or the OS).")
-CURVE = ["batch_size", "fits", "samples_per_s", "peak_bytes", "peak_kind", "alloc_retries",
-         "param_bytes", "grad_bytes", "optimizer_state_bytes", "other_bytes", "why"]
+ABOUT = ("Each search's largest batch, confirmed in fresh processes, its throughput, peak "
+         "memory and margin to the limit, and the first batch that never fit (a memory limit, "
+         "CUDA's memory, or the OS).")
+CURVE = ["batch_size", "process", "fits", "samples_per_s", "peak_bytes", "peak_kind",
+         "model_peak_bytes", "alloc_retries", "param_bytes", "grad_bytes_at_peak",
+         "optimizer_state_bytes", "activation_bytes", "other_bytes", "why"]
 
 
 def curve(trials: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per batch tried, by batch: whether it fit, samples/s, peak memory and its
-    parts; a batch that did not fit says why."""
-    return pd.DataFrame(trials).reindex(columns=CURVE).sort_values("batch_size") \
+    """One row per process, by batch: whether it fit, samples/s, peak memory, the model's
+    own bytes and what the memory held at a profiled step's peak; a batch that did not
+    fit says why."""
+    return pd.DataFrame(trials).reindex(columns=CURVE).sort_values(["batch_size", "process"]) \
         .reset_index(drop=True)
 
 
@@ -34,8 +37,10 @@ def throughput_figure(trials: list[dict[str, Any]], metrics: dict[str, Any]):
 
     df = curve(trials)
     fig, ax = plt.subplots(figsize=(7, 4))
-    fit, misfit = df[df["fits"]], df[~df["fits"].astype(bool)]
-    ax.plot(fit["batch_size"], fit["samples_per_s"], "o-", label="fits")
+    fit, misfit = df[df["fits"].astype(bool)], df[~df["fits"].astype(bool)]
+    rate = fit.groupby("batch_size")["samples_per_s"].median()
+    ax.plot(rate.index, rate.values, "-", color="tab:blue", label="fits (median)")
+    ax.plot(fit["batch_size"], fit["samples_per_s"], "o", color="tab:blue", markersize=4)
     ax.plot(misfit["batch_size"], misfit["samples_per_s"].fillna(0), "x", color="tab:red",
             label="does not fit")
     if metrics.get("largest_batch"):
@@ -66,9 +71,10 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def table(found: pd.DataFrame) -> pd.DataFrame:
-    cols = ["model", "dataset", "device_name", "memory_limit", "largest_batch",
-            "smallest_batch_not_fitting", "largest_batch_samples_per_s",
-            "largest_batch_peak_bytes", "peak_kind", "batches_tried"]
+    cols = ["model", "dataset", "precision", "device_name", "memory_limit", "largest_batch",
+            "largest_batch_processes", "smallest_batch_not_fitting", "misfit_processes",
+            "largest_batch_samples_per_s", "largest_batch_peak_bytes", "margin_bytes",
+            "peak_kind", "batches_tried", "trials"]
     return found.reindex(columns=cols).reset_index(drop=True)
 
 

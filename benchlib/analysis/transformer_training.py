@@ -30,15 +30,31 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
     runs = ok_runs(df, STUDY, ("nproc_per_node", "batch_size", "world_size", "seq_len"))
     if runs.empty:
         return runs
-    runs = with_columns(runs, [*SAME_WORK, *CONFIG])
+    runs = with_columns(runs, [*SAME_WORK, *CONFIG, "model_peak_bytes", "model_peak_kind"])
     runs["compile"] = runs["compile"].map(lambda c: c not in (False, "off", None))
     runs["peak_mib"] = runs["peak_bytes"] / 2**20
+    runs["model_mib"] = pd.to_numeric(runs["model_peak_bytes"], errors="coerce") / 2**20
     return runs
+
+
+def memory_ratio(a: pd.DataFrame, b: pd.DataFrame) -> str:
+    """a's peak memory over b's, saying what was divided: the model's own bytes (the peak
+    above what the process held before the model was built: on a CPU not the interpreter's
+    0.7 GiB) where both sides have them, else the peak (`peak_kind`)."""
+    def known(side: pd.DataFrame, column: str) -> bool:
+        return column in side and len(side) > 0 and bool(side[column].notna().all())
+
+    column, kind = ("model_mib", "model_peak_kind") if known(a, "model_mib") and \
+        known(b, "model_mib") else ("peak_mib", "peak_kind")
+    kinds = sorted({k for side in (a, b) if kind in side for k in side[kind].dropna()})
+    what = ("the model's own bytes: " if column == "model_mib" else "") + \
+        (", ".join(kinds) or "peak")
+    return f"{a[column].median() / b[column].median():.2f}x ({what})"
 
 
 def table(runs: pd.DataFrame) -> pd.DataFrame:
     cols = [*CONFIG, "precision", "tokens_per_s", "tokens_per_s_p10", "tokens_per_s_p90",
-            "tokens_per_s_per_device", "mfu", "peak_mib", "peak_kind", "param_bytes",
+            "tokens_per_s_per_device", "mfu", "peak_mib", "peak_kind", "model_mib", "param_bytes",
             "flops_per_token_analytic", "flops_per_token", "flop_count_ratio"]
     if runs.empty:
         return pd.DataFrame(columns=cols)
@@ -69,9 +85,8 @@ def conclusions(runs: pd.DataFrame) -> str:
                 text = compare(side(f"FSDP2 on {ranks} ranks", fsdp,
                                     within=repeat_spread.within(fsdp)),
                                side(f"DDP on {ranks} ranks", ddp, within=repeat_spread.within(ddp)))
-                memory = fsdp["peak_mib"].median() / ddp["peak_mib"].median()
                 parts.append(f"- {head}: tokens/s {text}; FSDP2's peak memory is "
-                             f"{memory:.2f}x DDP's.")
+                             f"{memory_ratio(fsdp, ddp)} DDP's.")
         for (strategy, ranks), at in group[~group["compile"]].groupby(["strategy", "world_size"]):
             none = at[at["ac"] == "none"]
             for mode, saved in at[at["ac"] != "none"].groupby("ac"):
@@ -79,9 +94,8 @@ def conclusions(runs: pd.DataFrame) -> str:
                     continue
                 text = compare(side(f"ac {mode}", saved, within=repeat_spread.within(saved)),
                                side("no checkpointing", none, within=repeat_spread.within(none)))
-                memory = saved["peak_mib"].median() / none["peak_mib"].median()
                 parts.append(f"- {head}, {strategy} on {int(ranks)} rank(s): tokens/s {text}; "
-                             f"peak memory {memory:.2f}x without checkpointing.")
+                             f"peak memory {memory_ratio(saved, none)} without checkpointing.")
     ratios = runs["flop_count_ratio"].dropna()
     if len(ratios):
         worst = (ratios - 1).abs().max()
@@ -99,10 +113,15 @@ def conclusions(runs: pd.DataFrame) -> str:
     mfu = runs["mfu"].dropna() if "mfu" in runs else pd.Series(dtype=float)
     if len(mfu):
         best = runs.loc[mfu.idxmax()]
-        parts.append(f"- Best MFU {best['mfu']:.1%}: {_name(best)} ({best['mfu_peak_source']}).")
+        flops = {"analytic": "the analytic FLOP count", "counted": "PyTorch's counted FLOPs"}
+        parts.append(f"- Best MFU {best['mfu']:.1%}: {_name(best)}, by "
+                     f"{flops.get(value(best, 'mfu_flops'), 'the analytic FLOP count')} over "
+                     f"{best['mfu_peak_source']}.")
     else:
-        parts.append("- MFU is unknown here: no published peak for this device and precision "
-                     "(a CPU has none); tokens/s stands on its own.")
+        why = "; ".join(runs["mfu_peak_source"].dropna().unique()) if "mfu_peak_source" in runs \
+            else ""
+        parts.append(f"- MFU is unknown here ({why or 'the records do not say why'}); tokens/s "
+                     "stands on its own.")
     caveat = shared_cores_caveat(runs)
     if caveat:
         parts.append(f"- {caveat}")

@@ -232,22 +232,46 @@ def env_diff(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[tupl
     return diff
 
 
-def model_changes(base: list[dict[str, Any]], new: list[dict[str, Any]]) -> list[str]:
-    """A sentence for each row whose model's source changed between the sets (the hash of
-    the file that defines its class, `model_source_sha`): a change to the user's model,
-    told apart from a change of the stack, which env_diff lists."""
-    def shas(records):
-        return {(r.get("table"), r.get("run_id")): r for r in records
-                if (r.get("metrics") or {}).get("model_source_sha")}
-    b, n = shas(base), shas(new)
+# what a testbed's identity says of its software, the rest being its hardware
+STACK_FIELDS = ("torch", "cuda", "cudnn", "nccl", "benchlib", "commit", "allocator")
+
+
+def _one(records: list[dict[str, Any]], read) -> str:
+    return ", ".join(sorted({str(read(r)) for r in records}))
+
+
+def row_changes(b_rows: dict[str, list[dict[str, Any]]], n_rows: dict[str, list[dict[str, Any]]],
+                names: dict[str, str]) -> list[str]:
+    """For each row both sets have (paired by row, as the table's rows are: its table and
+    parameters, whatever its run id), a sentence when its model changed (the identity hash
+    `model_source_sha` differs: the builder's or the model class's source, model_args, a
+    model library's version) and one when its stack changed (torch, CUDA, cuDNN, NCCL,
+    benchlib, commit or allocator differ between the testbeds): a difference in the row
+    may be the model's, the stack's, or both."""
     out = []
-    for key in sorted(set(b) & set(n), key=str):
-        before, after = b[key]["metrics"], n[key]["metrics"]
-        if before["model_source_sha"] != after["model_source_sha"]:
-            model = (n[key].get("params") or {}).get("model") or after.get("model_class")
-            out.append(f"model changed: {key[0]}/{key[1]} ({model}): its source "
-                       f"{before['model_source_sha']} -> {after['model_source_sha']}, so a "
-                       "difference there may be the model's, not the stack's.")
+    for key in sorted(set(b_rows) & set(n_rows)):
+        b, n = b_rows[key], n_rows[key]
+        where = f"{b[0]['table']} {names.get(key, '')}".strip()
+        model = (n[0].get("params") or {}).get("model") or \
+            (n[0].get("metrics") or {}).get("model_class")
+
+        def sha(r: dict[str, Any]) -> Any:
+            return (r.get("metrics") or {}).get("model_source_sha")
+        before, after = _one(b, sha), _one(n, sha)
+        older = not all((r.get("metrics") or {}).get("model_source") for r in b + n)
+        if all(map(sha, b + n)) and before != after and older:
+            out.append(f"model identity of {where} ({model}) not compared: a record of it "
+                       "predates the hash of builder, classes and model_args.")
+        elif all(map(sha, b + n)) and before != after:
+            covers = (n[-1].get("metrics") or {}).get("model_source") or "the model's source"
+            out.append(f"model changed: {where} ({model}): its identity {before} -> {after} "
+                       f"(hash of {covers}), so a difference there may be the model's, not "
+                       "the stack's.")
+        stack = [(f, _one(b, lambda r: r["testbed"]["identity"].get(f)),
+                  _one(n, lambda r: r["testbed"]["identity"].get(f))) for f in STACK_FIELDS]
+        moved = [f"{f} {x} -> {y}" for f, x, y in stack if x != y]
+        if moved:
+            out.append(f"stack changed: {where} ({model}): {'; '.join(moved)}.")
     return out
 
 

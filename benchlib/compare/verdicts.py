@@ -52,9 +52,9 @@ from benchlib.compare.sets import (
     health_changes,
     labels_line,
     launches,
-    model_changes,
     open_set,
     per_repeat,
+    row_changes,
     values,
 )
 from benchlib.core.stats import (
@@ -115,7 +115,7 @@ class Comparison:
     env_diff: list[tuple[str, str, str]] = field(default_factory=list)
     tests: int = 0  # comparisons judged together for a direction (Holm's m)
     health: list[str] = field(default_factory=list)  # devices or node pairs that got slower
-    models: list[str] = field(default_factory=list)  # rows whose model's source changed
+    models: list[str] = field(default_factory=list)  # rows whose model or stack changed
 
     @property
     def slower(self):
@@ -265,7 +265,7 @@ def compare(base: ResultSet, new: ResultSet, threshold: float = DEFAULT_THRESHOL
                       len(set(n_rows) - set(b_rows)), env_diff(base.records, new.records),
                       sum(row["p"] is not None for row in out),
                       health_changes(base, new, threshold),
-                      model_changes(base.records, new.records))
+                      row_changes(b_rows, n_rows, names))
 
 
 def _why(r: Ratio, low: float | None, high: float | None, threshold: float,

@@ -98,6 +98,9 @@ def sentences(comparison: Comparison) -> list[str]:
         shown = "; ".join(f"{w} {b} -> {a}" for w, b, a in c.env_diff[:8])
         more = f" and {len(c.env_diff) - 8} more" if len(c.env_diff) > 8 else ""
         out.append(f"What changed between the sets: {shown}{more}.")
+    elif any(line.startswith("model changed") for line in c.models):
+        out.append("The records show no difference in testbed or environment; the model "
+                   "changed (below).")
     else:
         out.append("The records show no difference in testbed or environment: a change is "
                    "noise, or something the records do not capture.")

@@ -1,6 +1,6 @@
 """The memory_and_batch study's parameters (notebook 15_memory_and_batch and
-`python -m benchlib maxbatch`): the largest per-device batch that trains, and the
-throughput of every batch tried on the way."""
+`python -m benchlib maxbatch`): the largest per-device batch that trains, confirmed, and
+the throughput of every batch tried on the way."""
 
 from __future__ import annotations
 
@@ -9,16 +9,19 @@ import re
 from typing import Any, ClassVar
 
 from benchlib.config.base import require_min
-from benchlib.config.choices import GPT_MODELS, GRAY_28, MODELS, model_kind
-from benchlib.config.model_data import ModelDataConfig
+from benchlib.config.choices import DATASET_FORMS, dataset_kind
+from benchlib.config.model_data import OwnDataConfig
+from benchlib.config.performance import PerformanceConfig
 from benchlib.errors import ConfigError
 
-# the input each data set's images have; the trials make batches of that shape on the
-# device (no files are read: the search measures memory, not IO)
+# the input each prepared data set's images have: the trials make batches of that shape on
+# the device (no files are read: the search measures memory, not IO); imagefolder's side is
+# image_size. synthetic images are input_shape, 3x32x32 when not given; tokens, ids of the
+# model's sequence (seq_len, vocab_size); a data set of your own gives its own items
 INPUT_SHAPES: dict[str, tuple[int, int, int]] = {
-    "synthetic": (3, 32, 32), "cifar10": (3, 32, 32), "fashion-mnist": (1, 28, 28),
-    "mydataset": (1, 28, 28), "imagefolder": (3, 224, 224)}
-CLASSES = 10  # labels drawn below 10 (a 1000-class ResNet takes them as well)
+    "cifar10": (3, 32, 32), "fashion-mnist": (1, 28, 28), "mydataset": (1, 28, 28)}
+SYNTHETIC_SHAPE = (3, 32, 32)
+DATASETS = ("synthetic", "tokens", *INPUT_SHAPES, "imagefolder")
 
 _UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
@@ -37,28 +40,57 @@ def parse_size(text: str) -> int | None:
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
-IMAGE_MODELS = tuple(m for m in MODELS if m not in GPT_MODELS)  # a batch of images each
-# the fields a batch trial (benchlib.workers.batch_trial) takes, its flags generated from them
-TRIAL_FIELDS = ("model", "model_args", "depth", "alpha", "seed", "steps", "warmup_steps", "lr",
-                "device")
+# the fields a batch trial (benchlib.workers.batch_trial) takes, its flags generated from them:
+# the model and data, the performance settings, the steps of one trial
+TRIAL_FIELDS = (*(f.name for f in dataclasses.fields(OwnDataConfig)),
+                *(f.name for f in dataclasses.fields(PerformanceConfig)),
+                "steps", "warmup_steps", "lr")
+
+
+def batch_data(dataset: str, input_shape: str, image_size: int, seq_len: int) -> tuple[str, str]:
+    """(dataset, input_shape) the trial builds its batches from: a prepared data set of
+    images as synthetic images of its shape (no file is read), synthetic images as
+    input_shape (3x32x32 when not given); tokens, a data set of your own, synthetic tokens
+    as they are. Pure: the study and the worker call it alike."""
+    if dataset in INPUT_SHAPES:
+        return "synthetic", "x".join(map(str, INPUT_SHAPES[dataset]))
+    if dataset == "imagefolder":
+        return "synthetic", f"3x{image_size}x{image_size}"
+    if dataset == "synthetic" and not input_shape and not seq_len:
+        return "synthetic", "x".join(map(str, SYNTHETIC_SHAPE))
+    return dataset, input_shape
+
+
+def job_fields(values: Any) -> dict[str, Any]:
+    """What a trial's job is built from (benchlib.trainers.job.build_job): the model and
+    data fields of `values` (a config, or a worker's parsed flags), the data as batch_data
+    makes it, no path (no file is read), one process."""
+    fields = {name: getattr(values, name) for name in TRIAL_FIELDS if hasattr(values, name)}
+    dataset, shape = batch_data(values.dataset, values.input_shape, values.image_size,
+                                values.seq_len)
+    return {**fields, "dataset": dataset, "input_shape": shape, "path": "", "strategy": "single"}
 
 
 @dataclasses.dataclass
-class MemoryAndBatchConfig(ModelDataConfig):
+class MemoryAndBatchConfig(PerformanceConfig, OwnDataConfig):
     """The largest batch that trains (notebook 15, `python -m benchlib maxbatch`): real
-    training steps in a fresh process per batch, doubling, then bisection. The model and
-    data are the training studies' (benchlib.config.model_data): an image model, built in
-    or your own, and the data set whose input shape the batches have."""
+    training steps in a fresh process per batch; each batch tried chosen from the peaks
+    measured so far; the largest that fits and the first that does not each confirmed by
+    `confirm` fresh processes. The model and data are the training studies' (benchlib.
+    config.model_data: built in, pkg.module:function with model_args, timm:NAME, hf:NAME;
+    a data set of your own with its collate, or synthetic images or tokens of a declared
+    shape), and so are the performance settings (benchlib.config.performance: precision,
+    channels_last, compile, activation checkpointing): the memory of an amp_bf16,
+    channels_last ResNet-50 is not fp32's."""
 
     study: ClassVar[str] = "memory_and_batch"
-    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"dataset": tuple(INPUT_SHAPES)}
     defaults: ClassVar[dict[str, Any]] = {"model": "simplecnn", "dataset": "synthetic"}
 
     memory_limit: str = ""
     """A batch does not fit when its peak (RSS on CPU, reserved on CUDA) passes this:
     4GiB, 512MiB, 2GB; empty for none (CUDA's own memory is the limit; the CPU needs one)."""
     start_batch: int = 1
-    """The first batch tried; doubled until one does not fit."""
+    """The first batch tried; the next ones are chosen from the peaks measured."""
     max_batch: int = 4096
     """The largest batch tried: the search stops there even when it fits."""
     steps: int = 4
@@ -69,24 +101,33 @@ class MemoryAndBatchConfig(ModelDataConfig):
     """SGD learning rate (momentum 0.9, so the optimizer keeps a state per parameter)."""
     timeout_s: int = 300
     """Seconds for each batch tried."""
+    confirm: int = 3
+    """Fresh processes that must all fit at the largest batch that fits, and all fail at
+    the first that does not (at least 3: one trial is a guess)."""
 
-    def input_shape(self) -> tuple[int, int, int]:
-        """The shape of one sample: the data set's, 1x28x28 for toynet on synthetic data."""
-        if self.model == "toynet" and self.dataset == "synthetic":
-            return 1, 28, 28
-        return INPUT_SHAPES[self.dataset]
+    def batch_shape(self) -> tuple[int, ...]:
+        """The shape of one sample the trials make: the data set's images, synthetic's
+        input_shape; () for tokens and data of your own (their items say)."""
+        dataset, shape = batch_data(self.dataset, self.input_shape, self.image_size,
+                                    self.seq_len)
+        return tuple(int(n) for n in shape.split("x")) if dataset == "synthetic" and shape \
+            else ()
 
     def memory_limit_bytes(self) -> int | None:
         return parse_size(self.memory_limit)
 
     def validate(self) -> None:
-        if model_kind(self.model) not in ("builtin", "entry", "timm") or self.model in GPT_MODELS:
-            raise ConfigError("model", f"{self.model!r} is not one of {', '.join(IMAGE_MODELS)}, "
-                              "nor pkg.module:function or timm:NAME (a model of images)")
+        if self.dataset not in DATASETS and dataset_kind(self.dataset) != "entry":
+            why = (": the search measures memory, not IO; give tokens (ids made on the device "
+                   "with the model's seq_len and vocab_size)" if self.dataset == "tokenfile"
+                   else "")
+            raise ConfigError("dataset", f"{self.dataset!r} is not one of {', '.join(DATASETS)}, "
+                              f"nor {DATASET_FORMS}{why}")
         super().validate()
         self.memory_limit_bytes()
         require_min("start_batch", self.start_batch, 1)
         require_min("max_batch", self.max_batch, self.start_batch)
+        require_min("confirm", self.confirm, 3)
         require_min("warmup_steps", self.warmup_steps, 0)
         if self.steps <= self.warmup_steps:
             raise ConfigError("steps", f"{self.steps} leaves no timed step after "
@@ -94,9 +135,3 @@ class MemoryAndBatchConfig(ModelDataConfig):
         require_min("timeout_s", self.timeout_s, 1)
         if self.lr <= 0:
             raise ConfigError("lr", f"must be > 0, got {self.lr}")
-        if self.model == "toynet" and self.input_shape() != (1, 28, 28):
-            raise ConfigError("model", "toynet takes 1x28x28 inputs: use synthetic, "
-                              "fashion-mnist or mydataset, or simplecnn / pyramidnet")
-        if self.model.startswith("resnet") and self.dataset in GRAY_28:
-            raise ConfigError("model", f"{self.model} takes 3-channel images: use synthetic, "
-                              "cifar10 or imagefolder, or toynet / simplecnn / pyramidnet")

@@ -106,9 +106,12 @@ class OwnDataConfig(ModelDataConfig):
         super().validate()
         # a study that names its data sets (`allowed`) has checked them already
         check_own_code(self, any_dataset="dataset" not in self.allowed_values())
-        if self.model == "toynet" and self.dataset not in (*GRAY_28, "dummy"):  # any shape
-            raise ConfigError("model", "toynet takes 1x28x28 inputs: use fashion-mnist or "
-                              "mydataset, or simplecnn / pyramidnet")
+        gray_synthetic = self.dataset == "synthetic" and self.input_shape == "1x28x28"
+        if self.model == "toynet" and self.dataset not in (*GRAY_28, "dummy") \
+                and not gray_synthetic:  # dummy: any shape
+            raise ConfigError("model", "toynet takes 1x28x28 inputs: use fashion-mnist, "
+                              "mydataset or synthetic with input_shape 1x28x28, or simplecnn "
+                              "/ pyramidnet")
         if self.model.startswith("resnet") and self.dataset in GRAY_28:
             raise ConfigError("model", f"{self.model} takes 3-channel images: use cifar10, "
                               "imagefolder or synthetic, or toynet / simplecnn / pyramidnet")

@@ -8,10 +8,15 @@ Every failure is a ConfigError naming the parameter and the value: one line, exi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import inspect
+import json
+import os
+import site
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any, Callable
 
@@ -78,21 +83,94 @@ def call(field: str, value: str, fn: Callable[..., Any], kwargs: dict[str, Any],
         raise ConfigError(field, f"{value!r} failed: {type(e).__name__}: {e}") from None
 
 
-def source_hash(*objects: Any) -> str | None:
-    """A short hash of the source files that define `objects` (a model's class, its
-    builder): what `compare` reads to tell "model changed" from "stack changed"."""
-    digest, seen = hashlib.sha256(), set()
-    for obj in objects:
-        target = obj if inspect.ismodule(obj) or inspect.isclass(obj) or inspect.isfunction(obj) \
-            else type(obj)
-        try:
-            path = inspect.getsourcefile(target)
-        except TypeError:  # a builtin: no source file
-            path = None
-        if path and path not in seen:
-            seen.add(path)
-            digest.update(Path(path).read_bytes())
-    return digest.hexdigest()[:16] if seen else None
+# torch runs the model: it is part of the stack (the testbed names its version), so a torch
+# upgrade reads as "stack changed", never as the model's; every other library a model's
+# classes come from (timm, transformers, torchvision) defines it, by name and version
+FRAMEWORK = ("torch",)
+
+
+@functools.lru_cache(maxsize=1)
+def _library_roots() -> tuple[str, ...]:
+    """Where installed libraries and the standard library live: a class defined under one
+    of these is a library's, any other (the user's files, a checkout) is hashed."""
+    roots = {sysconfig.get_paths()[k] for k in ("purelib", "platlib", "stdlib", "platstdlib")}
+    roots.update(site.getsitepackages())
+    return tuple(str(Path(r).resolve()) + os.sep for r in roots if r)
+
+
+@functools.lru_cache(maxsize=1)
+def _distributions() -> dict[str, list[str]]:
+    import importlib.metadata
+
+    return importlib.metadata.packages_distributions()
+
+
+def library(module_name: str, path: str | None) -> str | None:
+    """`name version` of the installed library a class's module belongs to; None for code
+    of the user's (a file outside the installed libraries)."""
+    if path and not str(Path(path).resolve()).startswith(_library_roots()):
+        return None
+    import importlib.metadata
+
+    top = module_name.partition(".")[0]
+    dist = (_distributions().get(top) or [top])[0]
+    try:
+        return f"{dist} {importlib.metadata.version(dist)}"
+    except importlib.metadata.PackageNotFoundError:  # the standard library, a vendored copy
+        return f"{top} (python {sys.version.split()[0]})"
+
+
+def _source_file(obj: Any) -> str | None:
+    try:
+        return inspect.getsourcefile(obj)
+    except TypeError:  # a builtin: no source file
+        return None
+
+
+def model_identity(name: str, model: Any, model_args: dict | None = None) -> dict[str, Any]:
+    """What a model is, for `compare`'s "model changed": a hash (`model_source_sha`) of the
+    name, `model_args`, the source files of the builder (`pkg.module:function`) and of the
+    model's own classes, and the name and version of each library its other classes come
+    from (timm, transformers, torchvision; torch's classes are the stack's, not the
+    model's); `model_source` lists what was hashed. An edit to the builder or to the
+    user's class changes the hash; a torch upgrade does not."""
+    files: set[str] = set()
+    libraries: set[str] = set()
+    prefix = name.partition(":")[0]
+    if is_entry_point(name):
+        builder = load("model", name)
+        path = _source_file(getattr(builder, "__wrapped__", builder))
+        if path:
+            files.add(path)
+    elif ":" in name:  # timm:NAME, hf:NAME: the library that builds it
+        from benchlib.config.choices import MODEL_LIBRARIES
+
+        lib = library(MODEL_LIBRARIES.get(prefix, prefix), None)
+        if lib:
+            libraries.add(lib)
+    for cls in {type(m) for m in getattr(model, "modules", lambda: [model])()}:
+        path = _source_file(cls)
+        lib = library(cls.__module__, path)
+        if lib is None and path:
+            files.add(path)
+        elif lib and lib.partition(" ")[0] not in FRAMEWORK:
+            libraries.add(lib)
+    digest = hashlib.sha256(json.dumps({"model": name, "model_args": model_args or {},
+                                        "libraries": sorted(libraries)},
+                                       sort_keys=True, default=str).encode())
+    root = _project_root()
+    shown = []
+    for path in sorted(files):
+        digest.update(Path(path).read_bytes())
+        shown.append(os.path.relpath(path, root) if path.startswith(str(root)) else path)
+    return {"model_source_sha": digest.hexdigest()[:16],
+            "model_source": "; ".join([*shown, *sorted(libraries), "model_args"])}
+
+
+def _project_root() -> Path:
+    from benchlib import paths
+
+    return paths.project_root()
 
 
 def check_importable(pairs: list[str]) -> int:

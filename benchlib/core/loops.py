@@ -241,9 +241,12 @@ class Stepper:
 
 
 def run_epoch(loader: Iterable, step: Stepper, warmup_steps: int, max_steps: int | None = None,
-              profiler: Any = None, on_step: Callable[[Any], None] | None = None) -> EpochTimes:
+              profiler: Any = None, on_step: Callable[[Any], None] | None = None,
+              on_timed: Callable[[], None] | None = None) -> EpochTimes:
     """One pass over `loader`; the first `warmup_steps` steps are flagged as warm-up.
-    `on_step(loss)` runs after each step (logging, recording, fault injection)."""
+    `on_step(loss)` runs after each step (logging, recording, fault injection);
+    `on_timed()` once, where the timed steps begin: after the last warm-up step, before
+    the next batch is fetched (an energy meter's edge, benchlib.core.energy)."""
     marks = StepMarks(step.device)
     times = EpochTimes()
     ends, handed, loss = [], [], None
@@ -252,6 +255,8 @@ def run_epoch(loader: Iterable, step: Stepper, warmup_steps: int, max_steps: int
     ends.append(marks.mark())
     iterator = iter(loader)
     while max_steps is None or len(times.samples) < max_steps:
+        if on_timed is not None and len(times.samples) == warmup_steps:
+            on_timed()
         try:
             x, y = next(iterator)
         except StopIteration:

@@ -38,3 +38,15 @@ def mfu(rate_per_s: float, devices: int, flops_per_item: float | None, device_na
     if not flops_per_item:
         return None, f"no FLOP count for this model (peak: {peak[1]})"
     return rate_per_s / devices * flops_per_item / peak[0], peak[1]
+
+
+def mfu_figures(rate_per_s: float, devices: int, device_name: str, precision: str,
+                analytic: float | None = None, counted: float | None = None) -> dict[str, Any]:
+    """MFU (`mfu`, with `mfu_peak_source`: where the peak comes from, or why it is unknown)
+    by the study's analytic FLOP count where it has one (benchlib's GPTs: 6N + 12·L·H·Q·T),
+    else PyTorch's counted FLOPs (any other model: an hf: or entry-point one), and
+    `mfu_flops` saying which (None: no count)."""
+    flops, source = (analytic, "analytic") if analytic else \
+        (counted, "counted") if counted else (None, None)
+    value, peak_source = mfu(rate_per_s, devices, flops, device_name, precision)
+    return {"mfu": value, "mfu_peak_source": peak_source, "mfu_flops": source}

@@ -231,3 +231,40 @@ def _hf(name: str, tokens: bool, vocab_size: int, in_shape: tuple[int, ...],
     except Exception as e:  # noqa: BLE001 - transformers' own error, in one line
         raise ConfigError("model", f"transformers cannot build {name!r} as a causal language "
                           f"model: {str(e).splitlines()[0]}") from None
+
+
+def describe_model(name: str, model: nn.Module, model_args: dict | None = None) -> dict:
+    """What a record says of the model it trained: its class, its parameter count and its
+    identity (entrypoints.model_identity: the hash `compare` tells "model changed" by, and
+    what that hash covers)."""
+    return {"model_class": f"{type(model).__module__}.{type(model).__qualname__}",
+            "model_params": sum(p.numel() for p in model.parameters()),
+            **entrypoints.model_identity(name, model, model_args)}
+
+
+def training_flops(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                   objective=None) -> float:
+    """FLOPs of one training step (forward and backward) per sample of the batch (x, y),
+    counted by torch.utils.flop_counter: on a copy of the model on the meta device (shapes
+    only, no arithmetic: a second for GPT-2 at 1,024 tokens), else, for a model that reads
+    its values (a data-dependent branch), on the CPU as it is. Attention is counted through
+    PyTorch's math kernels: the counter has no formula for the CPU's fused attention, and
+    the math path does the same matmuls. `objective(forward, x, y)` gives the loss
+    (benchlib.core.loops.Objective; cross-entropy when None)."""
+    import copy
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    loss = objective or (lambda forward, a, b: F.cross_entropy(forward(a), b))
+    try:
+        on_meta = copy.deepcopy(model).to("meta")
+        counter = FlopCounterMode(display=False)
+        with sdpa_kernel(SDPBackend.MATH), counter:
+            loss(on_meta, x.to("meta"), y.to("meta")).backward()
+    except Exception:  # noqa: BLE001 - the model needs real values: count on the CPU
+        counter = FlopCounterMode(display=False)
+        with sdpa_kernel(SDPBackend.MATH), counter:
+            loss(model, x, y).backward()
+        model.zero_grad(set_to_none=True)
+    return counter.get_total_flops() / len(x)

@@ -21,7 +21,7 @@ from benchlib.config.choices import ARCHS
 from benchlib.config.flags import config_argv
 from benchlib.config.framework_comparison import JAX_FIELDS
 from benchlib.config.performance import PerformanceConfig
-from benchlib.core.metrics import mfu
+from benchlib.core.metrics import mfu, mfu_figures  # noqa: F401 - mfu: the one MFU function, here too
 from benchlib.core.stats import summarize
 from benchlib.distributed.device import check_precision
 from benchlib.errors import ConfigError
@@ -91,8 +91,8 @@ def run(cfg: FrameworkComparisonConfig, run_id: str = "interactive") -> Framewor
     figures, details = repeats.figures(cfg.repeat_mode, launched)
     m = {**launched[0].result["metrics"], **figures}
     m.update(repeats.token_figures(m))
-    m["mfu"], m["mfu_peak_source"] = mfu(m["samples_per_s"], m["world_size"],
-                                          m["flops_per_sample"], m["device_name"], cfg.precision)
+    m.update(mfu_figures(m["samples_per_s"], m["world_size"], m["device_name"], cfg.precision,
+                         counted=m.get("flops_per_sample")))
     m["lr"] = learning_rate(cfg)
     m["samples_per_s_per_device"] = m["samples_per_s"] / m["world_size"]
     m["jax_skipped"] = jax_skipped(cfg)

@@ -1,87 +1,72 @@
 """The memory and batch study (notebook 15, `python -m benchlib maxbatch`): the largest
-per-device batch that trains, found on real training steps.
+per-device batch that trains, found on real training steps and confirmed.
 
 Each batch tried is a fresh `python -m benchlib.workers.batch_trial` process: a few
-training steps, their samples/s and peak memory. From `start_batch` the batch doubles
-until one does not fit (or `max_batch` is reached), then bisection between the last
-batch that fit and the first that did not, so the boundary is exact: the largest batch
-fits and the next one up does not. A batch does not fit when CUDA runs out of memory,
-when the peak (RSS on CPU, reserved on CUDA) passes `memory_limit`, or when the OS kills
-the process; each is a row of the result ("does not fit in N GiB at batch B"), never a
-failed run.
+training steps of the row's model and data in its precision, memory format, compile and
+checkpointing, their samples/s and peak memory. Which batch to try next, and when the
+answer holds, is benchlib.studies.batch_search's: the next batch aimed at the limit by
+the peaks measured so far, the largest batch that fits and the first that does not each
+confirmed by `confirm` fresh processes. A batch does not fit when CUDA runs out of
+memory (cuBLAS and cuDNN allocation failures included), when the peak (RSS on CPU,
+reserved on CUDA) passes `memory_limit`, or when the OS kills the process; each is a row
+of the result ("does not fit in N GiB at batch B"), never a failed run.
 """
 
 from __future__ import annotations
 
+import argparse
 import signal
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from benchlib import paths
 from benchlib.config import MemoryAndBatchConfig
-from benchlib.config.choices import model_kind
-from benchlib.config.memory_and_batch import CLASSES, TRIAL_FIELDS
-from benchlib.distributed.device import uses_cuda
+from benchlib.config.memory_and_batch import TRIAL_FIELDS, job_fields
+from benchlib.distributed.device import check_precision, uses_cuda
 from benchlib.errors import ConfigError, LaunchError
 from benchlib.launch.launcher import launch
-from benchlib.studies import checks
+from benchlib.studies import batch_search, checks
 
 
 @dataclass
 class BatchSearch:
     metrics: dict[str, Any]
-    details: dict[str, Any]  # "trials": one row per batch tried, in the order tried
-
-
-def search(fits: Callable[[int], bool], start: int, cap: int) -> tuple[int | None, int | None]:
-    """(the largest batch that fits, the smallest that does not), trying batches by
-    `fits`: doubling from `start` up to `cap`, then bisection between the two. None for
-    the first when `start` does not fit, for the second when `cap` fits."""
-    fit, misfit, batch = None, None, start
-    while True:
-        if fits(batch):
-            fit = batch
-            if batch == cap:
-                return fit, None
-            batch = min(2 * batch, cap)
-        else:
-            misfit = batch
-            break
-    if fit is None:
-        return None, misfit
-    while misfit - fit > 1:
-        mid = (fit + misfit) // 2
-        if fits(mid):
-            fit = mid
-        else:
-            misfit = mid
-    return fit, misfit
+    details: dict[str, Any]  # "trials": one row per process, by batch and in the order run
 
 
 def trial_params(cfg: MemoryAndBatchConfig, batch: int) -> dict[str, Any]:
     """The batch_trial worker's parameters (its run.json) for one batch: the fields its
-    flags are generated from, by name (TRIAL_FIELDS), and the batch, its shape and the
-    limit in bytes."""
+    flags are generated from, by name (TRIAL_FIELDS), and the batch and the limit in bytes."""
     return {**{name: getattr(cfg, name) for name in TRIAL_FIELDS}, "batch_size": batch,
-            "in_shape": "x".join(map(str, cfg.input_shape())),
             "memory_limit_bytes": cfg.memory_limit_bytes() or 0}
 
 
 def preflight(cfg: MemoryAndBatchConfig) -> None:
-    """The device is here; on the CPU a limit is given (else the search would run until
-    the OS kills the machine's biggest process, maybe not ours); a model of the user's
-    takes 2 samples of the batches' shape to a score per class."""
-    if not uses_cuda(cfg.device) and cfg.memory_limit_bytes() is None:
+    """The device and the precision are here; on the CPU a limit is given (else the search
+    would run until the OS kills the machine's biggest process, maybe not ours); the model
+    and data are built on the CPU as a trial builds them and take one step's forward and
+    loss on a batch of 2 (a model of the user's that gives no score per class, data that
+    does not fit it: one line naming the parameter), checkpointing finds blocks, and the
+    model trains on a batch of `start_batch` (a batch norm over one value per channel
+    does not)."""
+    cuda = uses_cuda(cfg.device)
+    check_precision(cfg.precision, "cuda" if cuda else "cpu")
+    if not cuda and cfg.memory_limit_bytes() is None:
         raise ConfigError("memory_limit", "the CPU search needs a limit (4GiB, 512MiB, ...): "
                           "without one it runs until the OS kills a process")
-    if model_kind(cfg.model) != "builtin":
-        from benchlib.core.models import build_model
+    from benchlib.trainers.job import build_job
 
-        checks.image_model_takes(
-            lambda: build_model(cfg.model, cfg.input_shape(), cfg.depth, cfg.alpha,
-                                model_args=cfg.model_args, num_classes=CLASSES),
-            cfg.model, cfg.input_shape(), CLASSES)
+    fields = argparse.Namespace(**job_fields(cfg))
+    job = build_job(fields)
+    job.check(cfg.model)
+    checks.blocks_fit(fields, job)
+    if cfg.start_batch < 2:
+        x, y = job.batch(cfg.start_batch, cfg.seed)
+        try:
+            job.objective(job.model.train(), x, y)  # forward and loss: no gradient kept
+        except ValueError as e:  # torch's batch-size checks (a batch norm over 1 value)
+            raise ConfigError("start_batch", f"{cfg.model} does not train on a batch of "
+                              f"{cfg.start_batch}: {str(e).splitlines()[0]}; start at 2") from None
 
 
 def _killed_row(cfg: MemoryAndBatchConfig, batch: int, error: LaunchError) -> dict[str, Any] | None:
@@ -97,62 +82,93 @@ def _killed_row(cfg: MemoryAndBatchConfig, batch: int, error: LaunchError) -> di
 def run(cfg: MemoryAndBatchConfig, run_id: str = "interactive") -> BatchSearch:
     preflight(cfg)
     log_dir = paths.outputs_dir() / "logs" / run_id
-    trials: list[dict[str, Any]] = []
+    launched = 0
 
-    def fits(batch: int) -> bool:
+    def trial(batch: int) -> dict[str, Any]:
+        nonlocal launched
+        launched += 1
         try:
-            out = launch("batch_trial", trial_params(cfg, batch), log_dir / f"batch-{batch}",
-                         "single", 1, timeout_s=cfg.timeout_s)
-            row = out.result["details"]["trial"]
+            out = launch("batch_trial", trial_params(cfg, batch),
+                         log_dir / f"batch-{batch}-{launched}", "single", 1,
+                         timeout_s=cfg.timeout_s)
+            return out.result["details"]["trial"]
         except LaunchError as e:
             row = _killed_row(cfg, batch, e)
             if row is None:
                 raise
-        trials.append(row)
-        return row["fits"]
+            return row
 
-    largest, misfit = search(fits, cfg.start_batch, cfg.max_batch)
-    by_batch = {t["batch_size"]: t for t in trials}
-    best = by_batch.get(largest, {})
-    known = next((t for t in trials if t.get("device_name")), {})
-    limit = cfg.memory_limit_bytes() or known.get("device_total_bytes")
+    largest, misfit, found = batch_search.search(trial, cfg.start_batch, cfg.max_batch,
+                                                 cfg.memory_limit_bytes(), cfg.confirm)
+    known = next((t for t in found.order if t.get("device_name")), {})
     metrics = {
-        "largest_batch": largest, "smallest_batch_not_fitting": misfit,
-        "largest_batch_samples_per_s": best.get("samples_per_s"),
-        "largest_batch_peak_bytes": best.get("peak_bytes"),
-        "peak_kind": known.get("peak_kind"), "limit_bytes": limit,
+        **batch_search.summary(found, largest, misfit),
+        "peak_kind": known.get("peak_kind"),
         "limit_source": "memory_limit" if cfg.memory_limit else "device memory",
-        "batches_tried": len(trials), "device_name": known.get("device_name"),
+        "device_name": known.get("device_name"),
+        **{k: known.get(k) for k in ("model_class", "model_source_sha", "model_source")},
         "log_dir": str(log_dir)}
     metrics["boundary"] = boundary_sentence(metrics, cfg.max_batch)
+    trials = [{**t, "process": i + 1} for i, t in enumerate(found.order)]
     return BatchSearch(metrics, {"trials": sorted(trials, key=lambda t: t["batch_size"])})
 
 
 def size_text(n: int | None) -> str:
-    """Bytes for people: 1.5 GiB, 731 MiB."""
+    """Bytes for people: 137.9 GiB, 1015 MiB, 8.59 MiB (MiB below 10 GiB, so that a peak
+    near a limit of a few GiB shows where it is)."""
     if n is None:
         return "?"
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
+    for unit, scale, least in (("GiB", 2**30, 10 * 2**30), ("MiB", 2**20, 2**20),
+                               ("KiB", 2**10, 2**10)):
+        if abs(n) >= least:
             value = n / scale
-            return f"{value:.0f} {unit}" if value >= 100 else f"{value:.3g} {unit}"
+            return f"{value:.4g} {unit}" if unit == "GiB" else \
+                f"{value:.0f} {unit}" if abs(value) >= 100 else f"{value:.3g} {unit}"
     return f"{n} B"
 
 
+def _peaks(low: int | None, high: int | None) -> str:
+    if low is None or high is None:
+        return "peak unknown"
+    return f"peak {size_text(high)}" if low == high else \
+        f"peaks {size_text(low)}-{size_text(high)}"
+
+
 def boundary_sentence(m: dict[str, Any], cap: int) -> str:
-    """The result in words: the largest batch, and where it stops fitting."""
+    """The result in words: the largest batch and how many processes it fit in, its
+    peaks' spread and margin to the limit; where it stops fitting, in how many; the
+    batches between that fit only sometimes."""
     limit = size_text(m["limit_bytes"])
+    first, n_first = m["smallest_batch_not_fitting"], m.get("misfit_processes")
+    misfit = (f"batch {first} does not fit in {limit} in any of {n_first} processes "
+              f"({_peaks(m.get('misfit_peak_min_bytes'), m.get('misfit_peak_max_bytes'))})")
+    between = m.get("unreliable_batches")
+    shaky = f"; between them, {between}" if between else ""
     if m["largest_batch"] is None:
-        return f"Does not fit in {limit} even at batch {m['smallest_batch_not_fitting']}."
-    head = (f"The largest batch that trains is {m['largest_batch']} "
-            f"({m['largest_batch_samples_per_s']:,.1f} samples/s, peak "
-            f"{size_text(m['largest_batch_peak_bytes'])})")
-    if m["smallest_batch_not_fitting"] is None:
-        return f"{head}; it is the max_batch cap ({cap}): the boundary in {limit} lies above it."
-    return f"{head}; it does not fit in {limit} at batch {m['smallest_batch_not_fitting']}."
+        if first is None:
+            return f"No batch fits in {limit} in every process, and none fails in all{shaky}."
+        return (f"No batch tried fits in {limit} in every process: {misfit}"
+                f"{'; below it, ' + between if between else ''}.")
+    rate = m["largest_batch_samples_per_s"]
+    margin = m.get("margin_bytes")
+    head = (f"The largest batch that trains is {m['largest_batch']}, in all of "
+            f"{m['largest_batch_processes']} processes ("
+            f"{_peaks(m.get('largest_batch_peak_min_bytes'), m['largest_batch_peak_bytes'])}"
+            + (f", {size_text(margin)} ({margin / m['limit_bytes']:.1%}) under the limit"
+               if margin is not None and margin >= 0 and m["limit_bytes"] else "")
+            + (f"; {rate:,.1f} samples/s" if rate else "") + ")")
+    if first is None:
+        return (f"{head}; it is the max_batch cap ({cap}): the boundary in {limit} lies "
+                f"above it{shaky}.")
+    return f"{head}; {misfit}{shaky}."
 
 
 def describe(cfg: MemoryAndBatchConfig, result: BatchSearch) -> str:
     m = result.metrics
-    return (f"{cfg.model} on {m['device_name']}, {'x'.join(map(str, cfg.input_shape()))} "
-            f"inputs, {m['batches_tried']} batches tried: {m['boundary']}")
+    shape = cfg.batch_shape()
+    inputs = f"{'x'.join(map(str, shape))} inputs" if shape else f"{cfg.dataset} data"
+    how = ", ".join(filter(None, [cfg.precision, "channels_last" if cfg.channels_last else "",
+                                  "compiled" if cfg.compile else "",
+                                  f"ac {cfg.ac}" if cfg.ac != "none" else ""]))
+    return (f"{cfg.model} ({how}) on {m['device_name']}, {inputs}, {m['batches_tried']} "
+            f"batches in {m['trials']} processes: {m['boundary']}")

@@ -23,8 +23,8 @@ import torch
 from benchlib import paths
 from benchlib.config import SingleDeviceIoConfig
 from benchlib.config.choices import IO_MODELS
-from benchlib.core import entrypoints, envinfo, loops, progress
-from benchlib.core.models import build_model
+from benchlib.core import envinfo, loops, progress
+from benchlib.core.models import build_model, describe_model, training_flops
 from benchlib.core.stats import summarize
 from benchlib.data import storage
 from benchlib.distributed.device import check_device, device_for
@@ -70,13 +70,17 @@ def preflight(cfg: SingleDeviceIoConfig) -> None:
 
 
 def model_figures(cfg: SingleDeviceIoConfig) -> dict[str, Any]:
-    """What train mode trained: its parameters and, for a model of the user's, the hash
-    of its source (traverse mode trains nothing: none)."""
+    """What train mode trained: its class, parameters, identity (the hash `compare` reads)
+    and FLOPs per sample (PyTorch's count of one training step); traverse mode trains
+    nothing: none."""
     if cfg.mode != "train":
-        return {"model_params": None, "model_source_sha": None}
+        return {"model_class": None, "model_params": None, "model_source_sha": None,
+                "flops_per_sample": None}
+    torch.manual_seed(cfg.seed)
     model = _model(cfg)
-    return {"model_params": sum(p.numel() for p in model.parameters()),
-            "model_source_sha": entrypoints.source_hash(model)}
+    x, y = torch.rand(2, *IN_SHAPE), torch.randint(0, CLASSES, (2,))
+    return {**describe_model(cfg.model, model, cfg.model_args),
+            "flops_per_sample": training_flops(model, x, y)}
 
 
 def _warmup_fits(cfg: SingleDeviceIoConfig, samples: int) -> tuple[int, str]:

@@ -3,9 +3,10 @@ DDP or FSDP2, with or without activation checkpointing and torch.compile, launch
 subprocesses like notebook 20's (`python -m benchlib.workers.<strategy>`).
 
 Its figures: tokens/s (global and per device, with the spread of samples/s), MFU by the
-analytic count of FLOPs per token (6N + 12·L·H·Q·T, PaLM appendix B) over the device's
-dense peak for the precision (benchlib/reference/peak_flops.csv; None where no peak is
-published, as on a CPU), the two FLOP counts (analytic, PyTorch's counter) and their
+analytic count of FLOPs per token (6N + 12·L·H·Q·T, PaLM appendix B; PyTorch's counted
+FLOPs for a model without one, an hf: or your own) over the device's dense peak for the
+precision (benchlib/reference/peak_flops.csv; None where no peak is published, as on a
+CPU, with the reason), the two FLOP counts (analytic, PyTorch's counter) and their
 ratio, and peak memory with its breakdown.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 from benchlib import paths
 from benchlib.config import TransformerTrainingConfig
 from benchlib.config.performance import PerformanceConfig
-from benchlib.core.metrics import mfu
+from benchlib.core.metrics import mfu_figures
 from benchlib.distributed.device import check_precision
 from benchlib.studies import checks, repeats, training
 
@@ -63,11 +64,14 @@ def run(cfg: TransformerTrainingConfig, run_id: str = "interactive") -> LmResult
 
 
 def lm_figures(m: dict[str, Any], precision: str) -> dict[str, Any]:
-    """tokens/s per device, and MFU by the analytic count where the device's peak is known."""
+    """tokens/s per device, and MFU over the device's peak: by the analytic count of
+    benchlib's GPT (6N + 12·L·H·Q·T), by PyTorch's counted FLOPs for any other model
+    (an hf: or entry-point one), the record saying which (`mfu_flops`)."""
     per_device = m["tokens_per_s"] / m["world_size"]
-    value, source = mfu(m["tokens_per_s"], m["world_size"], m.get("flops_per_token_analytic"),
-                        m["device_name"], precision)
-    return {"tokens_per_s_per_device": per_device, "mfu": value, "mfu_peak_source": source}
+    return {"tokens_per_s_per_device": per_device,
+            **mfu_figures(m["tokens_per_s"], m["world_size"], m["device_name"], precision,
+                          analytic=m.get("flops_per_token_analytic"),
+                          counted=m.get("flops_per_token"))}
 
 
 def describe(cfg: TransformerTrainingConfig, result: LmResult) -> str:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import threading
 from pathlib import Path
 
 import torch
@@ -37,41 +36,6 @@ from benchlib.trainers.ddp_checkpoints import Checkpoints
 from benchlib.trainers.job import Job, build_job
 
 TRACE_STEPS = 6  # traced after the timed epochs: one to warm the profiler up, five marked
-
-
-class UtilisationSampler(threading.Thread):
-    """Samples GPU utilisation (NVML, where there is a GPU) and CPU utilisation
-    (psutil) every `interval_s` in the background while training runs."""
-
-    def __init__(self, gpu_indices: list[int], interval_s: float = 0.2):
-        super().__init__(daemon=True)
-        self.interval_s, self.gpu, self.cpu = interval_s, [], []
-        self._stop_event = threading.Event()
-        self._handles = []
-        if gpu_indices:
-            try:
-                import pynvml
-
-                pynvml.nvmlInit()
-                self._nvml = pynvml
-                self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in gpu_indices]
-            except Exception:  # no NVML library: utilisation stays unknown, never invented
-                self._handles = []
-
-    def run(self) -> None:
-        import psutil
-
-        psutil.cpu_percent(None)
-        while not self._stop_event.wait(self.interval_s):
-            self.cpu.append(psutil.cpu_percent(None))
-            for h in self._handles:
-                self.gpu.append(self._nvml.nvmlDeviceGetUtilizationRates(h).gpu)
-
-    def stop(self) -> dict[str, float | None]:
-        self._stop_event.set()
-        self.join()
-        mean = lambda v: sum(v) / len(v) if v else None  # noqa: E731
-        return {"gpu_util_pct": mean(self.gpu), "cpu_util_pct": mean(self.cpu)}
 
 
 def _mean_loss(loss: torch.Tensor, env: DistEnv) -> float:
@@ -165,6 +129,8 @@ def _trace(args: argparse.Namespace, env: DistEnv, loader, sampler, step: loops.
 
 
 def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
+    if device.type != "cuda":  # libraries' code loaded on first use: not the model's bytes
+        memory.warm_kernels()
     torch.manual_seed(args.seed)
     job = build_job(args)
     if job.own:  # a model that does not fit the labels: one line, exit 2
@@ -187,29 +153,34 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         if args.checkpoint_every else None
     on_step = _step_hook(args, env, losses, comm, saves)
 
-    gpus = []  # rank 0 watches its own GPU; DataParallel's process watches all it uses
-    if device.type == "cuda" and env.rank == 0:
-        gpus = model.device_ids if args.strategy == "dp" else [device.index]
-    utilisation_thread = UtilisationSampler(gpus)
+    # each rank's GPUs (DataParallel's process: all it uses), found in NVML by UUID; rank 0
+    # also samples their utilisation. Energy and utilisation are of the timed steps: the
+    # meter's edges are the first timed step and the end of each epoch, synchronized
+    my_gpus = (model.device_ids if args.strategy == "dp" else [device.index]) \
+        if device.type == "cuda" else []
+    uuids = energy.device_uuids(my_gpus)
+    meter = energy.EnergyMeter(uuids, lambda: [torch.cuda.synchronize(i) for i in my_gpus])
+    utilisation_thread = energy.UtilisationSampler(uuids if env.rank == 0 else [], meter)
     utilisation_thread.start()
-    peak = memory.PeakMemory(device)  # the training window's peak, and where it went
+    # the training window's peak, and where it went; the model's own bytes are above what
+    # the process held before the model was built (on the CPU: the interpreter, the data)
+    peak = memory.PeakMemory(device, job.rss_before_model if device.type != "cuda" else 0)
     peak.reset()
-    # each rank reads its own GPUs' energy counters (DataParallel's process: all it uses)
-    meter = energy.EnergyMeter((model.device_ids if args.strategy == "dp" else [device.index])
-                               if device.type == "cuda" else [])
     meter.start()
     epochs, window_samples = [], 0
     for epoch in range(args.epochs):
         if sampler is not None:
             sampler.set_epoch(epoch)
         times = loops.run_epoch(loader, step, args.warmup_steps,
-                                max_steps=args.max_steps or None, on_step=on_step)
+                                max_steps=args.max_steps or None, on_step=on_step,
+                                on_timed=meter.timed)
+        meter.untimed()  # the window's energy ends with its last step, before any save
         if saves is not None:
             saves.end_epoch(times, args.warmup_steps)
         mine = throughput.rank_share(times.samples, times.data_s, times.compute_s,
                                      times.epoch_s, times.loss_last, args.warmup_steps)
         epochs.append({"epoch": epoch, **throughput.across_ranks(gather_objects(mine), env.rank)})
-        window_samples += sum(times.samples)
+        window_samples += sum(times.timed()[2])  # the samples the energy window saw
     metered = meter.stop()
     peaks = peak.read()
     saved = saves.finish() if saves is not None else {}  # the saves, then the restores

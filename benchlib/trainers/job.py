@@ -26,9 +26,9 @@ from benchlib.config.choices import (
     dataset_kind,
     model_kind,
 )
-from benchlib.core import entrypoints, gpt
+from benchlib.core import entrypoints, gpt, memory
 from benchlib.core.loops import Objective
-from benchlib.core.models import build_model
+from benchlib.core.models import build_model, describe_model, training_flops
 from benchlib.data import storage, tokenfile, transforms
 from benchlib.errors import ConfigError
 
@@ -108,12 +108,14 @@ class Job:
     objective: Objective
     described: dict[str, Any] = field(default_factory=dict)
     own: bool = False  # a model, data set or loss of the user's: `check` it before training
+    rss_before_model: int | None = None  # the process's RSS with the data, before the model
 
     def batch(self, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """n samples on the CPU: random ones of the declared shape, or the data set's first."""
+        """n samples on the CPU: random ones of the declared shape, or the data set's first
+        (its items again from the start where it has fewer than n)."""
         g = torch.Generator().manual_seed(seed)
         if self.dataset is not None:
-            return self.collate([self.dataset[i] for i in range(n)])
+            return self.collate([self.dataset[i % len(self.dataset)] for i in range(n)])
         if self.vocab_size:
             x = torch.randint(0, self.vocab_size, (n, *self.shape), generator=g)
             return x, torch.randint(0, self.vocab_size, (n, *self.shape), generator=g)
@@ -125,29 +127,10 @@ class Job:
         return SyntheticBatches(x.to(device), y.to(device), steps)
 
     def flops_per_sample(self) -> float:
-        """FLOPs of one training step (forward and backward) per sample, counted by
-        torch.utils.flop_counter on a batch of 2: on a copy of the model on the meta device
-        (shapes only, no arithmetic: a second for GPT-2 at 1,024 tokens), else, for a model
-        that reads its values (a data-dependent branch), on the CPU before it moves.
-        Attention is counted through PyTorch's math kernels: the counter has no formula for
-        the CPU's fused attention, and the math path does the same matmuls."""
-        import copy
-
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        from torch.utils.flop_counter import FlopCounterMode
-
+        """FLOPs of one training step (forward and backward) per sample, counted on a batch
+        of 2 (benchlib.core.models.training_flops)."""
         x, y = self.batch(2, 0)
-        try:
-            on_meta = copy.deepcopy(self.model).to("meta")
-            counter = FlopCounterMode(display=False)
-            with sdpa_kernel(SDPBackend.MATH), counter:
-                self.objective(on_meta, x.to("meta"), y.to("meta")).backward()
-        except Exception:  # noqa: BLE001 - the model needs real values: count on the CPU
-            counter = FlopCounterMode(display=False)
-            with sdpa_kernel(SDPBackend.MATH), counter:
-                self.objective(self.model, x, y).backward()
-            self.model.zero_grad(set_to_none=True)
-        return counter.get_total_flops() / 2
+        return training_flops(self.model, x, y, self.objective)
 
     def flop_figures(self) -> dict[str, float]:
         """flops_per_sample (counted); for token data also per token, and where the model
@@ -223,19 +206,18 @@ def build_job(args: argparse.Namespace | Any) -> Job:
         tokens = tokens or (not torch.is_floating_point(x) and x.dim() == 2)  # (batch, ids)
     if tokens and not vocab and dataset is not None:
         vocab = int(collate([dataset[i] for i in range(min(len(dataset), 64))])[0].max()) + 1
+    before_model = memory.rss_bytes()  # the model's own bytes on the CPU are above this
     model = build_model(args.model, shape, args.depth, args.alpha, model_args=args.model_args,
                         num_classes=args.num_classes, tokens=tokens, vocab_size=vocab)
     loss = entrypoints.load("loss", args.loss) if args.loss else None
     objective = Objective(loss, labels_kw=model_kind(args.model) == "hf")
-    described = {"model_class": f"{type(model).__module__}.{type(model).__qualname__}",
-                 "model_source_sha": entrypoints.source_hash(model),
-                 "model_params": sum(p.numel() for p in model.parameters())}
+    described = describe_model(args.model, model, args.model_args)  # class, parameters, identity
     if tokens:  # a language model: its tokens/s is samples/s times this
         described["tokens_per_sample"] = shape[0]
     if isinstance(model, gpt.GPT):  # 6N + 12·L·H·Q·T, beside PyTorch's count (flop_figures)
         described["flops_per_token_analytic"] = gpt.flops_per_token(model, shape[0])
     return Job(model, dataset, collate, shape, args.num_classes, vocab if tokens else 0,
-               objective, described, own=uses_own_code(args))
+               objective, described, own=uses_own_code(args), rss_before_model=before_model)
 
 
 def model_vocab(args: argparse.Namespace | Any, data_vocab: int) -> int | None:

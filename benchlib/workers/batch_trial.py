@@ -2,11 +2,17 @@
 and the memory they took (benchlib.core.memory). One process per batch tried, so that
 each starts with nothing cached and a crash of one is not the search's.
 
-The batch is made on the device in the model's input shape (no files: the search
-measures memory, not IO). The window of peak memory starts before the model is built,
-so parameters, gradients, optimizer state and activations all count. A batch that does
-not fit is a result, not a failure: CUDA's OutOfMemoryError (or the CPU allocator's
-refusal) is caught and reported, as is a peak over `--memory-limit-bytes`.
+The model and its batch are the training studies' (benchlib.trainers.job): any model
+they take, a batch of synthetic images or tokens made for it (a prepared data set's
+images as synthetic ones of its shape: the search measures memory, not IO), or the first
+items of a data set of your own through its collate; trained in the row's precision,
+memory format, compiled or not, its blocks checkpointed or not. The window of peak memory
+starts before the model reaches the device (on the CPU, the model's own bytes are above
+the RSS the process held before it was built), so parameters, gradients, optimizer state
+and activations all count; one more step, profiled, says what the memory held at its
+peak. A batch that does not fit is a result, not a failure: CUDA's OutOfMemoryError, a
+cuBLAS or cuDNN allocation failure (or the CPU allocator's refusal) is caught and
+reported, as is a peak over `--memory-limit-bytes`.
 """
 
 from __future__ import annotations
@@ -17,19 +23,14 @@ import time
 import torch
 
 from benchlib.config.flags import add_config_flags
-from benchlib.config.memory_and_batch import CLASSES, TRIAL_FIELDS, MemoryAndBatchConfig
+from benchlib.config.memory_and_batch import TRIAL_FIELDS, MemoryAndBatchConfig, job_fields
+from benchlib.core import memory
 from benchlib.core.loops import Stepper
-from benchlib.core.memory import PeakMemory, breakdown
-from benchlib.core.models import build_model
+from benchlib.distributed import fsdp
 from benchlib.distributed.env import DistEnv
 from benchlib.errors import ConfigError
+from benchlib.trainers.job import build_job
 from benchlib.workers.bootstrap import entry
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
 
 # What a RuntimeError says when memory ran out outside PyTorch's caching allocator: the
 # CPU allocator; cuBLAS and cuDNN creating a handle or workspace near the edge (seen on
@@ -46,27 +47,38 @@ def out_of_memory(error: BaseException) -> bool:
         isinstance(error, RuntimeError) and any(m in str(error) for m in OUT_OF_MEMORY_MESSAGES))
 
 
+def _steps(args: argparse.Namespace, stepper: Stepper, x: torch.Tensor, y: torch.Tensor,
+           device: torch.device) -> float:
+    """The warm-up steps, then the timed ones: seconds per timed step (the device
+    synchronized at both ends)."""
+    for _ in range(args.warmup_steps):
+        stepper(x, y)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    timed = args.steps - args.warmup_steps
+    for _ in range(timed):
+        loss = stepper(x, y)
+    loss.item()  # waits for the last step
+    return (time.perf_counter() - start) / timed
+
+
 def trial(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
+    if device.type != "cuda":  # libraries' code loaded on first use: not the model's bytes
+        memory.warm_kernels()
     torch.manual_seed(args.seed)
-    shape = tuple(int(v) for v in args.in_shape.split("x"))
-    peak = PeakMemory(device)
+    job = build_job(argparse.Namespace(**job_fields(args), no_augment=True))
+    peak = memory.PeakMemory(device, job.rss_before_model if device.type != "cuda"
+                             else memory.baseline_bytes(device))
     peak.reset()
     stepper, samples_per_s, step_s, error = None, None, None, None
     try:
-        model = build_model(args.model, in_shape=shape, depth=args.depth, alpha=args.alpha,
-                            model_args=args.model_args, num_classes=CLASSES)
-        x = torch.rand(args.batch_size, *shape, device=device)
-        y = torch.randint(0, CLASSES, (args.batch_size,), device=device)
-        stepper = Stepper("train", device, model, lr=args.lr, momentum=0.9)
-        for _ in range(args.warmup_steps):
-            stepper(x, y)
-        _sync(device)
-        start = time.perf_counter()
-        timed = args.steps - args.warmup_steps
-        for _ in range(timed):
-            loss = stepper(x, y)
-        loss.item()  # waits for the last step
-        step_s = (time.perf_counter() - start) / timed
+        x, y = (t.to(device) for t in job.batch(args.batch_size, args.seed))
+        model = fsdp.checkpoint_blocks(job.model, args.ac)
+        stepper = Stepper("train", device, model, lr=args.lr, momentum=0.9,
+                          precision=args.precision, channels_last=args.channels_last,
+                          compile=args.compile, objective=job.objective)
+        step_s = _steps(args, stepper, x, y, device)
         samples_per_s = args.batch_size / step_s
     except (torch.OutOfMemoryError, RuntimeError) as e:
         if not out_of_memory(e):
@@ -80,12 +92,15 @@ def trial(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         fits, why = False, f"peak {figures['peak_bytes']} B ({figures['peak_kind']}) over the limit {limit} B"
     else:
         fits, why = True, ""
-    counted = figures["peak_alloc_bytes"] if device.type == "cuda" else figures["peak_bytes"]
-    parts = breakdown(stepper.model, stepper.optimizer, counted) if stepper is not None else {}
+    # what the memory held at the peak: one more step, profiled (a batch that fits only)
+    at_peak = memory.parts_at_peak(lambda: stepper(x, y), device) if fits else None
+    parts = memory.breakdown(stepper.model, stepper.optimizer, figures["model_peak_bytes"],
+                             at_peak) if stepper is not None else {}
     total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else None
     row = {"batch_size": args.batch_size, "fits": fits, "why": why,
            "samples_per_s": samples_per_s, "step_s": step_s, "memory_limit_bytes": limit,
-           "device_total_bytes": total, "device_name": _device_name(device), **figures, **parts}
+           "device_total_bytes": total, "device_name": _device_name(device), **figures, **parts,
+           **{k: job.described[k] for k in ("model_class", "model_source_sha", "model_source")}}
     print(f"batch {args.batch_size}: {'fits' if fits else 'does not fit'}"
           f"{'' if fits else ' (' + why + ')'}; peak {figures['peak_bytes']} B "
           f"({figures['peak_kind']})", flush=True)
@@ -109,7 +124,6 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="benchlib.workers.batch_trial", description=__doc__)
     # notebook 15's fields (the device is the bootstrap's flag, from the same field)
     add_config_flags(p, MemoryAndBatchConfig, only=[n for n in TRIAL_FIELDS if n != "device"])
-    p.add_argument("--in-shape", default="3x32x32", help="one sample's CxHxW")
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--memory-limit-bytes", type=int, default=0,
                    help="a peak over this does not fit (0: no limit)")
