@@ -177,8 +177,13 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
                          if args.delay_rank in (-1, env.rank) else 0.0,
                          objective=job.objective)
     losses: list[float] = []
-    # DDP's all-reduce per step, and what backward hides
-    comm = comm_timer.attach(model, args.inject_comm_delay_ms / 1e3)
+    # DDP's all-reduce per step, and what backward hides (unless turned off: its cost,
+    # docs/diagnose.md)
+    comm = None if args.no_comm_timer else \
+        comm_timer.attach(model, args.inject_comm_delay_ms / 1e3)
+    # the batches the DataLoader's workers fetch while the loop starts: the warm-up reaches
+    # past them (throughput.rank_share)
+    prefetched = loops.PREFETCH_FACTOR * args.num_workers if job.dataset is not None else 0
     on_step = _step_hook(args, env, losses, comm)
 
     gpus = []  # rank 0 watches its own GPU; DataParallel's process watches all it uses
@@ -198,8 +203,10 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
             sampler.set_epoch(epoch)
         times = loops.run_epoch(loader, step, args.warmup_steps,
                                 max_steps=args.max_steps or None, on_step=on_step)
+        waits = comm.epoch_waits(len(times.samples)) if comm is not None else None
         mine = throughput.rank_share(times.samples, times.data_s, times.compute_s,
-                                     times.epoch_s, times.loss_last, args.warmup_steps)
+                                     times.epoch_s, times.loss_last, args.warmup_steps,
+                                     waits, prefetched)
         epochs.append({"epoch": epoch, **throughput.across_ranks(gather_objects(mine), env.rank)})
         window_samples += sum(times.samples)
     metered = meter.stop()
@@ -230,6 +237,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         **utilisation,
         **energy.run_figures(ranks, sum(r["samples"] for r in ranks)),
         **own,  # rank 0's all-reduce per step, and the part of it nothing hid
+        **comm_timer.unknown(args.strategy, env.world_size, comm),
     }
     if args.strategy == "dp" and device.type != "cuda":
         metrics["note"] = "DataParallel without GPUs: ran as one CPU device"
