@@ -74,13 +74,14 @@ def test_start_up_is_a_figure_beside_the_steady_rate():
     assert run["first_batch_s"] == pytest.approx(10.0) and run["warmup_s"] == pytest.approx(10.0)
     assert run["epoch_samples_per_s"] == pytest.approx(80 / 10.9)
     assert run["startup_gap"] == pytest.approx(10.9) and run["startup_hidden"] is True
-    assert throughput.startup_text(run) == (
+    assert run["startup_note"] == throughput.startup_text(run) == (
         "start-up hidden by the steady rate: 80 samples/s steady, 7 over the whole epoch "
         "(10.9x); the first batch came after 10 s, the warm-up left out 10 s")
     quick = throughput.rank_share([8] * 10, [0.1] + [0.02] * 9, [0.08] * 10, epoch_s=1.0,
                                   loss_last=1.0, warmup_steps=1)
     run = throughput.run_figures([throughput.across_ranks([quick])])
     assert run["startup_hidden"] is False and throughput.startup_text(run) == ""
+    assert "startup_note" not in run
 
 
 def test_each_share_of_a_step_carries_its_spread_over_steps_and_ranks():

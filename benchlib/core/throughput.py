@@ -153,7 +153,10 @@ def window_figures(epochs: list[dict[str, Any]], samples_per_s: float) -> dict[s
         own = [e["rank_own_s"] for e in epochs if e.get("rank_own_s")]
         out["skew_rank"] = statistics.median_low(e["skew_rank"] for e in epochs if "skew_rank" in e)
         out["rank_own_s"] = [statistics.median(o[r] for o in own) for r in range(len(own[0]))]
-    return {**out, **startup_figures(samples_per_s, out.get("epoch_samples_per_s"))}
+    out.update(startup_figures(samples_per_s, out.get("epoch_samples_per_s")))
+    if out.get("startup_hidden"):  # the record says it in words
+        out["startup_note"] = startup_text({**out, "samples_per_s": samples_per_s})
+    return out
 
 
 def startup_figures(samples_per_s: float | None, epoch_samples_per_s: float | None) -> dict:
