@@ -28,8 +28,8 @@ NOT_WORK = ("repeats", "repeat_mode", "seed", "timeout_s", "log_interval", "expo
 
 def _plain(v: Any) -> str:
     """A parameter's value as one text whether it came from a record or a frame's cell."""
-    if isinstance(v, dict):
-        return json.dumps(v, sort_keys=True)
+    if isinstance(v, dict):  # a frame holds a mapping as its JSON text
+        v = json.dumps(v, sort_keys=True)
     if isinstance(v, float) and v.is_integer():
         return repr(int(v))
     return repr(v)
