@@ -151,11 +151,18 @@ def skew_of(record: dict[str, Any]) -> tuple[int, Share, float] | None:
     return slowest, skew, (steps[slowest] - others) / step if step > 0 else 0.0
 
 
+def _seconds(v: float | None) -> str:
+    """'2.15 s', '3.2 ms', '6 µs'."""
+    if v is None:
+        return "?"
+    return f"{v:.3g} s" if v >= 1 else f"{v * 1e3:.3g} ms" if v >= 1e-3 else f"{v * 1e6:.3g} µs"
+
+
 def _evidence(record: dict[str, Any], part: dict[str, Share | None], skewed) -> list[str]:
     m = record.get("metrics") or {}
     lines = []
     if m.get("epoch_samples_per_s") is not None and m.get("samples_per_s") is not None:
-        lines.append(f"start-up: first batch after {m.get('first_batch_s', float('nan')):.3g} s; "
+        lines.append(f"start-up: first batch after {_seconds(m.get('first_batch_s'))}; "
                      f"{m['epoch_samples_per_s']:,.0f} samples/s over the whole epoch against "
                      f"{m['samples_per_s']:,.0f} steady ({m.get('startup_gap', 0):.1f}x)"
                      + ("; the steady rate hides it" if m.get("startup_hidden") else ""))

@@ -19,6 +19,7 @@ import argparse
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import torch
@@ -197,6 +198,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     meter = energy.EnergyMeter((model.device_ids if args.strategy == "dp" else [device.index])
                                if device.type == "cuda" else [])
     meter.start()
+    cpu_start = time.process_time()  # this rank's CPU seconds: a figure that holds under load
     epochs, window_samples = [], 0
     for epoch in range(args.epochs):
         if sampler is not None:
@@ -210,6 +212,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         epochs.append({"epoch": epoch, **throughput.across_ranks(gather_objects(mine), env.rank)})
         window_samples += sum(times.samples)
     metered = meter.stop()
+    cpu_s = time.process_time() - cpu_start
     peaks = peak.read()
     utilisation = utilisation_thread.stop()
     own = comm.figures(args.warmup_steps) if comm is not None else {}
@@ -238,6 +241,8 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         **energy.run_figures(ranks, sum(r["samples"] for r in ranks)),
         **own,  # rank 0's all-reduce per step, and the part of it nothing hid
         **comm_timer.unknown(args.strategy, env.world_size, comm),
+        # rank 0's process CPU seconds a step (its threads, not its DataLoader workers')
+        "cpu_s_per_step": cpu_s / max(1, sum(e["steps"] for e in epochs)),
     }
     if args.strategy == "dp" and device.type != "cuda":
         metrics["note"] = "DataParallel without GPUs: ran as one CPU device"
