@@ -30,8 +30,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("records", ("benchlib.records",)),
     ("runs", ("benchlib.runs",)),
     ("projection", ("benchlib.projection",)),  # models of performance, below the analysis
-    ("diagnose", ("benchlib.diagnose",)),
+    # diagnose's advice compares two setups as the analysis does (analysis.sides)
     ("analysis", ("benchlib.analysis",)),
+    ("diagnose", ("benchlib.diagnose",)),
     ("compare", ("benchlib.compare",)),
     ("report", ("benchlib.report",)),
     ("cli", ("benchlib.cli", "benchlib.__main__")),

@@ -36,6 +36,18 @@ def test_run_summarises_repeats_with_spread(small_data):
     for r in result.repeats:
         assert r["total_s"] > r["data_s"] + r["compute_s"] > 0
     assert m["loss_first"] > 0 and m["trace_path"] is None
+    # start-up beside the steady rate: the first batch, the warm-up, the whole epoch
+    assert 0 < m["first_batch_s"] <= m["warmup_s"] < m["epoch_s"]
+    assert m["epoch_samples_per_s"] == pytest.approx(300 / m["epoch_s"], rel=0.3)
+    assert m["startup_gap"] == pytest.approx(m["samples_per_s"] / m["epoch_samples_per_s"])
+    assert m["data_share_low"] <= m["data_share"] <= m["data_share_high"]
+    assert "over the whole epoch, first batch after" in single_device_io.describe(cfg, result)
+    # io's summary says it in words where the steady rate hides the start-up
+    m.update(samples_per_s=1549.0, epoch_samples_per_s=150.0, startup_gap=10.3,
+             startup_hidden=True, first_batch_s=119.0, warmup_s=119.4)
+    assert single_device_io.describe(cfg, result).splitlines()[1] == (
+        "  start-up hidden by the steady rate: 1,549 samples/s steady, 150 over the whole "
+        "epoch (10.3x); the first batch came after 119 s, the warm-up left out 119 s")
 
 
 def test_warmup_that_leaves_no_timed_step_is_refused(small_data):

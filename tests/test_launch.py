@@ -55,7 +55,10 @@ def test_a_failing_rank_stops_the_run_and_is_named_with_its_log(small_data, tmp_
     assert err.rank == 1 and err.exit_code == 1 and err.host == socket.gethostname()
     assert err.log_path == tmp_path / "logs" / "rank1.log"
     assert "injected failure at step 3 on rank 1" in err.log_path.read_text()
-    assert str(err).startswith(f"rank 1 on {socket.gethostname()} exited with code 1; log: ")
+    # the rank's last exception line, as its console and the record's error get it
+    assert str(err).startswith(f"rank 1 on {socket.gethostname()} exited with code 1: "
+                               "InjectedFailure: injected failure at step 3 on rank 1; log: ")
+
     def left():
         return [p for p in psutil.process_iter(["cmdline", "status"])
                 if str(tmp_path / "logs") in " ".join(p.info["cmdline"] or [])
@@ -81,7 +84,8 @@ def test_a_killed_rank_is_named_not_the_rank_it_left_failing(small_data, tmp_pat
 
 
 def test_a_failing_tcp_rank_is_named(small_data, tmp_path):
-    with pytest.raises(LaunchError, match=r"rank 0 on .* exited with code 1; log: .*rank0.log"):
+    with pytest.raises(LaunchError, match=r"rank 0 on .* exited with code 1: InjectedFailure: "
+                                          r"injected failure at step 2 on rank 0; log: .*rank0.log"):
         launch("ddp", train_args(small_data, "--fail-at-step", "2", "--fail-rank", "0"),
                tmp_path / "logs", "tcp", nproc=2, timeout_s=120)
 

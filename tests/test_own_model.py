@@ -216,3 +216,22 @@ def test_the_model_identity_covers_the_builder_its_classes_and_model_args_not_to
     timm = models.build_model("timm:resnet10t", (3, 32, 32))
     assert entrypoints.model_identity("timm:resnet10t", timm, {})["model_source"] == \
         "timm 9.9.9; model_args"
+
+
+def test_an_item_that_raises_in_the_preflight_is_the_data_sets_error_not_the_models(
+        tmp_path, monkeypatch, capsys):
+    """Item 17 of the user's data set raises; the label scan reads items 0 to 255: the
+    row ends there, naming the data set and the item, never `model: ... does not train`."""
+    (tmp_path / "badrow.py").write_text(
+        "import torch\n\nclass Rows(torch.utils.data.Dataset):\n    def __len__(self):\n"
+        "        return 64\n\n    def __getitem__(self, i):\n        if i == 17:\n"
+        "            raise ValueError('row 17 has 3 columns, not 4')\n"
+        "        return torch.zeros(3, 8, 8), i % 10\n\ndef build():\n    return Rows()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    code = main(["run", "20_dp_vs_ddp", "-p", "model", MODEL, "-p", "dataset", "badrow:build",
+                 "-p", "device", "cpu", "--outputs", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].endswith("dataset: item 17 of 'badrow:build' raised ValueError: row 17 has "
+                           "3 columns, not 4"), err
+    assert not (tmp_path / "out").exists()

@@ -256,6 +256,10 @@ def test_notebook_50_sets_fsdp2_beside_ddp_with_tokens_per_s_and_both_flop_count
         assert abs(run["flop_count_ratio"] - 1) <= 0.05 and pd.isna(run["mfu"])  # no CPU peak
         assert run["mfu_peak_source"].startswith("no published peak for")
     assert lm.loc["fsdp2", "param_bytes"] == lm.loc["ddp", "param_bytes"] / 2  # its shard
+    # FSDP2's collectives are not timed, and the record says so; DDP's all-reduce is
+    assert lm.loc["fsdp2", "comm_unknown"] == ("FSDP2's all-gathers and reduce-scatters are "
+                                               "not timed")
+    assert pd.isna(lm.loc["ddp", "comm_unknown"]) and lm.loc["ddp", "comm_s"] > 0
     analysis = swept.analysis
     assert re.search(r"gpt-tiny, seq 32, batch 4, fp32: tokens/s (no clear difference between "
                      r"FSDP2 on 2 ranks and DDP on 2 ranks|<strong>(FSDP2|DDP) on 2 ranks x)",

@@ -41,3 +41,73 @@ def test_a_run_is_summarized_over_its_epochs():
     assert run["samples_per_s"] == pytest.approx(24 / 0.6)  # the median epoch
     assert run["batch_s"] == pytest.approx(0.2) and run["loss_last"] == 1.0
     assert run["samples_per_s_n"] == 3
+
+
+def test_the_warm_up_reaches_past_the_batches_prefetched_at_start_up():
+    """2 workers fetch 4 batches while the loop starts: they arrive for free, so the timed
+    window starts after them where the epoch has a step left."""
+    mine = throughput.rank_share([8] * 6, [2.0, 0.0, 0.0, 0.0, 0.3, 0.3], [0.1] * 6, epoch_s=3.2,
+                                 loss_last=1.0, warmup_steps=1, prefetched=4)
+    assert mine["warmup_excluded"] == 4 and mine["timed_steps"] == 2
+    assert mine["data_s"] == pytest.approx(0.3) and not mine["prefetched_only"]
+
+
+def test_a_window_of_prefetched_batches_only_says_so():
+    """12 steps, 8 workers: all 12 batches were prefetched at start-up (the issue's
+    dp_vs_ddp rows): the warm-up stays as asked and the epoch says what its window held."""
+    mine = throughput.rank_share([8] * 12, [1.0] + [0.0] * 11, [0.1] * 12, epoch_s=2.2,
+                                 loss_last=1.0, warmup_steps=2, prefetched=16)
+    assert mine["warmup_excluded"] == 2 and mine["prefetched_only"]
+    epoch = throughput.across_ranks([mine])
+    assert epoch["prefetched_only"]
+    assert throughput.run_figures([epoch])["window_prefetched_only"] is True
+
+
+def test_start_up_is_a_figure_beside_the_steady_rate():
+    """A first batch that waited 10 s, then 9 steps of 0.1 s: the steady rate is 80
+    samples/s; the whole epoch ran 80 samples in 10.9 s, 7.3 samples/s: the steady rate
+    hides the start-up, and the record says so."""
+    mine = throughput.rank_share([8] * 10, [10.0] + [0.02] * 9, [0.0] + [0.08] * 9,
+                                 epoch_s=10.9, loss_last=1.0, warmup_steps=1)
+    run = throughput.run_figures([throughput.across_ranks([mine])])
+    assert run["samples_per_s"] == pytest.approx(80)
+    assert run["first_batch_s"] == pytest.approx(10.0) and run["warmup_s"] == pytest.approx(10.0)
+    assert run["epoch_samples_per_s"] == pytest.approx(80 / 10.9)
+    assert run["startup_gap"] == pytest.approx(10.9) and run["startup_hidden"] is True
+    assert run["startup_note"] == throughput.startup_text(run) == (
+        "start-up hidden by the steady rate: 80 samples/s steady, 7 over the whole epoch "
+        "(10.9x); the first batch came after 10 s, the warm-up left out 10 s")
+    quick = throughput.rank_share([8] * 10, [0.1] + [0.02] * 9, [0.08] * 10, epoch_s=1.0,
+                                  loss_last=1.0, warmup_steps=1)
+    run = throughput.run_figures([throughput.across_ranks([quick])])
+    assert run["startup_hidden"] is False and throughput.startup_text(run) == ""
+    assert "startup_note" not in run
+
+
+def test_each_share_of_a_step_carries_its_spread_over_steps_and_ranks():
+    """Rank 0 waits 30 ms of every 100 ms step; rank 1 alternates 10 and 50 ms: the data
+    share is the ranks' median, its spread reaches from the lowest rank's low to the
+    highest's high; the all-reduce each rank waited is its comm share."""
+    steps = 20
+    r0 = throughput.rank_share([8] * steps, [0.03] * steps, [0.07] * steps, 2.0, 1.0, 0,
+                               waits=[0.02] * steps)
+    r1 = throughput.rank_share([8] * steps, [0.01, 0.05] * (steps // 2), [0.07] * steps, 2.0,
+                               1.0, 0, waits=[0.02] * steps)
+    epoch = throughput.across_ranks([r0, r1])
+    # both ranks: 0.6 s of data in 2.0 s of steps; rank 1's steps vary, so its interval is wide
+    assert epoch["data_share"] == pytest.approx(0.3)
+    assert epoch["data_share_low"] < 0.27 and 0.33 < epoch["data_share_high"] < 0.5
+    assert epoch["comm_share"] == pytest.approx(0.2, rel=0.01)
+    assert epoch["compute_share"] == pytest.approx(0.5, rel=0.01)
+    assert epoch["rank_skew"] == pytest.approx(1.0, abs=0.01)  # equal own work on average
+
+
+def test_a_slowed_rank_shows_as_skew_with_its_interval():
+    """Rank 1 computes 0.3 s a step, rank 0 0.1 s and waits 0.2 s for it in the all-reduce:
+    rank 1's own work is 3x rank 0's, and every resample of the steps says so."""
+    r0 = throughput.rank_share([8] * 8, [0.0] * 8, [0.3] * 8, 2.4, 1.0, 0, waits=[0.2] * 8)
+    r1 = throughput.rank_share([8] * 8, [0.0] * 8, [0.3] * 8, 2.4, 1.0, 0, waits=[0.0] * 8)
+    epoch = throughput.across_ranks([r0, r1])
+    assert epoch["skew_rank"] == 1 and epoch["rank_skew"] == pytest.approx(3.0)
+    assert epoch["rank_skew_low"] == pytest.approx(3.0) and epoch["rank_own_s"] == \
+        pytest.approx([0.1, 0.3])

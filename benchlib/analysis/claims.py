@@ -98,20 +98,46 @@ def _n(row: Row, name: str, unit: str) -> str:
     return f"n={int(count)} {spread_unit(row, unit)}" if count else ""
 
 
+def hides_startup(row: Row) -> bool:
+    """The run's steady rate hides its start-up (more than STARTUP_GAP x its whole-epoch
+    rate): no speedup is taken from it."""
+    return value(row, "startup_hidden") is True and metric(row, "epoch_samples_per_s") is not None
+
+
+WHOLE_EPOCH_NOTE = "whole-epoch rates, start-up included: a steady rate hides it"
+
+
+def _whole_epoch(row: Row) -> bool:
+    """Its work is compared on whole-epoch rates: it, or a run of the same work, hides its
+    start-up (the study's frame says so: common.with_speedup, an IO run's `rate_of`)."""
+    return hides_startup(row) or "whole epoch" in (value(row, "speedup_of"), value(row, "rate_of"))
+
+
 def samples_figure(row: Row, unit: str) -> Figure | None:
-    """A run's median samples/s with its p10-p90 over `unit`s (repeats, epochs)."""
+    """A run's median samples/s with its p10-p90 over `unit`s (repeats, epochs); where it
+    hides the run's start-up, the whole-epoch rate beside it."""
     sps = metric(row, "samples_per_s")
     if sps is None:
         return None
     lo, hi = metric(row, "samples_per_s_p10"), metric(row, "samples_per_s_p90")
     spread = (fmt(lo), fmt(hi)) if lo is not None and hi is not None else None
-    return Figure(fmt(sps), "samples/s", spread, _n(row, "samples_per_s", unit),
-                  [("", row["run_id"])])
+    what = "samples/s"
+    if hides_startup(row):
+        what = (f"samples/s steady, {fmt(metric(row, 'epoch_samples_per_s'))} over the whole "
+                "epoch: the steady rate hides the start-up")
+    return Figure(fmt(sps), what, spread, _n(row, "samples_per_s", unit), [("", row["run_id"])])
 
 
 def ratio_figure(row: Row, base: Row, what: str, unit: str) -> Figure | None:
     """samples/s of `row` over those of `base`; the spread pairs p10 with p90 (the widest
-    the two spreads allow), n counts both runs' samples."""
+    the two spreads allow), n counts both runs' samples. Where either run's steady rate
+    hides its start-up: the ratio of their whole-epoch rates, without a spread."""
+    if _whole_epoch(row) or _whole_epoch(base):
+        a, b = metric(row, "epoch_samples_per_s"), metric(base, "epoch_samples_per_s")
+        if not a or not b:
+            return None
+        return Figure(f"{a / b:.2f}x", f"{what} ({WHOLE_EPOCH_NOTE})", None, "",
+                      [("", row["run_id"]), ("baseline", base["run_id"])])
     a, b = metric(row, "samples_per_s"), metric(base, "samples_per_s")
     if not a or not b:
         return None
@@ -146,7 +172,16 @@ def speedup_figure(row: Row, baselines: list[Row], what: str, unit: str) -> Figu
     table uses (analysis.common.with_speedup): its median samples/s over the median of
     the baselines' medians. The spread pairs the run's p10 with the baselines' highest p90
     and its p90 with their lowest p10 (the widest the spreads allow); n counts the run's
-    and each baseline's samples."""
+    and each baseline's samples. Where any of them hides its start-up, the ratio of
+    whole-epoch rates, as with_speedup takes it then, without a spread."""
+    if any(_whole_epoch(r) for r in (row, *baselines)):
+        a = metric(row, "epoch_samples_per_s")
+        base = [b for b in baselines if metric(b, "epoch_samples_per_s")]
+        if not a or not base:
+            return None
+        median = statistics.median(metric(b, "epoch_samples_per_s") for b in base)
+        return Figure(f"{a / median:.2f}x", f"{what} ({WHOLE_EPOCH_NOTE})", None, "",
+                      [("", row["run_id"]), *(("baseline", b["run_id"]) for b in base)])
     a = metric(row, "samples_per_s")
     base = [b for b in baselines if metric(b, "samples_per_s")]
     if not a or not base:

@@ -38,16 +38,36 @@ def with_hardware(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(hardware=parts[0] + "; " + parts[1] + "; " + parts[2])
 
 
+STEADY, WHOLE_EPOCH = "steady", "whole epoch"
+
+
+def hides_startup(runs: pd.DataFrame) -> pd.Series:
+    """Each run whose steady rate hides its start-up (the record's `startup_hidden`: more
+    than STARTUP_GAP times its whole-epoch rate)."""
+    if "startup_hidden" not in runs:
+        return pd.Series(False, index=runs.index)
+    epoch = runs["epoch_samples_per_s"] if "epoch_samples_per_s" in runs else \
+        pd.Series(float("nan"), index=runs.index)
+    return runs["startup_hidden"].eq(True) & epoch.notna()
+
+
 def with_speedup(runs: pd.DataFrame, same_work: list[str], baseline: pd.Series,
                  devices: str) -> pd.DataFrame:
     """speedup = median samples/s of a run / median of the baseline runs doing the same
-    work (same values of `same_work`); efficiency = speedup / devices. No baseline: NaN."""
+    work (same values of `same_work`); efficiency = speedup / devices. No baseline: NaN.
+    Where any run of the work has a steady rate that hides its start-up, the work's
+    speedups are of whole-epoch rates (`speedup_of`: steady or whole epoch): no speedup is
+    taken from a steady rate that hides a start-up."""
     runs = with_columns(runs, same_work)  # a key a record lacks: None, one group
     keys = runs[same_work].astype(str)  # None and NaN alike, and groupby keeps them
-    base = runs[baseline].groupby([keys[k] for k in same_work])["samples_per_s"].median()
+    whole = hides_startup(runs).groupby([keys[k] for k in same_work],
+                                        dropna=False).transform("any").astype(bool)
+    rate = runs["samples_per_s"].where(~whole, runs.get("epoch_samples_per_s"))
+    base = rate[baseline].groupby([keys[k] for k in same_work]).median()
     per_run = pd.Series([base.get(tuple(k), float("nan")) for k in keys.itertuples(index=False)],
                         index=runs.index, dtype=float)
-    runs = runs.assign(speedup=runs["samples_per_s"] / per_run)
+    runs = runs.assign(speedup=rate / per_run, speedup_of=whole.map({True: WHOLE_EPOCH,
+                                                                     False: STEADY}))
     count = runs[devices] if devices in runs else ranks(runs)
     return runs.assign(efficiency=runs["speedup"] / count)
 
@@ -57,6 +77,24 @@ def with_columns(runs: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     from before a parameter existed, a frame built by hand)."""
     missing = [n for n in names if n not in runs]
     return runs.assign(**{n: None for n in missing}).copy() if missing else runs.copy()
+
+
+def speedup_of_text(of: str) -> str:
+    """What a speedup was taken of, where it is not the steady rate."""
+    return " (whole-epoch rates, start-up included)" if of == WHOLE_EPOCH else ""
+
+
+def startup_sentence(runs: pd.DataFrame) -> str:
+    """The runs whose steady rate hides a start-up, in words, where there are any (notebook
+    90's sections and the report's findings say it from here)."""
+    hidden = runs[hides_startup(runs)] if not runs.empty else runs
+    if hidden.empty:
+        return ""
+    worst = hidden.loc[(hidden["samples_per_s"] / hidden["epoch_samples_per_s"]).idxmax()]
+    return (f"{len(hidden)} run(s) spent so long starting that the steady rate hides it (e.g. "
+            f"{worst['run_id']}: {worst['samples_per_s']:,.0f} samples/s steady, "
+            f"{worst['epoch_samples_per_s']:,.0f} over the whole epoch): speedups of their work "
+            "are of whole-epoch rates, start-up included.")
 
 
 def spread(median: float, p10: float, p90: float) -> str:

@@ -20,7 +20,13 @@ from benchlib.analysis.claims import (
     value,
     work_text,
 )
-from benchlib.analysis.common import ok_runs, shared_cores_caveat, with_speedup
+from benchlib.analysis.common import (
+    ok_runs,
+    shared_cores_caveat,
+    speedup_of_text,
+    startup_sentence,
+    with_speedup,
+)
 from benchlib.analysis.sides import compare, side
 from benchlib.config import DpVsDdpConfig
 from benchlib.reference import SEED002_P100
@@ -57,6 +63,7 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
     """Shaped like seed 002's comparison: one row per strategy and launcher."""
     cols = ["strategy", "launcher", "devices", "global_batch", "batch_s", "epoch_s",
             "samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "speedup", "efficiency",
+            "speedup_of", "epoch_samples_per_s", "first_batch_s",
             "gpu_util_pct", "cpu_util_pct", "busbw_gbps"]
     if runs.empty:
         return pd.DataFrame(columns=cols)
@@ -86,7 +93,8 @@ def conclusions(runs: pd.DataFrame) -> str:
             continue
         how = "DataParallel" if r["strategy"] == "dp" else f"DDP via {r['launcher']}"
         parts.append(f"- **{how}** on {int(r['devices'])} device(s): {r['samples_per_s']:,.1f} "
-                     f"samples/s, **speedup {r['speedup']:.2f}x**, efficiency {r['efficiency']:.0%}.")
+                     f"samples/s, **speedup {r['speedup']:.2f}x**{speedup_of_text(r['speedup_of'])}, "
+                     f"efficiency {r['efficiency']:.0%}.")
     parts += dp_against_ddp(runs)
     parts += repeat_spread.sentences(spreads(runs), SPREAD_SHOWN)
     seed = seed002_table().set_index("strategy")["epoch_speedup"]
@@ -95,9 +103,9 @@ def conclusions(runs: pd.DataFrame) -> str:
     devices = ", ".join(sorted(set(runs["device_name"].dropna())))
     threads = ", ".join(str(int(t)) for t in sorted(set(runs["threads_per_rank"].dropna())))
     parts.append(f"- Measured on {devices} ({threads} thread(s) per rank).")
-    caveat = shared_cores_caveat(runs)
-    if caveat:
-        parts.append(f"- {caveat}")
+    for caveat in (shared_cores_caveat(runs), startup_sentence(runs)):
+        if caveat:
+            parts.append(f"- {caveat}")
     return "\n".join(parts)
 
 
@@ -152,7 +160,7 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
                 for r in rows(runs)], ""
     ordered = [c for _, c in sorted(claims, key=lambda oc: oc[0])]
     return ordered, joined_caveats(shared_cores_caveat(runs),
-                                   above_linear_caveat(ordered, runs))
+                                   above_linear_caveat(ordered, runs), startup_sentence(runs))
 
 
 def figure(records: Records):
@@ -168,8 +176,9 @@ def figure(records: Records):
     names = [_how(r)[1].replace(" on ", "\non ") + f"\n{r['model']}, batch {r['batch_size']}"
              for _, r in scaled.iterrows()]
     base = scaled["samples_per_s"] / scaled["speedup"]
-    low = scaled["speedup"] - scaled["samples_per_s_p10"] / base
-    high = scaled["samples_per_s_p90"] / base - scaled["speedup"]
+    steady = scaled["speedup_of"] == "steady"  # whole-epoch speedups keep no spread
+    low = (scaled["speedup"] - scaled["samples_per_s_p10"] / base).where(steady, 0)
+    high = (scaled["samples_per_s_p90"] / base - scaled["speedup"]).where(steady, 0)
     fig, ax = plt.subplots(figsize=(7, 0.7 * len(names) + 1.6))
     ax.barh(names, scaled["speedup"], xerr=[low.clip(lower=0), high.clip(lower=0)],
             color="#4c72b0")

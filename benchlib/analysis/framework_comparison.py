@@ -21,7 +21,14 @@ from benchlib.analysis.claims import (
     speedup_figure,
     value,
 )
-from benchlib.analysis.common import model_column, ok_runs, shared_cores_caveat, with_speedup
+from benchlib.analysis.common import (
+    model_column,
+    ok_runs,
+    shared_cores_caveat,
+    speedup_of_text,
+    startup_sentence,
+    with_speedup,
+)
 from benchlib.config import FrameworkComparisonConfig
 from benchlib.reference import dlperf
 
@@ -60,6 +67,7 @@ def spreads(runs: pd.DataFrame) -> pd.DataFrame:
 def table(runs: pd.DataFrame) -> pd.DataFrame:
     cols = ["model", "dataset", "image_size", "batch_size", "nproc_per_node", "variant",
             "samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "speedup", "efficiency",
+            "speedup_of", "epoch_samples_per_s", "first_batch_s",
             "mfu", "jax_samples_per_s", "jax_over_pytorch", "device_name"]
     if runs.empty:
         return pd.DataFrame(columns=cols)
@@ -98,7 +106,8 @@ def conclusions(runs: pd.DataFrame) -> str:
     for _, r in runs.dropna(subset=["speedup"]).iterrows():
         if r["nproc_per_node"] > 1:
             parts.append(f"- {r['variant']} on {r['nproc_per_node']} devices: speedup "
-                         f"{r['speedup']:.2f}x, efficiency {r['efficiency']:.0%}.")
+                         f"{r['speedup']:.2f}x{speedup_of_text(r['speedup_of'])}, "
+                         f"efficiency {r['efficiency']:.0%}.")
     ref = dlperf()
     py = ref[(ref["framework"] == "PyTorch") & (ref["batch_size"] == 128)].set_index("devices")
     of = ref[(ref["framework"] == "OneFlow") & (ref["batch_size"] == 128)].set_index("devices")
@@ -116,6 +125,8 @@ def conclusions(runs: pd.DataFrame) -> str:
     if set(runs["image_size"]) != {224} or set(runs["model"]) != {"resnet50"}:
         parts.append("- Some runs are not ResNet-50 at 224px: compare their scaling, not their "
                      "samples/s, with the published rows.")
+    if startup := startup_sentence(runs):
+        parts.append(f"- {startup}")
     return "\n".join(parts)
 
 
@@ -207,7 +218,8 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
     if not runs["model"].map(is_resnet).any():
         claims[0].note = "; ".join(filter(None, [claims[0].note, "no ResNet row: the "
                                                  "study's question is not answered here"]))
-    return claims, joined_caveats(shared_cores_caveat(runs), above_linear_caveat(claims, runs))
+    return claims, joined_caveats(shared_cores_caveat(runs), above_linear_caveat(claims, runs),
+                                  startup_sentence(runs))
 
 
 def figure(records: Records):

@@ -20,7 +20,13 @@ from benchlib.analysis.claims import (
     value,
     work_text,
 )
-from benchlib.analysis.common import ok_runs, shared_cores_caveat, with_speedup
+from benchlib.analysis.common import (
+    ok_runs,
+    shared_cores_caveat,
+    speedup_of_text,
+    startup_sentence,
+    with_speedup,
+)
 from benchlib.analysis.sides import compare, side
 from benchlib.config import MultinodeLightningConfig
 
@@ -62,6 +68,7 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
     """Shaped like seed 000's tables: one row per trainer, launcher and layout."""
     cols = ["trainer", "launcher", "nnodes", "nproc_per_node", "world_size", "global_batch",
             "samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "speedup", "efficiency",
+            "speedup_of", "epoch_samples_per_s", "first_batch_s",
             "epoch_s", "launch_s", "device_name"]
     if runs.empty:
         return pd.DataFrame(columns=cols)
@@ -108,11 +115,15 @@ def conclusions(runs: pd.DataFrame) -> str:
         parts.append(f"- **{r.trainer}** via {r.launcher} on {r.nnodes} node(s) x "
                      f"{r.nproc_per_node}: {r.samples_per_s:,.1f} samples/s (p10-p90 "
                      f"{r.samples_per_s_p10:,.1f}-{r.samples_per_s_p90:,.1f}), speedup "
-                     f"**{r.speedup:.2f}x**, efficiency {r.efficiency:.0%}.")
+                     f"**{r.speedup:.2f}x**"
+                     f"{speedup_of_text(r.speedup_of)}"
+                     f", efficiency {r.efficiency:.0%}.")
     parts += lightning_against_ddp(runs)
     parts += repeat_spread.sentences(spreads(runs), SPREAD_SHOWN)
     devices = ", ".join(sorted(set(runs["device_name"].dropna())))
     parts.append(f"- Measured on {devices}.")
+    if startup := startup_sentence(runs):
+        parts.append(f"- {startup}")
     shared = runs[(topology(runs) == "one host") & (runs["nnodes"] > 1)]
     if not shared.empty:
         layouts = ", ".join(sorted({f"{r.nnodes} x {r.nproc_per_node}" for r in shared.itertuples()}))
@@ -172,7 +183,7 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
                       samples_figure(r, "epochs")) for r in rows(runs)], ""
     ordered = [c for _, c in sorted(claims, key=lambda oc: oc[0])]
     return ordered, joined_caveats(shared_cores_caveat(runs),
-                                   above_linear_caveat(ordered, runs))
+                                   above_linear_caveat(ordered, runs), startup_sentence(runs))
 
 
 def figure(records: Records):

@@ -131,6 +131,19 @@ def compare(a: Side, b: Side, higher_is_better: bool = True,
             f"{ratio:.2f}, {what} {low:.2f}-{high:.2f}, {_counts(a, b)}; {why})")
 
 
+def judged(a: Side, b: Side, threshold: float = DEFAULT_THRESHOLD) -> str:
+    """A measured change as `diagnose` and its `--try` say it: `compare`'s sentence from
+    MIN_LAUNCHES or more launches a side; with fewer, the ratio with its range and n, and
+    that no direction is named (never "no clear difference" beside a ratio of 22.9)."""
+    if min(a.n, b.n) >= MIN_LAUNCHES:
+        return compare(a, b, threshold=threshold).replace("**", "")
+    if any(math.isnan(v) or v <= 0 for v in (a.median, b.median, a.low, b.low)):
+        return f"{a.name} against {b.name}: no usable values"
+    low, high, what = interval(a, b)
+    return (f"{a.name} x{a.median / b.median:.2f} of {b.name} ({what} {low:.2f}-{high:.2f}, "
+            f"{_counts(a, b)}): no direction from fewer than {MIN_LAUNCHES} launches a side")
+
+
 def faster(a: Side, b: Side, higher_is_better: bool = True,
            threshold: float = DEFAULT_THRESHOLD) -> str | None:
     """The name of the side that is clearly faster by the verdict rule, else None."""

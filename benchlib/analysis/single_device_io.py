@@ -18,7 +18,14 @@ from benchlib.analysis.claims import (
     value,
     work_text,
 )
-from benchlib.analysis.common import spread, with_columns
+from benchlib.analysis.common import (
+    STEADY,
+    WHOLE_EPOCH,
+    hides_startup,
+    spread,
+    startup_sentence,
+    with_columns,
+)
 from benchlib.analysis.sides import compare, faster, side
 from benchlib.reference import SEED000_RAW_OVER_PRELOAD
 
@@ -50,7 +57,19 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
     io = io.astype({c: int for c in INT_PARAMS if c in io}).copy()  # .copy(): one block
     # records without a setup field pool only with each other (groupby drops NaN keys)
     io = io.assign(**{c: io[c].fillna("?") if c in io else "?" for c in SETUP})
-    return with_columns(io, [*SAME_WORK, *KNOBS])
+    return with_rates(with_columns(io, [*SAME_WORK, *KNOBS]))
+
+
+def with_rates(io: pd.DataFrame) -> pd.DataFrame:
+    """`rate`, what the knobs are ranked by: samples/s, or where any run of the same work
+    (SAME_WORK) has a steady rate that hides its start-up, every run's whole-epoch rate
+    (`rate_of` says which): no speedup is taken from a steady rate that hides start-up."""
+    if io.empty or "samples_per_s" not in io:
+        return io
+    keys = [io[k].astype(str) for k in SAME_WORK]
+    whole = hides_startup(io).groupby(keys, dropna=False).transform("any").astype(bool)
+    return io.assign(rate=io["samples_per_s"].where(~whole, io.get("epoch_samples_per_s")),
+                     rate_of=whole.map({True: WHOLE_EPOCH, False: STEADY}))
 
 
 def workers_swept(io: pd.DataFrame) -> pd.DataFrame:
@@ -99,16 +118,16 @@ def best_workers(io: pd.DataFrame) -> pd.DataFrame:
     """Per setup and (dataset, variant, mode) swept over num_workers: the fastest, and each
     setting's speed relative to it. Runs of the same setting (from several studies)
     count as one, by their median."""
-    cols = [*KEYS, "num_workers", "samples_per_s", "others"]
-    per_setting = workers_swept(io).groupby([*KEYS, "num_workers"], as_index=False)[
-        "samples_per_s"].median()
+    cols = [*KEYS, "num_workers", "samples_per_s", "others", "rate_of"]
+    per_setting = workers_swept(io).groupby([*KEYS, "num_workers", "rate_of"], as_index=False)[
+        "rate"].median()
     rows = []
     for key, group in per_setting.groupby(KEYS):
-        best = group.loc[group["samples_per_s"].idxmax()]
-        others = ", ".join(f"{int(w)} workers {sps / best['samples_per_s']:.2f}x"
-                           for w, sps in zip(group["num_workers"], group["samples_per_s"])
+        best = group.loc[group["rate"].idxmax()]
+        others = ", ".join(f"{int(w)} workers {sps / best['rate']:.2f}x"
+                           for w, sps in zip(group["num_workers"], group["rate"])
                            if w != best["num_workers"])
-        rows.append([*key, int(best["num_workers"]), best["samples_per_s"], others])
+        rows.append([*key, int(best["num_workers"]), best["rate"], others, best["rate_of"]])
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -141,15 +160,18 @@ def conclusions(io: pd.DataFrame) -> str:
         return "No single-device IO runs yet (notebook 10, `python -m benchlib io`)."
     parts = []
     for _, b in best_workers(io).iterrows():
+        whole = " over the whole epoch, start-up included" if b["rate_of"] == WHOLE_EPOCH else ""
         parts.append(f"- **{b['dataset']}**, {b['variant']} {b['mode']} on {b['device_name']}: "
                      f"fastest with **num_workers={b['num_workers']}** "
-                     f"({b['samples_per_s']:,.0f} samples/s; {b['others']}).")
+                     f"({b['samples_per_s']:,.0f} samples/s{whole}; {b['others']}).")
     for mode in ("traverse", "train"):
         for setup, ratio in raw_over_preload(io, mode=mode).items():
             parts.append(_ratio_line(io, mode, dict(zip(SETUP, setup)), ratio))
     devices = ", ".join(sorted(set(io["device_name"].dropna())))
     sources = ", ".join(sorted(set(io["data_source"].dropna())))
     parts.append(f"- Measured on {devices}; data: {sources}.")
+    if startup := startup_sentence(io):
+        parts.append(f"- {startup}")
     return "\n".join(parts)
 
 
@@ -197,10 +219,10 @@ def _decoding_line(sides: dict) -> str:
 def headline(io: pd.DataFrame) -> tuple[list[Claim], str]:
     """Per work (data set, mode, model, batch, device, ...): the fastest setting of the
     knobs that were swept, and how many times the slowest one it is."""
-    measured = io[io["samples_per_s"].notna()] if not io.empty else io
+    measured = io[io["rate"].notna()] if not io.empty else io
     claims = []
     for _, group in measured.groupby(SAME_WORK, sort=False, dropna=False):
-        ranked = sorted(rows(group), key=lambda r: -metric(r, "samples_per_s"))
+        ranked = sorted(rows(group), key=lambda r: -metric(r, "rate"))
         best, worst = ranked[0], ranked[-1]
         knobs = [k for k in KNOBS if len({repr(value(r, k)) for r in ranked}) > 1] or KNOBS
         where = f"{value(best, 'dataset')} {value(best, 'mode')}, " + \
@@ -213,7 +235,7 @@ def headline(io: pd.DataFrame) -> tuple[list[Claim], str]:
         claims.append(Claim(f"{where}: {label(best, knobs)} against the slowest, "
                             f"{label(worst, knobs)}",
                             ratio_figure(best, worst, "the samples/s", "repeats")))
-    return claims, ""
+    return claims, startup_sentence(measured)
 
 
 def figure(records: Records):

@@ -1,9 +1,12 @@
-"""`benchlib diagnose RUN_ID|LABEL ... [--try]`: what holds each run back, the evidence,
-and the change that helps (benchlib.diagnose.rules); `--try` runs the run's own row
-again with that change and reports the measured difference with its interval."""
+"""`benchlib diagnose RUN_ID|LABEL ... [--try [--launches N]]`: what holds each run back,
+the evidence, and the change that helps (benchlib.diagnose.rules); on a failed run, its
+error and its log. `--try` relaunches the run's own row and the row with that change,
+interleaved (original, changed, original, ...), N launches a side, and reports the
+measured difference by the one verdict rule: a direction only from 5 or more a side."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import benchlib.cli.common as common
@@ -15,8 +18,11 @@ def add_parser(sub) -> None:
     p.add_argument("runs", nargs="+", metavar="RUN_ID|LABEL",
                    help="a run id (or its start), or a result set's label: each of its runs")
     p.add_argument("--try", dest="try_change", action="store_true",
-                   help="run each diagnosed row again with the suggested change and report "
-                        "the measured samples/s against the original, with its interval")
+                   help="relaunch each diagnosed row and the row with the suggested change, "
+                        "interleaved, and report the measured samples/s of the two with "
+                        "their interval")
+    p.add_argument("--launches", type=int, default=1,
+                   help="with --try: launches a side (5 or more for a direction; default 1)")
     p.add_argument("--outputs", help=common.OUTPUTS_HELP)
     p.set_defaults(func=cmd_diagnose)
 
@@ -34,19 +40,38 @@ def chosen(records: list[dict[str, Any]], wanted: list[str]) -> list[dict[str, A
     return out
 
 
+def failed_text(record: dict[str, Any]) -> str:
+    """A failed run: its error and where its log is."""
+    error = record.get("error") or {}
+    message = error.get("message") or error.get("type") or "no error recorded"
+    lines = [f"{record['run_id']}: failed ({record.get('study')}): {message}"]
+    log = error.get("log") or next(iter(re.findall(r"logs?: (\S+?);?$", message)), None)
+    if log:
+        lines.append(f"  log: {log}")
+    if record.get("executed_notebook"):
+        lines.append(f"  notebook: {record['executed_notebook']}")
+    return "\n".join(lines)
+
+
 def cmd_diagnose(args) -> int:
     from benchlib.diagnose import rules
     from benchlib.records import results
     from benchlib.records.read import read_records
 
+    if args.launches < 1:
+        raise UsageError(f"launches: must be >= 1, got {args.launches}")
     folder = common.outputs(args) / "results"
     records = read_records(folder)
     frame = results.frame(records)
     shown = 0
     for record in chosen(records, args.runs):
+        if record.get("status") != "ok":
+            print(failed_text(record))
+            shown += 1
+            continue
         if rules.column(record) == "":
             print(f"{record['run_id']}: not a training run with step times "
-                  f"({record.get('study')}, {record.get('status')}): nothing to diagnose")
+                  f"({record.get('study')}): nothing to diagnose")
             continue
         bed = (record.get("testbed") or {}).get("id")
         same = frame[frame["testbed_id"] == bed] if bed and not frame.empty else None
@@ -58,25 +83,57 @@ def cmd_diagnose(args) -> int:
     return 0 if shown else 2
 
 
+def _prefetched_only(params: dict[str, Any]) -> str:
+    """Why a row's timed window would hold only batches prefetched at start-up, or ''."""
+    from benchlib.core.loops import PREFETCH_FACTOR
+
+    steps, workers = params.get("max_steps") or 0, params.get("num_workers") or 0
+    if steps and workers and steps <= PREFETCH_FACTOR * workers:
+        return (f"{workers} workers prefetch {PREFETCH_FACTOR * workers} batches at start-up, "
+                f"and max_steps {steps} times no other: give max_steps above "
+                f"{PREFETCH_FACTOR * workers} (with warmup_steps past them)")
+    return ""
+
+
 def try_change(record: dict[str, Any], found, args) -> str:
-    """The record's row again with the diagnosis' change, and the verdict on the two."""
-    from benchlib.analysis.sides import compare, side
+    """The record's row and the row with the diagnosis' change, relaunched in turn
+    (`--launches` a side), and the verdict on the two."""
+    from benchlib.analysis.sides import judged, side
+    from benchlib.config import studies
     from benchlib.records import results
     from benchlib.runs import params, sweep
 
     if not found.try_params:
         return "  try: no change to measure for this verdict"
-    notebook = record["notebook"]
-    if not notebook.endswith(".ipynb"):
-        return f"  try: {notebook} is not a notebook row; run the suggested command"
-    table = f"{record['table']}_try"
-    row = params.single_row(notebook, {**record["params"], **found.try_params}, table)
-    params.preflight([row])
-    sweep.run_plan([row], common.outputs(args), progress=False)
-    new = results.find_record(common.outputs(args) / "results", row.table, row.run_id)
+    entry = studies.of_notebook_entry(record["notebook"])
+    if entry is None or not entry.module:
+        return f"  try: {record['notebook']} is not a notebook row; run the suggested command"
     change = ", ".join(f"{k}={v}" for k, v in found.try_params.items())
-    if new.get("status") != "ok":
-        return f"  try {change}: the row failed ({(new.get('error') or {}).get('message')})"
-    before, after = (results.frame([r]) for r in (record, new))
-    text = compare(side(change, after), side("as it ran", before)).replace("**", "")
-    return f"  try {change} (run {new['run_id']}): samples/s {text}"
+    tried = {**record["params"], **found.try_params}
+    for what, p in (("the original row", record["params"]), (change, tried)):
+        if why := _prefetched_only(p):
+            return f"  try {change}: refused: {what} would time only prefetched batches: {why}"
+    table = f"{record['table']}_try"
+    rows = [params.single_row(entry.notebook, p, table) for p in (record["params"], tried)]
+    params.preflight(rows)
+    runs: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
+    for _ in range(args.launches):  # original, changed, original, changed, ...
+        for i, row in enumerate(rows):
+            runs[i].append(sweep.run_row(row, common.outputs(args)))
+    failed = [r for r in runs[0] + runs[1] if r["status"] != "ok"]
+    if failed:
+        return (f"  try {change}: {len(failed)} launch(es) failed "
+                f"({(failed[0].get('error') or {}).get('message')})")
+    prefetched = [r["run_id"] for r in runs[0] + runs[1]
+                  if (r.get("metrics") or {}).get("window_prefetched_only")]
+    if prefetched:
+        return (f"  try {change}: no figure: the timed windows of {', '.join(prefetched)} held "
+                "only batches prefetched at start-up")
+    before, after = (results.frame(runs[i]) for i in (0, 1))
+    col, unit = "samples_per_s", "samples/s"
+    if any((r.get("metrics") or {}).get("startup_hidden") for r in runs[0] + runs[1]):
+        col, unit = "epoch_samples_per_s", "whole-epoch samples/s (a steady rate hides start-up)"
+    text = judged(side(change, after, col), side("as it ran", before, col))
+    ids = ", ".join(r["run_id"] for r in runs[1])
+    return (f"  try {change} ({args.launches} launch{'es' if args.launches > 1 else ''} a side, "
+            f"interleaved with the row as it ran; runs {ids}): {unit} {text}")

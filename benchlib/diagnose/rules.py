@@ -1,31 +1,37 @@
 """What holds a run back, and which measured change helps (`python -m benchlib diagnose`, a
 column of the report's run tables).
 
-A training record carries the evidence: each step's data wait and compute time, each
-rank's mean step (a straggler), DDP's all-reduce per step and the part of it backward
-does not hide (benchlib.distributed.comm_timer), CUDA's allocation retries and OOMs, and
-how busy the host was at the start; where the run left Kineto traces (`export_trace`),
-Holistic Trace Analysis' breakdowns of them on a CUDA run (benchlib.diagnose.traces).
-The bottleneck is the first of these rules that holds:
+A training record carries the evidence: the start-up beside the steady rate (the first
+batch's wait, the whole-epoch rate), each share of a step (waiting for data, DDP's
+all-reduce nothing hid, the rank's own compute) and the slowest rank's skew over the
+others, each with its spread over steps and ranks (benchlib.core.throughput), CUDA's
+allocation retries and OOMs, and how busy the host was at the start; where the run left
+Kineto traces (`export_trace`), Holistic Trace Analysis' breakdowns of them on a CUDA run
+(benchlib.diagnose.traces). The bottleneck is the first of these rules that holds:
 
+  host-contended        at the start, the host's 1-minute load exceeded its cores or other
+                        tasks were running on every core (benchlib.core.hostload): named
+                        before any other cause, whose figures include the contention
+  start-up-bound        the steady rate is more than STARTUP_GAP x the whole-epoch rate
   straggler             one rank's own work a step >= STRAGGLER x the other ranks' median,
                         its extra time >= STRAGGLER_SHARE of a step
-  input-bound           >= INPUT_SHARE of each step waits for data
+  input-bound           >= INPUT_SHARE of each step waits for data (not from a window of
+                        batches prefetched at start-up only)
   communication-bound   >= COMM_SHARE of each step is all-reduce nothing hides
   memory-bound          the allocator retried (freed its cache to find room) or ran out
-  host-contended        at the start, the host's 1-minute load exceeded its cores or other
-                        tasks were running on every core (benchlib.core.hostload)
   checkpoint-stalled    saving checkpoints stalled training > CHECKPOINT_SHARE of the wall time
   launch-bound          a CUDA step shorter than LAUNCH_S: kernels too small to fill the GPU
   compute-bound         >= COMPUTE_SHARE of each step computes
   no single bottleneck  none of the above
 
-A run on a busy host carries that caveat whatever its bottleneck. The advice names the
-change and, where records of the same testbed measured it, the measured ratio; else the
-row to run to find out (`diagnose --try` runs it and reports the change with an interval):
-more DataLoader workers, a doubled batch, amp_bf16, for a straggler that is the last
-rank of one node, one rank fewer (the slow one left out), and for checkpoint stalls an
-asynchronous save or Young/Daly's interval (`benchlib project --mtbf`).
+A share (or the skew) holds its rule when its whole spread is at or above the threshold;
+where the spread straddles it the verdict is "borderline: X or Y" (Y what the rules after
+it give), never X alone. Where a run's communication is unknown (FSDP2, Lightning, DDP
+without the comm hook) no communication verdict is drawn, and a compute share that would
+hold is "borderline: compute-bound or communication-bound". The thresholds' basis and the
+cases built to check them are in docs/diagnose.md. The advice (benchlib.diagnose.advice)
+quotes what records of the same work measured, else the command that measures it; for
+checkpoint stalls, an asynchronous save or Young/Daly's interval (`benchlib project --mtbf`).
 """
 
 from __future__ import annotations
@@ -37,7 +43,9 @@ from typing import Any
 import pandas as pd
 
 from benchlib.core import hostload
-from benchlib.diagnose import traces
+from benchlib.core.stats import STARTUP_GAP
+from benchlib.core.throughput import startup_text
+from benchlib.diagnose import advice, traces
 
 STRAGGLER = 1.25  # a rank this many times the other ranks' median
 STRAGGLER_SHARE = 0.20  # and its extra time at least this share of a step (not noise)
@@ -48,9 +56,10 @@ LAUNCH_S = 0.002  # 2 ms: below this a CUDA step is mostly launch overhead
 CHECKPOINT_SHARE = 0.05  # saves stalling training this share of its wall time (issue 41)
 TRAINING_STUDIES = ("dp_vs_ddp", "multinode_lightning", "framework_comparison",
                     "transformer_training", "single_device_io", "gpu_check", "fault_tolerance")
-BOTTLENECKS = ("straggler", "input-bound", "communication-bound", "memory-bound",
-            "host-contended", "checkpoint-stalled", "launch-bound", "compute-bound",
-            "no single bottleneck")
+BOTTLENECKS = ("host-contended", "start-up-bound", "straggler", "input-bound",
+               "communication-bound", "memory-bound", "checkpoint-stalled", "launch-bound",
+               "compute-bound", "no single bottleneck")
+HOLDS, STRADDLES, FAILS = "holds", "straddles", "fails"
 
 
 @dataclass
@@ -71,17 +80,56 @@ class Diagnosis:
         return "\n".join(lines)
 
 
-def _median(values: list[float]) -> float | None:
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
+@dataclass(frozen=True)
+class Share:
+    """A share of a step (or the skew) with its spread; low = high where none was kept."""
+
+    value: float
+    low: float
+    high: float
+    spread: bool = True
+
+    def state(self, threshold: float) -> str:
+        return HOLDS if self.low >= threshold else FAILS if self.high < threshold else STRADDLES
+
+    def pct(self) -> str:
+        return f"{self.value:.0%}" + (f" ({self.low:.0%}-{self.high:.0%})" if self.spread else "")
+
+
+def _share(m: dict[str, Any], name: str, fallback: float | None) -> Share | None:
+    """`name` with its spread as the record keeps it, else the point `fallback` (an older
+    record, or one built by hand)."""
+    if m.get(name) is not None and m.get(f"{name}_low") is not None:
+        return Share(m[name], m[f"{name}_low"], m[f"{name}_high"])
+    return None if fallback is None else Share(fallback, fallback, fallback, spread=False)
+
+
+def shares(m: dict[str, Any]) -> dict[str, Share | None]:
+    """data, compute and exposed communication as shares of a step, with their spread over
+    steps and ranks where the record keeps it; else from rank 0's mean times."""
+    data, compute = m.get("data_s"), m.get("compute_s")
+    point = {"data": None, "compute": None, "comm": None}
+    if data is not None and compute is not None and data + compute > 0:
+        step = data + compute
+        exposed = m.get("comm_exposed_s")  # inside compute_s: the step's wait for the all-reduce
+        point = {"data": data / step, "compute": max(compute - (exposed or 0.0), 0.0) / step,
+                 "comm": exposed / step if exposed is not None else None}
+    return {"data": _share(m, "data_share", point["data"]),
+            "compute": _share(m, "compute_share", point["compute"]),
+            "comm": _share(m, "comm_share", point["comm"])}
 
 
 def rank_steps(record: dict[str, Any]) -> list[float]:
-    """Each rank's own work per step: its mean step (the median over the record's epochs),
-    less the all-reduce time nothing hid on that rank. In synchronous DDP every rank's step
-    lasts as long as the slowest's, the fast ones waiting inside the all-reduce: without
-    that wait taken out, a straggler would not show."""
-    epochs = [e.get("rank_step_s") for e in (record.get("details") or {}).get("epochs", [])]
+    """Each rank's own work per step, the median over the record's epochs: as each epoch
+    keeps it (`rank_own_s`), else its mean step less the all-reduce time nothing hid on
+    that rank. In synchronous DDP every rank's step lasts as long as the slowest's, the
+    fast ones waiting inside the all-reduce: without that wait taken out, a straggler
+    would not show."""
+    kept = (record.get("details") or {}).get("epochs", [])
+    own = [e["rank_own_s"] for e in kept if isinstance(e.get("rank_own_s"), list) and e["rank_own_s"]]
+    if own:
+        return [statistics.median(o[r] for o in own) for r in range(len(own[0]))]
+    epochs = [e.get("rank_step_s") for e in kept]
     epochs = [e for e in epochs if isinstance(e, list) and e]
     if not epochs:
         return []
@@ -92,103 +140,164 @@ def rank_steps(record: dict[str, Any]) -> list[float]:
     return steps
 
 
-def shares(m: dict[str, Any]) -> dict[str, float | None]:
-    """data, compute and exposed communication as shares of a step (rank 0's)."""
-    data, compute = m.get("data_s"), m.get("compute_s")
-    if data is None or compute is None or data + compute <= 0:
-        return {"data": None, "compute": None, "comm": None}
-    step = data + compute
-    exposed = m.get("comm_exposed_s")  # inside compute_s: the step's wait for the all-reduce
-    own = compute - (exposed or 0.0)
-    return {"data": data / step, "compute": max(own, 0.0) / step,
-            "comm": exposed / step if exposed is not None else None}
+def skew_of(record: dict[str, Any]) -> tuple[int, Share, float] | None:
+    """(the slowest rank, its skew over the others with its spread, its extra time as a
+    share of a step), for a run of several ranks."""
+    m, steps = record.get("metrics") or {}, rank_steps(record)
+    if len(steps) < 2:
+        return None
+    slowest = max(range(len(steps)), key=steps.__getitem__)
+    others = statistics.median(s for r, s in enumerate(steps) if r != slowest)
+    # the others did nothing of their own (all waiting): any work of the slowest's stands out
+    point = steps[slowest] / others if others > 0 else (float("inf") if steps[slowest] else 1.0)
+    skew = _share(m, "rank_skew", point)
+    step = (m.get("data_s") or 0) + (m.get("compute_s") or 0)
+    return slowest, skew, (steps[slowest] - others) / step if step > 0 else 0.0
+
+
+def _seconds(v: float | None) -> str:
+    """'2.15 s', '3.2 ms', '6 µs'."""
+    if v is None:
+        return "?"
+    return f"{v:.3g} s" if v >= 1 else f"{v * 1e3:.3g} ms" if v >= 1e-3 else f"{v * 1e6:.3g} µs"
+
+
+def _evidence(record: dict[str, Any], part: dict[str, Share | None], skewed) -> list[str]:
+    m = record.get("metrics") or {}
+    lines = []
+    if m.get("epoch_samples_per_s") is not None and m.get("samples_per_s") is not None:
+        lines.append(f"start-up: first batch after {_seconds(m.get('first_batch_s'))}; "
+                     f"{m['epoch_samples_per_s']:,.0f} samples/s over the whole epoch against "
+                     f"{m['samples_per_s']:,.0f} steady ({m.get('startup_gap', 0):.1f}x)"
+                     + ("; the steady rate hides it" if m.get("startup_hidden") else ""))
+    if m.get("window_prefetched_only"):
+        lines.append(f"the timed window held only batches the workers prefetched at start-up "
+                     f"({m.get('steps')} steps an epoch): no input verdict from it; a longer "
+                     "window (max_steps) measures what the workers supply")
+    if part["data"] is not None:
+        spread = " (95% interval over steps and ranks)" if part["data"].spread else ""
+        lines.append(f"each step: {part['data'].pct()} waiting for data, "
+                     f"{part['compute'].pct()} computing{spread} (data "
+                     f"{m['data_s'] * 1e3:.1f} ms, compute {m['compute_s'] * 1e3:.1f} ms, rank 0)")
+    if m.get("comm_s") is not None:
+        hidden = m.get("comm_hidden_fraction")
+        lines.append(f"all-reduce {m['comm_s'] * 1e3:.1f} ms a step, "
+                     f"{m['comm_exposed_s'] * 1e3:.1f} ms of it not hidden by backward"
+                     + (f" ({hidden:.0%} hidden)" if hidden is not None else "")
+                     + (f": {part['comm'].pct()} of a step" if part["comm"] else ""))
+    if m.get("comm_unknown"):
+        lines.append(f"communication unknown: {m['comm_unknown']}; the compute share includes it")
+    trace_dir = (record.get("details") or {}).get("trace_dir")
+    if trace_dir:  # HTA's view of the same steps, where it can see them
+        lines += traces.evidence(trace_dir)
+    if skewed is not None:
+        slowest, skew, _ = skewed
+        lines.append(f"each rank's own work a step: "
+                     f"{', '.join(f'{s * 1e3:.0f}' for s in rank_steps(record))} ms; the slowest "
+                     f"(rank {slowest}) {skew.value:.2f}x the others' median"
+                     + (f" ({skew.low:.2f}-{skew.high:.2f} over steps)" if skew.spread else ""))
+    if m.get("alloc_retries") is not None:
+        lines.append(f"CUDA allocator: {m['alloc_retries']} retries, {m.get('ooms')} OOMs, "
+                     f"peak reserved {m.get('peak_reserved_bytes', 0) / 2**30:.1f} GiB")
+    load = (record.get("host_load") or {}).get("start") or {}
+    if load:
+        lines.append(f"host at start: {hostload.figures(load)}")
+    stalled = m.get("checkpoint_stall_share")
+    if stalled is not None:
+        lines.append(f"checkpoint saves stalled training {stalled:.1%} of its wall time "
+                     f"({m.get('checkpoints_written')} saves, {m.get('checkpoint_mode')}, "
+                     f"{_seconds(m.get('checkpoint_blocking_s') or 0)} each)")
+    return lines
+
+
+def _rules(record: dict[str, Any], part: dict[str, Share | None], skewed) -> list[tuple]:
+    """(verdict, state, its borderline partner or None) of each rule, in order."""
+    m = record.get("metrics") or {}
+    busy = bool((record.get("host_load") or {}).get("busy"))
+    unknown = bool(m.get("comm_unknown"))
+
+    def by(share: Share | None, threshold: float) -> str:
+        return FAILS if share is None else share.state(threshold)
+
+    straggler = FAILS
+    if skewed is not None and skewed[2] >= STRAGGLER_SHARE:
+        straggler = skewed[1].state(STRAGGLER)
+    cuda_step = m.get("batch_s") if m.get("device_type") == "cuda" else None
+    compute = by(part["compute"], COMPUTE_SHARE)
+    return [
+        ("host-contended", HOLDS if busy else FAILS, None),
+        ("start-up-bound", HOLDS if m.get("startup_hidden") else FAILS, None),
+        ("straggler", straggler, None),
+        ("input-bound", FAILS if m.get("window_prefetched_only")
+         else by(part["data"], INPUT_SHARE), None),
+        ("communication-bound", FAILS if unknown else by(part["comm"], COMM_SHARE), None),
+        ("memory-bound", HOLDS if (m.get("alloc_retries") or 0) > 0 or (m.get("ooms") or 0) > 0
+         else FAILS, None),
+        ("checkpoint-stalled", HOLDS if (m.get("checkpoint_stall_share") or 0) > CHECKPOINT_SHARE
+         else FAILS, None),
+        ("launch-bound", HOLDS if cuda_step is not None and cuda_step < LAUNCH_S else FAILS, None),
+        # the compute share of a run whose communication is unknown includes it
+        ("compute-bound", STRADDLES if unknown and compute != FAILS else compute,
+         "communication-bound" if unknown else None),
+    ]
+
+
+def verdict(rules: list[tuple]) -> tuple[str, str]:
+    """(bottleneck, the rule it came from): the first rule that holds; where the first
+    that does not fail straddles its threshold, 'borderline: X or Y'."""
+    live = [(name, state, partner) for name, state, partner in rules if state != FAILS]
+    if not live:
+        return "no single bottleneck", ""
+    name, state, partner = live[0]
+    if state == HOLDS:
+        return name, name
+    other = partner or (live[1][0] if len(live) > 1 else "no single bottleneck")
+    return f"borderline: {name} or {other}", name
 
 
 def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -> Diagnosis:
     """The bottleneck of one record, its evidence lines and the advice (measured where
-    `same_testbed`, a frame of this testbed's records, holds the change)."""
+    `same_testbed`, a frame of this testbed's records, holds the same work changed)."""
     m, p = record.get("metrics") or {}, record.get("params") or {}
-    d = Diagnosis(record.get("run_id", "?"), "no single bottleneck")
-    part = shares(m)
-    steps = rank_steps(record)
-    load = (record.get("host_load") or {}).get("start") or {}
-    busy = bool((record.get("host_load") or {}).get("busy"))
-    if part["data"] is not None:
-        d.evidence.append(f"each step: {part['data']:.0%} waiting for data, "
-                          f"{part['compute']:.0%} computing (data {m['data_s'] * 1e3:.1f} ms, "
-                          f"compute {m['compute_s'] * 1e3:.1f} ms, rank 0)")
-    if m.get("comm_s") is not None:
-        hidden = m.get("comm_hidden_fraction")
-        d.evidence.append(f"all-reduce {m['comm_s'] * 1e3:.1f} ms a step, "
-                          f"{m['comm_exposed_s'] * 1e3:.1f} ms of it not hidden by backward"
-                          + (f" ({hidden:.0%} hidden)" if hidden is not None else ""))
-    trace_dir = (record.get("details") or {}).get("trace_dir")
-    if trace_dir:  # HTA's view of the same steps, where it can see them
-        d.evidence += traces.evidence(trace_dir)
-    skew, extra = None, 0.0
-    if len(steps) > 1:
-        slowest = max(range(len(steps)), key=steps.__getitem__)
-        others = statistics.median(s for r, s in enumerate(steps) if r != slowest)
-        # the others did nothing of their own (all waiting): any work of the slowest's stands out
-        skew = steps[slowest] / others if others > 0 else (float("inf") if steps[slowest] else 1.0)
-        step = (m.get("data_s") or 0) + (m.get("compute_s") or 0)
-        extra = (steps[slowest] - others) / step if step > 0 else 0.0
-        d.evidence.append(f"each rank's own work a step: "
-                          f"{', '.join(f'{s * 1e3:.0f}' for s in steps)} ms; the slowest (rank "
-                          f"{slowest}) {skew:.2f}x the others' median")
-    if m.get("alloc_retries") is not None:
-        d.evidence.append(f"CUDA allocator: {m['alloc_retries']} retries, {m.get('ooms')} OOMs, "
-                          f"peak reserved {m.get('peak_reserved_bytes', 0) / 2**30:.1f} GiB")
-    if load:
-        d.evidence.append(f"host at start: {hostload.figures(load)}")
-    stalled = m.get("checkpoint_stall_share")
-    if stalled is not None:
-        d.evidence.append(f"checkpoint saves stalled training {stalled:.1%} of its wall time "
-                          f"({m.get('checkpoints_written')} saves, {m.get('checkpoint_mode')}, "
-                          f"{(m.get('checkpoint_blocking_s') or 0):.3g} s each)")
-    if busy:
-        d.caveat = ("the host was busy when the run started: every figure includes the "
-                    "contention; rerun on a quiet host before acting on it")
-
-    if skew is not None and skew >= STRAGGLER and extra >= STRAGGLER_SHARE:
-        d.bottleneck = "straggler"
-        nproc = len(steps)
-        d.advice = (f"rank {slowest} is {skew:.2f}x the other ranks: find the slow device or "
-                    f"node with {_doctor_command(p, nproc)}, then leave it out or fix it")
+    part, skewed = shares(m), skew_of(record)
+    rules = _rules(record, part, skewed)
+    bottleneck, rule = verdict(rules)
+    d = Diagnosis(record.get("run_id", "?"), bottleneck, _evidence(record, part, skewed))
+    if bottleneck.startswith("borderline"):
+        d.advice = _borderline_advice(rule, part, skewed, m)
+    elif rule == "host-contended":
+        rest, _ = verdict(rules[1:])
+        d.advice = ("rerun on a quiet host (or a node of its own: sbatch --exclusive); its "
+                    f"figures alone would read {rest}, which the contention may have made")
+    elif rule == "start-up-bound":
+        d.advice = advice.startup_advice(record)
+    elif rule == "straggler":
+        slowest, skew, _ = skewed
+        nproc = len(rank_steps(record))
+        d.advice = (f"rank {slowest} is {skew.value:.2f}x the other ranks: find the slow device "
+                    f"or node with {_doctor_command(p, nproc)}, then leave it out or fix it")
         # one node whose last rank is the slow one: fewer ranks per node leave exactly it out
         if p.get("nproc_per_node") == nproc and slowest == nproc - 1 and nproc > 1:
             d.try_params = {"nproc_per_node": nproc - 1}
-    elif part["data"] is not None and part["data"] >= INPUT_SHARE:
-        d.bottleneck = "input-bound"
-        d.advice, d.try_params = _input_advice(p, same_testbed)
-    elif part["comm"] is not None and part["comm"] >= COMM_SHARE:
-        d.bottleneck = "communication-bound"
-        d.advice = (f"{part['comm']:.0%} of each step is all-reduce backward does not hide: a "
-                    "larger batch per device (fewer all-reduces per sample), FSDP2 or gradient "
-                    "compression; check the link with `python -m benchlib allreduce`")
-        batch = p.get("batch_size")
-        if batch:
-            d.try_params = {"batch_size": 2 * int(batch)}
-    elif (m.get("alloc_retries") or 0) > 0 or (m.get("ooms") or 0) > 0:
-        d.bottleneck = "memory-bound"
+    elif rule == "input-bound":
+        d.advice, d.try_params = advice.input_advice(record, same_testbed)
+    elif rule == "communication-bound":
+        d.advice, d.try_params = advice.comm_advice(record, part["comm"].value, same_testbed)
+    elif rule == "memory-bound":
         d.advice = (f"the allocator retried {m.get('alloc_retries')} times: the batch is near "
                     f"the memory's edge; `python -m benchlib maxbatch --model {p.get('model')}` "
                     "finds the largest that trains, activation checkpointing (notebook 50) "
                     "trades compute for memory")
-    elif busy:
-        d.bottleneck = "host-contended"
-        d.advice = "rerun on a quiet host (or a node of its own: sbatch --exclusive)"
-    elif stalled is not None and stalled > CHECKPOINT_SHARE:
-        d.bottleneck = "checkpoint-stalled"
+    elif rule == "checkpoint-stalled":
         d.advice, d.try_params = _checkpoint_advice(m, p, record.get("run_id", "RUN"))
-    elif m.get("device_type") == "cuda" and m.get("batch_s") is not None \
-            and m["batch_s"] < LAUNCH_S:
-        d.bottleneck = "launch-bound"
+    elif rule == "launch-bound":
         d.advice = (f"a step takes {m['batch_s'] * 1e3:.2f} ms: too little work per kernel "
                     "launch; a larger batch, or torch.compile (fewer, fused kernels)")
-    elif part["compute"] is not None and part["compute"] >= COMPUTE_SHARE:
-        d.bottleneck = "compute-bound"
-        d.advice, d.try_params = _compute_advice(m, p, same_testbed)
+    elif rule == "compute-bound":
+        d.advice, d.try_params = advice.compute_advice(record, same_testbed)
+    hidden = startup_text(m)
+    if hidden and rule != "start-up-bound":
+        d.caveat = hidden
     return d
 
 
@@ -205,6 +314,24 @@ def _checkpoint_advice(m: dict[str, Any], p: dict[str, Any],
     return how, ({"checkpoint_every": 2 * int(every)} if every else {})
 
 
+def _borderline_advice(rule: str, part: dict, skewed, m: dict[str, Any]) -> str:
+    """Why no verdict: the share whose spread straddles its threshold, and what narrows it."""
+    if rule == "compute-bound" and m.get("comm_unknown"):
+        return (f"{m['comm_unknown']}, so computing and communicating are not told apart "
+                f"({part['compute'].pct()} of a step is both)")
+    share, threshold, what = {
+        "straggler": (skewed[1] if skewed else None, STRAGGLER, "the slowest rank's skew"),
+        "input-bound": (part["data"], INPUT_SHARE, "the data share"),
+        "communication-bound": (part["comm"], COMM_SHARE, "the all-reduce share"),
+        "compute-bound": (part["compute"], COMPUTE_SHARE, "the compute share"),
+    }[rule]
+    shown = f"{share.low:.2f}-{share.high:.2f}x" if rule == "straggler" else \
+        f"{share.low:.0%}-{share.high:.0%}"
+    limit = f"{threshold:.2f}x" if rule == "straggler" else f"{threshold:.0%}"
+    return (f"{what} spans {shown} over steps and ranks, across the {limit} threshold: no "
+            "verdict from this run; more steps (max_steps) or a quieter host narrow it")
+
+
 def _doctor_command(p: dict, ranks: int) -> str:
     """`doctor --health` over the run's layout: its nodes, the ranks of each; inside a
     Slurm job for a run launched with srun."""
@@ -215,49 +342,6 @@ def _doctor_command(p: dict, ranks: int) -> str:
     return f"`{command}{f' --nnodes {nnodes}' if nnodes > 1 else ''}`"
 
 
-def _input_advice(p: dict[str, Any], same: pd.DataFrame | None) -> tuple[str, dict[str, Any]]:
-    """More DataLoader workers: the best this testbed measured in the IO study, else the
-    row to run."""
-    workers = int(p.get("num_workers") or 0)
-    wanted = max(4, 2 * workers)
-    measured = ""
-    if same is not None and not same.empty and "num_workers" in same:
-        io = same[(same.get("study") == "single_device_io") & (same["status"] == "ok")
-                  & same["samples_per_s"].notna()]
-        base = io[io["num_workers"] == workers]
-        more = io[io["num_workers"] > workers]
-        if not base.empty and not more.empty:
-            best = more.loc[more["samples_per_s"].idxmax()]
-            ratio = best["samples_per_s"] / base["samples_per_s"].median()
-            wanted = int(best["num_workers"])
-            measured = (f"; on this testbed num_workers={wanted} measured {ratio:.1f}x "
-                        f"num_workers={workers}'s samples/s (run {best['run_id']})")
-    advice = (f"more DataLoader workers (now {workers}){measured}: "
-              f"`python -m benchlib run 10_single_device_io -p num_workers {wanted}`")
-    return advice, {"num_workers": wanted}
-
-
-def _compute_advice(m: dict[str, Any], p: dict[str, Any],
-                    same: pd.DataFrame | None) -> tuple[str, dict[str, Any]]:
-    """Less arithmetic per step or faster arithmetic: bf16 (where fp32 ran), measured on
-    this testbed by notebook 40 when it has both."""
-    precision = p.get("precision", "fp32")
-    if precision != "fp32":
-        return ("the device is busy computing: fewer FLOPs per sample (a smaller model or "
-                "input) or more devices; `torch.compile` fuses what remains", {})
-    measured = ""
-    if same is not None and not same.empty and "precision" in same:
-        fw = same[(same.get("study") == "framework_comparison") & (same["status"] == "ok")]
-        if not fw.empty:
-            fp32 = fw[fw["precision"] == "fp32"]["samples_per_s"].median()
-            bf16 = fw[fw["precision"] == "amp_bf16"]["samples_per_s"].median()
-            if pd.notna(fp32) and pd.notna(bf16) and fp32 > 0:
-                measured = f"; on this testbed amp_bf16 measured {bf16 / fp32:.2f}x fp32 (notebook 40)"
-    on = "GPU" if m.get("device_type") == "cuda" else "CPU"
-    return (f"the {on} computes most of each step: mixed precision (precision amp_bf16){measured}",
-            {"precision": "amp_bf16"})
-
-
 def column(record: dict[str, Any]) -> str:
     """The bottleneck as the report's run tables show it ("" for a record it does not apply to)."""
     if record.get("status") != "ok" or record.get("study") not in TRAINING_STUDIES:
@@ -266,3 +350,6 @@ def column(record: dict[str, Any]) -> str:
     if m.get("data_s") is None and m.get("compute_s") is None:
         return ""
     return diagnose(record).bottleneck
+
+
+__all__ = ["BOTTLENECKS", "STARTUP_GAP", "Diagnosis", "column", "diagnose", "shares"]

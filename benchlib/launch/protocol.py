@@ -100,13 +100,33 @@ def redirect_output(log_dir: str | None, rank: int) -> None:
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
 
 
+def error_line(error: BaseException) -> str:
+    """The exception's last line, as a traceback ends: 'ValueError: item 280 is bad' (an
+    error a DataLoader worker raised arrives wrapped, its own last line at the end)."""
+    name = type(error).__name__
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return name
+    last = lines[-1]
+    return last if re.match(rf"\w*{name}: ", last) else f"{name}: {last}"
+
+
 def mark_failed(log_dir: str | None, rank: int, error: BaseException) -> None:
-    """Leave <log_dir>/rank<R>.failed with the time of the failure: when one rank's
-    failure makes the others fail too, the launcher blames the earliest."""
+    """Leave <log_dir>/rank<R>.failed with the time of the failure and the exception's last
+    line: when one rank's failure makes the others fail too, the launcher blames the
+    earliest, and names its error."""
     if log_dir:
         atomic.write_json(Path(log_dir) / f"rank{rank}.failed",
                           {"time": time.time(), "host": socket.gethostname(),
-                           "error": f"{type(error).__name__}: {error}"[:500]})
+                           "error": error_line(error)[:500]})
+
+
+def failure_error(log_dir: Path, rank: int | None) -> str | None:
+    """The error line rank `rank` left in its failure mark, if it left one."""
+    mark = Path(log_dir) / f"rank{rank}.failed"
+    if rank is None or not mark.exists():
+        return None
+    return json.loads(mark.read_text()).get("error")
 
 
 def clear_failed(log_dir: str | None, rank: int) -> None:

@@ -175,7 +175,9 @@ def supervise(processes: list[Process], log_dir: Path, timeout_s: float) -> None
                     did, todo = protocol.after_preemption(protocol.checkpoint_note(
                         log_dir / protocol.PREEMPTED_NOTE_FILE))
                     what, code = f"was preempted (SIGTERM); {did}: {todo}", PREEMPTED_EXIT_CODE
-                raise LaunchError(f"{who} on {host} {what}; log: {log}", rank, host, code, log)
+                error = protocol.failure_error(log_dir, rank)  # its last exception line
+                raise LaunchError(f"{who} on {host} {what}{f': {error}' if error else ''}; "
+                                  f"log: {log}", rank, host, code, log)
             if all(c == 0 for c in codes):
                 return
             if time.monotonic() > deadline:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.core.stats import summarize
-from benchlib.core.throughput import PER_EPOCH
+from benchlib.core.throughput import window_figures
 from benchlib.launch.launcher import launch
 
 
@@ -32,7 +32,8 @@ def per_launch(launched: list[Any]) -> list[dict[str, Any]]:
 def figures(repeat_mode: str, launched: list[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """(metrics, details) of a row's launches (each a launch() result): samples/s
     summarized over epochs or over launches as `repeat_mode` says, the other per-epoch
-    times as medians over every epoch, and the launches' wall time."""
+    times as medians over every epoch, the shares of a step with the widest spread of any
+    epoch, the start-up gap, and the launches' wall time."""
     epochs = [{**e, "repeat": r} for r, out in enumerate(launched)
               for e in out.result["details"]["epochs"]]
     launches = per_launch(launched)
@@ -41,9 +42,7 @@ def figures(repeat_mode: str, launched: list[Any]) -> tuple[dict[str, Any], dict
                            independent=repeat_mode == "process"),
                "launch_s": statistics.median(out.wall_s for out in launched),
                "launches": len(launched)}
-    for name in PER_EPOCH:
-        if epochs and all(name in e for e in epochs):
-            metrics[name] = summarize([e[name] for e in epochs], name)[name]
+    metrics.update(window_figures(epochs, metrics["samples_per_s"]))
     return metrics, {"epochs": epochs, "launches": launches}
 
 

@@ -25,7 +25,8 @@ from benchlib.config import SingleDeviceIoConfig
 from benchlib.config.choices import IO_MODELS
 from benchlib.core import envinfo, loops, progress
 from benchlib.core.models import build_model, describe_model, training_flops
-from benchlib.core.stats import summarize
+from benchlib.core.stats import share_interval, summarize
+from benchlib.core.throughput import startup_text, window_figures
 from benchlib.data import storage
 from benchlib.distributed.device import check_device, device_for
 from benchlib.errors import ConfigError
@@ -104,16 +105,22 @@ def run(cfg: SingleDeviceIoConfig, run_id: str = "interactive") -> IOResult:
         torch.cuda.reset_peak_memory_stats(device)
 
     timed = _measure(cfg, prepared, device, warmup)
-    repeats, all_data, all_compute, epoch_s, first_steps, losses = timed
+    repeats, all_data, all_compute, epochs, first_steps, losses = timed
     step_s = [d + c for d, c in zip(all_data, all_compute)]
+    steady = summarize([r["samples_per_s"] for r in repeats], "samples_per_s", independent=False)
+    data_share = share_interval(all_data, step_s)
     metrics: dict[str, Any] = {
-        **summarize([r["samples_per_s"] for r in repeats], "samples_per_s", independent=False),
+        **steady,
         **summarize([r["total_s"] for r in repeats], "total_s", independent=False),
         **{k: v for k, v in summarize(step_s, "step_s").items() if not k.startswith("step_s_ci")},
         "data_s": summarize(all_data, "data_s")["data_s"],
         "compute_s": summarize(all_compute, "compute_s")["compute_s"],
-        "epoch_s": summarize(epoch_s, "epoch_s")["epoch_s"],
-        "data_share": sum(all_data) / sum(step_s),
+        # epoch_s, first_batch_s, warmup_s, epoch_samples_per_s (medians over the epochs)
+        # and the start-up gap: the steady rate against the whole epoch's
+        **window_figures(epochs, steady["samples_per_s"]),
+        **dict(zip(("data_share", "data_share_low", "data_share_high"), data_share)),
+        **dict(zip(("compute_share", "compute_share_low", "compute_share_high"),
+                   (1 - data_share[0], 1 - data_share[2], 1 - data_share[1]))),
         "global_batch": cfg.batch_size,
         "samples": prepared.samples,
         "steps_per_epoch": steps_per_epoch,
@@ -145,8 +152,9 @@ def _measure(cfg: SingleDeviceIoConfig, prepared: storage.Prepared, device: torc
              warmup: int) -> tuple[list[dict[str, float]], list[float], list[float], list[float],
                                    dict[str, Any], list[tuple[float, float]]]:
     """Every repeat's epochs, timed: each repeat's totals, every timed step's data and compute
-    seconds, each epoch's wall time, the first epoch's steps, each epoch's first and last loss."""
-    repeats, all_data, all_compute, epoch_s, first_steps, losses = [], [], [], [], {}, []
+    seconds, each epoch's wall time, first batch, warm-up and whole-epoch rate, the first
+    epoch's steps, each epoch's first and last loss."""
+    repeats, all_data, all_compute, epochs, first_steps, losses = [], [], [], [], {}, []
     bar = progress.bar(cfg.repeats * cfg.epochs, f"{cfg.dataset} {cfg.variant} {cfg.mode}",
                        unit="epoch")
     for r in range(cfg.repeats):
@@ -161,7 +169,9 @@ def _measure(cfg: SingleDeviceIoConfig, prepared: storage.Prepared, device: torc
             compute_s += c
             samples += sum(n)
             total_s += times.epoch_s
-            epoch_s.append(times.epoch_s)
+            epochs.append({"epoch_s": times.epoch_s, "first_batch_s": times.data_s[0],
+                           "warmup_s": sum(times.data_s[:warmup]) + sum(times.compute_s[:warmup]),
+                           "epoch_samples_per_s": sum(times.samples) / times.epoch_s})
             if not first_steps:
                 first_steps = {"data_s": times.data_s, "compute_s": times.compute_s,
                                "warmup": times.warmup}
@@ -172,7 +182,7 @@ def _measure(cfg: SingleDeviceIoConfig, prepared: storage.Prepared, device: torc
         all_data += data_s
         all_compute += compute_s
     bar.close()
-    return repeats, all_data, all_compute, epoch_s, first_steps, losses
+    return repeats, all_data, all_compute, epochs, first_steps, losses
 
 
 def steps_frame(result: IOResult):
@@ -189,8 +199,11 @@ def steps_frame(result: IOResult):
 def describe(cfg: SingleDeviceIoConfig, result: IOResult) -> str:
     """One line a person reads: what ran, and its headline numbers with spread."""
     m = result.metrics
-    return (f"{cfg.dataset} {cfg.variant} {cfg.mode} on {m['device_name']}, "
-            f"num_workers={cfg.num_workers}: {m['samples_per_s']:,.0f} samples/s "
-            f"(p10 {m['samples_per_s_p10']:,.0f}, p90 {m['samples_per_s_p90']:,.0f}); "
-            f"{cfg.epochs} epochs in {m['total_s']:.2f} s (median of {cfg.repeats}); "
-            f"data {m['data_share']:.0%} of step time")
+    line = (f"{cfg.dataset} {cfg.variant} {cfg.mode} on {m['device_name']}, "
+            f"num_workers={cfg.num_workers}: {m['samples_per_s']:,.0f} samples/s steady "
+            f"(p10 {m['samples_per_s_p10']:,.0f}, p90 {m['samples_per_s_p90']:,.0f}), "
+            f"{m['epoch_samples_per_s']:,.0f} over the whole epoch, first batch after "
+            f"{m['first_batch_s']:.3g} s; {cfg.epochs} epochs in {m['total_s']:.2f} s (median "
+            f"of {cfg.repeats}); data {m['data_share']:.0%} of step time")
+    hidden = startup_text(m)
+    return line + (f"\n  {hidden}" if hidden else "")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import time
 from pathlib import Path
 
 import torch
@@ -147,10 +148,15 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
                          if args.delay_rank in (-1, env.rank) else 0.0,
                          objective=job.objective)
     losses: list[float] = []
-    # DDP's all-reduce per step, and what backward hides
-    comm = comm_timer.attach(model, args.inject_comm_delay_ms / 1e3)
+    # DDP's all-reduce per step, and what backward hides (unless turned off: its cost,
+    # docs/diagnose.md)
+    comm = None if args.no_comm_timer else \
+        comm_timer.attach(model, args.inject_comm_delay_ms / 1e3)
     saves = Checkpoints(args, env.world_size, model, step.optimizer) \
         if args.checkpoint_every else None
+    # the batches the DataLoader's workers fetch while the loop starts: the warm-up reaches
+    # past them (throughput.rank_share)
+    prefetched = loops.PREFETCH_FACTOR * args.num_workers if job.dataset is not None else 0
     on_step = _step_hook(args, env, losses, comm, saves)
 
     # each rank's GPUs (DataParallel's process: all it uses), found in NVML by UUID; rank 0
@@ -167,6 +173,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     peak = memory.PeakMemory(device, job.rss_before_model if device.type != "cuda" else 0)
     peak.reset()
     meter.start()
+    cpu_start = time.process_time()  # this rank's CPU seconds: a figure that holds under load
     epochs, window_samples = [], 0
     for epoch in range(args.epochs):
         if sampler is not None:
@@ -175,13 +182,16 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
                                 max_steps=args.max_steps or None, on_step=on_step,
                                 on_timed=meter.timed)
         meter.untimed()  # the window's energy ends with its last step, before any save
+        waits = comm.epoch_waits(len(times.samples)) if comm is not None else None
         if saves is not None:
             saves.end_epoch(times, args.warmup_steps)
         mine = throughput.rank_share(times.samples, times.data_s, times.compute_s,
-                                     times.epoch_s, times.loss_last, args.warmup_steps)
+                                     times.epoch_s, times.loss_last, args.warmup_steps,
+                                     waits, prefetched)
         epochs.append({"epoch": epoch, **throughput.across_ranks(gather_objects(mine), env.rank)})
         window_samples += sum(times.timed()[2])  # the samples the energy window saw
     metered = meter.stop()
+    cpu_s = time.process_time() - cpu_start
     peaks = peak.read()
     saved = saves.finish() if saves is not None else {}  # the saves, then the restores
     utilisation = utilisation_thread.stop()
@@ -211,6 +221,9 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         **energy.run_figures(ranks, sum(r["samples"] for r in ranks)),
         **own,  # rank 0's all-reduce per step, and the part of it nothing hid
         **saved,  # what the checkpoints cost: benchlib.core.checkpoint_cost
+        **comm_timer.unknown(args.strategy, env.world_size, comm),
+        # rank 0's process CPU seconds a step (its threads, not its DataLoader workers')
+        "cpu_s_per_step": cpu_s / max(1, sum(e["steps"] for e in epochs)),
     }
     if args.strategy == "dp" and device.type != "cuda":
         metrics["note"] = "DataParallel without GPUs: ran as one CPU device"

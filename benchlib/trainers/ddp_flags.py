@@ -65,5 +65,9 @@ def parser(strategy: str, study: type[TrainingConfig] = STUDY) -> argparse.Argum
                    help="DDP on more than one rank: the last gradient bucket of every step "
                    "waits this many ms inside its all-reduce, a slower link made on purpose "
                    "(`benchlib diagnose`'s tests), never a real run")
+    p.add_argument("--no-comm-timer", action="store_true",
+                   help="DDP: leave DDP's own all-reduce in place of the comm hook that times "
+                   "it (the hook's cost: docs/diagnose.md); the record then says its "
+                   "communication is unknown")
     p.set_defaults(strategy=strategy)
     return p

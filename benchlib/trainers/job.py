@@ -73,6 +73,16 @@ def build_dataset(name: str, path: str, augment: bool = True, image_size: int = 
     return prepared.dataset, prepared.collate_fn, (1, 28, 28)
 
 
+def item(dataset: Dataset, i: int, name: str) -> Any:
+    """`dataset[i]`; an item that raises is the data's error, named as such (not the
+    model's): `dataset: item 17 of 'pkg.mod:fn' raised ValueError: ...`."""
+    try:
+        return dataset[i]
+    except Exception as e:  # noqa: BLE001 - the user's data set
+        raise ConfigError("dataset", f"item {i} of {name!r} raised {type(e).__name__}: "
+                          f"{(str(e).splitlines() or [''])[0]}") from None
+
+
 def _own_dataset(name: str, collate: str) -> tuple[Dataset, Any, tuple]:
     dataset = entrypoints.call("dataset", name, entrypoints.load("dataset", name), {})
     if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
@@ -81,17 +91,17 @@ def _own_dataset(name: str, collate: str) -> tuple[Dataset, Any, tuple]:
     if len(dataset) < 2:
         raise ConfigError("dataset", f"{name!r} has {len(dataset)} items; a training step "
                           "needs at least 2")
-    item = dataset[0]
+    first = item(dataset, 0, name)
     fn = entrypoints.load("collate", collate) if collate else default_collate
     if not collate:
-        ok = isinstance(item, (tuple, list)) and len(item) == 2 and all(
-            isinstance(v, (torch.Tensor, int, float)) for v in item)
+        ok = isinstance(first, (tuple, list)) and len(first) == 2 and all(
+            isinstance(v, (torch.Tensor, int, float)) for v in first)
         if not ok:
-            what = type(item).__name__ if not isinstance(item, (tuple, list)) else \
-                "(" + ", ".join(type(v).__name__ for v in item) + ")"
+            what = type(first).__name__ if not isinstance(first, (tuple, list)) else \
+                "(" + ", ".join(type(v).__name__ for v in first) + ")"
             raise ConfigError("dataset", f"item 0 of {name!r} is {what}; each item must be "
                               "(input, label), tensors or numbers, or name a collate function")
-    x, _ = fn([dataset[0], dataset[1]])
+    x, _ = fn([first, item(dataset, 1, name)])
     return dataset, fn, tuple(x.shape[1:])
 
 
@@ -109,13 +119,15 @@ class Job:
     described: dict[str, Any] = field(default_factory=dict)
     own: bool = False  # a model, data set or loss of the user's: `check` it before training
     rss_before_model: int | None = None  # the process's RSS with the data, before the model
+    data_name: str = ""  # the data set's name, for an item's error
 
     def batch(self, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """n samples on the CPU: random ones of the declared shape, or the data set's first
         (its items again from the start where it has fewer than n)."""
         g = torch.Generator().manual_seed(seed)
         if self.dataset is not None:
-            return self.collate([self.dataset[i % len(self.dataset)] for i in range(n)])
+            return self.collate([item(self.dataset, i % len(self.dataset), self.data_name)
+                                 for i in range(n)])
         if self.vocab_size:
             x = torch.randint(0, self.vocab_size, (n, *self.shape), generator=g)
             return x, torch.randint(0, self.vocab_size, (n, *self.shape), generator=g)
@@ -148,7 +160,8 @@ class Job:
         """The largest label among a data set's first `items` (a class label per item)."""
         if self.dataset is None:
             return self.num_classes - 1 if not self.vocab_size else self.vocab_size - 1
-        labels = [self.dataset[i] for i in range(min(len(self.dataset), items))]
+        labels = [item(self.dataset, i, self.data_name)
+                  for i in range(min(len(self.dataset), items))]
         labels = [item[1] for item in labels if isinstance(item, (tuple, list)) and len(item) == 2]
         return max((int(torch.as_tensor(v).max()) for v in labels), default=0)
 
@@ -202,10 +215,11 @@ def build_job(args: argparse.Namespace | Any) -> Job:
     elif args.dataset not in MADE_ON_DEVICE:
         dataset, collate, shape = build_dataset(args.dataset, args.path, augment, image_size,
                                                 args.collate)
-        x = collate([dataset[0], dataset[1]])[0]
+        x = collate([item(dataset, 0, args.dataset), item(dataset, 1, args.dataset)])[0]
         tokens = tokens or (not torch.is_floating_point(x) and x.dim() == 2)  # (batch, ids)
     if tokens and not vocab and dataset is not None:
-        vocab = int(collate([dataset[i] for i in range(min(len(dataset), 64))])[0].max()) + 1
+        vocab = int(collate([item(dataset, i, args.dataset)
+                             for i in range(min(len(dataset), 64))])[0].max()) + 1
     before_model = memory.rss_bytes()  # the model's own bytes on the CPU are above this
     model = build_model(args.model, shape, args.depth, args.alpha, model_args=args.model_args,
                         num_classes=args.num_classes, tokens=tokens, vocab_size=vocab)
@@ -217,7 +231,8 @@ def build_job(args: argparse.Namespace | Any) -> Job:
     if isinstance(model, gpt.GPT):  # 6N + 12·L·H·Q·T, beside PyTorch's count (flop_figures)
         described["flops_per_token_analytic"] = gpt.flops_per_token(model, shape[0])
     return Job(model, dataset, collate, shape, args.num_classes, vocab if tokens else 0,
-               objective, described, own=uses_own_code(args), rss_before_model=before_model)
+               objective, described, own=uses_own_code(args), rss_before_model=before_model,
+               data_name=args.dataset)
 
 
 def model_vocab(args: argparse.Namespace | Any, data_vocab: int) -> int | None:

@@ -110,8 +110,9 @@ class ThroughputTimer(pl.Callback):
     its end it also watches the device's utilisation and the peak memory
     (benchlib.core.memory), read while the module and optimizer are still in place."""
 
-    def __init__(self, warmup_steps: int, epochs_per_repeat: int):
+    def __init__(self, warmup_steps: int, epochs_per_repeat: int, prefetched: int = 0):
         self.warmup_steps, self.epochs_per_repeat = warmup_steps, epochs_per_repeat
+        self.prefetched = prefetched  # batches the loader's workers fetch at start-up
         self.epochs: list[dict[str, Any]] = []
         self.startup: dict[str, float] = {}
         self.utilisation: dict[str, Any] = {}
@@ -160,7 +161,8 @@ class ThroughputTimer(pl.Callback):
         data_s = [self.marks.seconds(b, h) for b, h in zip(self.ends, self.handed)]
         compute_s = [self.marks.seconds(h, e) for h, e in zip(self.handed, self.ends[1:])]
         mine = throughput.rank_share(self.samples, data_s, compute_s, epoch_s,
-                                     self.loss.item(), self.warmup_steps)
+                                     self.loss.item(), self.warmup_steps,
+                                     prefetched=self.prefetched)
         everyone = gather_objects(mine)
         if trainer.global_rank != 0:
             return
@@ -233,7 +235,8 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool, on_failure: OnFailu
     loops.set_matmul_precision("fp32")
     module = BenchModule(model, make_loader_factory(args, job), args.lr, args.momentum,
                          args.fail_at_step, args.fail_rank, job.objective)
-    timer = ThroughputTimer(args.warmup_steps, args.epochs)
+    timer = ThroughputTimer(args.warmup_steps, args.epochs, loops.PREFETCH_FACTOR
+                            * args.num_workers if job.dataset is not None else 0)
     trainer = build_trainer(args, where, cuda, [timer, FailFast(on_failure)])
     chosen = getattr(trainer.strategy, "cluster_environment", None)
     if chosen is not None and type(chosen).__name__ != where.environment:
@@ -287,6 +290,9 @@ def _metrics(args: argparse.Namespace, where: Layout, trainer: pl.Trainer, model
         "model_params": sum(p.numel() for p in model.parameters()),
         "threads_per_rank": torch.get_num_threads(),
         "startup_s": timer.startup["first_step_at"] - timer.startup["process_started_at"],
+        # DDP's own all-reduce, untimed under Lightning
+        **({"comm_unknown": "Lightning's DDP all-reduce is not timed"}
+           if where.world_size > 1 else {}),
         **timer.utilisation,
     }
 

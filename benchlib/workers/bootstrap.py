@@ -202,6 +202,9 @@ def fail(worker: Worker, log_dir: str | None, rank: int, error: BaseException) -
             print(line, file=worker.terminal, flush=True)
     else:
         traceback.print_exception(error)
+        if worker.terminal is not None:  # its last line where the run was started too
+            print(f"{worker.prog}: rank {rank}: {protocol.error_line(error)}",
+                  file=worker.terminal, flush=True)
     sys.stdout.flush()
     sys.stderr.flush()
     protocol.mark_failed(log_dir, rank, error)
