@@ -238,8 +238,8 @@ def test_the_resnet50_steps_are_notebook_40s_gpu_rows_with_the_settings_the_h100
             "model": "resnet50", "dataset": "synthetic", "image_size": 224, "batch_size": 256,
             "lr": 0.256, "device": "gpu", "epochs": 2, "max_steps": max_steps,
             "warmup_steps": 10, "log_interval": 0}, variant  # momentum: the trainer's 0.9
-        assert (params["channels_last"], params["compile"]) == ("_cl" in variant,
-                                                                "compile" in variant)
+        assert (params["channels_last"], params["compile"]) == (
+            "_cl" in variant, "default" if "compile" in variant else "off")
     jax = plan["jax_resnet50"].argv
     assert jax[jax.index("--precision") + 1] == "amp_bf16"
     assert jax[jax.index("--lr") + 1] == "0.256" and jax[jax.index("--repeats") + 1] == "2"
@@ -262,7 +262,7 @@ def test_a_resnet50_steps_run_json_is_one_the_worker_accepts(tmp_path):
     args = parse(worker_parser(), ["--config", str(config)])
     assert (args.model, args.batch_size, args.lr, args.momentum, args.precision,
             args.channels_last, args.compile) == ("resnet50", 256, 0.256, 0.9, "amp_bf16", True,
-                                                  True)
+                                                  "default")
     protocol.write_run_config(tmp_path, worker, {**params, "no_such_parameter": 1})
     with pytest.raises(ConfigError, match="'no_such_parameter' is not a parameter of"):
         parse(worker_parser(), ["--config", str(config)])
@@ -305,7 +305,7 @@ def test_part_2s_commands_are_built_from_the_tables_so_a_changed_row_changes_the
         "model", "dataset", "seq_len", "batch_size", "precision", "compile", "ac", "epochs",
         "warmup_steps", "max_steps")} == {
         "model": "gpt2-124m", "dataset": "tokens", "seq_len": 1024, "batch_size": 16,
-        "precision": "amp_bf16", "compile": True, "ac": "none", "epochs": 2,
+        "precision": "amp_bf16", "compile": "default", "ac": "none", "epochs": 2,
         "warmup_steps": 10, "max_steps": 20}
     assert plan["lm_fsdp2"].config[1] == "fsdp2"
     assert [plan[f"lm_single_ac_{m}"].config[2]["ac"] for m in ("selective", "full")] == [
@@ -356,7 +356,7 @@ def test_the_lm_target_row_states_mfu_by_the_analytic_count_the_peak_and_pass_or
     assert cpu["mfu"] is None and cpu["target"].startswith("NOT JUDGED: MFU unknown")
     others = [s for s in steps.plan(tmp_path) if s.name.startswith("lm_") and s.name != step.name]
     assert others and all("target" not in s.figures({"metrics": metrics}) for s in others)
-    assert cfg.seq_len == 1024 and cfg.precision == "amp_bf16" and cfg.compile
+    assert cfg.seq_len == 1024 and cfg.precision == "amp_bf16" and cfg.compile == "default"
     json.dumps(figures)  # a record can hold it
 
 
@@ -370,7 +370,7 @@ def test_the_lm_step_trains_here_and_its_figures_hold_tokens_and_both_flop_count
     folder, worker, params = step.config
     protocol.write_run_config(folder, worker, {
         **params, "device": "cpu", "model": "gpt-tiny", "seq_len": 32, "batch_size": 2,
-        "compile": False, "precision": "fp32", "warmup_steps": 1, "max_steps": 3})
+        "compile": "off", "precision": "fp32", "warmup_steps": 1, "max_steps": 3})
     step.config = None  # the run.json written above, not the GPU row's
     outcome = gpucheck.run_step(step, tmp_path, {})
     assert outcome["status"] == "ok", outcome.get("error")

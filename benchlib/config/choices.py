@@ -42,6 +42,14 @@ STRATEGIES = ("single", "dp", "ddp")
 # state over the ranks (torch.distributed.fsdp.fully_shard per block)
 LM_STRATEGIES = ("single", "ddp", "fsdp2")
 AC_MODES = ("none", "selective", "full")  # activation checkpointing per block
+# torch.compile: off, the whole model in one of torch.compile's modes, or each block on its
+# own (regional, as torchtitan compiles transformer blocks); reduce-overhead replays CUDA
+# graphs, which a CPU has none of
+COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune", "regional")
+CUDA_ONLY_COMPILE_MODES = ("reduce-overhead",)
+# where a compiled run's compile cache starts: empty (cold), or the folder an earlier
+# process of the same work filled (warm: its FX graphs, AOTAutograd graphs and kernels)
+COMPILE_CACHES = ("cold", "warm")
 LAUNCHERS = ("torchrun", "mp_spawn", "tcp")  # how DDP ranks start on one host
 MULTINODE_TRAINERS = ("lightning", "ddp")
 MULTINODE_LAUNCHERS = ("torchrun", "lightning", "srun")

@@ -30,6 +30,7 @@ from benchlib.config import (
     TransformerTrainingConfig,
 )
 from benchlib.config.flags import config_argv
+from benchlib.config.performance import compiled
 from benchlib.errors import ConfigError
 from benchlib.launch.protocol import RUN_CONFIG
 from benchlib.records import results
@@ -242,7 +243,7 @@ def gpu_rows() -> list[FrameworkComparisonConfig]:
 
 
 def _variant(cfg: FrameworkComparisonConfig) -> str:
-    return cfg.precision + ("_cl" if cfg.channels_last else "") + ("_compile" if cfg.compile else "")
+    return cfg.precision + ("_cl" if cfg.channels_last else "") + ("_compile" if compiled(cfg.compile) else "")
 
 
 def _resnet50_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
@@ -363,7 +364,7 @@ def _ab_figures(s: dict[str, Any]) -> dict[str, Any]:
 def _lm_name(cfg: TransformerTrainingConfig) -> str:
     """lm_single, lm_fsdp2, lm_single_ac_full; `_eager` where the row does not compile."""
     return ("lm_" + cfg.strategy + (f"_ac_{cfg.ac}" if cfg.ac != "none" else "")
-            + ("" if cfg.compile else "_eager"))
+            + ("" if compiled(cfg.compile) else "_eager"))
 
 
 def lm_rows() -> list[TransformerTrainingConfig]:
@@ -373,7 +374,7 @@ def lm_rows() -> list[TransformerTrainingConfig]:
 
 def _is_lm_target(cfg: TransformerTrainingConfig) -> bool:
     """The row the MFU target is for: one device, compiled, no checkpointing."""
-    return cfg.strategy == "single" and cfg.compile and cfg.ac == "none"
+    return cfg.strategy == "single" and compiled(cfg.compile) and cfg.ac == "none"
 
 
 def _lm_figures(cfg: TransformerTrainingConfig) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -413,7 +414,7 @@ def _lm_steps(out: Path, res: Callable[[str], str]) -> list[Step]:
     steps: list[Step] = []
     for cfg in lm_rows():
         worker = "single" if cfg.strategy == "single" else cfg.strategy
-        expected = (LM_EXPECTED_S["compiled" if cfg.compile else "eager"]
+        expected = (LM_EXPECTED_S["compiled" if compiled(cfg.compile) else "eager"]
                     + (LM_EXPECTED_S["torchrun"] if worker != "single" else 0))
         steps.append(_study_step(_lm_name(cfg), out, res, cfg, worker,
                                  transformer_training.trainer_params(cfg), expected,

@@ -27,7 +27,8 @@ from torch.utils.data import DataLoader
 
 from benchlib import atomic, paths
 from benchlib.config.choices import SYNTHETIC_STEPS
-from benchlib.core import energy, envinfo, loops, memory, throughput
+from benchlib.config.performance import check_compile_device, compile_mode, compiled
+from benchlib.core import compiler, energy, envinfo, loops, memory, throughput
 from benchlib.distributed import comm_timer, fsdp
 from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
@@ -36,6 +37,7 @@ from benchlib.errors import InjectedFailure
 from benchlib.trainers.job import Job, build_job
 
 TRACE_STEPS = 6  # traced after the timed epochs: one to warm the profiler up, five marked
+STEPS_KEPT = 200  # the first epoch's step times a result keeps (a compile's first steps)
 
 
 class UtilisationSampler(threading.Thread):
@@ -84,11 +86,13 @@ def _mean_loss(loss: torch.Tensor, env: DistEnv) -> float:
     return value.item()
 
 
-def wrap(model: nn.Module, strategy: str, device: torch.device,
-         dp_devices: int = 0, ac: str = "none", precision: str = "fp32") -> tuple[nn.Module, int]:
-    """The model as the strategy runs it (its blocks checkpointed as `ac` says), and how
-    many devices it spans."""
+def wrap(model: nn.Module, strategy: str, device: torch.device, dp_devices: int = 0,
+         ac: str = "none", precision: str = "fp32", compile: str = "off") -> tuple[nn.Module, int]:
+    """The model as the strategy runs it (its blocks checkpointed as `ac` says, each
+    compiled on its own for `compile` regional), and how many devices it spans."""
     model = fsdp.checkpoint_blocks(model.to(device), ac)
+    if compile_mode(compile) == "regional":  # after checkpointing, before FSDP2 shards
+        compiler.regions(fsdp.require_blocks(model, "compile", "regional"))
     if strategy == "fsdp2":
         return fsdp.shard(model, precision), 1
     if strategy == "dp":
@@ -160,14 +164,32 @@ def _trace(args: argparse.Namespace, env: DistEnv, loader, sampler, step: loops.
     return str(folder.resolve())
 
 
+def _compile_figures(args: argparse.Namespace, env: DistEnv, job: Job, model: nn.Module,
+                     device: torch.device, cache: Path | None) -> tuple[dict, dict]:
+    """A compiled run's cache kept for a warm start (rank 0, `--compile-cache-to`), its
+    recompiles and its forward's graph breaks with their reasons and lines (every rank
+    traces, as FSDP2's forward gathers on all of them); nothing for an eager run."""
+    if cache is None:
+        return {}, {}
+    if args.compile_cache_to and env.rank == 0:
+        compiler.keep_cache(cache, args.compile_cache_to)
+    x, y = (t.to(device) for t in job.batch(2, args.seed))
+    plain = model.module if isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)) \
+        else model
+    return compiler.figures(plain, x, args.compile, lambda m, b: m(b, labels=y)
+                            if job.objective.labels_kw else m(b))
+
+
 def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
     torch.manual_seed(args.seed)
+    check_compile_device(args.compile, device.type)  # device auto: known only now
+    cache = compiler.own_cache(args.compile_cache_from) if compiled(args.compile) else None
     job = build_job(args)
     if job.own:  # a model that does not fit the labels: one line, exit 2
         job.check(args.model)
     flops = job.flop_figures()
     model, devices = wrap(job.model, args.strategy, device, args.dp_devices, args.ac,
-                          args.precision)
+                          args.precision, args.compile)
     batch = args.batch_size * devices  # DataParallel splits one batch over its devices
     loader, sampler = _loader(args, env, job, batch, device)
     step = loops.Stepper("train", device, model, lr=args.lr, momentum=args.momentum,
@@ -192,7 +214,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     meter = energy.EnergyMeter((model.device_ids if args.strategy == "dp" else [device.index])
                                if device.type == "cuda" else [])
     meter.start()
-    epochs, window_samples = [], 0
+    epochs, window_samples, steps_s = [], 0, []
     for epoch in range(args.epochs):
         if sampler is not None:
             sampler.set_epoch(epoch)
@@ -202,10 +224,13 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
                                      times.epoch_s, times.loss_last, args.warmup_steps)
         epochs.append({"epoch": epoch, **throughput.across_ranks(gather_objects(mine), env.rank)})
         window_samples += sum(times.samples)
+        if epoch == 0:  # every step, the warm-up ones too: where a compile's time goes
+            steps_s = [d + c for d, c in zip(times.data_s, times.compute_s)][:STEPS_KEPT]
     metered = meter.stop()
     peaks = peak.read()
     utilisation = utilisation_thread.stop()
     own = comm.figures(args.warmup_steps) if comm is not None else {}
+    compile_metrics, compile_details = _compile_figures(args, env, job, model, device, cache)
     traced = {"trace_dir": _trace(args, env, loader, sampler, step)} if args.export_trace else {}
     ranks = gather_objects({**metered, "samples": window_samples,
                             "comm_exposed_s": own.get("comm_exposed_s")})
@@ -230,6 +255,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         **utilisation,
         **energy.run_figures(ranks, sum(r["samples"] for r in ranks)),
         **own,  # rank 0's all-reduce per step, and the part of it nothing hid
+        **compile_metrics,  # graph breaks and recompiles of a compiled run
     }
     if args.strategy == "dp" and device.type != "cuda":
         metrics["note"] = "DataParallel without GPUs: ran as one CPU device"
@@ -242,4 +268,4 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     # tells a straggler in synchronous DDP (a list: details, not a metric)
     waits = {"rank_comm_exposed_s": [r["comm_exposed_s"] for r in ranks]} if own else {}
     return {"metrics": metrics, "details": {"epochs": epochs, "losses": losses, **waits,
-                                            **traced}}
+                                            **traced, "steps_s": steps_s, **compile_details}}
