@@ -60,7 +60,7 @@ BAD = [
     ("name: t\nnotebook: nope\n",
      "notebook: 'nope' not found; known: 00_data_prep, 10_single_device_io, 15_memory_and_batch, 20_dp_vs_ddp, "
      "30_multinode_lightning, 35_fault_tolerance, 40_framework_comparison, 45_scaling_projection, "
-     "50_transformer_training, 90_analysis"),
+     "50_transformer_training, 55_compile, 90_analysis"),
     ("name: t\nnotebook: {nb}\ntable: [{{x: 1}}]\ngrid: {{x: [1]}}\n",
      "give either table or grid, not both"),
     ("name: t\nnotebook: {nb}\ngrid: {{x: 3}}\n",
