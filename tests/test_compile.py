@@ -1,7 +1,8 @@
 """torch.compile: its modes as parameters (the old switch still read), the break-even and
 loss-parity arithmetic, and notebook 55 run for real on inductor's CPU backend: a tiny
 model with a graph break put in on purpose (its reason and line in the record), cold
-against warm in separate processes (the cache misses, then hits); the analysis.
+against warm in separate processes (the cache misses, then hits); the analysis, `compare`
+telling a compile-time regression from a steady-state one and diagnose's advice.
 
 The compiled launches are shared by the module (one `benchlib run` of notebook 55: a
 priming launch, an eager and a warm one), and the models have no bias and no activation,
@@ -13,6 +14,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from conftest import ROOT
@@ -20,10 +22,12 @@ from conftest import ROOT
 from benchlib.analysis import compile as analysis
 from benchlib.analysis.sections import Records
 from benchlib.cli import main
+from benchlib.compare import verdicts, view
 from benchlib.config import CompileConfig, FrameworkComparisonConfig, TransformerTrainingConfig
 from benchlib.core import compiler, stats
+from benchlib.diagnose import rules
 from benchlib.errors import ConfigError
-from benchlib.records import results
+from benchlib.records import results, testbed
 from benchlib.studies import checks
 from benchlib.studies import compile as study
 
@@ -229,3 +233,74 @@ def test_notebook_90s_section_and_the_landing_pages_finding_from_the_record(warm
     assert "steady samples/s no clear difference between compiled (regional) and eager" in text
     assert f"tests/compile_models.py:{BREAK_LINE}" in breaks
     assert analysis.figure(records) is not None
+
+
+# ------------------------------------------------------------------ compare, diagnose
+
+def write_compile_set(rdir, label, env, compile_s, samples_per_s, seed):
+    """One row of notebook 55 in a result set: 5 compiled launches, as the study records them."""
+    rng = np.random.default_rng(seed)
+    bed = testbed.from_env(env, commit="c0ffee")
+    params = {"model": "gpt-tiny", "compile": "default", "compile_cache": "cold", "batch_size": 8}
+    epochs = [{"repeat": r, "samples_per_s": samples_per_s * (1 + 0.01 * rng.standard_normal()),
+               "compile_s": compile_s * (1 + 0.01 * rng.standard_normal())} for r in range(5)]
+    rec = results.make_record(
+        run_id=results.run_id_for("compile_cpu", "nb", params, bed["id"]) + f"-{label}",
+        table="compile_cpu", notebook="55_compile.ipynb", params=params, env=env,
+        started_at=results.now(), status="ok", label=label, testbed=bed,
+        metrics={"samples_per_s": samples_per_s, "compile_s": compile_s},
+        details={"epochs": epochs})
+    results.write_record(rdir, rec)
+
+
+ENV = {"hostname": "vm", "cpu_model": "Xeon", "gpus": [], "python": "3.11",
+       "packages": {"torch": "2.14.1", "benchlib": "0.1.0"}, "torch_cuda": None,
+       "allocator": {"name": "glibc", "glibc_tunables": ""}, "env_vars": {}}
+NEW = {**ENV, "packages": {"torch": "2.15.0", "benchlib": "0.1.0"}}
+
+
+@pytest.mark.parametrize("compile_s, samples_per_s, kind", [
+    (30.0, 1000.0, "a compile-time regression"),
+    (15.0, 700.0, "a steady-state regression"),
+    (30.0, 700.0, "a compile-time and a steady-state regression"),
+])
+def test_compare_tells_a_compile_time_regression_from_a_steady_state_one(
+        outputs, compile_s, samples_per_s, kind):
+    rdir = outputs / "results"
+    write_compile_set(rdir, "torch-2.14", ENV, 15.0, 1000.0, seed=1)
+    write_compile_set(rdir, "torch-2.15", NEW, compile_s, samples_per_s, seed=2)
+    c = verdicts.compare_sets("torch-2.14", "torch-2.15", rdir)
+    assert sorted(c.rows["metric"]) == ["compile_s", "samples_per_s"]  # both, unasked
+    [said] = view.regression_kinds(c.rows)
+    assert said.startswith(f"compile_cpu {c.rows.iloc[0]['row']}: {kind}: compile seconds")
+    assert said in view.sentences(c)
+
+
+def compute_bound(model="gpt-tiny", compile="off"):
+    return {"run_id": "lm1", "status": "ok", "study": "transformer_training",
+            "params": {"model": model, "dataset": "tokens", "batch_size": 8, "seq_len": 128,
+                       "precision": "fp32", "compile": compile, "device": "cpu",
+                       "num_workers": 0},
+            "metrics": {"data_s": 0.001, "compute_s": 0.2, "device_type": "cpu"},
+            "details": {"epochs": []}, "host_load": {"busy": False, "start": {}}}
+
+
+def test_diagnose_gives_the_measured_break_even_of_the_same_work_else_the_command():
+    rec = compute_bound()
+    advice = rules.diagnose(rec).advice
+    assert "; torch.compile: not measured here for this work (`python -m benchlib run " \
+           "55_compile -p model gpt-tiny -p dataset tokens -p batch_size 8 -p precision fp32 " \
+           "-p seq_len 128 -p device cpu` measures" in advice
+    same = pd.DataFrame([{
+        "study": "compile", "status": "ok", "run_id": "c1", "started_at": "2026-11-28T10:00",
+        "model": "gpt-tiny", "dataset": "tokens", "batch_size": 8, "seq_len": 128,
+        "precision": "fp32", "compile": "default", "compile_cache": "warm",
+        "break_even_steps": 120.0, "break_even_low": 80.0, "break_even_high": None,
+        "break_even_n": 5}])
+    advice = rules.diagnose(rec, same).advice
+    assert advice.endswith("; torch.compile on this testbed for the same work: default, warm: "
+                           "pays off after 120 steps (95% CI 80 to never, n=5 launches a side) "
+                           "(run c1)")
+    other = rules.diagnose(compute_bound(model="resnet18"), same).advice
+    assert "not measured here for this work" in other  # another model's break-even is not this one's
+    assert "torch.compile" not in rules.diagnose(compute_bound(compile="default"), same).advice

@@ -80,9 +80,13 @@ DIRECTIONS = {
     "step_s": -1, "batch_s": -1, "epoch_s": -1, "data_s": -1, "compute_s": -1,
     "total_s": -1, "launch_s": -1, "recovery_s": -1, "prep_s": -1, "allreduce_latency_s": -1,
     "tokens_per_s": +1, "energy_j_per_sample": -1, "cost_per_million_samples": -1,
+    "compile_s": -1,
 }
 # A row's metric when none is asked for: the first of these it has.
 PRIMARY = ("samples_per_s", "busbw_gbps", "recovery_s", "total_s", "prep_s")
+# compared beside the primary one wherever both sides have it: a compiled row's compile
+# time, so that a compile-time regression is told apart from a steady-state one
+ALSO = ("compile_s",)
 VERDICTS = ("slower", "inconclusive", "no change", "faster")
 
 
@@ -172,7 +176,7 @@ def _row_metrics(metrics: list[str], b_recs: list[dict[str, Any]],
     """The metrics of one row to compare: those asked for (none: its primary one) that
     both sides have."""
     wanted = metrics or [next((m for m in PRIMARY if _has(b_recs, m) and _has(n_recs, m)),
-                              None)]
+                              None), *ALSO]
     return [m for m in wanted
             if m is not None and _has(b_recs, m) and _has(n_recs, m)]
 

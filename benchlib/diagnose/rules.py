@@ -35,7 +35,7 @@ from typing import Any
 import pandas as pd
 
 from benchlib.core import hostload
-from benchlib.diagnose import traces
+from benchlib.diagnose import compile_advice, traces
 
 STRAGGLER = 1.25  # a rank this many times the other ranks' median
 STRAGGLER_SHARE = 0.20  # and its extra time at least this share of a step (not noise)
@@ -177,6 +177,7 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
     elif part["compute"] is not None and part["compute"] >= COMPUTE_SHARE:
         d.bottleneck = "compute-bound"
         d.advice, d.try_params = _compute_advice(m, p, same_testbed)
+        d.advice += compile_advice.sentence(record, same_testbed)  # measured, or its command
     return d
 
 

@@ -27,7 +27,7 @@ def check_args(args: argparse.Namespace) -> None:
     if args.strategy == "fsdp2" and args.dp_devices:
         raise ConfigError("dp_devices", "is DataParallel's; fsdp2 runs one rank per device "
                           "(give the ranks with nproc_per_node)")
-    if args.device == "cpu":
+    if getattr(args, "device", "auto") == "cpu":  # the bootstrap's flag; auto: checked later
         check_compile_device(args.compile, "cpu")
     if args.compile_cache == "warm" and not args.compile_cache_from:
         raise ConfigError("compile_cache", "warm needs the cache an earlier process filled: "
