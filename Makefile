@@ -66,9 +66,10 @@ test-fast: lint
 report: setup
 	$(PY) -m benchlib report
 
-# Every GPU path on a single-GPU machine (scripts/gpu-check.sh), in two parts of one call of
+# Every GPU path on a single-GPU machine (scripts/gpu-check.sh), in three parts of one call of
 # under 10 minutes each (GPU_CHECK_PART=2: the language model, timm and transformers models,
-# the largest batch); the image's own python is enough: it installs nothing.
+# the largest batch; GPU_CHECK_PART=3: torch.compile cold and warm); the image's own python is
+# enough: it installs nothing.
 GPU_CHECK_OUT ?= outputs/gpu-check
 GPU_CHECK_PART ?= 1
 gpu-check:

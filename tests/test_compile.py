@@ -2,12 +2,14 @@
 loss-parity arithmetic, and notebook 55 run for real on inductor's CPU backend: a tiny
 model with a graph break put in on purpose (its reason and line in the record), cold
 against warm in separate processes (the cache misses, then hits); the analysis, `compare`
-telling a compile-time regression from a steady-state one and diagnose's advice.
+telling a compile-time regression from a steady-state one, diagnose's advice and the GPU
+check's compile steps.
 
 The compiled launches are shared by the module (one `benchlib run` of notebook 55: a
 priming launch, an eager and a warm one), and the models have no bias and no activation,
 so inductor builds no C++ kernel for them (a gcc build per kernel costs seconds here)."""
 
+import json
 import math
 import os
 import subprocess
@@ -304,3 +306,32 @@ def test_diagnose_gives_the_measured_break_even_of_the_same_work_else_the_comman
     other = rules.diagnose(compute_bound(model="resnet18"), same).advice
     assert "not measured here for this work" in other  # another model's break-even is not this one's
     assert "torch.compile" not in rules.diagnose(compute_bound(compile="default"), same).advice
+
+
+# ------------------------------------------------------------------ GPU check
+
+def test_the_gpu_checks_compile_steps_are_eager_cold_then_warm_from_the_cold_ones_cache(tmp_path):
+    from benchlib.gpucheck import compile_steps
+    from benchlib.gpucheck.steps import part_of, plan
+
+    steps = part_of(plan(tmp_path), 3)
+    names = [s.name for s in steps if s.name != "env"]
+    assert names == [f"compile_{m}_{s}" for m in ("resnet50", "gpt2_124m")
+                     for s in ("eager", "cold", "warm")]
+    by = {s.name: s.config[2] for s in steps if s.config}
+    assert by["compile_resnet50_eager"]["compile"] == "off"
+    assert by["compile_resnet50_cold"]["compile_cache_to"] == \
+        by["compile_resnet50_warm"]["compile_cache_from"]
+    assert by["compile_gpt2_124m_warm"]["compile_cache"] == "warm"
+    assert sum(s.expected_s for s in steps) < 540  # one call's budget
+    assert set(names) == compile_steps.ESTIMATED
+    # the figures of a compiled step, against its eager step's result
+    eager = {"metrics": {"samples_per_s": 400.0, "global_batch": 8},
+             "details": {"steps_s": [0.05, 0.02, 0.02, 0.02]}}
+    (tmp_path / "eager.json").write_text(json.dumps(eager))
+    cold = {"metrics": {"samples_per_s": 800.0, "global_batch": 8, "graph_breaks": 0},
+            "details": {"steps_s": [2.04, 0.01, 0.01, 0.01]}}
+    figures = compile_steps.compiled_figures(str(tmp_path / "eager.json"), 3)(cold)
+    assert figures["compile_s"] == pytest.approx(2.06 - 0.09)
+    assert figures["speedup"] == 2.0
+    assert figures["break_even_steps"] == pytest.approx(1.97 / 0.01)

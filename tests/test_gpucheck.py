@@ -35,7 +35,7 @@ def test_dry_run_lists_every_gpu_path_the_check_must_cover(tmp_path):
     assert done.stdout.count("--modes train,traverse --workers 0,4") == 2
     assert "--variants preload,preload_batched --launches 5" in done.stdout
     assert "--backend nccl --group-of-one" in done.stdout and "--max-restarts 1" in done.stdout
-    assert done.stdout.splitlines()[-1].startswith("18 steps (part 1 of 2), about ")
+    assert done.stdout.splitlines()[-1].startswith("18 steps (part 1 of 3), about ")
     assert done.stdout.splitlines()[-1].endswith("fits in the 540 s budget")
     assert not (tmp_path / "out").exists()
 
@@ -56,10 +56,10 @@ def test_part_2_lists_the_language_model_the_outside_models_and_the_largest_batc
     assert "--group-of-one --log-dir" in done.stdout and '"export_trace": true' in done.stdout
     assert f"-m benchlib.diagnose.traces {tmp_path / 'out' / 'logs' / 'ddp_trace_ranks' / 'trace'}" \
         in done.stdout
-    assert done.stdout.splitlines()[-1].startswith("10 steps (part 2 of 2), about ")
-    for bad in ("3", "2,2", "two"):
+    assert done.stdout.splitlines()[-1].startswith("10 steps (part 2 of 3), about ")
+    for bad in ("4", "2,2", "two"):
         assert script(str(tmp_path), "--dry-run", "--part", bad).stderr == (
-            "gpu-check: part: must be 1 to 2, or several once each in the order to run them "
+            "gpu-check: part: must be 1 to 3, or several once each in the order to run them "
             f"(2,1), got {bad}\n")
     both = script(str(tmp_path / "out"), "--dry-run", "--part", "2,1")
     both_names = [line.split()[0] for line in both.stdout.splitlines()[:-1]
@@ -139,7 +139,7 @@ def test_each_part_fits_its_default_budget_in_one_call_and_each_box_leaves_room(
     plan = steps.plan(ROOT / "outputs" / "gpu-check")
     for part in range(1, steps.PARTS + 1):  # a call: 600 s
         assert sum(s.expected_s for s in steps.part_of(plan, part)) <= gpucheck.BUDGET_S <= 540
-    assert {s.part for s in plan} == {0, 1, 2}
+    assert {s.part for s in plan} == {0, 1, 2, 3}
     for s in plan:
         assert s.timeout_s >= 2 * s.expected_s, s.name  # an honest box: twice what it took
 

@@ -321,7 +321,7 @@ def test_every_gpu_check_command_carries_its_study_configs_fields(tmp_path):
     studied = [s for s in steps.plan(tmp_path) if s.source is not None]
     assert {type(s.source) for s in studied} == {
         DpVsDdpConfig, MultinodeLightningConfig, FaultToleranceConfig,
-        FrameworkComparisonConfig, TransformerTrainingConfig, MemoryAndBatchConfig}
+        FrameworkComparisonConfig, TransformerTrainingConfig, MemoryAndBatchConfig, CompileConfig}
     for step in studied:
         assert step.params.items() >= step.source.as_dict().items(), step.name  # its record
         if step.config is not None:

@@ -11,8 +11,9 @@ reports a failing step and goes on, and writes into OUT:
     data/                      the generated FashionMNIST (IDX files)
 
 The steps themselves (commands, time boxes, figures) are in gpucheck/steps.py. They fill
-two calls (`--part 1`, the default: the workbook's GPU paths; `--part 2`: the language
-model, timm and transformers models, the largest batch); within a part they are ordered
+three calls (`--part 1`, the default: the workbook's GPU paths; `--part 2`: the language
+model, timm and transformers models, the largest batch; `--part 3`: torch.compile cold and
+warm for ResNet-50 and gpt2-124m, gpucheck/compile_steps.py); within a part they are ordered
 by what a lease must not miss. `--budget-s` stops starting new ones when the time is
 spent, `--only` reruns some by name (from either part).
 """
@@ -31,6 +32,7 @@ from typing import Any
 
 from benchlib import atomic
 from benchlib.errors import UsageError
+from benchlib.gpucheck.compile_steps import ESTIMATED
 from benchlib.gpucheck.steps import PARTS, STUDY, Step, part_of, plan
 from benchlib.gpucheck.steps import io_figures as _io_figures  # noqa: F401 - the tests' name
 from benchlib.launch import protocol
@@ -189,7 +191,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--part", default="1",
                    help=f"which of the {PARTS} parts to run, each one call (default 1: the "
                    "workbook's GPU paths; 2: the language model, timm and transformers "
-                   "models, traces, the largest batch); 2,1: part 2, then part 1's steps "
+                   "models, traces, the largest batch; 3: torch.compile cold and warm); "
+                   "2,1: part 2, then part 1's steps "
                    "while the budget lasts")
     p.add_argument("--only", help="comma-separated step names (or prefixes) to run, from "
                    "either part")
@@ -240,8 +243,12 @@ def main(argv: list[str] | None = None) -> int:
             which = "" if args.only else (
                 f" (part {args.part} of {PARTS})" if len(parts) == 1
                 else f" (parts {args.part} in that order)")
-            print(f"{len(steps)} steps{which}, about {expected:.0f} s as measured (docs/gpus.md); a step starts "
-                  f"only while its expected time fits in the {args.budget_s:.0f} s budget")
+            guessed = [s.name for s in steps if s.name in ESTIMATED]
+            print(f"{len(steps)} steps{which}, about {expected:.0f} s as measured (docs/gpus.md)"
+                  + (f", {len(guessed)} of them estimated, not yet measured ("
+                     f"{', '.join(guessed)})" if guessed else "")
+                  + f"; a step starts only while its expected time fits in the "
+                  f"{args.budget_s:.0f} s budget")
             return 0
         import torch
 

@@ -32,6 +32,7 @@ from benchlib.config import (
 from benchlib.config.flags import config_argv
 from benchlib.config.performance import compiled
 from benchlib.errors import ConfigError
+from benchlib.gpucheck import compile_steps
 from benchlib.launch.protocol import RUN_CONFIG
 from benchlib.records import results
 from benchlib.runs.params import expand, read_old_names, say_notes
@@ -83,7 +84,7 @@ LM_EXPECTED_S = {"compiled": 55, "eager": 20, "torchrun": 5}
 OWN_MODEL_EXPECTED_S = {"timm": 15, "hf": 25}
 MAXBATCH_EXPECTED_S = 185
 HTA_EXPECTED_S = {"ddp_trace": 16, "hta_breakdown": 5}  # 12 steps, then HTA
-PARTS = 2  # the steps fill two calls of under 10 minutes; `--part N` runs one
+PARTS = 3  # the steps fill three calls of under 10 minutes; `--part N` runs one
 
 
 FASHION_SIZE = 10_000  # images in the IO steps' data set: 3 repeats of 0.1-1 s an epoch
@@ -177,7 +178,9 @@ def plan(out: Path) -> list[Step]:
     for step in part2:
         step.part = 2
     return [*_setup_steps(out, res), *_calibrate_steps(res), *_resnet50_steps(out, res),
-            *_training_steps(out, res), _jax_step(res), *_io_steps(out), *part2]
+            *_training_steps(out, res), _jax_step(res), *_io_steps(out), *part2,
+            # part 3: notebook 55's rows, eager, cold and warm
+            *compile_steps.plan(out, res, _study_step, table_rows)]
 
 
 def part_of(steps: list[Step], part: int | list[int]) -> list[Step]:
