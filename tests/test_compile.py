@@ -30,7 +30,7 @@ from benchlib.core import compiler, stats
 from benchlib.diagnose import rules
 from benchlib.errors import ConfigError
 from benchlib.records import results, testbed
-from benchlib.studies import checks
+from benchlib.studies import calibrate_lm, checks
 from benchlib.studies import compile as study
 
 BREAK_LINE = next(i for i, line in enumerate(
@@ -308,7 +308,7 @@ def test_diagnose_gives_the_measured_break_even_of_the_same_work_else_the_comman
     assert "torch.compile" not in rules.diagnose(compute_bound(compile="default"), same).advice
 
 
-# ------------------------------------------------------------------ GPU check
+# ------------------------------------------------------------------ GPU check, calibrate
 
 def test_the_gpu_checks_compile_steps_are_eager_cold_then_warm_from_the_cold_ones_cache(tmp_path):
     from benchlib.gpucheck import compile_steps
@@ -335,3 +335,10 @@ def test_the_gpu_checks_compile_steps_are_eager_cold_then_warm_from_the_cold_one
     assert figures["compile_s"] == pytest.approx(2.06 - 0.09)
     assert figures["speedup"] == 2.0
     assert figures["break_even_steps"] == pytest.approx(1.97 / 0.01)
+
+
+def test_calibrate_lm_runs_the_same_arithmetic_in_both_loops():
+    tiny = {"n_layer": 1, "n_head": 2, "n_embd": 32, "vocab_size": 64, "block_size": 16}
+    check = calibrate_lm.same_work(2, torch.device("cpu"), tiny)
+    assert check["same_work"] and check["max_weight_diff"] == 0.0
+    assert check["benchlib_loss"] == check["bare_loss"]
