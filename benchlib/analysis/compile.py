@@ -80,8 +80,8 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
             continue
         n = int(metric(run, "break_even_n") or 0)
         shown = "never" if math.isinf(steps) else fmt(max(steps, 1.0))
-        spread = (f"95% CI {_count(low)} to {_count(high)}, " if _known(low) else "") + \
-            f"n={n} launches a side"
+        spread = (f"95% CI {_count(low)} to {_count(high)}, " if _known(low) and
+                  math.isfinite(low) else "") + f"n={n} launches a side"
         figure = Figure(shown, "steps to pay off" if math.isfinite(steps) else
                         "(the compiled step is not faster)", None, spread, [("", run["run_id"])])
         speed = metric(run, "speedup")
@@ -119,8 +119,9 @@ def curve(first_s: float, step_s: float, first_steps: int, steps: Any) -> Any:
 
 def horizon(group: pd.DataFrame) -> float:
     """How far the time-against-steps figure reaches: past every finite break-even (its
-    upper bound too, where finite) and the run's own steps."""
-    ends = [metric(r, "loss_steps") or 0 for r in rows(group)]
+    upper bound too, where finite), and ten times the run's own steps (where a compile
+    never pays off, far enough for the lines to part)."""
+    ends = [10 * (metric(r, "loss_steps") or 0) for r in rows(group)]
     for r in rows(group):
         first = metric(r, "first_steps") or 0
         for key in ("steps_to_pay_off", "pays_off_high"):
@@ -139,10 +140,11 @@ def plot(runs: pd.DataFrame):
     groups = list(runs.groupby(["model", "batch_size"], dropna=False))
     fig, axes = plt.subplots(1, len(groups), figsize=(5.2 * len(groups), 3.8), squeeze=False)
     for ax, ((model, batch), group) in zip(axes[0], groups):
-        steps = np.linspace(0, horizon(group), 200)
-        base = group.iloc[0]
-        ax.plot(steps, curve(base["eager_first_steps_s"], base["eager_step_s"],
-                             int(base["first_steps"]), steps), color="black", lw=2, label="eager")
+        steps = np.linspace(0, horizon(group), 400)
+        # eager: the median of the rows' own eager launches (each row's dot is against its own)
+        ax.plot(steps, curve(group["eager_first_steps_s"].median(), group["eager_step_s"].median(),
+                             int(group["first_steps"].max()), steps), color="black", lw=2,
+                label="eager")
         for r in rows(group.sort_values(CONFIG)):
             w = int(r["first_steps"])
             line, = ax.plot(steps, curve(r["first_steps_s"], r["step_s"], w, steps),
@@ -154,7 +156,7 @@ def plot(runs: pd.DataFrame):
                         color=line.get_color())
         ax.set(xlabel="steps", ylabel="time spent (s)", title=f"{model}, batch {int(batch)}")
         ax.legend(fontsize=8)
-    fig.suptitle("Time against steps: eager and each compile mode (dot: paid off)")
+    fig.suptitle("Time against steps (dot: compiling has paid off)")
     fig.tight_layout()
     return fig
 

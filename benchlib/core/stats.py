@@ -286,16 +286,22 @@ def loss_parity(eager: list[float], compiled: list[float], rounding: float = 1e-
 
 
 def break_even_text(steps: float | None, low: float | None, high: float | None, n: int) -> str:
-    """'pays off after 195 steps (95% CI 175-216, n=5 launches a side)'; 'never pays off
-    (the compiled step is not faster)'; an interval reaching past every resample: 'to
-    never'; with too few launches, n and no interval."""
+    """'pays off after 195 steps (95% CI 175 to 216, n=5 launches a side)'; 'never pays off:
+    the compiled step is not faster (95% CI 2,960 steps to never, ...)' where some
+    resamples do pay off; an interval past every resample: 'to never'; with too few
+    launches, n and no interval."""
     if steps is None or math.isnan(steps):
         return "not measured"
-    if math.isinf(steps):
-        return f"never pays off: the compiled step is not faster (n={n} launches a side)"
+
     def count(v: float) -> str:
         return "never" if math.isinf(v) else f"{v:,.0f}"
+    launches = f"n={n} launch{'es' if n != 1 else ''} a side"
     if low is None or high is None or math.isnan(low):
-        return (f"pays off after {count(steps)} steps (n={n} launch{'es' if n != 1 else ''} a "
-                f"side: an interval needs {MIN_LAUNCHES})")
-    return f"pays off after {count(steps)} steps (95% CI {count(low)} to {count(high)}, n={n} launches a side)"
+        spread = f"{launches}: an interval needs {MIN_LAUNCHES}"
+    elif math.isinf(low):
+        spread = f"never in every resample, {launches}"
+    else:
+        spread = f"95% CI {count(low)} to {count(high)}, {launches}"
+    if math.isinf(steps):
+        return f"never pays off: the compiled step is not faster ({spread})"
+    return f"pays off after {count(steps)} steps ({spread})"
