@@ -46,7 +46,9 @@ def test_the_elastic_and_lightning_workers_read_a_run_json_too(tmp_path, worker)
                                      "benchlib.workers.ddp; it takes ac, alpha, backend, batch_size"),
     ({"precision": "fp8"}, ConfigError, "precision: 'fp8' (in {path}) is not one of fp32, "
                                         "tf32, amp_bf16, amp_fp16"),
-    ({"compile": 1}, ConfigError, "compile: 1 (in {path}) must be true or false"),
+    ({"channels_last": 1}, ConfigError, "channels_last: 1 (in {path}) must be true or false"),
+    ({"compile": "fast"}, ConfigError, "compile: 'fast' (in {path}) is not one of off, default, "
+                                       "reduce-overhead, max-autotune, regional"),
     ({"epochs": True}, ConfigError, "epochs: True (in {path}) must be a value, not true or false"),
     ({"epochs": 2.5}, ConfigError, "epochs: 2.5 (in {path}) is not int"),
 ])

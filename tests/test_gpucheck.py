@@ -7,6 +7,8 @@ import subprocess
 import sys
 from contextlib import redirect_stdout
 
+import pytest
+
 from benchlib.gpucheck import check as gpucheck
 from benchlib.gpucheck import figures as gpu_figures
 from benchlib.gpucheck import launches, steps, summary
@@ -47,7 +49,7 @@ def test_dry_run_lists_every_gpu_path_the_check_must_cover(tmp_path):
     assert f"{'resnet50_amp_bf16_cl':30} ~ 51 s (box  60 s a launch)" in done.stdout
     assert "seconds: 3 launches, each 17 s measured (H100 run 4)" in done.stdout
     assert done.stdout.splitlines()[-1] == (
-        "15 steps (part 1 of 3), about 414 s: 414 s as measured, 0 s estimated "
+        "15 steps (part 1 of 4), about 414 s: 414 s as measured, 0 s estimated "
         "(docs/gpus.md); a step starts only while its expected time fits in the 540 s budget")
     assert not (tmp_path / "out").exists()
 
@@ -65,10 +67,10 @@ def test_part_2_lists_the_language_model_and_the_outside_models(tmp_path, capsys
     assert "seconds: 55 s measured (H200 run 5 and 5b: 44-53 s, a cold compile), then 2 x " \
         "40 s estimate (inductor's cache warm from the first launch;" in done.stdout
     assert done.stdout.splitlines()[-1].startswith(
-        "8 steps (part 2 of 3), about 412 s: 102 s as measured, 310 s estimated")
-    for bad in ("4", "2,2", "two"):
+        "8 steps (part 2 of 4), about 412 s: 102 s as measured, 310 s estimated")
+    for bad in ("5", "2,2", "two"):
         assert in_process(capsys, str(tmp_path), "--dry-run", "--part", bad).stderr == (
-            "gpu-check: part: must be 1 to 3, or several once each in the order to run them "
+            "gpu-check: part: must be 1 to 4, or several once each in the order to run them "
             f"(2,1), got {bad}\n")
     both = in_process(capsys, str(tmp_path / "out"), "--dry-run", "--part", "2,1")
     both_names = _names(both.stdout)
@@ -95,7 +97,7 @@ def test_part_3_lists_the_io_study_the_traces_and_the_largest_batch(tmp_path, ca
         in done.stdout
     assert "seconds: 75 s estimate (5 launches of 8 settings" in done.stdout
     assert done.stdout.splitlines()[-1].startswith(
-        "7 steps (part 3 of 3), about 340 s: 225 s as measured, 115 s estimated")
+        "7 steps (part 3 of 4), about 340 s: 225 s as measured, 115 s estimated")
 
 
 def test_without_cuda_it_says_so_in_one_line_exits_2_and_writes_nothing(tmp_path):
@@ -170,7 +172,7 @@ def test_each_part_fits_its_default_budget_in_one_call_and_each_box_leaves_room(
     plan = steps.plan(ROOT / "outputs" / "gpu-check")
     for part in steps.parts():  # a call: 600 s; room left in each for a step or two more
         assert sum(s.expected_s for s in steps.part_of(plan, part)) <= gpucheck.BUDGET_S - 100
-    assert gpucheck.BUDGET_S <= 540 and {s.part for s in plan} == {0, 1, 2, 3}
+    assert gpucheck.BUDGET_S <= 540 and {s.part for s in plan} == {0, 1, 2, 3, 4}
     for s in plan:  # an honest box: each launch gets twice what it took, or more
         assert s.timeout_s >= 2 * s.expected_s / s.launches, s.name
     # a target is judged on 3 launches or more, each a fresh process
@@ -272,8 +274,8 @@ def test_the_resnet50_steps_are_notebook_40s_gpu_rows_with_the_settings_the_h100
             "model": "resnet50", "dataset": "synthetic", "image_size": 224, "batch_size": 256,
             "lr": 0.256, "device": "gpu", "epochs": 2, "max_steps": max_steps,
             "warmup_steps": 10, "log_interval": 0}, variant  # momentum: the trainer's 0.9
-        assert (params["channels_last"], params["compile"]) == ("_cl" in variant,
-                                                                "compile" in variant)
+        assert (params["channels_last"], params["compile"]) == (
+            "_cl" in variant, "default" if "compile" in variant else "off")
     jax = plan["jax_resnet50"].argv
     assert jax[jax.index("--precision") + 1] == "amp_bf16"
     assert jax[jax.index("--lr") + 1] == "0.256" and jax[jax.index("--repeats") + 1] == "2"
@@ -296,7 +298,7 @@ def test_a_resnet50_steps_run_json_is_one_the_worker_accepts(tmp_path):
     args = parse(worker_parser(), ["--config", str(config)])
     assert (args.model, args.batch_size, args.lr, args.momentum, args.precision,
             args.channels_last, args.compile) == ("resnet50", 256, 0.256, 0.9, "amp_bf16", True,
-                                                  True)
+                                                  "default")
     protocol.write_run_config(tmp_path, worker, {**params, "no_such_parameter": 1})
     with pytest.raises(ConfigError, match="'no_such_parameter' is not a parameter of"):
         parse(worker_parser(), ["--config", str(config)])
@@ -370,7 +372,7 @@ def test_part_2s_commands_are_built_from_the_tables_so_a_changed_row_changes_the
         "model", "dataset", "seq_len", "batch_size", "precision", "compile", "ac", "epochs",
         "warmup_steps", "max_steps")} == {
         "model": "gpt2-124m", "dataset": "tokens", "seq_len": 1024, "batch_size": 16,
-        "precision": "amp_bf16", "compile": True, "ac": "none", "epochs": 2,
+        "precision": "amp_bf16", "compile": "default", "ac": "none", "epochs": 2,
         "warmup_steps": 10, "max_steps": 20}
     assert plan["lm_fsdp2"].config[1] == "fsdp2"
     assert [plan[f"lm_single_ac_{m}"].config[2]["ac"] for m in ("selective", "full")] == [
@@ -454,7 +456,7 @@ def test_the_lm_target_is_mfu_by_the_analytic_count_judged_over_three_launches(t
 def test_the_resnet50_target_is_judged_on_an_h100_only_over_three_launches(tmp_path):
     step = next(s for s in steps.plan(tmp_path) if s.name == "resnet50_amp_bf16_cl")
     assert (step.source.precision, step.source.channels_last, step.source.compile) == (
-        "amp_bf16", True, False)
+        "amp_bf16", True, "off")
     per_sample = {"flops_per_sample": 24.6e9}
     passed = _judged(step, [3995.0, 3988.0, 3998.0], extra=per_sample)
     assert passed["target_met"] is True and passed["target"] == (
@@ -478,7 +480,7 @@ def test_the_lm_step_runs_three_launches_here_and_its_figures_hold_tokens_and_fl
     folder, worker, params = step.config
     protocol.write_run_config(folder, worker, {
         **params, "device": "cpu", "model": "gpt-tiny", "seq_len": 32, "batch_size": 2,
-        "compile": False, "precision": "fp32", "warmup_steps": 1, "max_steps": 3})
+        "compile": "off", "precision": "fp32", "warmup_steps": 1, "max_steps": 3})
     step.config = None  # the run.json written above, not the GPU row's
     outcome = gpucheck.run_step(step, tmp_path, {})
     assert outcome["status"] == "ok", outcome.get("error")
@@ -553,3 +555,32 @@ def test_the_checkpoint_step_runs_every_mode_on_one_gpu_with_flags_its_worker_ac
     assert (args.model, args.saves, args.restores) == ("gpt2-124m", 2, 2)
     assert args.result == step.result and step.part == 2
     assert step.timeout_s == 3 * step.expected_s and "checkpoints" in args.checkpoint_path
+
+
+def test_part_4_runs_notebook_55_eager_cold_then_warm_on_one_cache(tmp_path):
+    """Each model of params/compile_gpu.yaml: eager (compile off in its run.json), compiled
+    into an empty cache it keeps, then compiled from that cache; the compiled steps' figures
+    read against their model's eager result (the compile's seconds, speedup, break-even)."""
+    part = [s for s in steps.plan(tmp_path) if s.part == 4]
+    assert [s.name for s in part] == [f"compile_{m}_{side}" for m in ("resnet50", "gpt2_124m")
+                                      for side in ("eager", "cold", "warm")]
+    by = {s.name: s for s in part}
+    eager, cold, warm = (by[f"compile_resnet50_{x}"].config[2] for x in ("eager", "cold", "warm"))
+    assert (eager["compile"], cold["compile"], warm["compile"]) == ("off", "default", "default")
+    assert cold["compile_cache_to"] == warm["compile_cache_from"] == \
+        str(tmp_path / "work" / "compile-cache-resnet50")
+    assert by["compile_resnet50_eager"].params["side"] == "eager"
+    assert all(s.needs[0].endswith("_eager") for s in part if s.family == "compile")
+
+    def result(first, rate):  # 3 warm-up steps, then steady at `rate` samples/s
+        return {"metrics": {"samples_per_s": rate, "global_batch": 128},
+                "details": {"steps_s": [first / 3] * 3 + [128 / rate] * 27}}
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "compile_resnet50_eager.json").write_text(json.dumps(result(1.5, 1000.0)))
+    figures = by["compile_resnet50_cold"].figures(result(41.5, 1280.0))
+    # 40 s of compile over (0.128 - 0.1) s saved a step: 1,429 steps
+    assert figures["compile_s"] == pytest.approx(40.0) and figures["speedup"] == pytest.approx(1.28)
+    assert figures["break_even_steps"] == pytest.approx(40 / (0.128 - 0.1))
+    assert figures["break_even"] == ("pays off after 1,429 steps (n=1 launch a side: an interval "
+                                     "needs 5)")
+    json.dumps(figures)

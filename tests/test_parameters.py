@@ -11,6 +11,7 @@ from conftest import ROOT
 from benchlib.cli.main import build_parser
 from benchlib.config import (
     CONFIGS,
+    CompileConfig,
     DataPrepConfig,
     DpVsDdpConfig,
     FaultToleranceConfig,
@@ -178,7 +179,13 @@ class TransformerPlus(TransformerTrainingConfig, WithLabelSmoothing):
     """Notebook 50's config on that piece."""
 
 
-PLUS = [DpVsDdpPlus, MultinodePlus, FaultTolerancePlus, FrameworkPlus, TransformerPlus]
+@dataclasses.dataclass
+class CompilePlus(CompileConfig, WithLabelSmoothing):
+    """Notebook 55's config on that piece."""
+
+
+PLUS = [DpVsDdpPlus, MultinodePlus, FaultTolerancePlus, FrameworkPlus, TransformerPlus,
+        CompilePlus]
 
 
 def worker_parser(worker: str, plus: bool = False):
@@ -204,6 +211,7 @@ def study_launches(config) -> list:
     """(a config, the worker it starts, the run.json the study writes for it) for every
     worker a study of `config`'s kind starts, through the study's own parameter function."""
     from benchlib.studies import (
+        compile,
         dp_vs_ddp,
         fault_tolerance,
         framework_comparison,
@@ -226,6 +234,10 @@ def study_launches(config) -> list:
         made = [config(nproc_per_node=n) for n in (1, 2)]
         return [(c, "single" if c.nproc_per_node == 1 else "ddp",
                  framework_comparison.trainer_params(c)) for c in made]
+    if issubclass(config, CompileConfig):  # eager and compiled launches, the first pair's
+        made = [config()]
+        return [(c, "single", compile.trainer_params(c, side, 0)) for c in made
+                for side in ("eager", "compiled")]
     if issubclass(config, TransformerTrainingConfig):
         made = [config(strategy=s, nproc_per_node=1 if s == "single" else 2)
                 for s in ("single", "ddp", "fsdp2")]
@@ -239,9 +251,10 @@ def study_launches(config) -> list:
 # repeats are launches, its own loop (the Lightning worker's --repeats, seed 000's, repeats
 # epochs inside one); notebook 35's checkpoint_path holds a folder per launch; and the
 # ranks per node, which the launcher starts (a worker's --nproc-per-node is for a
-# platform's variables, not a study's)
+# platform's variables, not a study's); notebook 55's eager launches run with compile
+# off, whatever the row's mode
 MAPPED = {FrameworkComparisonConfig: {"warmup_steps"}, MultinodeLightningConfig: {"repeats"},
-          FaultToleranceConfig: {"checkpoint_path"}}
+          FaultToleranceConfig: {"checkpoint_path"}, CompileConfig: {"compile", "compile_cache"}}
 LAUNCHED = {"nproc_per_node"}
 
 
@@ -263,7 +276,8 @@ def assert_carries(source, given: dict, parser, where: str) -> None:
 
 
 TRAINING_STUDIES = [DpVsDdpConfig, MultinodeLightningConfig, FaultToleranceConfig,
-                    FrameworkComparisonConfig, TransformerTrainingConfig, MemoryAndBatchConfig]
+                    FrameworkComparisonConfig, TransformerTrainingConfig, MemoryAndBatchConfig,
+                    CompileConfig]
 
 
 @pytest.mark.parametrize("config", TRAINING_STUDIES, ids=lambda c: c.study)
@@ -310,7 +324,7 @@ def test_every_gpu_check_command_carries_its_study_configs_fields(tmp_path):
     studied = [s for s in steps.plan(tmp_path) if s.source is not None]
     assert {type(s.source) for s in studied} == {
         DpVsDdpConfig, MultinodeLightningConfig, FaultToleranceConfig,
-        FrameworkComparisonConfig, TransformerTrainingConfig, MemoryAndBatchConfig}
+        FrameworkComparisonConfig, TransformerTrainingConfig, MemoryAndBatchConfig, CompileConfig}
     for step in studied:
         assert step.params.items() >= step.source.as_dict().items(), step.name  # its record
         if step.config is not None:

@@ -12,6 +12,7 @@ from benchlib.analysis import repeat_spread
 from benchlib.analysis.claims import Claim, Figure, fmt, metric, rows, value
 from benchlib.analysis.common import ok_runs, shared_cores_caveat, with_columns
 from benchlib.analysis.sides import compare, side
+from benchlib.config.performance import compile_mode
 
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
@@ -31,7 +32,7 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
         return runs
     runs = with_columns(runs, [*SAME_WORK, *CONFIG, "model_peak_bytes", "model_peak_kind"])
-    runs["compile"] = runs["compile"].map(lambda c: c not in (False, "off", None))
+    runs["compile"] = runs["compile"].map(compile_mode)  # an old record's true: default
     runs["peak_mib"] = runs["peak_bytes"] / 2**20
     runs["model_mib"] = pd.to_numeric(runs["model_peak_bytes"], errors="coerce") / 2**20
     return runs
@@ -62,7 +63,9 @@ def table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _name(r: pd.Series) -> str:
-    extra = [f"ac {r['ac']}" if r["ac"] != "none" else "", "compiled" if r["compile"] else ""]
+    mode = compile_mode(r["compile"])
+    extra = [f"ac {r['ac']}" if r["ac"] != "none" else "",
+             "" if mode == "off" else "compiled" if mode == "default" else f"compiled ({mode})"]
     ranks = f" on {int(r['world_size'])} ranks" if r["strategy"] != "single" else ""
     return " ".join(filter(None, [f"{r['strategy']}{ranks}", *extra]))
 
@@ -78,7 +81,8 @@ def conclusions(runs: pd.DataFrame) -> str:
         work = dict(zip(SAME_WORK, key))
         head = f"{work['model']}, seq {int(work['seq_len'])}, batch {int(work['batch_size'])}, " \
                f"{work['precision']}"
-        plain = group[(group["ac"] == "none") & ~group["compile"]]
+        eager = group["compile"].map(compile_mode) == "off"
+        plain = group[(group["ac"] == "none") & eager]
         for ranks, at in plain.groupby("world_size"):
             ddp, fsdp = at[at["strategy"] == "ddp"], at[at["strategy"] == "fsdp2"]
             if not ddp.empty and not fsdp.empty:
@@ -87,7 +91,7 @@ def conclusions(runs: pd.DataFrame) -> str:
                                side(f"DDP on {ranks} ranks", ddp, within=repeat_spread.within(ddp)))
                 parts.append(f"- {head}: tokens/s {text}; FSDP2's peak memory is "
                              f"{memory_ratio(fsdp, ddp)} DDP's.")
-        for (strategy, ranks), at in group[~group["compile"]].groupby(["strategy", "world_size"]):
+        for (strategy, ranks), at in group[eager].groupby(["strategy", "world_size"]):
             none = at[at["ac"] == "none"]
             for mode, saved in at[at["ac"] != "none"].groupby("ac"):
                 if none.empty:

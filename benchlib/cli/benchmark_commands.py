@@ -31,6 +31,10 @@ def cmd_calibrate(args) -> int:
         describe(args.path, "fashion-mnist")
     device = device_for(args.device)
     shape = dict(model_name=args.model, batch_size=args.batch_size, steps=args.steps)
+    if args.model == "lm":  # first: the two loops do the same arithmetic
+        from benchlib.studies import calibrate_lm
+
+        print(calibrate_lm.line(calibrate_lm.same_work(args.batch_size, device)))
     loop = calibrate.loop_overhead(device, rounds=args.rounds, **shape)
     clock = calibrate.event_vs_wall(device, rounds=max(args.rounds // 4, 5), **shape)
     fetch = calibrate.fetch_ceiling(args.path) if args.path else None
@@ -107,8 +111,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--device", default="cpu", choices=DEVICES)
     p.add_argument("--steps", type=int, default=50, help="steps per block")
     p.add_argument("--rounds", type=int, default=80, help="interleaved rounds")
-    p.add_argument("--model", default="toynet", choices=["toynet", "resnet18", "resnet50"],
-                   help="toynet: launch-bound; resnet18/50: compute-bound (224 px)")
+    p.add_argument("--model", default="toynet", choices=["toynet", "resnet18", "resnet50", "lm"],
+                   help="toynet: launch-bound; resnet18/50: compute-bound (224 px); lm: "
+                   "benchlib's GPT, 4 x 256, 8,192 ids, 256 tokens (give --batch-size 8)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--path", help="data folder: also compare preload_batched with a plain copy")
     p.add_argument("--json", help="also write every figure here (JSON)")

@@ -83,9 +83,13 @@ DIRECTIONS = {
     # what checkpoints cost (benchlib.core.checkpoint_cost): seconds a save stalls training,
     # until it is durable, a restore's
     "checkpoint_blocking_s": -1, "checkpoint_total_s": -1, "restore_s": -1,
+    "compile_s": -1,
 }
 # A row's metric when none is asked for: the first of these it has.
 PRIMARY = ("samples_per_s", "busbw_gbps", "recovery_s", "total_s", "prep_s")
+# compared beside the primary one wherever both sides have it: a compiled row's compile
+# time, so that a compile-time regression is told apart from a steady-state one
+ALSO = ("compile_s",)
 VERDICTS = ("slower", "inconclusive", "no change", "faster")
 
 
@@ -175,7 +179,7 @@ def _row_metrics(metrics: list[str], b_recs: list[dict[str, Any]],
     """The metrics of one row to compare: those asked for (none: its primary one) that
     both sides have."""
     wanted = metrics or [next((m for m in PRIMARY if _has(b_recs, m) and _has(n_recs, m)),
-                              None)]
+                              None), *ALSO]
     return [m for m in wanted
             if m is not None and _has(b_recs, m) and _has(n_recs, m)]
 

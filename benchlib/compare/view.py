@@ -94,6 +94,7 @@ def sentences(comparison: Comparison) -> list[str]:
         out.append(f"{len(few)} comparison(s) have fewer than {MIN_FOR_CI} values on a side "
                    "(no interval, only the range; inconclusive): give those rows repeats >= "
                    f"{MIN_FOR_CI}, or rerun them into the same set with --force.")
+    out += regression_kinds(rows)
     if c.env_diff:
         shown = "; ".join(f"{w} {b} -> {a}" for w, b, a in c.env_diff[:8])
         more = f" and {len(c.env_diff) - 8} more" if len(c.env_diff) > 8 else ""
@@ -109,6 +110,26 @@ def sentences(comparison: Comparison) -> list[str]:
     if c.only_base or c.only_new:
         out.append(f"Not compared: {c.only_base} row(s) only in {c.base.label}, {c.only_new} "
                    f"only in {c.new.label}.")
+    return out
+
+
+def regression_kinds(rows: Any) -> list[str]:
+    """For each row compared on both its compile time and its steady samples/s: whether
+    what got slower is the compile, the steady state, or both, by the verdicts above."""
+    out = []
+    for key, group in rows.groupby("key", sort=False):
+        got = {r.metric: r for r in group.itertuples()}
+        if "compile_s" not in got or "samples_per_s" not in got:
+            continue
+        compile_, steady = got["compile_s"], got["samples_per_s"]
+        slower = [m.verdict == "slower" for m in (compile_, steady)]
+        if not any(slower):
+            continue
+        kind = ("a compile-time and a steady-state regression" if all(slower) else
+                "a compile-time regression" if slower[0] else "a steady-state regression")
+        out.append(f"{compile_.table} {compile_.row}: {kind}: compile seconds "
+                   f"{change_text(compile_.speed)} ({compile_.verdict}), steady samples/s "
+                   f"{change_text(steady.speed)} ({steady.verdict}).")
     return out
 
 

@@ -14,6 +14,7 @@ from benchlib.config import studies
 from benchlib.config.analysis import AnalysisConfig
 from benchlib.config.base import StudyConfig
 from benchlib.config.compare import CompareConfig
+from benchlib.config.compile import CompileConfig
 from benchlib.config.data_prep import DataPrepConfig
 from benchlib.config.dp_vs_ddp import DpVsDdpConfig
 from benchlib.config.fault_tolerance import FaultToleranceConfig
@@ -49,7 +50,7 @@ class _Configs(Mapping):
 
 CONFIGS: Mapping[str, type[StudyConfig]] = _Configs()
 
-__all__ = ["CONFIGS", "StudyConfig", "AnalysisConfig", "CompareConfig", "DataPrepConfig",
+__all__ = ["CONFIGS", "StudyConfig", "AnalysisConfig", "CompareConfig", "CompileConfig", "DataPrepConfig",
            "DpVsDdpConfig", "FaultToleranceConfig", "FrameworkComparisonConfig",
            "MemoryAndBatchConfig", "MultinodeLightningConfig", "ScalingProjectionConfig",
            "SingleDeviceIoConfig", "TransformerTrainingConfig"]

@@ -60,6 +60,9 @@ class StudyConfig:
     # older names of its fields, still read in a parameter table (old -> new), each with a
     # note naming the new one (benchlib.runs.params); merged down the classes it builds on
     renamed: ClassVar[dict[str, str]] = {}
+    # older values of a field, still read (field -> {old value: its value now}), each with a
+    # note where a table holds one: `compile: true` from when compile was a switch
+    old_values: ClassVar[dict[str, dict[Any, Any]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Turn the class's `defaults` into fields (before @dataclass runs): each keeps its
@@ -78,6 +81,8 @@ class StudyConfig:
             setattr(cls, name, value)
 
     def __post_init__(self) -> None:
+        for name in self.old_field_values():  # built from code or a notebook: read as now
+            setattr(self, name, self.value_now(name, getattr(self, name)))
         hints = typing.get_type_hints(type(self))
         for f in dataclasses.fields(self):
             hint = hints[f.name]
@@ -106,9 +111,27 @@ class StudyConfig:
         return renamed
 
     @classmethod
+    def old_field_values(cls) -> dict[str, dict[Any, Any]]:
+        """Each field's old values and what they are now (`old_values`, merged down)."""
+        old: dict[str, dict[Any, Any]] = {}
+        for klass in reversed(cls.__mro__):
+            old.update(vars(klass).get("old_values", {}))
+        return old
+
+    @classmethod
+    def value_now(cls, name: str, value: Any) -> Any:
+        """`value` of field `name` as it is written now (an old value, of the same type:
+        `true` is not `1`, read as its new one)."""
+        for old, new in cls.old_field_values().get(name, {}).items():
+            if type(value) is type(old) and value == old:
+                return new
+        return value
+
+    @classmethod
     def read_old_names(cls, params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
-        """`params` with every old name (`renamed`) written as its field, and a one-line
-        note for each old name found; both names given is a ConfigError."""
+        """`params` with every old name (`renamed`) written as its field and every old
+        value (`old_values`) as its new one, and a one-line note for each found; both
+        names given is a ConfigError."""
         out, notes = dict(params), []
         for old, new in cls.renamed_fields().items():
             if old in out:
@@ -116,6 +139,11 @@ class StudyConfig:
                     raise ConfigError(old, f"is the old name of {new}; give {new} only")
                 out[new] = out.pop(old)
                 notes.append(f"{old}: now called {new}; read as {new} (write {new} instead)")
+        for name in cls.old_field_values():
+            if name in out and cls.value_now(name, out[name]) != out[name]:
+                was, out[name] = out[name], cls.value_now(name, out[name])
+                notes.append(f"{name}: {str(was).lower() if isinstance(was, bool) else was} "
+                             f"is an old value; read as {out[name]} (write {name}: {out[name]})")
         return out, notes
 
     def validate(self) -> None:

@@ -47,6 +47,14 @@ AC_MODES = ("none", "selective", "full")  # activation checkpointing per block
 # DCP's async_save (staged to CPU memory, written in the background); and the same staged
 # into pinned memory (DCP's DefaultStager), the faster copy from a GPU
 CHECKPOINT_MODES = ("torch_save", "dcp", "dcp_async", "dcp_async_pinned")
+# torch.compile: off, the whole model in one of torch.compile's modes, or each block on its
+# own (regional, as torchtitan compiles transformer blocks); reduce-overhead replays CUDA
+# graphs, which a CPU has none of
+COMPILE_MODES = ("off", "default", "reduce-overhead", "max-autotune", "regional")
+CUDA_ONLY_COMPILE_MODES = ("reduce-overhead",)
+# where a compiled run's compile cache starts: empty (cold), or the folder an earlier
+# process of the same work filled (warm: its FX graphs, AOTAutograd graphs and kernels)
+COMPILE_CACHES = ("cold", "warm")
 LAUNCHERS = ("torchrun", "mp_spawn", "tcp")  # how DDP ranks start on one host
 MULTINODE_TRAINERS = ("lightning", "ddp")
 MULTINODE_LAUNCHERS = ("torchrun", "lightning", "srun")

@@ -92,8 +92,12 @@ def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
             else f.default
         if kind is dict:
             kind = json_object
+        was_switch = _old_values(cls, name).get(True)  # `--compile` alone, as it was
         if kind is bool:
             kw.update(action=argparse.BooleanOptionalAction, default=default)
+        elif was_switch is not None and name not in positional:
+            kw.update(type=kind, default=default, nargs="?", const=was_switch)
+            kw["help"] += f" (default {default}; the flag alone: {was_switch})"
         elif name in positional:
             kw["type"] = kind
         else:
@@ -106,6 +110,11 @@ def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
         else:
             flags = ["--" + name.replace("_", "-"), *(aliases or {}).get(name, ())]
             parser.add_argument(*flags, dest=name, **kw)
+
+
+def _old_values(cls: type, name: str) -> dict[Any, Any]:
+    """A field's old values (a StudyConfig's `old_values`), none for another dataclass."""
+    return cls.old_field_values().get(name, {}) if hasattr(cls, "old_field_values") else {}
 
 
 def add_piece_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, piece: type,

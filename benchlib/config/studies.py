@@ -83,6 +83,9 @@ STUDIES: tuple[Study, ...] = (
     Study("transformer_training", "50_transformer_training.ipynb",
           "DDP or FSDP2, which activation checkpointing: tokens/s, MFU and peak memory?",
           kernel="warm"),
+    Study("compile", "55_compile.ipynb",
+          "After how many steps does torch.compile pay off here, cold and warm, and does it "
+          "change the loss?", kernel="warm"),
     Study("analysis", "90_analysis.ipynb", "Everything side by side", module="", analysis="",
           kernel="warm", preflight=False),
     Study("compare", "95_compare.ipynb", "Did anything get slower between two result sets?",

@@ -27,6 +27,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from benchlib.config.choices import MODES
+from benchlib.core import compiler
 from benchlib.core.timing import StepMarks
 from benchlib.errors import ConfigError
 
@@ -194,13 +195,14 @@ class Objective:
 class Stepper:
     """What one step does after the batch arrives: move it, and (train) learn from it,
     in the given precision (fp32, tf32, amp_bf16, amp_fp16 with a gradient scaler),
-    memory format (channels_last) and with or without torch.compile; `objective` says
+    memory format (channels_last) and torch.compile mode (benchlib.core.compiler: off,
+    default, reduce-overhead, max-autotune; true is default); `objective` says
     what the step minimises (cross-entropy unless told); `step_delay_ms` adds that known
     time to every step (a `StepDelay`: ground truth, never a real run)."""
 
     def __init__(self, mode: str, device: torch.device, model: nn.Module | None = None,
                  lr: float = 1e-3, momentum: float = 0.0, precision: str = "fp32",
-                 channels_last: bool = False, compile: bool = False,
+                 channels_last: bool = False, compile: str | bool = "off",
                  step_delay_ms: float = 0.0, objective: Objective | None = None):
         if mode not in MODES:
             raise ConfigError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
@@ -216,7 +218,7 @@ class Stepper:
             set_matmul_precision(precision)
             self.optimizer = torch.optim.SGD(self.model.parameters(), lr=lr, momentum=momentum)
             self.objective = objective or Objective()
-            self.forward = torch.compile(self.model) if compile else self.model
+            self.forward = compiler.whole(self.model, compile)
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> float | None:
         non_blocking = self.device.type == "cuda"

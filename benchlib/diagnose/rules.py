@@ -45,7 +45,7 @@ import pandas as pd
 from benchlib.core import hostload
 from benchlib.core.stats import STARTUP_GAP
 from benchlib.core.throughput import startup_text
-from benchlib.diagnose import advice, traces
+from benchlib.diagnose import advice, compile_advice, traces
 
 STRAGGLER = 1.25  # a rank this many times the other ranks' median
 STRAGGLER_SHARE = 0.20  # and its extra time at least this share of a step (not noise)
@@ -295,6 +295,7 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
                     "launch; a larger batch, or torch.compile (fewer, fused kernels)")
     elif rule == "compute-bound":
         d.advice, d.try_params = advice.compute_advice(record, same_testbed)
+        d.advice += compile_advice.sentence(record, same_testbed)  # measured, or its command
     hidden = startup_text(m)
     if hidden and rule != "start-up-bound":
         d.caveat = hidden

@@ -102,6 +102,36 @@ def hta_figures(log: str) -> dict[str, Any]:
     return {f"hta_{k}": v for k, v in found["ranks"][0].items() if k != "rank"}
 
 
+def _first_s(result: dict[str, Any], warmup: int) -> float:
+    """A launch's first `warmup` steps' seconds (where a compile happens)."""
+    return sum(result["details"]["steps_s"][:warmup])
+
+
+def _compile_eager(result: dict[str, Any], cfg: Any) -> dict[str, Any]:
+    """Notebook 55's eager side: its metrics and its first steps' seconds."""
+    return {**result["metrics"], "first_steps_s": _first_s(result, cfg.warmup_steps)}
+
+
+def _compile(result: dict[str, Any], cfg: Any, needed: list[str]) -> dict[str, Any]:
+    """A compiled launch of notebook 55 against the eager step it needs (`needed`: that
+    step's result file): the compile's seconds (its first steps less eager's), the steady
+    speedup and the break-even steps (one launch a side: no interval)."""
+    from benchlib.core import stats
+
+    eager = json.loads(Path(needed[0]).read_text())
+    m, e, warmup = result["metrics"], eager["metrics"], cfg.warmup_steps
+    be = stats.break_even([(_first_s(result, warmup), m["samples_per_s"])],
+                          [(_first_s(eager, warmup), e["samples_per_s"])], m["global_batch"])
+    return {**m, "first_steps_s": _first_s(result, warmup),
+            "eager_first_steps_s": _first_s(eager, warmup), "compile_s": be.compile_s,
+            "eager_samples_per_s": e["samples_per_s"],
+            "speedup": m["samples_per_s"] / e["samples_per_s"],
+            "break_even": stats.break_even_text(be.steps, None, None, 1),
+            "break_even_steps": be.steps}
+
+
 FIGURES = {"metrics": metrics, "calibrate": _calibrate, "framework": _framework, "lm": _lm,
-           "io_ab": _ab}
+           "io_ab": _ab, "compile_eager": _compile_eager, "compile": _compile}
+# families whose function also reads the result files of the steps the row `needs`
+READS_NEEDED = {"compile"}
 FROM_LOG = {"io": io_figures, "maxbatch": maxbatch_figures, "hta": hta_figures}

@@ -24,10 +24,11 @@ from benchlib.config import CONFIGS, studies
 from benchlib.config.flags import config_argv
 from benchlib.core.stats import MIN_TARGET_LAUNCHES
 from benchlib.errors import ConfigError
-from benchlib.gpucheck.figures import FIGURES, FROM_LOG
+from benchlib.gpucheck.figures import FIGURES, FROM_LOG, READS_NEEDED
 from benchlib.launch.protocol import RUN_CONFIG
 from benchlib.runs.params import load_plan
 from benchlib.studies import (
+    compile,
     dp_vs_ddp,
     fault_tolerance,
     framework_comparison,
@@ -52,6 +53,8 @@ RUN_JSON: dict[str, Callable[[Any, Path], dict[str, Any]]] = {
     "multinode_lightning": lambda cfg, work: multinode_lightning.worker_params(cfg),
     "fault_tolerance": lambda cfg, work: fault_tolerance.worker_params(
         cfg, str(work / "checkpoints"), True),
+    # notebook 55's compiled launch (plan.yaml's eager rows turn it off in `run_json`)
+    "compile": lambda cfg, work: compile.trainer_params(cfg, "compiled", 0),
 }
 FLAGS: dict[str, Callable[[Any], list[str]]] = {
     "jax_resnet": framework_comparison.jax_args, "maxbatch": config_argv}
@@ -148,7 +151,8 @@ def _seconds(row: dict[str, Any]) -> tuple[float, float, float, str]:
 
 
 ROW_KEYS = {"name", "part", "seconds", "table", "match", "overrides", "study", "params", "cli",
-            "worker", "module", "args", "torchrun", "figures", "needs", "launches", "target"}
+            "worker", "module", "args", "torchrun", "figures", "needs", "launches", "target",
+            "run_json"}
 
 
 def _refused(row: dict[str, Any]) -> str | None:
@@ -161,6 +165,8 @@ def _refused(row: dict[str, Any]) -> str | None:
         return f"figures: {family!r} is not one of {', '.join(sorted({*FIGURES, *FROM_LOG}))}, env"
     if row.get("target") and row.get("launches", 1) < MIN_TARGET_LAUNCHES:
         return f"a target needs {MIN_TARGET_LAUNCHES} launches or more"
+    if family in READS_NEEDED and not row.get("needs"):
+        return f"figures {family} read the result of a step it needs; give `needs`"
     return None
 
 
@@ -174,11 +180,13 @@ def _step(row: dict[str, Any], out: Path, tables: dict[str, list[Any]]) -> Step:
     box, expected, estimated, timed = _seconds(row)
     source = _config(row, tables)
     family = row.get("figures", "metrics")
+    read = {"needed": [str(out / "work" / f"{n}.json") for n in row.get("needs", [])]} \
+        if family in READS_NEEDED else {}
     kw: dict[str, Any] = dict(
         expected_s=expected, part=row["part"], source=source, family=family,
         launches=row.get("launches", 1), target=row.get("target"), needs=row.get("needs", []),
         estimated_s=estimated, timed=timed, from_log=FROM_LOG.get(family),
-        figures=partial(FIGURES.get(family, FIGURES["metrics"]), cfg=source))
+        figures=partial(FIGURES.get(family, FIGURES["metrics"]), cfg=source, **read))
     extra = row.get("params", {}) if "table" in row else {}  # a row's own, beside its config's
     params = {**(source.as_dict() if source is not None else _given(row.get("args"))), **extra}
     writes = result if "{result}" in str(row.get("args")) else None
@@ -190,7 +198,9 @@ def _step(row: dict[str, Any], out: Path, tables: dict[str, list[Any]]) -> Step:
         return Step(name, argv, box, params, writes, **kw)
     worker = row["worker"]
     if source is not None and worker not in FLAGS:  # its run.json, written before it starts
-        kw["config"] = (work, worker, RUN_JSON[source.study](source, work))
+        kw["config"] = (work, worker, {**RUN_JSON[source.study](source, work),
+                                       **{k: _fill(v, where) for k, v in
+                                          row.get("run_json", {}).items()}})
         args = ["--config", str(work / RUN_CONFIG), *args]
     elif source is not None:
         args = [*FLAGS[worker](source), *args]

@@ -13,6 +13,7 @@ import pandas as pd
 
 from benchlib import reference
 from benchlib.config import ScalingProjectionConfig
+from benchlib.config.performance import compiled
 from benchlib.config.scaling_projection import input_form
 from benchlib.errors import UsageError
 from benchlib.projection import check_seed003
@@ -51,9 +52,11 @@ def _compute_candidates(records: pd.DataFrame, model: str = "") -> pd.DataFrame:
         return ok
     ok = ok[ok["notebook"].isin(COMPUTE_NOTEBOOKS) & (ok["world_size"] == 1)
             & ok["samples_per_s"].notna()]
-    for col, unwanted in (("strategy", "dp"), ("channels_last", True), ("compile", True)):
+    for col, unwanted in (("strategy", "dp"), ("channels_last", True)):
         if col in ok:
             ok = ok[ok[col] != unwanted]
+    if "compile" in ok:  # eager: a compiled row in any mode (an old record's true) is not
+        ok = ok[~ok["compile"].map(compiled)]
     if "precision" in ok:
         ok = ok[ok["precision"].isna() | (ok["precision"] == "fp32")]
     synthetic = ok["dataset"].eq("synthetic") & ok["notebook"].eq(COMPUTE_NOTEBOOKS[0])

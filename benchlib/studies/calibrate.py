@@ -34,6 +34,7 @@ from benchlib.core.stats import spread_text, summarize
 from benchlib.core.timing import StepClock
 from benchlib.data import storage
 from benchlib.errors import UsageError
+from benchlib.studies import calibrate_lm
 
 
 def _rounds(values, name: str) -> dict[str, float]:
@@ -63,9 +64,11 @@ SHAPES = {"toynet": ((1, 28, 28), 10), "resnet18": ((3, 224, 224), 1000),
           "resnet50": ((3, 224, 224), 1000)}
 
 
-def _batch(model_name: str, batch_size: int, device: torch.device):
+def _batch(model_name: str, batch_size: int, device: torch.device, model_args=None):
+    if model_name == "lm":  # benchlib's GPT at the shape measured against nanoGPT
+        return calibrate_lm.build(batch_size, device, model_args)
     if model_name not in SHAPES:
-        raise UsageError(f"model: {model_name!r} is not one of {', '.join(SHAPES)}")
+        raise UsageError(f"model: {model_name!r} is not one of {', '.join(SHAPES)}, lm")
     shape, classes = SHAPES[model_name]
     model = build_model(model_name, shape).to(device)
     x = torch.rand(batch_size, *shape, device=device)
@@ -74,12 +77,16 @@ def _batch(model_name: str, batch_size: int, device: torch.device):
 
 
 def loop_overhead(device: torch.device, model_name: str = "toynet", batch_size: int = 64,
-                  steps: int = 50, rounds: int = 80, seed: int = 0) -> dict[str, Any]:
+                  steps: int = 50, rounds: int = 80, seed: int = 0,
+                  model_args: dict | None = None) -> dict[str, Any]:
     torch.manual_seed(seed)
-    model, x, y = _batch(model_name, batch_size, device)
+    model, x, y = _batch(model_name, batch_size, device, model_args)
     stepper = loops.Stepper("train", device, model)
     bare_optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     loss_fn = torch.nn.CrossEntropyLoss()
+    if model_name == "lm":  # nanoGPT's step: SGD with momentum, flattened cross-entropy
+        stepper, bare_optimizer = calibrate_lm.stepper(model, device), calibrate_lm.optimizer(model)
+        loss_fn = calibrate_lm.loss_of
     clock = StepClock(device)
     _bare_loop(model, bare_optimizer, loss_fn, x, y, steps, clock)  # warm-up, not counted
     _benchlib_loop(stepper, x, y, steps, clock)

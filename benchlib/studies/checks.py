@@ -102,9 +102,13 @@ def fsdp2_available() -> None:
 
 
 def blocks_fit(cfg: Any, job: Any = None) -> None:
-    """Activation checkpointing and FSDP2 work block by block: the model must have them
-    (the user's, as own_job built it; else built on the meta device: no memory, no time)."""
-    if cfg.ac == "none" and cfg.strategy != "fsdp2":
+    """Activation checkpointing, FSDP2 and regional compile work block by block: the model
+    must have them (the user's, as own_job built it; else built on the meta device: no
+    memory, no time)."""
+    strategy = getattr(cfg, "strategy", "single")
+    field, value = ("ac", cfg.ac) if cfg.ac != "none" else ("strategy", "fsdp2") \
+        if strategy == "fsdp2" else ("compile", "regional")
+    if cfg.ac == "none" and strategy != "fsdp2" and getattr(cfg, "compile", "off") != "regional":
         return
     from benchlib.distributed import fsdp
 
@@ -117,8 +121,7 @@ def blocks_fit(cfg: Any, job: Any = None) -> None:
 
         with torch.device("meta"):
             model = build_job(cfg).model
-    fsdp.require_blocks(model, "ac" if cfg.ac != "none" else "strategy",
-                        cfg.ac if cfg.ac != "none" else "fsdp2")
+    fsdp.require_blocks(model, field, value)
 
 
 def image_model_takes(build: Any, name: str, shape: tuple[int, ...], classes: int) -> None:

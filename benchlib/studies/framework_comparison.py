@@ -20,7 +20,7 @@ from benchlib.config import FrameworkComparisonConfig
 from benchlib.config.choices import ARCHS
 from benchlib.config.flags import config_argv
 from benchlib.config.framework_comparison import JAX_FIELDS
-from benchlib.config.performance import PerformanceConfig
+from benchlib.config.performance import PerformanceConfig, compiled
 from benchlib.core.metrics import mfu, mfu_figures  # noqa: F401 - mfu: the one MFU function, here too
 from benchlib.core.stats import summarize
 from benchlib.distributed.device import check_precision
@@ -85,8 +85,9 @@ def run(cfg: FrameworkComparisonConfig, run_id: str = "interactive") -> Framewor
     preflight(cfg)
     strategy, launcher = ("ddp", cfg.launcher) if cfg.nproc_per_node > 1 else ("single", "single")
     log_dir = paths.outputs_dir() / "logs" / run_id
-    count = launch_count(cfg)
-    launched = [launch(strategy, trainer_params(cfg), log_dir if count == 1 else log_dir / f"train-{r}",
+    count, params = launch_count(cfg), trainer_params(cfg)
+    params.update(repeats.warm_start(strategy, params, log_dir, launcher, cfg.nproc_per_node, cfg))
+    launched = [launch(strategy, params, log_dir if count == 1 else log_dir / f"train-{r}",
                        launcher, cfg.nproc_per_node, timeout_s=cfg.timeout_s) for r in range(count)]
     figures, details = repeats.figures(cfg.repeat_mode, launched)
     m = {**launched[0].result["metrics"], **figures}
@@ -177,7 +178,8 @@ def describe(cfg: FrameworkComparisonConfig, result: FrameworkResult) -> str:
     mfu_text = f"MFU {m['mfu']:.1%}" if m["mfu"] is not None else f"MFU unknown ({m['mfu_peak_source']})"
     text = (f"{cfg.model} {cfg.dataset} {cfg.image_size}px, batch {cfg.batch_size} x "
             f"{m['world_size']} on {m['device_name']}, {cfg.precision}"
-            f"{', channels_last' if cfg.channels_last else ''}{', compiled' if cfg.compile else ''}: "
+            f"{', channels_last' if cfg.channels_last else ''}"
+            f"{f', compile {cfg.compile}' if compiled(cfg.compile) else ''}: "
             f"{m['samples_per_s']:,.1f} samples/s (p10 {m['samples_per_s_p10']:,.1f}, "
             f"p90 {m['samples_per_s_p90']:,.1f}); {mfu_text}")
     if m.get("jax_samples_per_s") is not None:

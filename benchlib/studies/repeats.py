@@ -58,11 +58,26 @@ def token_figures(metrics: dict[str, Any]) -> dict[str, Any]:
             and isinstance(value, (int, float))}
 
 
+def warm_start(module: str, params: dict[str, Any], log_dir: Path, launcher: str, nproc: int,
+               cfg: Any) -> dict[str, Any]:
+    """A row with `compile_cache: warm`: one launch first that compiles cold and keeps its
+    inductor cache folder (`<log_dir>/compile-cache`), and the parameter that makes every
+    timed launch start from a copy of it; nothing for another row."""
+    if getattr(cfg, "compile_cache", "cold") != "warm":
+        return {}
+    cache = log_dir / "compile-cache"
+    launch(module, {**params, "compile_cache": "cold", "compile_cache_to": str(cache)},
+           log_dir / "prime", launcher, nproc, timeout_s=cfg.timeout_s)
+    return {"compile_cache_from": str(cache)}
+
+
 def launch_all(module: str, params: dict[str, Any], log_dir: Path, launcher: str, nproc: int,
                cfg: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     """`cfg.repeats` launches of a training worker (each its own log folder when there are
-    several), summarized as `cfg.repeat_mode` says: the first launch's metrics with the
-    run's figures (a language model's tokens/s too), and its details with every launch's."""
+    several; a warm compile cache primed first: `warm_start`), summarized as
+    `cfg.repeat_mode` says: the first launch's metrics with the run's figures (a language
+    model's tokens/s too), and its details with every launch's."""
+    params = {**params, **warm_start(module, params, log_dir, launcher, nproc, cfg)}
     launched = [launch(module, params, log_dir / ("train" if cfg.repeats == 1 else f"train-{r}"),
                        launcher, nproc, timeout_s=cfg.timeout_s) for r in range(cfg.repeats)]
     metrics, details = of_launches(cfg.repeat_mode, launched)

@@ -17,7 +17,7 @@ from typing import Any
 
 from benchlib import paths
 from benchlib.config import TransformerTrainingConfig
-from benchlib.config.performance import PerformanceConfig
+from benchlib.config.performance import PerformanceConfig, compiled
 from benchlib.core.metrics import mfu_figures
 from benchlib.distributed.device import check_precision
 from benchlib.studies import checks, repeats, training
@@ -79,7 +79,8 @@ def describe(cfg: TransformerTrainingConfig, result: LmResult) -> str:
     unit = "launches" if cfg.repeat_mode == "process" else "epochs"
     how = cfg.strategy + (f" on {m['world_size']} ranks" if cfg.strategy != "single" else "")
     saver = ", ".join(filter(None, [f"ac {cfg.ac}" if cfg.ac != "none" else "",
-                                    "compiled" if cfg.compile else "", cfg.precision]))
+                                    f"compile {cfg.compile}" if compiled(cfg.compile) else "",
+                                    cfg.precision]))
     mfu = f"MFU {m['mfu']:.1%}" if m.get("mfu") is not None else f"MFU unknown ({m['mfu_peak_source']})"
     peak = m.get("peak_bytes")
     memory = f", peak memory {peak / 2**20:,.0f} MiB ({m.get('peak_kind')})" if peak else ""

@@ -27,7 +27,8 @@ from torch.utils.data import DataLoader
 
 from benchlib import atomic, paths
 from benchlib.config.choices import SYNTHETIC_STEPS
-from benchlib.core import energy, envinfo, loops, memory, throughput
+from benchlib.config.performance import check_compile_device, compile_mode, compiled
+from benchlib.core import compiler, energy, envinfo, loops, memory, throughput
 from benchlib.distributed import comm_timer, fsdp
 from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
@@ -37,6 +38,7 @@ from benchlib.trainers.ddp_checkpoints import Checkpoints
 from benchlib.trainers.job import Job, build_job
 
 TRACE_STEPS = 6  # traced after the timed epochs: one to warm the profiler up, five marked
+STEPS_KEPT = 200  # the first epoch's step times a result keeps (a compile's first steps)
 
 
 def _mean_loss(loss: torch.Tensor, env: DistEnv) -> float:
@@ -50,11 +52,13 @@ def _mean_loss(loss: torch.Tensor, env: DistEnv) -> float:
     return value.item()
 
 
-def wrap(model: nn.Module, strategy: str, device: torch.device,
-         dp_devices: int = 0, ac: str = "none", precision: str = "fp32") -> tuple[nn.Module, int]:
-    """The model as the strategy runs it (its blocks checkpointed as `ac` says), and how
-    many devices it spans."""
+def wrap(model: nn.Module, strategy: str, device: torch.device, dp_devices: int = 0,
+         ac: str = "none", precision: str = "fp32", compile: str = "off") -> tuple[nn.Module, int]:
+    """The model as the strategy runs it (its blocks checkpointed as `ac` says, each
+    compiled on its own for `compile` regional), and how many devices it spans."""
     model = fsdp.checkpoint_blocks(model.to(device), ac)
+    if compile_mode(compile) == "regional":  # after checkpointing, before FSDP2 shards
+        compiler.regions(fsdp.require_blocks(model, "compile", "regional"))
     if strategy == "fsdp2":
         return fsdp.shard(model, precision), 1
     if strategy == "dp":
@@ -129,16 +133,34 @@ def _trace(args: argparse.Namespace, env: DistEnv, loader, sampler, step: loops.
     return str(folder.resolve())
 
 
+def _compile_figures(args: argparse.Namespace, env: DistEnv, job: Job, model: nn.Module,
+                     device: torch.device, cache: Path | None) -> tuple[dict, dict]:
+    """A compiled run's cache kept for a warm start (rank 0, `--compile-cache-to`), its
+    recompiles and its forward's graph breaks with their reasons and lines (every rank
+    traces, as FSDP2's forward gathers on all of them); nothing for an eager run."""
+    if cache is None:
+        return {}, {}
+    if args.compile_cache_to and env.rank == 0:
+        compiler.keep_cache(cache, args.compile_cache_to)
+    x, y = (t.to(device) for t in job.batch(2, args.seed))
+    plain = model.module if isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)) \
+        else model
+    return compiler.figures(plain, x, args.compile, lambda m, b: m(b, labels=y)
+                            if job.objective.labels_kw else m(b))
+
+
 def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
     if device.type != "cuda":  # libraries' code loaded on first use: not the model's bytes
         memory.warm_kernels()
     torch.manual_seed(args.seed)
+    check_compile_device(args.compile, device.type)  # device auto: known only now
+    cache = compiler.own_cache(args.compile_cache_from) if compiled(args.compile) else None
     job = build_job(args)
     if job.own:  # a model that does not fit the labels: one line, exit 2
         job.check(args.model)
     flops = job.flop_figures()
     model, devices = wrap(job.model, args.strategy, device, args.dp_devices, args.ac,
-                          args.precision)
+                          args.precision, args.compile)
     batch = args.batch_size * devices  # DataParallel splits one batch over its devices
     loader, sampler = _loader(args, env, job, batch, device)
     step = loops.Stepper("train", device, model, lr=args.lr, momentum=args.momentum,
@@ -174,7 +196,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     peak.reset()
     meter.start()
     cpu_start = time.process_time()  # this rank's CPU seconds: a figure that holds under load
-    epochs, window_samples = [], 0
+    epochs, window_samples, steps_s = [], 0, []
     for epoch in range(args.epochs):
         if sampler is not None:
             sampler.set_epoch(epoch)
@@ -190,12 +212,15 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
                                      waits, prefetched)
         epochs.append({"epoch": epoch, **throughput.across_ranks(gather_objects(mine), env.rank)})
         window_samples += sum(times.timed()[2])  # the samples the energy window saw
+        if epoch == 0:  # every step, the warm-up ones too: where a compile's time goes
+            steps_s = [d + c for d, c in zip(times.data_s, times.compute_s)][:STEPS_KEPT]
     metered = meter.stop()
     cpu_s = time.process_time() - cpu_start
     peaks = peak.read()
     saved = saves.finish() if saves is not None else {}  # the saves, then the restores
     utilisation = utilisation_thread.stop()
     own = comm.figures(args.warmup_steps) if comm is not None else {}
+    compile_metrics, compile_details = _compile_figures(args, env, job, model, device, cache)
     traced = {"trace_dir": _trace(args, env, loader, sampler, step)} if args.export_trace else {}
     ranks = gather_objects({**metered, "samples": window_samples,
                             "comm_exposed_s": own.get("comm_exposed_s")})
@@ -224,6 +249,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         **comm_timer.unknown(args.strategy, env.world_size, comm),
         # rank 0's process CPU seconds a step (its threads, not its DataLoader workers')
         "cpu_s_per_step": cpu_s / max(1, sum(e["steps"] for e in epochs)),
+        **compile_metrics,  # graph breaks and recompiles of a compiled run
     }
     if args.strategy == "dp" and device.type != "cuda":
         metrics["note"] = "DataParallel without GPUs: ran as one CPU device"
@@ -237,4 +263,5 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     waits = {"rank_comm_exposed_s": [r["comm_exposed_s"] for r in ranks]} if own else {}
     saved_details = {"checkpoints": saves.events()} if saves is not None else {}
     return {"metrics": metrics, "details": {"epochs": epochs, "losses": losses, **waits,
-                                            **traced, **saved_details}}
+                                            **traced, **saved_details, "steps_s": steps_s,
+                                            **compile_details}}

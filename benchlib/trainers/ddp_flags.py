@@ -13,7 +13,7 @@ from benchlib.config.checkpoint import CheckpointConfig, check_checkpoint
 from benchlib.config.fault_injection import FaultInjectionConfig, check_faults
 from benchlib.config.flags import add_config_flags, add_piece_flags
 from benchlib.config.model_data import check_own_code
-from benchlib.config.performance import PerformanceConfig
+from benchlib.config.performance import PerformanceConfig, check_compile_device
 from benchlib.config.training import TrainingConfig, training_fields
 from benchlib.errors import ConfigError
 
@@ -29,6 +29,14 @@ def check_args(args: argparse.Namespace) -> None:
     if args.strategy == "fsdp2" and args.dp_devices:
         raise ConfigError("dp_devices", "is DataParallel's; fsdp2 runs one rank per device "
                           "(give the ranks with nproc_per_node)")
+    if getattr(args, "device", "auto") == "cpu":  # the bootstrap's flag; auto: checked later
+        check_compile_device(args.compile, "cpu")
+    if args.compile_cache == "warm" and not args.compile_cache_from:
+        raise ConfigError("compile_cache", "warm needs the cache an earlier process filled: "
+                          "--compile-cache-from DIR (notebooks 40, 50 and 55 pass it; fill one "
+                          "with --compile-cache-to DIR)")
+    if args.compile_cache_from and args.compile_cache == "cold":
+        raise ConfigError("compile_cache_from", "is a warm start's; compile_cache is cold")
     if args.inject_comm_delay_ms < 0:
         raise ConfigError("inject_comm_delay_ms", f"must be >= 0, got {args.inject_comm_delay_ms}")
 
@@ -61,6 +69,12 @@ def parser(strategy: str, study: type[TrainingConfig] = STUDY) -> argparse.Argum
                    help="record the rank-averaged loss of the first N steps")
     p.add_argument("--fail-how", choices=["raise", "kill"], default="raise",
                    help="fault injection (tests): --fail-at-step's rank raises, or SIGKILLs itself")
+    p.add_argument("--compile-cache-from", default="",
+                   help="compile_cache warm: the inductor cache folder an earlier process "
+                   "filled, copied into this process's own before it compiles")
+    p.add_argument("--compile-cache-to", default="",
+                   help="after training, keep this process's inductor cache folder here "
+                   "(rank 0), for a warm start later")
     p.add_argument("--inject-comm-delay-ms", type=float, default=0.0,
                    help="DDP on more than one rank: the last gradient bucket of every step "
                    "waits this many ms inside its all-reduce, a slower link made on purpose "
