@@ -1,43 +1,112 @@
 """`benchlib calibrate --ground-truth`: the training worker, launched as a study launches it
-(1 rank; 2 ranks under torchrun with gloo), with a known delay in every step; the samples/s
-its result holds and the parent's own clock over the timed windows recover the truth."""
+(1 rank; 2 ranks under torchrun with gloo), with a known delay in a pattern that varies by
+step, epoch and rank (a slow warm-up, a heavy tail, a slow epoch, a slow rank); the
+figures its result holds and the parent's own clock recover the truth, each within the
+bound, and a method blind to the pattern would miss it."""
 
+import contextlib
+import io
 import json
 
 import pytest
+import torch
 
 from benchlib.cli.main import main
+from benchlib.core import loops
 from benchlib.errors import ConfigError
 from benchlib.studies import calibrate
 from benchlib.trainers import ddp_flags
 
-# The command's bound is 2%. Here the truth's base step (2-16 ms of a ~110 ms step) is
-# measured in a launch of its own while other tests load the 2 shared cores, and load that
-# changes between two launches has moved it by up to ~7 ms (errors of 5.2% and 6.4% seen in
-# full suites on 27 Nov 2026, which launch more ranks beside it than before): 8% bounds
-# that, and still fails a delay not applied (the figure is then 10-50x the truth) or a
-# per-rank figure taken for the global one (2x).
+# The command's bound is 2% (docs/method.md). Here the truth's base step (2-16 ms of a
+# ~110 ms step) is measured in a launch of its own while other tests load the 2 shared
+# cores, and load that changes between two launches has moved it by up to ~12 ms (a median
+# step 12% over a 100 ms truth in a full suite on 28 Nov 2026): the suite injects 200 ms
+# and passes `--tolerance 0.08`,
+# the bound docs/method.md states for it, and the command must pass with it. Every case's
+# misreading (a warm-up counted, the median step, the mean over epochs, the fast rank)
+# misses by more than twice that (22% to 139%), so each case can fail.
 LOADED_BOUND = 0.08
 
 
-def test_the_workers_figure_and_the_parents_clock_recover_the_injected_delay(outputs, capsys):
-    figures = outputs / "gt.json"
-    code = main(["calibrate", "--ground-truth", "--steps", "13", "--json", str(figures)])
-    printed = capsys.readouterr().out
-    checks = json.loads(figures.read_text())["ground_truth"]
-    assert [c["ranks"] for c in checks] == [1, 1, 2, 2]
+@pytest.fixture(scope="module")
+def ground_truth(tmp_path_factory):
+    """`calibrate --ground-truth` once, every pattern, 10 steps an epoch of 200 ms each
+    and more (sleeps: wall time, not CPU), so that the base step's drift under the suite's
+    load stays inside the bound: (exit, printed, checks)."""
+    folder = tmp_path_factory.mktemp("gt")
+    out = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
+        mp.setenv("BENCHLIB_OUTPUTS", str(folder / "outputs"))
+        code = main(["calibrate", "--ground-truth", "--steps", "10", "--delay-ms", "200",
+                     "--tolerance", str(LOADED_BOUND), "--json", str(folder / "gt.json")])
+    return code, out.getvalue(), json.loads((folder / "gt.json").read_text())["ground_truth"]
+
+
+def test_every_pattern_is_recovered_by_the_figure_it_tests(ground_truth):
+    code, printed, checks = ground_truth
+    assert code == 0, printed  # the command's own verdict: every check within the bound
+    by = {(c["pattern"], c["ranks"], c["check"].rpartition(": ")[2]) for c in checks}
+    for pattern, ranks, figure in [
+            ("uniform", 1, "worker's samples/s"), ("uniform", 2, "parent's clock"),
+            ("slow_warmup", 1, "warmup_s"), ("heavy_tail", 1, "batch_s"),
+            ("slow_epoch", 1, "worker's samples/s"), ("slow_rank", 2, "rank_skew"),
+            ("slow_rank", 2, "slowest rank")]:
+        assert (pattern, ranks, figure) in by, (pattern, ranks, figure)
     for c in checks:
-        assert abs(c["error"]) <= LOADED_BOUND, c
-        assert c["expected"] == pytest.approx(
-            c["ranks"] * 8 / (c["delay_ms"] / 1e3 + c["base_step_s"]))
-        # the worker's result says that its steps were slowed on purpose
-        assert c["injected_step_delay_ms"] == 100.0
-        # the same worker without the delay (its base run) misses the truth by far
-        assert not calibrate.check("", c["expected"], c["base_samples_per_s"])["passed"]
-        assert f"error {c['error']:+.2%}: {'pass' if c['passed'] else 'FAIL'}" in printed
-    for worker, parent in zip(checks[::2], checks[1::2]):  # two clocks on the same run
+        assert c["passed"] and abs(c["error"]) <= LOADED_BOUND, c
+        assert c["injected_step_delay_ms"] == 200.0 and c["injected_delay_pattern"] == c["pattern"]
+        if "samples/s" in c["check"] or "clock" in c["check"]:
+            # the same worker without the delay (its base run) misses the truth by far
+            assert not calibrate.check("", c["expected"], c["base_samples_per_s"],
+                                       LOADED_BOUND)["passed"]
+            assert f"error {c['error']:+.2%}: pass" in printed
+    misread = {c["pattern"]: c["misread_error"] for c in checks if "misread" in c}
+    assert set(misread) == {"slow_warmup", "heavy_tail", "slow_epoch", "slow_rank"}
+    assert all(abs(e) > 2 * LOADED_BOUND for e in misread.values()), misread
+    workers = [c for c in checks if c["check"].endswith("worker's samples/s")]
+    parents = [c for c in checks if c["check"].endswith("parent's clock")]
+    for worker, parent in zip(workers, parents):  # two clocks on the same run
         assert parent["measured"] == pytest.approx(worker["measured"], rel=0.02)
-    assert code == (0 if all(c["passed"] for c in checks) else 1)
+
+
+def test_each_patterns_truth_and_what_a_blind_method_would_read():
+    """100 ms, a 5 ms base, 13 steps an epoch, 3 warm-up: the truths by hand."""
+    d, b, timed = 0.1, 0.005, 10
+    uniform = calibrate.truth("uniform", 100.0, b, 13, 1)
+    assert uniform["samples_per_s"] == pytest.approx(8 / (d + b))
+    assert uniform["with_warmup"] == pytest.approx(uniform["samples_per_s"])
+    warm = calibrate.truth("slow_warmup", 100.0, b, 13, 1)
+    assert warm["samples_per_s"] == pytest.approx(8 / (d + b))
+    assert warm["warmup_s"] == pytest.approx(3 * (5 * d + b))
+    assert warm["with_warmup"] == pytest.approx(8 * 13 / (3 * (5 * d + b) + timed * (d + b)))
+    tail = calibrate.truth("heavy_tail", 100.0, b, 13, 1)  # steps 4 and 9 of 3..12: 6x
+    assert tail["samples_per_s"] == pytest.approx(8 * timed / (8 * (d + b) + 2 * (6 * d + b)))
+    assert tail["batch_s"] == pytest.approx(d + b)
+    epoch = calibrate.truth("slow_epoch", 100.0, b, 13, 1)
+    assert epoch["samples_per_s"] == pytest.approx(8 / (d + b))
+    assert epoch["mean_over_epochs"] == pytest.approx((2 * 8 / (d + b) + 8 / (3 * d + b)) / 3)
+    rank = calibrate.truth("slow_rank", 100.0, b, 13, 2)
+    assert rank["samples_per_s"] == pytest.approx(16 / (2 * d + b))
+    assert rank["rank_skew"] == pytest.approx((2 * d + b) / (d + b))
+    assert rank["fast_rank_rate"] == pytest.approx(16 / (d + b))
+
+
+def test_the_delay_pattern_is_the_one_the_truth_assumes():
+    factors = [loops.delay_factor("heavy_tail", i, 0, 3, False) for i in range(10)]
+    assert factors == [1, 1, 1, 1, 6, 1, 1, 1, 1, 6]
+    assert [loops.delay_factor("slow_warmup", i, 2, 3, False) for i in range(5)] == [5, 5, 5, 1, 1]
+    assert [loops.delay_factor("slow_epoch", 0, e, 3, False) for e in range(3)] == [1, 3, 1]
+    assert (loops.delay_factor("slow_rank", 0, 0, 3, True),
+            loops.delay_factor("slow_rank", 0, 0, 3, False)) == (2, 1)
+    cpu = torch.device("cpu")
+    slow = loops.StepDelay.of_rank(10.0, cpu, "slow_rank", 3, -1, 1, 2)
+    fast = loops.StepDelay.of_rank(10.0, cpu, "slow_rank", 3, -1, 0, 2)
+    alone = loops.StepDelay.of_rank(10.0, cpu, "uniform", 3, 1, 0, 2)
+    assert (slow.slow, fast.slow, alone.ms) == (True, False, 0.0)  # delay_rank 1: not rank 0
+    with pytest.raises(ConfigError, match=r"^inject_delay_pattern: 'bursty' is not one of "
+                                          r"uniform, slow_warmup, heavy_tail, slow_epoch, "
+                                          r"slow_rank$"):
+        loops.StepDelay(10.0, cpu, "bursty")
 
 
 def test_a_check_passes_within_two_percent_and_fails_beyond():

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import benchlib.cli.common as common
 from benchlib import paths
-from benchlib.config.choices import DEVICES
+from benchlib.config.choices import DELAY_PATTERNS, DEVICES
 from benchlib.errors import BenchlibError, UsageError
 
 
@@ -60,9 +60,13 @@ def _ground_truth(args) -> int:
     ranks = (1, 2) if device.type == "cpu" or torch.cuda.device_count() >= 2 else (1,)
     if ranks == (1,):
         print("ground truth: one GPU here, so 1 rank only")
+    if not 0 < args.tolerance < 1:
+        raise UsageError(f"tolerance: must be between 0 and 1 (0.02: 2%), got {args.tolerance}")
+    patterns = tuple(p for p in args.patterns.split(",") if p)
     checks = calibrate.ground_truth(device.type if device.type == "cpu" else "gpu",
                                     common.outputs(args) / "logs" / "calibrate-ground-truth",
-                                    ranks, args.delay_ms, args.steps)
+                                    ranks, args.delay_ms, args.steps, patterns=patterns,
+                                    tolerance=args.tolerance)
     print("\n".join(calibrate.ground_truth_lines(checks)))
     if args.json:
         from benchlib import atomic
@@ -119,10 +123,15 @@ def add_parsers(sub) -> None:
     p.add_argument("--json", help="also write every figure here (JSON)")
     p.add_argument("--ground-truth", action="store_true",
                    help="instead: the training worker (1 and 2 ranks) with a known delay "
-                   "injected into every step, its samples/s and the parent's clock against "
-                   "the truth; --steps per epoch; exit 1 when one misses 2%%")
+                   "injected in patterns (--patterns), its figures and the parent's clock "
+                   "against the truth; --steps per epoch; exit 1 when one misses --tolerance")
     p.add_argument("--delay-ms", type=float, default=100.0,
                    help="--ground-truth: the delay injected into every step (default 100)")
+    p.add_argument("--patterns", default=",".join(DELAY_PATTERNS),
+                   help="--ground-truth: how the delay varies by step, epoch and rank, "
+                   "comma-separated (default: all: " + ", ".join(DELAY_PATTERNS) + ")")
+    p.add_argument("--tolerance", type=float, default=0.02,
+                   help="--ground-truth: the largest error a check passes with (default 0.02)")
     p.add_argument("--outputs", help=common.OUTPUTS_HELP)
     p.set_defaults(func=cmd_calibrate)
 

@@ -7,14 +7,17 @@ taking those its loop injects. The tests, `benchlib calibrate --ground-truth` an
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 from benchlib.config.base import StudyConfig, require_min
+from benchlib.config.choices import DELAY_PATTERNS
 
 
 @dataclasses.dataclass
 class FaultInjectionConfig(StudyConfig):
     """A failure and a straggler made on purpose; off by default."""
+
+    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"inject_delay_pattern": DELAY_PATTERNS}
 
     fail_at_step: int = 0
     """Kill rank `fail_rank` after this global step (the first attempt only, where a run
@@ -27,7 +30,12 @@ class FaultInjectionConfig(StudyConfig):
     kernel on CUDA): a straggler made on purpose, the truth `benchlib calibrate
     --ground-truth` checks against."""
     delay_rank: int = -1
-    """The rank `inject_step_delay_ms` slows (-1: every rank)."""
+    """The rank `inject_step_delay_ms` slows (-1: every rank; the slow rank of
+    `inject_delay_pattern` slow_rank, -1: the last)."""
+    inject_delay_pattern: str = "uniform"
+    """How `inject_step_delay_ms` varies (benchlib.core.loops.delay_factor): uniform,
+    slow_warmup (warm-up steps 5x), heavy_tail (every fifth step 6x), slow_epoch (the
+    second epoch 3x) or slow_rank (every rank, `delay_rank` 2x)."""
 
     def validate(self) -> None:
         super().validate()

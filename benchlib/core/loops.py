@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from benchlib.config.choices import MODES
+from benchlib.config.choices import DELAY_PATTERNS, MODES
 from benchlib.core import compiler
 from benchlib.core.timing import StepMarks
 from benchlib.errors import ConfigError
@@ -149,23 +149,75 @@ def cuda_cycles_per_ms(device: torch.device, cycles: int = 10_000_000) -> float:
     return statistics.median(slopes)
 
 
+# How an injected delay varies by step, epoch and rank (`inject_delay_pattern`): each a
+# case a figure could get wrong. uniform: every step the same. slow_warmup: the warm-up
+# steps of each epoch 5x (a warm-up that leaked into the window would show). heavy_tail:
+# every fifth step of an epoch 6x (the window's rate is its samples over all its time,
+# the median step sits below it). slow_epoch: the second epoch 3x (the run's figure is the
+# median over epochs, not their mean). slow_rank: one rank 2x (a synchronous step lasts
+# as long as its slowest rank; the skew names that rank).
+SLOW_WARMUP, HEAVY_TAIL, TAIL_EVERY, SLOW_EPOCH, SLOW_RANK = 5.0, 6.0, 5, 3.0, 2.0
+
+
+def delay_factor(pattern: str, step: int, epoch: int, warmup_steps: int, slow: bool) -> float:
+    """The multiple of the injected delay that step `step` (of its epoch, from 0) of epoch
+    `epoch` (from 0) gets under `pattern`; `slow`: the step is the slow rank's."""
+    if pattern == "slow_warmup":
+        return SLOW_WARMUP if step < warmup_steps else 1.0
+    if pattern == "heavy_tail":
+        return HEAVY_TAIL if step % TAIL_EVERY == TAIL_EVERY - 1 else 1.0
+    if pattern == "slow_epoch":
+        return SLOW_EPOCH if epoch == 1 else 1.0
+    if pattern == "slow_rank":
+        return SLOW_RANK if slow else 1.0
+    if pattern == "uniform":
+        return 1.0
+    raise ConfigError("inject_delay_pattern", f"{pattern!r} is not one of "
+                      f"{', '.join(DELAY_PATTERNS)}")
+
+
+def slow_rank(delay_rank: int, world_size: int) -> int:
+    """The rank slow_rank slows: `delay_rank`, or the last rank where it is -1."""
+    return delay_rank if delay_rank >= 0 else world_size - 1
+
+
 class StepDelay:
     """A known time added inside every step, so that a clock can be checked against a
-    truth (`benchlib calibrate --ground-truth`). On CPU the host sleeps; on CUDA a spin
-    kernel of that length runs on the step's stream, where the CUDA events that time the
-    step see it as they see compute (a host sleep would hide behind queued kernels)."""
+    truth (`benchlib calibrate --ground-truth`): `ms` times the pattern's factor for the
+    step (`delay_factor`). On CPU the host sleeps; on CUDA a spin kernel of that length
+    runs on the step's stream, where the CUDA events that time the step see it as they see
+    compute (a host sleep would hide behind queued kernels). `run_epoch` tells it where an
+    epoch starts."""
 
-    def __init__(self, ms: float, device: torch.device):
+    def __init__(self, ms: float, device: torch.device, pattern: str = "uniform",
+                 warmup_steps: int = 0, slow: bool = False):
         if ms < 0:
             raise ConfigError("inject_step_delay_ms", f"must be >= 0, got {ms}")
-        self.ms = ms
-        self.cycles = round(ms * cuda_cycles_per_ms(device)) if ms and device.type == "cuda" else 0
+        delay_factor(pattern, 0, 0, 0, False)  # an unknown pattern refused here
+        self.ms, self.pattern, self.warmup_steps, self.slow = ms, pattern, warmup_steps, slow
+        self.cycles_per_ms = cuda_cycles_per_ms(device) if ms and device.type == "cuda" else 0.0
+        self.epoch, self.step = -1, 0
+
+    @classmethod
+    def of_rank(cls, ms: float, device: torch.device, pattern: str, warmup_steps: int,
+                delay_rank: int, rank: int, world_size: int) -> StepDelay:
+        """A rank's delay: under slow_rank every rank's, 2x on the slow one; otherwise
+        `delay_rank`'s alone (-1: every rank's)."""
+        if pattern == "slow_rank":
+            return cls(ms, device, pattern, warmup_steps, rank == slow_rank(delay_rank, world_size))
+        return cls(ms if delay_rank in (-1, rank) else 0.0, device, pattern, warmup_steps)
+
+    def start_epoch(self) -> None:
+        self.epoch, self.step = self.epoch + 1, 0
 
     def __call__(self) -> None:
-        if self.cycles:
-            torch.cuda._sleep(self.cycles)
-        elif self.ms:
-            time.sleep(self.ms / 1e3)
+        ms = self.ms * delay_factor(self.pattern, self.step, max(self.epoch, 0),
+                                    self.warmup_steps, self.slow)
+        self.step += 1
+        if self.cycles_per_ms and ms:
+            torch.cuda._sleep(round(ms * self.cycles_per_ms))
+        elif ms:
+            time.sleep(ms / 1e3)
 
 
 class Objective:
@@ -198,12 +250,14 @@ class Stepper:
     memory format (channels_last) and torch.compile mode (benchlib.core.compiler: off,
     default, reduce-overhead, max-autotune; true is default); `objective` says
     what the step minimises (cross-entropy unless told); `step_delay_ms` adds that known
-    time to every step (a `StepDelay`: ground truth, never a real run)."""
+    time to every step, `delay` a pattern of them (a `StepDelay`: ground truth, never a
+    real run)."""
 
     def __init__(self, mode: str, device: torch.device, model: nn.Module | None = None,
                  lr: float = 1e-3, momentum: float = 0.0, precision: str = "fp32",
                  channels_last: bool = False, compile: str | bool = "off",
-                 step_delay_ms: float = 0.0, objective: Objective | None = None):
+                 step_delay_ms: float = 0.0, objective: Objective | None = None,
+                 delay: StepDelay | None = None):
         if mode not in MODES:
             raise ConfigError("mode", f"{mode!r} is not one of {', '.join(MODES)}")
         self.mode, self.device = mode, device
@@ -211,7 +265,7 @@ class Stepper:
         self.model = model.to(device, memory_format=self.memory_format) if model is not None else None
         self.autocast = AUTOCAST.get(precision)
         self.scaler = torch.amp.GradScaler(device.type) if precision == "amp_fp16" else None
-        self.delay = StepDelay(step_delay_ms, device)
+        self.delay = delay or StepDelay(step_delay_ms, device)
         if mode == "train":
             if model is None:
                 raise ConfigError("mode", "train needs a model")
@@ -251,6 +305,7 @@ def run_epoch(loader: Iterable, step: Stepper, warmup_steps: int, max_steps: int
     the next batch is fetched (an energy meter's edge, benchlib.core.energy)."""
     marks = StepMarks(step.device)
     times = EpochTimes()
+    step.delay.start_epoch()
     ends, handed, loss = [], [], None
     marks.wait()  # nothing queued before the epoch counts towards it
     host_start = time.perf_counter()

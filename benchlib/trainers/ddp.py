@@ -166,8 +166,9 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     step = loops.Stepper("train", device, model, lr=args.lr, momentum=args.momentum,
                          precision=args.precision, channels_last=args.channels_last,
                          compile=args.compile,
-                         step_delay_ms=args.inject_step_delay_ms
-                         if args.delay_rank in (-1, env.rank) else 0.0,
+                         delay=loops.StepDelay.of_rank(
+                             args.inject_step_delay_ms, device, args.inject_delay_pattern,
+                             args.warmup_steps, args.delay_rank, env.rank, env.world_size),
                          objective=job.objective)
     losses: list[float] = []
     # DDP's all-reduce per step, and what backward hides (unless turned off: its cost,
@@ -256,6 +257,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     if args.inject_step_delay_ms:  # a ground truth's run: its figures are not the model's
         metrics["injected_step_delay_ms"] = args.inject_step_delay_ms
         metrics["injected_delay_rank"] = args.delay_rank
+        metrics["injected_delay_pattern"] = args.inject_delay_pattern
     if args.inject_comm_delay_ms:
         metrics["injected_comm_delay_ms"] = args.inject_comm_delay_ms
     # each rank's all-reduce time nothing hid: a fast rank waits there for a slow one, what

@@ -153,8 +153,9 @@ class ElasticTrainer:
         self.stepper = loops.Stepper("train", device, self.model, lr=args.lr,
                                      momentum=args.momentum, precision=args.precision,
                                      channels_last=args.channels_last,
-                                     step_delay_ms=args.inject_step_delay_ms
-                                     if args.delay_rank in (-1, env.rank) else 0.0,
+                                     delay=loops.StepDelay.of_rank(
+                                         args.inject_step_delay_ms, device, args.inject_delay_pattern,
+                                         args.warmup_steps, args.delay_rank, env.rank, env.world_size),
                                      objective=loops.Objective(plan.loss))
         self.optimizer = self.stepper.optimizer
         for group in self.optimizer.param_groups:  # Stepper's SGD has none; seed 001 used 1e-4
@@ -315,7 +316,8 @@ class ElasticTrainer:
         })
         if self.args.inject_step_delay_ms:  # a straggler made on purpose: not the model's figures
             metrics.update(injected_step_delay_ms=self.args.inject_step_delay_ms,
-                           injected_delay_rank=self.args.delay_rank)
+                           injected_delay_rank=self.args.delay_rank,
+                           injected_delay_pattern=self.args.inject_delay_pattern)
         return {"metrics": metrics, "details": {"restarts": rows, "timeline": events}}
 
 
