@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Every GPU path of the workbook on a single-GPU machine, in three parts of one call of under
+# Every GPU path of the workbook on a single-GPU machine, in four parts of one call of under
 # 10 minutes each (part 1 by default; --part 2: language model, timm/hf models; --part 3: IO,
-# traces, maxbatch; --part 4: torch.compile cold and warm for ResNet-50 and gpt2-124m); the
+# traces, the comm hook's cost, maxbatch; --part 4: torch.compile cold and warm for ResNet-50 and gpt2-124m); the
 # steps are a table, benchlib/gpucheck/plan.yaml:
 #   scripts/gpu-check.sh OUT [--part 1|2|3|4|2,1] [--dry-run] [--only STEP,...] [--budget-s S]
 # Uses the python that is there (PYTHON=... to choose), installs nothing, needs no network

@@ -85,7 +85,7 @@ def test_part_3_lists_the_io_study_the_traces_and_the_largest_batch(tmp_path, ca
     done = in_process(capsys, str(tmp_path / "out"), "--dry-run", "--part", "3")
     assert done.returncode == 0, done.stderr
     assert _names(done.stdout) == ["env", "data", "io_raw", "io_ab", "ddp_trace",
-                                   "hta_breakdown", "maxbatch_resnet50"]
+                                   "hta_breakdown", "comm_hook_cost", "maxbatch_resnet50"]
     # raw's settings in one process; preload against preload_batched over 5 launches
     assert done.stdout.count("--modes train,traverse --workers 0,4") == 2
     assert "--variants preload,preload_batched --launches 5" in done.stdout
@@ -97,7 +97,7 @@ def test_part_3_lists_the_io_study_the_traces_and_the_largest_batch(tmp_path, ca
         in done.stdout
     assert "seconds: 75 s estimate (5 launches of 8 settings" in done.stdout
     assert done.stdout.splitlines()[-1].startswith(
-        "7 steps (part 3 of 4), about 340 s: 225 s as measured, 115 s estimated")
+        "8 steps (part 3 of 4), about 400 s: 225 s as measured, 175 s estimated")
 
 
 def test_without_cuda_it_says_so_in_one_line_exits_2_and_writes_nothing(tmp_path):
@@ -584,3 +584,21 @@ def test_part_4_runs_notebook_55_eager_cold_then_warm_on_one_cache(tmp_path):
     assert figures["break_even"] == ("pays off after 1,429 steps (n=1 launch a side: an interval "
                                      "needs 5)")
     json.dumps(figures)
+
+
+def test_part_3_measures_the_comm_hooks_cost_on_cuda_from_the_scripts_own_lines(tmp_path):
+    """Issue 38 item 7's GPU step: scripts/comm_hook_ab.py on CUDA, its figures read from
+    the lines it prints (these from a run of it on this CPU, 1 launch of 10 steps)."""
+    step = next(s for s in steps.plan(tmp_path) if s.name == "comm_hook_cost")
+    assert step.part == 3 and step.argv[1:4] == ["-m", "scripts.comm_hook_ab", "--launches"]
+    assert "--device cuda" in " ".join(step.argv) and step.from_log is not None
+    log = ("load before: 3.58 on 2 cores\n"
+           "launch 1: median step without the hook 9.347 ms, with 12.799 ms; paired ratio "
+           "with/without 1.490\nload after: 4.20\n"
+           "steps/s with/without the hook, medians: 0.730 (range 0.730-0.730, n=1 launches); "
+           "verdict at a 2% threshold: inconclusive\n"
+           "paired, with/without: 0.671 (range 0.671-0.671, n=1 launches); verdict at a 2% "
+           "threshold: inconclusive\n")
+    assert step.from_log(log) == {
+        "plain_step_ms": [9.347], "hooked_step_ms": [12.799], "paired_speed_ratio": 0.671,
+        "paired_low": 0.671, "paired_high": 0.671, "launches": 1, "verdict": "inconclusive"}

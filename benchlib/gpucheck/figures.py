@@ -5,6 +5,7 @@ output (FROM_LOG). MFU only through the one MFU function, core.metrics.mfu."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,24 @@ def hta_figures(log: str) -> dict[str, Any]:
     return {f"hta_{k}": v for k, v in found["ranks"][0].items() if k != "rank"}
 
 
+_HOOK_LAUNCH = re.compile(r"launch \d+: median step without the hook ([\d.]+) ms, with "
+                         r"([\d.]+) ms; paired ratio with/without ([\d.]+)")
+_HOOK_VERDICT = re.compile(r"paired, with/without: ([\d.]+) \((?:95% CI|range) ([\d.]+)-([\d.]+), "
+                          r"n=(\d+) launches\); verdict at a 2% threshold: (.+)$")
+
+
+def comm_hook_figures(log: str) -> dict[str, Any]:
+    """scripts/comm_hook_ab.py's lines (issue 38 item 7): each launch's median step without
+    and with the comm hook, and the paired speed ratio with its interval and verdict."""
+    launches = [m.groups() for m in map(_HOOK_LAUNCH.search, log.splitlines()) if m]
+    paired = next(m.groups() for m in map(_HOOK_VERDICT.search, log.splitlines()) if m)
+    return {"plain_step_ms": [float(a) for a, _, _ in launches],
+            "hooked_step_ms": [float(b) for _, b, _ in launches],
+            "paired_speed_ratio": float(paired[0]), "paired_low": float(paired[1]),
+            "paired_high": float(paired[2]), "launches": int(paired[3]),
+            "verdict": paired[4]}
+
+
 def _first_s(result: dict[str, Any], warmup: int) -> float:
     """A launch's first `warmup` steps' seconds (where a compile happens)."""
     return sum(result["details"]["steps_s"][:warmup])
@@ -134,4 +153,5 @@ FIGURES = {"metrics": metrics, "calibrate": _calibrate, "framework": _framework,
            "io_ab": _ab, "compile_eager": _compile_eager, "compile": _compile}
 # families whose function also reads the result files of the steps the row `needs`
 READS_NEEDED = {"compile"}
-FROM_LOG = {"io": io_figures, "maxbatch": maxbatch_figures, "hta": hta_figures}
+FROM_LOG = {"io": io_figures, "maxbatch": maxbatch_figures, "hta": hta_figures,
+            "comm_hook": comm_hook_figures}
