@@ -25,7 +25,7 @@ from benchlib.analysis.sections import Records
 from benchlib.cli import main
 from benchlib.compare import verdicts, view
 from benchlib.config import CompileConfig, FrameworkComparisonConfig, TransformerTrainingConfig
-from benchlib.core import compiler, stats
+from benchlib.core import compile_cost, compiler
 from benchlib.diagnose import rules
 from benchlib.errors import ConfigError
 from benchlib.records import results, testbed
@@ -105,26 +105,26 @@ def test_break_even_is_compile_seconds_over_the_steady_saving_with_its_interval(
              for _ in range(5)]
     comp = [(2.10 + 0.02 * rng.standard_normal(), 800 * (1 + 0.01 * rng.standard_normal()))
             for _ in range(5)]
-    be = stats.break_even(comp, eager, batch=8)
+    be = compile_cost.break_even(comp, eager, batch=8)
     assert be.compile_s == pytest.approx(2.0, rel=0.05)
     assert be.saved_s == pytest.approx(0.010, rel=0.05)
     assert be.steps == pytest.approx(be.compile_s / be.saved_s) == pytest.approx(200, rel=0.1)
     assert be.low < be.steps < be.high < 250 and be.n == 5
-    assert stats.break_even_text(be.steps, be.low, be.high, be.n).startswith(
+    assert compile_cost.break_even_text(be.steps, be.low, be.high, be.n).startswith(
         f"pays off after {be.steps:,.0f} steps (95% CI {be.low:,.0f} to {be.high:,.0f}, n=5")
-    slower = stats.break_even([(2.1, 300.0)] * 5, eager, batch=8)
+    slower = compile_cost.break_even([(2.1, 300.0)] * 5, eager, batch=8)
     assert math.isinf(slower.steps) and math.isinf(slower.low)
-    assert stats.break_even_text(slower.steps, slower.low, slower.high, 5).startswith(
+    assert compile_cost.break_even_text(slower.steps, slower.low, slower.high, 5).startswith(
         "never pays off: the compiled step is not faster")
     # as fast, give or take: some resamples never pay off, so the interval reaches "never"
-    level = stats.break_even([(2.1, 400 * (1 + 0.02 * rng.standard_normal())) for _ in range(5)],
+    level = compile_cost.break_even([(2.1, 400 * (1 + 0.02 * rng.standard_normal())) for _ in range(5)],
                              eager, batch=8)
     assert math.isinf(level.high)
-    assert "to never" in stats.break_even_text(level.steps, level.low, level.high, 5)
-    few = stats.break_even(comp[:2], eager[:2], batch=8)
+    assert "to never" in compile_cost.break_even_text(level.steps, level.low, level.high, 5)
+    few = compile_cost.break_even(comp[:2], eager[:2], batch=8)
     assert few.low is None and "n=2 launches a side: an interval needs 5" in \
-        stats.break_even_text(few.steps, few.low, few.high, 2)
-    cheap = stats.break_even([(0.05, 800.0)] * 5, eager, batch=8)  # a compile that cost nothing
+        compile_cost.break_even_text(few.steps, few.low, few.high, 2)
+    cheap = compile_cost.break_even([(0.05, 800.0)] * 5, eager, batch=8)  # a compile that cost nothing
     assert cheap.steps == 0
 
 
@@ -137,13 +137,13 @@ def test_a_record_reads_never_back_from_its_nulls():
 
 
 def test_loss_parity_is_judged_against_eagers_spread_over_seeds():
-    same = stats.loss_parity([2.30, 2.25, 2.34], [2.31, 2.25, 2.33])
+    same = compile_cost.loss_parity([2.30, 2.25, 2.34], [2.31, 2.25, 2.33])
     assert same["loss_parity"] == "same" and same["loss_spread_eager"] == pytest.approx(0.09)
-    worse = stats.loss_parity([2.30, 2.29, 2.31], [2.60, 2.61, 2.58])
+    worse = compile_cost.loss_parity([2.30, 2.29, 2.31], [2.60, 2.61, 2.58])
     assert worse["loss_parity"] == "differs" and worse["loss_delta"] == pytest.approx(0.3)
-    assert stats.loss_parity([2.3], [2.3])["loss_parity"] == "not judged"
+    assert compile_cost.loss_parity([2.3], [2.3])["loss_parity"] == "not judged"
     # bit-identical eager runs have no spread: float rounding is the bound then
-    assert stats.loss_parity([2.3, 2.3], [2.3 + 1e-7, 2.3])["loss_parity"] == "same"
+    assert compile_cost.loss_parity([2.3, 2.3], [2.3 + 1e-7, 2.3])["loss_parity"] == "same"
 
 
 # ------------------------------------------------------------------ notebook 55, for real

@@ -14,7 +14,7 @@ from benchlib.analysis.claims import Claim, Figure, fmt, metric, rows, value
 from benchlib.analysis.common import ok_runs, with_columns
 from benchlib.analysis.sides import compare, side
 from benchlib.config.performance import compile_mode
-from benchlib.core.stats import break_even_text
+from benchlib.core.compile_cost import break_even_text
 from benchlib.studies.compile import break_even_of
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def name(run: pd.Series) -> str:
 
 
 def pays_off(run: pd.Series) -> str:
-    """The row's break-even as a phrase (core.stats.break_even_text)."""
+    """The row's break-even as a phrase (core.compile_cost.break_even_text)."""
     return break_even_text(run["steps_to_pay_off"], run["pays_off_low"], run["pays_off_high"],
                            int(metric(run, "break_even_n") or 0))
 

@@ -160,3 +160,16 @@ def startup_advice(record: dict[str, Any]) -> str:
         text += (f"; {workers} workers each read their first batches at once, and where the "
                  "reads share one disk or a few cores, fewer workers start sooner")
     return text + "; the steady rate holds only after it, and no speedup is taken from it"
+
+
+def checkpoint_advice(m: dict[str, Any], p: dict[str, Any],
+                       run_id: str) -> tuple[str, dict[str, Any]]:
+    """A blocking save made asynchronous; an asynchronous one (or any) less often, at the
+    interval Young/Daly gives for the cluster's MTBF."""
+    every = p.get("checkpoint_every")
+    how = (f"save less often: `python -m benchlib project --mtbf 12h --checkpoint-run "
+           f"{run_id}` gives the interval that maximises goodput for an MTBF")
+    if m.get("checkpoint_mode") in ("torch_save", "dcp"):
+        return (f"saves block training: `checkpoint dcp_async` writes in the background; or "
+                f"{how}", {"checkpoint": "dcp_async"})
+    return how, ({"checkpoint_every": 2 * int(every)} if every else {})

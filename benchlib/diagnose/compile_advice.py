@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from benchlib.config.performance import compile_mode, compiled
-from benchlib.core.stats import break_even_text
+from benchlib.core.compile_cost import break_even_text
 
 STUDY = "compile"
 SAME = ("model", "dataset", "batch_size", "precision")  # the same work, always

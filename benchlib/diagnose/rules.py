@@ -289,7 +289,7 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
                     "finds the largest that trains, activation checkpointing (notebook 50) "
                     "trades compute for memory")
     elif rule == "checkpoint-stalled":
-        d.advice, d.try_params = _checkpoint_advice(m, p, record.get("run_id", "RUN"))
+        d.advice, d.try_params = advice.checkpoint_advice(m, p, record.get("run_id", "RUN"))
     elif rule == "launch-bound":
         d.advice = (f"a step takes {m['batch_s'] * 1e3:.2f} ms: too little work per kernel "
                     "launch; a larger batch, or torch.compile (fewer, fused kernels)")
@@ -300,19 +300,6 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
     if hidden and rule != "start-up-bound":
         d.caveat = hidden
     return d
-
-
-def _checkpoint_advice(m: dict[str, Any], p: dict[str, Any],
-                       run_id: str) -> tuple[str, dict[str, Any]]:
-    """A blocking save made asynchronous; an asynchronous one (or any) less often, at the
-    interval Young/Daly gives for the cluster's MTBF."""
-    every = p.get("checkpoint_every")
-    how = (f"save less often: `python -m benchlib project --mtbf 12h --checkpoint-run "
-           f"{run_id}` gives the interval that maximises goodput for an MTBF")
-    if m.get("checkpoint_mode") in ("torch_save", "dcp"):
-        return (f"saves block training: `checkpoint dcp_async` writes in the background; or "
-                f"{how}", {"checkpoint": "dcp_async"})
-    return how, ({"checkpoint_every": 2 * int(every)} if every else {})
 
 
 def _borderline_advice(rule: str, part: dict, skewed, m: dict[str, Any]) -> str:

@@ -135,17 +135,17 @@ def _compile(result: dict[str, Any], cfg: Any, needed: list[str]) -> dict[str, A
     """A compiled launch of notebook 55 against the eager step it needs (`needed`: that
     step's result file): the compile's seconds (its first steps less eager's), the steady
     speedup and the break-even steps (one launch a side: no interval)."""
-    from benchlib.core import stats
+    from benchlib.core import compile_cost
 
     eager = json.loads(Path(needed[0]).read_text())
     m, e, warmup = result["metrics"], eager["metrics"], cfg.warmup_steps
-    be = stats.break_even([(_first_s(result, warmup), m["samples_per_s"])],
+    be = compile_cost.break_even([(_first_s(result, warmup), m["samples_per_s"])],
                           [(_first_s(eager, warmup), e["samples_per_s"])], m["global_batch"])
     return {**m, "first_steps_s": _first_s(result, warmup),
             "eager_first_steps_s": _first_s(eager, warmup), "compile_s": be.compile_s,
             "eager_samples_per_s": e["samples_per_s"],
             "speedup": m["samples_per_s"] / e["samples_per_s"],
-            "break_even": stats.break_even_text(be.steps, None, None, 1),
+            "break_even": compile_cost.break_even_text(be.steps, None, None, 1),
             "break_even_steps": be.steps}
 
 

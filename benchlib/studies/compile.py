@@ -37,7 +37,7 @@ from typing import Any
 from benchlib import paths
 from benchlib.config import CompileConfig
 from benchlib.config.performance import PerformanceConfig, check_compile_device
-from benchlib.core import stats
+from benchlib.core import compile_cost, stats
 from benchlib.distributed.device import check_precision
 from benchlib.launch.launcher import launch
 from benchlib.studies import checks, repeats, training
@@ -115,7 +115,7 @@ def figures(cfg: CompileConfig, launched: list[dict[str, Any]],
     for x in comp:
         x["compile_s"] = x["first_s"] - eager_first
     batch = comp[0]["metrics"]["global_batch"]
-    be = stats.break_even([(x["first_s"], x["samples_per_s"]) for x in comp],
+    be = compile_cost.break_even([(x["first_s"], x["samples_per_s"]) for x in comp],
                           [(x["first_s"], x["samples_per_s"]) for x in eager], batch)
     speed = stats.ratio_interval([[x["samples_per_s"]] for x in eager],
                                  [[x["samples_per_s"]] for x in comp])
@@ -149,7 +149,7 @@ def figures(cfg: CompileConfig, launched: list[dict[str, Any]],
         "loss_last": statistics.median(x["loss_last"] for x in comp),
         "loss_steps": sum(e.get("steps", 0) for e in comp[0]["epochs"]),
         "eager_loss_last": statistics.median(x["loss_last"] for x in eager),
-        **stats.loss_parity([x["loss_last"] for x in sorted(eager, key=_by_seed)],
+        **compile_cost.loss_parity([x["loss_last"] for x in sorted(eager, key=_by_seed)],
                             [x["loss_last"] for x in sorted(comp, key=_by_seed)]),
         "launches": len(launched),
     })
@@ -203,7 +203,7 @@ def describe(cfg: CompileConfig, result: CompileResult) -> str:
     m = result.metrics
     where = (f"{cfg.model} on {m.get('device_name', cfg.device)}, compile {cfg.compile}, "
              f"{cfg.compile_cache} cache")
-    pays = stats.break_even_text(m["break_even_steps"], m["break_even_low"],
+    pays = compile_cost.break_even_text(m["break_even_steps"], m["break_even_low"],
                                  m["break_even_high"], m["break_even_n"])
     if m["speedup_ci95_low"] is not None:
         spread = f"95% CI {m['speedup_ci95_low']:.2f}-{m['speedup_ci95_high']:.2f}"

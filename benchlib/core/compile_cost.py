@@ -1,0 +1,111 @@
+"""What a compile costs and whether it pays (notebook 55, the GPU check's part 4): the
+break-even steps with their bootstrap interval over launches, the loss after the same
+steps against eager's own spread, and the sentence for a break-even. Statistics of one
+figure, built on core.stats' bootstrap and its minimum of launches for an interval."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from benchlib.core.stats import MIN_LAUNCHES, RESAMPLES
+
+
+@dataclass
+class BreakEven:
+    """After how many steps a compile pays for itself: `steps` = compile seconds / (eager
+    step - compiled step), inf where the compiled step is not faster (it never pays off),
+    0 where the compile cost nothing. `low`-`high`: its 95% bootstrap interval over
+    launches (MIN_LAUNCHES or more a side; `high` inf where some resamples never pay off),
+    None with fewer."""
+
+    steps: float
+    low: float | None
+    high: float | None
+    compile_s: float  # the compiled launches' first steps less eager's (medians)
+    saved_s: float  # what a steady step saves: eager step less compiled step (medians)
+    n: int  # launches on the side with fewest
+
+
+def _break_even(compile_s, saved_s):
+    """steps = compile_s / saved_s, elementwise: inf where nothing is saved, 0 where the
+    compile cost nothing."""
+    import numpy as np
+
+    compile_s, saved_s = np.asarray(compile_s, dtype=float), np.asarray(saved_s, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        steps = np.where(saved_s > 0, np.maximum(compile_s, 0) / saved_s, np.inf)
+    return steps
+
+
+def break_even(compiled: list[tuple[float, float]], eager: list[tuple[float, float]],
+               batch: float, resamples: int = RESAMPLES, seed: int = 0) -> BreakEven:
+    """`compiled`, `eager`: per launch (its first steps' seconds, its steady samples/s).
+    The compile's seconds are the compiled launches' first steps less eager's (medians
+    over launches); a steady step is `batch` over the median samples/s, so the saving has
+    the sign of the speedup of those medians. Launches are resampled whole (a launch's two
+    figures together), each side on its own."""
+    import numpy as np
+
+    c, e = np.asarray(compiled, dtype=float), np.asarray(eager, dtype=float)
+    compile_s = float(np.median(c[:, 0]) - np.median(e[:, 0]))
+    saved_s = float(batch / np.median(e[:, 1]) - batch / np.median(c[:, 1]))
+    steps = float(_break_even(compile_s, saved_s))
+    n = min(len(c), len(e))
+    if n < MIN_LAUNCHES:
+        return BreakEven(steps, None, None, compile_s, saved_s, n)
+    rng = np.random.default_rng(seed)
+    pick_c = rng.integers(0, len(c), (resamples, len(c)))
+    pick_e = rng.integers(0, len(e), (resamples, len(e)))
+    med = lambda side, pick, col: np.median(side[pick, col], axis=1)  # noqa: E731
+    boot = _break_even(med(c, pick_c, 0) - med(e, pick_e, 0),
+                       batch / med(e, pick_e, 1) - batch / med(c, pick_c, 1))
+    # no interpolation between resamples: two that never pay off must give inf, not NaN
+    low, high = (float(q) for q in np.percentile(boot, [2.5, 97.5], method="nearest"))
+    return BreakEven(steps, low, high, compile_s, saved_s, n)
+
+
+def loss_parity(eager: list[float], compiled: list[float], rounding: float = 1e-5) -> dict[str, Any]:
+    """The loss after the same steps, compiled against eager, launch r of each side on the
+    same seed and data: the paired differences judged against eager's own run-to-run
+    spread (its range over the launches' seeds), or float rounding where that is smaller
+    (`rounding` of the loss). `same` when every difference lies within it; `differs`
+    otherwise; `not judged` with one launch a side (no spread to judge against)."""
+    pairs = [(e, c) for e, c in zip(eager, compiled) if math.isfinite(e) and math.isfinite(c)]
+    out: dict[str, Any] = {"loss_pairs": len(pairs)}
+    if not pairs:
+        return {**out, "loss_parity": "not judged"}
+    deltas = [c - e for e, c in pairs]
+    losses = [e for e, _ in pairs]
+    spread = max(losses) - min(losses)
+    bound = max(spread, rounding * abs(statistics.median(losses)))
+    worst = max(deltas, key=abs)
+    out.update(loss_delta=statistics.median(deltas), loss_delta_max=worst,
+               loss_spread_eager=spread if len(pairs) > 1 else None)
+    if len(pairs) < 2:
+        return {**out, "loss_parity": "not judged"}
+    return {**out, "loss_parity": "same" if abs(worst) <= bound else "differs"}
+
+
+def break_even_text(steps: float | None, low: float | None, high: float | None, n: int) -> str:
+    """'pays off after 195 steps (95% CI 175 to 216, n=5 launches a side)'; 'never pays off:
+    the compiled step is not faster (95% CI 2,960 steps to never, ...)' where some
+    resamples do pay off; an interval past every resample: 'to never'; with too few
+    launches, n and no interval."""
+    if steps is None or math.isnan(steps):
+        return "not measured"
+
+    def count(v: float) -> str:
+        return "never" if math.isinf(v) else f"{v:,.0f}"
+    launches = f"n={n} launch{'es' if n != 1 else ''} a side"
+    if low is None or high is None or math.isnan(low):
+        spread = f"{launches}: an interval needs {MIN_LAUNCHES}"
+    elif math.isinf(low):
+        spread = f"never in every resample, {launches}"
+    else:
+        spread = f"95% CI {count(low)} to {count(high)}, {launches}"
+    if math.isinf(steps):
+        return f"never pays off: the compiled step is not faster ({spread})"
+    return f"pays off after {count(steps)} steps ({spread})"
