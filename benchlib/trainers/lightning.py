@@ -46,14 +46,13 @@ import torch
 from torch import nn
 
 from benchlib.config import choices
-from benchlib.core import envinfo, loops, memory, throughput
+from benchlib.core import energy, envinfo, loops, memory, throughput
 from benchlib.core.timing import StepMarks
 from benchlib.distributed.device import check_device
 from benchlib.distributed.group import barrier_and_destroy, gather_objects
 from benchlib.distributed.lightning_env import Layout
 from benchlib.errors import InjectedFailure, RankError, UsageError
 from benchlib.launch import protocol
-from benchlib.trainers.ddp import UtilisationSampler
 from benchlib.trainers.job import Job, build_job
 
 # what a failure is handed to, with the Trainer when there is one (its local ranks)
@@ -132,7 +131,11 @@ class ThroughputTimer(pl.Callback):
         self.startup.update(process_started_at=psutil.Process().create_time(),
                             imported_at=_IMPORTED_AT, first_step_at=time.time())
         watched = pl_module.device.type == "cuda" and trainer.global_rank == 0
-        self.sampler = UtilisationSampler([pl_module.device.index] if watched else [])
+        # the utilisation of the timed steps (NVML by UUID), as the DDP trainer samples it;
+        # the meter only marks the window's edges here: Lightning's runs meter no energy
+        self.window = energy.EnergyMeter([])
+        self.sampler = energy.UtilisationSampler(
+            energy.device_uuids([pl_module.device.index]) if watched else [], self.window)
         self.sampler.start()
         self.peak = memory.PeakMemory(pl_module.device)  # the device is current by now
         self.peak.reset()
@@ -148,6 +151,8 @@ class ThroughputTimer(pl.Callback):
         self.ends, self.handed, self.samples, self.loss = [self.marks.mark()], [], [], None
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if batch_idx == self.warmup_steps:  # the timed steps begin
+            self.window.timed()
         self.handed.append(self.marks.mark())
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -156,6 +161,7 @@ class ThroughputTimer(pl.Callback):
         self.loss = outputs["loss"].detach()
 
     def on_train_epoch_end(self, trainer, pl_module):
+        self.window.untimed()
         self.marks.wait()
         epoch_s = time.perf_counter() - self.epoch_start
         data_s = [self.marks.seconds(b, h) for b, h in zip(self.ends, self.handed)]
