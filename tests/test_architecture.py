@@ -145,6 +145,15 @@ def test_every_module_sits_in_a_layer():
                           f"{', '.join(RANK)}):\n" + "\n".join(homeless))
 
 
+MAX_LINES = 350  # a module past this holds more than one idea (issue 37)
+
+
+def test_no_module_is_longer_than_350_lines():
+    long = sorted(f"{m}: {n} lines" for m, f in modules().items()
+                  if (n := len(f.read_text().splitlines())) > MAX_LINES)
+    assert not long, f"modules over {MAX_LINES} lines (split them by idea):\n" + "\n".join(long)
+
+
 def test_imports_point_down_the_layers_only():
     bad = upward_edges(import_graph())
     assert not bad, f"{len(bad)} import(s) against the layers:\n" + "\n".join(bad)

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from benchlib.cli.main import main
-from benchlib.core import loops
+from benchlib.core import delays
 from benchlib.errors import ConfigError
-from benchlib.studies import calibrate
+from benchlib.studies import ground_truth as gt
 from benchlib.trainers import ddp_flags
 
 # The command's bound is 2% (docs/method.md). Here the truth's base step (2-16 ms of a
@@ -57,7 +57,7 @@ def test_every_pattern_is_recovered_by_the_figure_it_tests(ground_truth):
         assert c["injected_step_delay_ms"] == 200.0 and c["injected_delay_pattern"] == c["pattern"]
         if "samples/s" in c["check"] or "clock" in c["check"]:
             # the same worker without the delay (its base run) misses the truth by far
-            assert not calibrate.check("", c["expected"], c["base_samples_per_s"],
+            assert not gt.check("", c["expected"], c["base_samples_per_s"],
                                        LOADED_BOUND)["passed"]
             assert f"error {c['error']:+.2%}: pass" in printed
     misread = {c["pattern"]: c["misread_error"] for c in checks if "misread" in c}
@@ -72,48 +72,48 @@ def test_every_pattern_is_recovered_by_the_figure_it_tests(ground_truth):
 def test_each_patterns_truth_and_what_a_blind_method_would_read():
     """100 ms, a 5 ms base, 13 steps an epoch, 3 warm-up: the truths by hand."""
     d, b, timed = 0.1, 0.005, 10
-    uniform = calibrate.truth("uniform", 100.0, b, 13, 1)
+    uniform = gt.truth("uniform", 100.0, b, 13, 1)
     assert uniform["samples_per_s"] == pytest.approx(8 / (d + b))
     assert uniform["with_warmup"] == pytest.approx(uniform["samples_per_s"])
-    warm = calibrate.truth("slow_warmup", 100.0, b, 13, 1)
+    warm = gt.truth("slow_warmup", 100.0, b, 13, 1)
     assert warm["samples_per_s"] == pytest.approx(8 / (d + b))
     assert warm["warmup_s"] == pytest.approx(3 * (5 * d + b))
     assert warm["with_warmup"] == pytest.approx(8 * 13 / (3 * (5 * d + b) + timed * (d + b)))
-    tail = calibrate.truth("heavy_tail", 100.0, b, 13, 1)  # steps 4 and 9 of 3..12: 6x
+    tail = gt.truth("heavy_tail", 100.0, b, 13, 1)  # steps 4 and 9 of 3..12: 6x
     assert tail["samples_per_s"] == pytest.approx(8 * timed / (8 * (d + b) + 2 * (6 * d + b)))
     assert tail["batch_s"] == pytest.approx(d + b)
-    epoch = calibrate.truth("slow_epoch", 100.0, b, 13, 1)
+    epoch = gt.truth("slow_epoch", 100.0, b, 13, 1)
     assert epoch["samples_per_s"] == pytest.approx(8 / (d + b))
     assert epoch["mean_over_epochs"] == pytest.approx((2 * 8 / (d + b) + 8 / (3 * d + b)) / 3)
-    rank = calibrate.truth("slow_rank", 100.0, b, 13, 2)
+    rank = gt.truth("slow_rank", 100.0, b, 13, 2)
     assert rank["samples_per_s"] == pytest.approx(16 / (2 * d + b))
     assert rank["rank_skew"] == pytest.approx((2 * d + b) / (d + b))
     assert rank["fast_rank_rate"] == pytest.approx(16 / (d + b))
 
 
 def test_the_delay_pattern_is_the_one_the_truth_assumes():
-    factors = [loops.delay_factor("heavy_tail", i, 0, 3, False) for i in range(10)]
+    factors = [delays.delay_factor("heavy_tail", i, 0, 3, False) for i in range(10)]
     assert factors == [1, 1, 1, 1, 6, 1, 1, 1, 1, 6]
-    assert [loops.delay_factor("slow_warmup", i, 2, 3, False) for i in range(5)] == [5, 5, 5, 1, 1]
-    assert [loops.delay_factor("slow_epoch", 0, e, 3, False) for e in range(3)] == [1, 3, 1]
-    assert (loops.delay_factor("slow_rank", 0, 0, 3, True),
-            loops.delay_factor("slow_rank", 0, 0, 3, False)) == (2, 1)
+    assert [delays.delay_factor("slow_warmup", i, 2, 3, False) for i in range(5)] == [5, 5, 5, 1, 1]
+    assert [delays.delay_factor("slow_epoch", 0, e, 3, False) for e in range(3)] == [1, 3, 1]
+    assert (delays.delay_factor("slow_rank", 0, 0, 3, True),
+            delays.delay_factor("slow_rank", 0, 0, 3, False)) == (2, 1)
     cpu = torch.device("cpu")
-    slow = loops.StepDelay.of_rank(10.0, cpu, "slow_rank", 3, -1, 1, 2)
-    fast = loops.StepDelay.of_rank(10.0, cpu, "slow_rank", 3, -1, 0, 2)
-    alone = loops.StepDelay.of_rank(10.0, cpu, "uniform", 3, 1, 0, 2)
+    slow = delays.StepDelay.of_rank(10.0, cpu, "slow_rank", 3, -1, 1, 2)
+    fast = delays.StepDelay.of_rank(10.0, cpu, "slow_rank", 3, -1, 0, 2)
+    alone = delays.StepDelay.of_rank(10.0, cpu, "uniform", 3, 1, 0, 2)
     assert (slow.slow, fast.slow, alone.ms) == (True, False, 0.0)  # delay_rank 1: not rank 0
     with pytest.raises(ConfigError, match=r"^inject_delay_pattern: 'bursty' is not one of "
                                           r"uniform, slow_warmup, heavy_tail, slow_epoch, "
                                           r"slow_rank$"):
-        loops.StepDelay(10.0, cpu, "bursty")
+        delays.StepDelay(10.0, cpu, "bursty")
 
 
 def test_a_check_passes_within_two_percent_and_fails_beyond():
-    assert calibrate.check("x", 100.0, 101.9)["passed"]
-    assert calibrate.check("x", 100.0, 98.1)["passed"]
-    assert not calibrate.check("x", 100.0, 102.1)["passed"]
-    assert not calibrate.check("x", 100.0, 97.9)["passed"]
+    assert gt.check("x", 100.0, 101.9)["passed"]
+    assert gt.check("x", 100.0, 98.1)["passed"]
+    assert not gt.check("x", 100.0, 102.1)["passed"]
+    assert not gt.check("x", 100.0, 97.9)["passed"]
 
 
 def test_a_negative_delay_is_refused_naming_the_flag():

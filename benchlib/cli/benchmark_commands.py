@@ -54,7 +54,7 @@ def _ground_truth(args) -> int:
     import torch
 
     from benchlib.distributed.device import device_for
-    from benchlib.studies import calibrate
+    from benchlib.studies import ground_truth
 
     device = device_for(args.device)  # gpu without CUDA: refused here, before any launch
     ranks = (1, 2) if device.type == "cpu" or torch.cuda.device_count() >= 2 else (1,)
@@ -63,11 +63,11 @@ def _ground_truth(args) -> int:
     if not 0 < args.tolerance < 1:
         raise UsageError(f"tolerance: must be between 0 and 1 (0.02: 2%), got {args.tolerance}")
     patterns = tuple(p for p in args.patterns.split(",") if p)
-    checks = calibrate.ground_truth(device.type if device.type == "cpu" else "gpu",
+    checks = ground_truth.ground_truth(device.type if device.type == "cpu" else "gpu",
                                     common.outputs(args) / "logs" / "calibrate-ground-truth",
                                     ranks, args.delay_ms, args.steps, patterns=patterns,
                                     tolerance=args.tolerance)
-    print("\n".join(calibrate.ground_truth_lines(checks)))
+    print("\n".join(ground_truth.ground_truth_lines(checks)))
     if args.json:
         from benchlib import atomic
 

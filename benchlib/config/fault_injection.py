@@ -33,7 +33,7 @@ class FaultInjectionConfig(StudyConfig):
     """The rank `inject_step_delay_ms` slows (-1: every rank; the slow rank of
     `inject_delay_pattern` slow_rank, -1: the last)."""
     inject_delay_pattern: str = "uniform"
-    """How `inject_step_delay_ms` varies (benchlib.core.loops.delay_factor): uniform,
+    """How `inject_step_delay_ms` varies (benchlib.core.delays.delay_factor): uniform,
     slow_warmup (warm-up steps 5x), heavy_tail (every fifth step 6x), slow_epoch (the
     second epoch 3x) or slow_rank (every rank, `delay_rank` 2x)."""
 

@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader
 from benchlib import atomic, paths
 from benchlib.config.choices import SYNTHETIC_STEPS
 from benchlib.config.performance import check_compile_device, compile_mode, compiled
-from benchlib.core import compiler, energy, envinfo, loops, memory, throughput
+from benchlib.core import compiler, delays, energy, envinfo, loops, memory, throughput
 from benchlib.distributed import comm_timer, fsdp
 from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
@@ -166,7 +166,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     step = loops.Stepper("train", device, model, lr=args.lr, momentum=args.momentum,
                          precision=args.precision, channels_last=args.channels_last,
                          compile=args.compile,
-                         delay=loops.StepDelay.of_rank(
+                         delay=delays.StepDelay.of_rank(
                              args.inject_step_delay_ms, device, args.inject_delay_pattern,
                              args.warmup_steps, args.delay_rank, env.rank, env.world_size),
                          objective=job.objective)

@@ -39,7 +39,7 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, Subset
 from torch.utils.data.distributed import DistributedSampler
 
-from benchlib.core import envinfo, loops, memory
+from benchlib.core import delays, envinfo, loops, memory
 from benchlib.core.checkpoint_cost import ASYNC_MODES
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
@@ -153,7 +153,7 @@ class ElasticTrainer:
         self.stepper = loops.Stepper("train", device, self.model, lr=args.lr,
                                      momentum=args.momentum, precision=args.precision,
                                      channels_last=args.channels_last,
-                                     delay=loops.StepDelay.of_rank(
+                                     delay=delays.StepDelay.of_rank(
                                          args.inject_step_delay_ms, device, args.inject_delay_pattern,
                                          args.warmup_steps, args.delay_rank, env.rank, env.world_size),
                                      objective=loops.Objective(plan.loss))
