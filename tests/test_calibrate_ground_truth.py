@@ -21,11 +21,11 @@ from benchlib.trainers import ddp_flags
 # ~110 ms step) is measured in a launch of its own while other tests load the 2 shared
 # cores, and load that changes between two launches has moved it by up to ~12 ms (a median
 # step 12% over a 100 ms truth in a full suite on 28 Nov 2026): the suite injects 200 ms
-# and passes `--tolerance 0.08`,
+# and passes `--tolerance 0.10`,
 # the bound docs/method.md states for it, and the command must pass with it. Every case's
 # misreading (a warm-up counted, the median step, the mean over epochs, the fast rank)
-# misses by more than twice that (22% to 139%), so each case can fail.
-LOADED_BOUND = 0.08
+# misses by more than twice that (25% to 141% at 10 steps an epoch), so each case can fail.
+LOADED_BOUND = 0.10
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_each_patterns_truth_and_what_a_blind_method_would_read():
     assert tail["batch_s"] == pytest.approx(d + b)
     epoch = gt.truth("slow_epoch", 100.0, b, 13, 1)
     assert epoch["samples_per_s"] == pytest.approx(8 / (d + b))
-    assert epoch["mean_over_epochs"] == pytest.approx((2 * 8 / (d + b) + 8 / (3 * d + b)) / 3)
+    assert epoch["mean_over_epochs"] == pytest.approx((2 * 8 / (d + b) + 8 / (4 * d + b)) / 3)
     rank = gt.truth("slow_rank", 100.0, b, 13, 2)
     assert rank["samples_per_s"] == pytest.approx(16 / (2 * d + b))
     assert rank["rank_skew"] == pytest.approx((2 * d + b) / (d + b))
@@ -95,7 +95,7 @@ def test_the_delay_pattern_is_the_one_the_truth_assumes():
     factors = [delays.delay_factor("heavy_tail", i, 0, 3, False) for i in range(10)]
     assert factors == [1, 1, 1, 1, 6, 1, 1, 1, 1, 6]
     assert [delays.delay_factor("slow_warmup", i, 2, 3, False) for i in range(5)] == [5, 5, 5, 1, 1]
-    assert [delays.delay_factor("slow_epoch", 0, e, 3, False) for e in range(3)] == [1, 3, 1]
+    assert [delays.delay_factor("slow_epoch", 0, e, 3, False) for e in range(3)] == [1, 4, 1]
     assert (delays.delay_factor("slow_rank", 0, 0, 3, True),
             delays.delay_factor("slow_rank", 0, 0, 3, False)) == (2, 1)
     cpu = torch.device("cpu")

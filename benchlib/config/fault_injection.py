@@ -35,7 +35,7 @@ class FaultInjectionConfig(StudyConfig):
     inject_delay_pattern: str = "uniform"
     """How `inject_step_delay_ms` varies (benchlib.core.delays.delay_factor): uniform,
     slow_warmup (warm-up steps 5x), heavy_tail (every fifth step 6x), slow_epoch (the
-    second epoch 3x) or slow_rank (every rank, `delay_rank` 2x)."""
+    second epoch 4x) or slow_rank (every rank, `delay_rank` 2x)."""
 
     def validate(self) -> None:
         super().validate()

@@ -38,10 +38,10 @@ def cuda_cycles_per_ms(device: torch.device, cycles: int = 10_000_000) -> float:
 # case a figure could get wrong. uniform: every step the same. slow_warmup: the warm-up
 # steps of each epoch 5x (a warm-up that leaked into the window would show). heavy_tail:
 # every fifth step of an epoch 6x (the window's rate is its samples over all its time,
-# the median step sits below it). slow_epoch: the second epoch 3x (the run's figure is the
+# the median step sits below it). slow_epoch: the second epoch 4x (the run's figure is the
 # median over epochs, not their mean). slow_rank: one rank 2x (a synchronous step lasts
 # as long as its slowest rank; the skew names that rank).
-SLOW_WARMUP, HEAVY_TAIL, TAIL_EVERY, SLOW_EPOCH, SLOW_RANK = 5.0, 6.0, 5, 3.0, 2.0
+SLOW_WARMUP, HEAVY_TAIL, TAIL_EVERY, SLOW_EPOCH, SLOW_RANK = 5.0, 6.0, 5, 4.0, 2.0
 
 
 def delay_factor(pattern: str, step: int, epoch: int, warmup_steps: int, slow: bool) -> float:
