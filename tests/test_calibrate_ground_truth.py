@@ -127,3 +127,17 @@ def test_the_ground_truth_needs_a_delay(outputs, capsys):
     assert capsys.readouterr().err.strip() == (
         "benchlib calibrate: delay_ms: must be > 0 (the truth the figures are checked "
         "against), got 0.0")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--patterns", "uniform,bursty"], "patterns: 'bursty' is not one of uniform, slow_warmup, "
+                                       "heavy_tail, slow_epoch, slow_rank"),
+    (["--tolerance", "2"], "tolerance: must be between 0 and 1 (0.02: 2%), got 2.0"),
+    (["--steps", "8"], "steps: must be > 8 (the warm-up steps of each epoch, and a heavy tail's "
+                       "period), got 8"),
+])
+def test_a_bad_pattern_tolerance_or_window_is_one_line_before_any_launch(outputs, capsys, flags,
+                                                                         message):
+    assert main(["calibrate", "--ground-truth", *flags]) == 2
+    assert capsys.readouterr().err.strip() == f"benchlib calibrate: {message}"
+    assert not (outputs / "logs").exists()  # nothing launched, nothing half-written

@@ -170,7 +170,7 @@ def ground_truth(device: str, folder: Path, ranks: tuple[int, ...] = (1, 2),
                  delay_ms: float = 100.0, steps: int = 30, timeout_s: float = 300.0,
                  patterns: tuple[str, ...] = tuple(PATTERN_RANKS),
                  tolerance: float = TOLERANCE) -> list[dict[str, Any]]:
-    """For each pattern (`loops.DELAY_PATTERNS`) and each of its ranks that `ranks`
+    """For each pattern (`config.choices.DELAY_PATTERNS`) and each of its ranks that `ranks`
     allows, the worker with `delay_ms` injected in that pattern against the truth
     (`truth`): the samples/s its result holds (what its record would), the parent's clock
     over the same timed windows, and the pattern's own figure (CHECKED), each within
