@@ -87,7 +87,7 @@ def _measured(outputs, run_id, study, notebook, params, metrics):
 
 
 @pytest.mark.notebook
-def test_scaling_projection_notebook_runs_without_records_and_from_measured_ones(outputs):
+def test_scaling_projection_notebook_runs_without_records_and_from_measured_ones(outputs, capsys):
     assert main(["run", "45_scaling_projection", "--study", "projection"]) == 0
     [seed] = results.load_results(outputs / "results").to_dict("records")
     assert seed["status"] == "ok" and seed["stops_at_devices"] == 8 and seed["stops_by"] == "input"
@@ -126,6 +126,13 @@ def test_scaling_projection_notebook_runs_without_records_and_from_measured_ones
     [failed] = df[df["status"] == "failed"].to_dict("records")
     assert failed["error"].startswith(
         "input_ceiling: no record that measures it under the results folder; run notebook 10")
+    # the landing page's thumbnail of the projection is drawn from the runs it projects
+    from benchlib.report import publish
+
+    capsys.readouterr()
+    publish.build(outputs, analysis=False)
+    assert "no figure beside" not in capsys.readouterr().err
+    assert list((outputs / "report" / "figures").glob("scaling_projection-*.png"))
 
 
 STUDY_NOTEBOOKS = [p for p in NOTEBOOKS if p != TRIVIAL]

@@ -24,17 +24,21 @@ class Records:
     (`all`: the overview and the failures), the newest ok record of each row on each
     testbed (`df`: every study's tables, headlines and figures; `results.latest_ok`) and,
     on first use, each kind of those records' per-item details (`details("repeats")`).
-    From a results folder, from record dicts (`records`), or from frames built by hand."""
+    From a results folder, from record dicts (`records`), or from frames built by hand;
+    `every`: the records `all` holds where they are more than `records` (a testbed's
+    figure whose inputs are runs of another, as the projection's)."""
 
     def __init__(self, results_dir: str | Path | None = None, *,
                  records: list[dict[str, Any]] | None = None, df: pd.DataFrame | None = None,
-                 details: dict[str, pd.DataFrame] | None = None):
+                 details: dict[str, pd.DataFrame] | None = None,
+                 every: list[dict[str, Any]] | None = None):
         if records is None and results_dir is not None:
             from benchlib import paths
 
             records = results.read_records(paths.resolve(results_dir))
         self._ok = results.latest_ok(records) if records is not None else None
-        self.all = results.frame(records) if records is not None else \
+        self.all = results.frame(every if every is not None else records) \
+            if records is not None else \
             (df if df is not None else pd.DataFrame())
         self.df = df if df is not None else results.frame(self._ok or [])
         self._details = dict(details or {})

@@ -144,7 +144,9 @@ def write_thumbnails(found: list[landing.Finding], records: list[dict[str, Any]]
             continue
         mine = [r for r in records if r["study"] == f.study
                 and beds[r["run_id"]].label == f.testbed.label]
-        part = compute(analysed.figure, entry, Records(records=mine))
+        # every record beside them: the projection draws from the runs it projects, which
+        # may be of another testbed (the kernel it ran in)
+        part = compute(analysed.figure, entry, Records(records=mine, every=records))
         if part.error:
             print(f"benchlib report: no figure beside {f.study} ({f.testbed.label}): "
                   f"{part.error}", file=sys.stderr)
