@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Where benchlib's language-model step goes against a plain nanoGPT-shaped one (issue 40,
 item 6): interleaved rounds, each variant timed by the same wall clock around the same
 steps after a burn-in, fp32, SGD with momentum 0.9, at the shape the issue measured: 4
