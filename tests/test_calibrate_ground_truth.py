@@ -91,7 +91,7 @@ def test_each_patterns_truth_and_what_a_blind_method_would_read():
     assert rank["fast_rank_rate"] == pytest.approx(16 / (d + b))
 
 
-def test_the_delay_pattern_is_the_one_the_truth_assumes():
+def test_the_delay_pattern_is_the_one_the_truth_assumes(monkeypatch):
     factors = [delays.delay_factor("heavy_tail", i, 0, 3, False) for i in range(10)]
     assert factors == [1, 1, 1, 1, 6, 1, 1, 1, 1, 6]
     assert [delays.delay_factor("slow_warmup", i, 2, 3, False) for i in range(5)] == [5, 5, 5, 1, 1]
@@ -103,6 +103,16 @@ def test_the_delay_pattern_is_the_one_the_truth_assumes():
     fast = delays.StepDelay.of_rank(10.0, cpu, "slow_rank", 3, -1, 0, 2)
     alone = delays.StepDelay.of_rank(10.0, cpu, "uniform", 3, 1, 0, 2)
     assert (slow.slow, fast.slow, alone.ms) == (True, False, 0.0)  # delay_rank 1: not rank 0
+    slept = []
+    monkeypatch.setattr(delays.time, "sleep", slept.append)
+    epoch = delays.StepDelay(10.0, cpu, "slow_epoch", 3)
+    epoch.start_epoch()
+    epoch()
+    epoch.at(1, 5)  # a loop that keeps its own place (the elastic trainer, resumed mid-epoch)
+    epoch()
+    epoch.start_epoch()  # epoch 2
+    epoch()
+    assert slept == [0.01, 0.04, 0.01]
     with pytest.raises(ConfigError, match=r"^inject_delay_pattern: 'bursty' is not one of "
                                           r"uniform, slow_warmup, heavy_tail, slow_epoch, "
                                           r"slow_rank$"):

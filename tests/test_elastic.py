@@ -387,11 +387,13 @@ def test_an_injected_step_delay_slows_every_step_and_the_result_says_so(tmp_path
     """Notebook 35's fault injection reaches the elastic worker as notebook 20's reaches
     the DDP one: each step takes the delay longer, and the figures say they are not the
     model's."""
-    done = worker(dummy_args(tmp_path, "--inject-step-delay-ms", "150", "--delay-rank", "0"))
+    done = worker(dummy_args(tmp_path, "--inject-step-delay-ms", "150", "--delay-rank", "0",
+                             "--inject-delay-pattern", "slow_epoch"))  # 1x in the first epoch
     assert done.returncode == 0, done.stderr[-2000:]
     m = json.loads((tmp_path / "result.json").read_text())["metrics"]
-    assert (m["injected_step_delay_ms"], m["injected_delay_rank"]) == (150.0, 0)
-    assert m["step_s"] >= 0.15
+    assert (m["injected_step_delay_ms"], m["injected_delay_rank"],
+            m["injected_delay_pattern"]) == (150.0, 0, "slow_epoch")
+    assert 0.15 <= m["step_s"] < 0.6  # the first epoch's steps: not yet the slow epoch's 4x
 
 
 def test_dataset_dummy_is_seed_001s_dummy_as_notebook_35_names_it(tmp_path):

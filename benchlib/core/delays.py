@@ -72,7 +72,7 @@ class StepDelay:
     step (`delay_factor`). On CPU the host sleeps; on CUDA a spin kernel of that length
     runs on the step's stream, where the CUDA events that time the step see it as they see
     compute (a host sleep would hide behind queued kernels). `run_epoch` tells it where an
-    epoch starts."""
+    epoch starts; a loop of its own says where each step is (`at`)."""
 
     def __init__(self, ms: float, device: torch.device, pattern: str = "uniform",
                  warmup_steps: int = 0, slow: bool = False):
@@ -94,6 +94,11 @@ class StepDelay:
 
     def start_epoch(self) -> None:
         self.epoch, self.step = self.epoch + 1, 0
+
+    def at(self, epoch: int, step: int) -> None:
+        """Where the next step is, for a loop that keeps its own place (the elastic
+        trainer, which resumes mid-epoch)."""
+        self.epoch, self.step = epoch, step
 
     def __call__(self) -> None:
         ms = self.ms * delay_factor(self.pattern, self.step, max(self.epoch, 0),

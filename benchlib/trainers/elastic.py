@@ -246,6 +246,7 @@ class ElasticTrainer:
         start = time.perf_counter()
         x, y = next(batches)
         handed = time.perf_counter()
+        self.stepper.delay.at(epoch, batch)  # an injected pattern's place (never a real run)
         loss = self.stepper(x, y)
         self.scheduler.step()
         mean_loss, stop = agree(loss, self.preemption.requested_at is not None, env)
