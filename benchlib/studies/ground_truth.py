@@ -236,11 +236,9 @@ def _checks(pattern: str, nproc: int, delay_ms: float, base_s: float, base_sps: 
         found.append({"check": f"{where}: slowest rank", "expected": nproc - 1,
                       "measured": named, "error": 0.0 if named == nproc - 1 else float("inf"),
                       "tolerance": 0.0, "passed": named == nproc - 1, **about})
-    if pattern in MISREAD:  # what a method blind to the pattern would read: off by more
+    if pattern in MISREAD:  # what a method blind to the pattern would read, on the first line
         figure, how = MISREAD[pattern]
-        miss = expected[figure] / rate - 1
-        for c in found[:1]:
-            c.update(misread=how, misread_error=miss)
+        found[0].update(misread=how, misread_error=expected[figure] / rate - 1)
     return found
 
 
