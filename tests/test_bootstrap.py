@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from benchlib.core import envinfo
 from benchlib.errors import ConfigError, UsageError
 from benchlib.launch import protocol
 from benchlib.trainers.ddp import train
@@ -75,21 +76,25 @@ def test_a_missing_or_malformed_run_json_is_one_line(tmp_path):
         parse(ddp_worker().parser(), ["--config", str(tmp_path / "bad.json")])
 
 
-def test_a_worker_started_from_a_run_json_trains_with_its_parameters(tmp_path):
-    """What a study's launch does, by hand: the worker's parameters in a file beside the
-    logs, one flag on top; the run's result says which were used."""
+def test_a_worker_started_by_hand_from_a_run_json_trains_with_its_parameters_and_ends_with_a_one_line_result(
+        tmp_path):
+    """What a study's launch does, by hand: the worker's parameters in a file, one flag on
+    top; the run's result says which were used, and the worker's output (no --log-dir:
+    the terminal's) ends with the result in one line."""
     path = run_json(tmp_path, {"dataset": "synthetic", "model": "simplecnn", "image_size": 32,
-                               "batch_size": 6,
+                               "batch_size": 6, "epochs": 2,
                                "max_steps": 50, "warmup_steps": 1, "device": "cpu",
                                "log_interval": 0})
     done = subprocess.run([sys.executable, "-m", "benchlib.workers.single", "--config", path,
-                           "--max-steps", "4", "--log-dir", str(tmp_path / "logs"),
-                           "--result", str(tmp_path / "result.json")],
+                           "--max-steps", "4", "--result", str(tmp_path / "result.json")],
                           capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads((tmp_path / "result.json").read_text())
     assert result["metrics"]["global_batch"] == 6
-    assert sum(e["steps"] for e in result["details"]["epochs"]) == 4  # the flag won over 50
+    assert [e["steps"] for e in result["details"]["epochs"]] == [4, 4]  # the flag won over 50
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("result: ") and " samples/s (p10 " in last and "2 epochs), epoch " in last
+    assert last.endswith(f", 1 rank(s), on {envinfo.cpu_model()}")
     bad = subprocess.run([sys.executable, "-m", "benchlib.workers.single", "--config",
                           str(tmp_path / "missing.json")],
                          capture_output=True, text=True, timeout=180, check=False)

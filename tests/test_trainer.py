@@ -2,18 +2,40 @@
 
 import pytest
 
-from benchlib.core import envinfo
 from benchlib.launch.launcher import launch
 
 pytestmark = pytest.mark.distributed
 
 
-def test_ddp_matches_one_process_with_the_global_batch(small_data, tmp_path):
-    common = ["--path", str(small_data), "--dataset", "mydataset", "--model", "toynet",
-              "--no-shuffle", "--no-augment", "--max-steps", "6", "--warmup-steps", "1",
-              "--record-losses", "6", "--lr", "0.5", "--device", "cpu", "--seed", "3"]
-    single = launch("single", [*common, "--batch-size", "32"], tmp_path / "single", "single")
-    ddp = launch("ddp", [*common, "--batch-size", "16"], tmp_path / "ddp", "torchrun", nproc=2)
+def common_args(data) -> list[str]:
+    """The flags of the DDP comparison's two runs."""
+    return ["--path", str(data), "--dataset", "mydataset", "--model", "toynet",
+            "--no-shuffle", "--no-augment", "--max-steps", "6", "--warmup-steps", "1",
+            "--record-losses", "6", "--lr", "0.5", "--device", "cpu", "--seed", "3"]
+
+
+@pytest.fixture(scope="module")
+def one_process_run(small_data, tmp_path_factory):
+    """(its launch, its folder): one process with the global batch of 32, launched once and
+    read by two tests: the DDP comparison (its losses) and the saved model (its train dir).
+    Saving the model happens after the last step, so the losses are those of a run without
+    --save-model."""
+    folder = tmp_path_factory.mktemp("one-process")
+    out = launch("single", [*common_args(small_data), "--batch-size", "32",
+                            "--save-model", "--train-dir", str(folder / "ckpt")],
+                 folder / "logs", "single")
+    return out, folder
+
+
+ONE_PROCESS_RUN = pytest.mark.xdist_group("test_trainer_one_process_run")  # its readers, one worker
+
+
+@ONE_PROCESS_RUN
+def test_ddp_matches_one_process_with_the_global_batch(small_data, tmp_path, one_process_run):
+    single = one_process_run[0]
+    # tcp ranks, not torchrun's: what the ranks compute is the subject, not the launcher
+    ddp = launch("ddp", [*common_args(small_data), "--batch-size", "16"], tmp_path / "ddp",
+                 "tcp", nproc=2)
     one, two = single.result["details"]["losses"], ddp.result["details"]["losses"]
     assert len(one) == len(two) == 6
     assert one[0] != one[-1]  # the model moved, so later steps test the averaged gradients
@@ -30,18 +52,16 @@ def test_dataparallel_on_a_cpu_machine_says_it_ran_as_one_device(small_data, tmp
     assert m["devices"] == 1 and m["note"] == "DataParallel without GPUs: ran as one CPU device"
 
 
-def test_save_model_writes_a_loadable_state_dict_to_train_dir(small_data, tmp_path):
+@ONE_PROCESS_RUN
+def test_save_model_writes_a_loadable_state_dict_to_train_dir(one_process_run):
     import torch
 
     from benchlib.core.models import ToyNet
 
-    launch("single", ["--path", str(small_data), "--dataset", "mydataset", "--model",
-                      "toynet", "--max-steps", "3", "--warmup-steps", "1", "--device", "cpu",
-                      "--save-model", "--train-dir", str(tmp_path / "ckpt")],
-           tmp_path / "logs", "single")
-    state = torch.load(tmp_path / "ckpt" / "model.pt")
+    ckpt = one_process_run[1] / "ckpt"
+    state = torch.load(ckpt / "model.pt")
     ToyNet().load_state_dict(state)  # every key and shape matches
-    assert [p.name for p in (tmp_path / "ckpt").iterdir()] == ["model.pt"]  # no temp file left
+    assert [p.name for p in ckpt.iterdir()] == ["model.pt"]  # no temp file left
 
 
 def _worker(module: str, *args: str):
@@ -68,16 +88,6 @@ def test_warmup_covering_max_steps_is_refused_before_training(tmp_path):
     assert done.stderr == ("benchlib.workers.single: warmup_steps: 5 leaves no timed step of the "
                            "5 steps per epoch (max_steps); lower warmup_steps or raise max_steps\n")
     assert not list(tmp_path.iterdir())
-
-
-def test_a_worker_run_by_hand_ends_with_a_one_line_result():
-    done = _worker("single", "--dataset", "synthetic", "--model", "simplecnn", "--image-size", "32",
-                   "--batch-size", "4", "--max-steps", "4", "--warmup-steps", "1", "--epochs", "2",
-                   "--device", "cpu", "--log-interval", "0")
-    assert done.returncode == 0, done.stderr
-    last = done.stdout.strip().splitlines()[-1]
-    assert last.startswith("result: ") and " samples/s (p10 " in last and "2 epochs), epoch " in last
-    assert last.endswith(f", 1 rank(s), on {envinfo.cpu_model()}")
 
 
 def test_the_result_line_says_what_a_result_holds():
