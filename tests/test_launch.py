@@ -27,22 +27,57 @@ def train_args(small_data, *extra):
             "--timeout", "60", *extra]
 
 
+@pytest.fixture(scope="module")
+def retried_run(small_data, tmp_path_factory):
+    """launcher -> (its launch, its folder): the two-rank DDP run of train_args whose rank 1
+    crashes (SIGABRT) inside init_process_group on the first attempt, launched once per
+    launcher and read by two tests: test_a_rank_that_crashes_while_joining_is_retried_once,
+    and test_two_rank_ddp_runs_with_each_launcher, which reads the second attempt. That
+    attempt is the plain run: the launcher starts every rank again, on its logs cleared
+    (_clear_logs), with the marker file there so that no rank aborts; the retry test checks
+    that exactly that happened (one retry, of rank 1's injected abort)."""
+    runs = {}
+
+    def run(launcher: str):
+        if launcher not in runs:
+            folder = tmp_path_factory.mktemp(f"retried-{launcher}")
+            once = folder / "aborted-once"
+            out = launch("ddp", train_args(small_data), folder / "logs", launcher, nproc=2,
+                         timeout_s=120, env={**os.environ, ABORT_IN_INIT_ONCE: str(once)})
+            runs[launcher] = (out, folder)
+        return runs[launcher]
+
+    return run
+
+
+RETRIED_RUN = pytest.mark.xdist_group("test_launch_retried_run")  # its two readers, one worker
+
+
+@RETRIED_RUN
 @pytest.mark.parametrize("launcher", ["torchrun", "mp_spawn", "tcp"])
-def test_two_rank_ddp_runs_with_each_launcher(small_data, tmp_path, launcher):
-    out = launch("ddp", train_args(small_data), tmp_path / "logs", launcher, nproc=2,
-                 timeout_s=120)
+def test_two_rank_ddp_runs_with_each_launcher(small_data, tmp_path, launcher, retried_run):
+    if launcher == "mp_spawn":  # mp.spawn's parent does not retry a joining crash: a plain run
+        out = launch("ddp", train_args(small_data), tmp_path / "logs", launcher, nproc=2,
+                     timeout_s=120)
+        logs = tmp_path / "logs"
+    else:
+        out, folder = retried_run(launcher)
+        logs = folder / "logs"
     m = out.result["metrics"]
     assert m["world_size"] == 2 and m["backend_used"] == "gloo" and m["global_batch"] == 32
     assert m["samples_per_s"] > 0 and m["threads_per_rank"] == 1  # 2 cores / 2 ranks
     assert (m["topology"], m["host_count"]) == ("one host", 1)  # both ranks here: loopback
     for rank in (0, 1):
-        log = (tmp_path / "logs" / f"rank{rank}.log").read_text()
+        log = (logs / f"rank{rank}.log").read_text()
         assert f"rank {rank}/2 (local {rank})" in log  # on a 2-GPU host: GPU 0 and GPU 1
     if launcher == "torchrun":  # the agent's own files stay with the run, not in /tmp
-        assert list((tmp_path / "logs" / "torchrun").glob("*/attempt_0"))
+        assert list((logs / "torchrun").glob("*/attempt_0"))
 
 
-def test_a_failing_rank_stops_the_run_and_is_named_with_its_log(small_data, tmp_path):
+def test_a_failing_rank_stops_the_run_is_named_with_its_log_and_is_never_retried(small_data,
+                                                                               tmp_path):
+    """A rank that fails after joining (at step 3, an exception) ends the run at once, is
+    the one named, and is not started again as a crash while joining would be."""
     start = time.monotonic()
     with pytest.raises(LaunchError) as info:  # a later --timeout wins over train_args' 60
         launch("ddp", train_args(small_data, "--fail-at-step", "3", "--fail-rank", "1",
@@ -55,6 +90,7 @@ def test_a_failing_rank_stops_the_run_and_is_named_with_its_log(small_data, tmp_
     assert err.rank == 1 and err.exit_code == 1 and err.host == socket.gethostname()
     assert err.log_path == tmp_path / "logs" / "rank1.log"
     assert "injected failure at step 3 on rank 1" in err.log_path.read_text()
+    assert not (tmp_path / "logs" / "retries.log").exists()  # it joined: never retried
     # the rank's last exception line, as its console and the record's error get it
     assert str(err).startswith(f"rank 1 on {socket.gethostname()} exited with code 1: "
                                "InjectedFailure: injected failure at step 3 on rank 1; log: ")
@@ -115,9 +151,18 @@ def test_a_port_in_use_or_out_of_range_is_refused_before_launch(tmp_path):
     assert not (tmp_path / "launcher.log").exists()
 
 
-def test_doctor_checks_the_sum_through_torchrun_and_tcp(tmp_path):
+def test_doctor_checks_the_sum_through_torchrun_and_tcp_and_a_rerun_reads_no_old_logs(tmp_path):
+    """The torchrun launch goes into a folder where a failed run left its logs (a rank 7
+    that failed with exit code 3): that launch must not read them, and the sum is the same
+    whatever a folder held before."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "launcher.log").write_text(
+        "host : old\n rank : 7 (local_rank: 7)\n exitcode : 3\n")
+    (tmp_path / "a" / "rank7.log").write_text("old failure")
     out = launch("doctor", ["--device", "cpu"], tmp_path / "a", "torchrun", nproc=2,
                  timeout_s=60)
+    assert not (tmp_path / "a" / "rank7.log").exists()
+    assert "exitcode : 3" not in (tmp_path / "a" / "launcher.log").read_text()
     assert out.result["metrics"]["ok"] is True and out.result["metrics"]["latency_s"] > 0
     assert "all_reduce sum=3.0 expected=3.0" in out.result["details"]["line"]
     port = free_port()
@@ -131,8 +176,9 @@ def test_doctor_checks_the_sum_through_torchrun_and_tcp(tmp_path):
 
 
 def test_allreduce_reports_busbw_as_nccl_tests_define_it(tmp_path):
+    # tcp ranks, not torchrun's: the figures are the subject, not the launcher (no agent)
     out = launch("allreduce", ["--device", "cpu", "--max-bytes", str(2**18), "--iters", "3"],
-                 tmp_path, "torchrun", nproc=2, timeout_s=60)
+                 tmp_path, "tcp", nproc=2, timeout_s=60)
     sizes = out.result["details"]["sizes"]
     assert [r["bytes"] for r in sizes] == [1024, 4096, 16384, 65536, 262144]
     for r in sizes:
@@ -153,14 +199,6 @@ def test_cli_allreduce_bad_input_exits_2_before_launch(tmp_path, capsys, extra, 
     assert main(["allreduce", "--outputs", str(tmp_path / "out"), *extra]) == 2
     assert message in capsys.readouterr().err
     assert not (tmp_path / "out" / "logs").exists()
-
-
-def test_a_rerun_does_not_read_the_last_runs_logs(tmp_path):
-    (tmp_path / "launcher.log").write_text("host : old\n rank : 7 (local_rank: 7)\n exitcode : 3\n")
-    (tmp_path / "rank7.log").write_text("old failure")
-    launch("doctor", ["--device", "cpu"], tmp_path, "torchrun", nproc=2, timeout_s=60)
-    assert not (tmp_path / "rank7.log").exists()
-    assert "exitcode : 3" not in (tmp_path / "launcher.log").read_text()
 
 
 def test_ranks_die_with_the_process_that_launched_them(tmp_path):
@@ -187,13 +225,12 @@ time.sleep(120)
         pytest.fail("the launched process outlived its launcher")
 
 
+@RETRIED_RUN
 @pytest.mark.parametrize("launcher", ["torchrun", "tcp"])
-def test_a_rank_that_crashes_while_joining_is_retried_once(small_data, tmp_path, launcher):
-    once = tmp_path / "aborted-once"
-    out = launch("ddp", train_args(small_data), tmp_path / "logs", launcher, nproc=2,
-                 timeout_s=120, env={**os.environ, ABORT_IN_INIT_ONCE: str(once)})
-    assert once.exists() and out.result["metrics"]["launch_retries"] == 1
-    retries = (tmp_path / "logs" / "retries.log").read_text()
+def test_a_rank_that_crashes_while_joining_is_retried_once(launcher, retried_run):
+    out, folder = retried_run(launcher)
+    assert (folder / "aborted-once").exists() and out.result["metrics"]["launch_retries"] == 1
+    retries = (folder / "logs" / "retries.log").read_text()
     assert "attempt 1: rank 1 on" in retries and "exited with code -6" in retries
 
 
@@ -204,13 +241,6 @@ def test_a_rank_that_crashes_in_teardown_after_the_result_keeps_the_run(small_da
     assert m["world_size"] == 2 and m["samples_per_s"] > 0 and m["launch_retries"] == 0
     assert m["teardown_crash"].startswith("rank 1 on ") and "exited with code -6" in m["teardown_crash"]
     assert "after rank 0 wrote its result: run kept" in (tmp_path / "logs" / "teardown.log").read_text()
-
-
-def test_a_failure_after_joining_is_never_retried(small_data, tmp_path):
-    with pytest.raises(LaunchError, match="rank 1"):
-        launch("ddp", train_args(small_data, "--fail-at-step", "2", "--fail-rank", "1"),
-               tmp_path / "logs", "torchrun", nproc=2, timeout_s=120)
-    assert not (tmp_path / "logs" / "retries.log").exists()
 
 
 TORCHRUN_SUMMARY = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
