@@ -81,10 +81,31 @@ def _record(stdout: str) -> dict:
     return json.loads(Path(path).read_text())
 
 
-@pytest.mark.distributed
-def test_a_healthy_run_reports_every_ranks_tflops_the_all_reduce_and_records_them(outputs):
-    done = benchlib("doctor", "--device", "cpu", "--health")
+@pytest.fixture(scope="module")
+def health_run(tmp_path_factory) -> subprocess.CompletedProcess:
+    """`benchlib doctor --health` over two tcp ranks with rank 1's matmul slowed three-fold
+    on purpose, launched once and read by both tests below. The slowing changes rank 1's
+    TFLOP/s only (and so its slow-device line, which a run on two busy cores may print
+    anyway): what the run reports and records, every rank's figure, the all-reduce, the
+    record's testbed, is the same run's. tcp ranks, not torchrun's: the report is the
+    subject, not the launcher (no agent)."""
+    out = tmp_path_factory.mktemp("health")
+    done = subprocess.run([sys.executable, "-m", "benchlib", "doctor", "--device", "cpu",
+                           "--health", "--slow-rank", "1", "--slow-factor", "3", "--launcher",
+                           "tcp"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "OMP_NUM_THREADS": "1",
+                               "BENCHLIB_OUTPUTS": str(out / "outputs")})
     assert done.returncode == 0, done.stderr
+    return done
+
+
+HEALTH_RUN = pytest.mark.xdist_group("test_doctor_health_run")  # its two readers, one worker
+
+
+@HEALTH_RUN
+@pytest.mark.distributed
+def test_a_health_run_reports_every_ranks_tflops_the_all_reduce_and_records_them(health_run):
+    done = health_run
     ranks = {int(m.group(1)): float(m.group(3)) for m in MATMUL_LINE.finditer(done.stdout)}
     assert sorted(ranks) == [0, 1] and all(v > 0 for v in ranks.values())
     assert re.search(r"doctor: all-reduce 4 MiB: one host \(\S+\), no pair of nodes; over its 2 "
@@ -104,11 +125,10 @@ def test_a_healthy_run_reports_every_ranks_tflops_the_all_reduce_and_records_the
     assert bed["pairs"] == [] and bed["one_host"]["ranks"] == [0, 1]
 
 
+@HEALTH_RUN
 @pytest.mark.distributed
-def test_a_rank_slowed_three_fold_on_purpose_is_named_by_host_and_device(outputs):
-    done = benchlib("doctor", "--device", "cpu", "--health", "--slow-rank", "1",
-                    "--slow-factor", "3")
-    assert done.returncode == 0, done.stderr
+def test_a_rank_slowed_three_fold_on_purpose_is_named_by_host_and_device(health_run):
+    done = health_run
     slow = [line for line in done.stdout.splitlines() if line.startswith("doctor: slow device")]
     assert len(slow) == 1 and re.fullmatch(r"doctor: slow device: rank 1 on \S+ \(cpu\): \S+ "
                                            r"TFLOP/s, \d+% below the median \S+", slow[0])
