@@ -16,9 +16,6 @@ from benchlib.errors import BenchlibError, UsageError
 
 
 def cmd_calibrate(args) -> int:
-    from benchlib.distributed.device import device_for
-    from benchlib.studies import calibrate
-
     for name in ("steps", "rounds", "batch_size"):
         if getattr(args, name) < 1:
             raise UsageError(f"{name}: must be >= 1, got {getattr(args, name)}")
@@ -29,6 +26,9 @@ def cmd_calibrate(args) -> int:
 
         args.path = str(paths.from_command_line(args.path))
         describe(args.path, "fashion-mnist")
+    from benchlib.distributed.device import device_for  # torch: after the checks, which need none
+    from benchlib.studies import calibrate
+
     device = device_for(args.device)
     shape = dict(model_name=args.model, batch_size=args.batch_size, steps=args.steps)
     if args.model == "lm":  # first: the two loops do the same arithmetic
