@@ -84,11 +84,26 @@ def uninterrupted(small_data, tmp_path_factory) -> tuple[dict, Path]:
     return json.loads((out / "result.json").read_text()), out
 
 
+def single_args(out: Path, *extra: str) -> list[str]:
+    """dummy_args as notebook 35 spells the data set (`--dataset dummy`, not `--dummy`),
+    with notebook 35's fault injection: 150 ms more per step on rank 0, slow_epoch (1x in
+    the first and only epoch)."""
+    return ["--dataset", "dummy", *(a for a in dummy_args(out) if a != "--dummy"),
+            "--inject-step-delay-ms", "150", "--delay-rank", "0",
+            "--inject-delay-pattern", "slow_epoch", *extra]
+
+
 @pytest.fixture(scope="module")
 def single_run(tmp_path_factory) -> Path:
-    """A finished one-process run: checkpoints of steps 4 and 6 are kept."""
+    """A finished one-process run (single_args): checkpoints of steps 4 and 6 are kept,
+    its result in result.json. One launch for the tests of `--dataset dummy`, of the
+    injected delay, of a finished run launched again and of the checkpoints it leaves:
+    the delay only slows the steps (no checkpoint, loss or position depends on it), and
+    `--dataset dummy` is `--dummy` (the checkpoints record the data set as "dummy" either
+    way), so the tests that resume or refuse its checkpoints with `--dummy` read them as
+    they would a plain `--dummy` run's."""
     out = tmp_path_factory.mktemp("single")
-    done = worker(dummy_args(out))
+    done = worker(single_args(out))
     assert done.returncode == 0, done.stderr[-2000:]
     return out
 
@@ -369,12 +384,13 @@ def test_a_run_preempted_at_its_last_step_summarizes_after_the_resume():
     assert (metrics["restarts"], metrics["recovery_s"], metrics["restart_s"]) == (1, 0.0, 0.0)
 
 
-def test_a_finished_run_launched_again_says_it_is_complete_and_keeps_its_result(tmp_path):
-    """A requeued job or a second submission after the last step: no KeyError, exit 0."""
-    first = worker(dummy_args(tmp_path, "--resume-or-start"))
-    assert first.returncode == 0, first.stderr[-2000:]
-    done = json.loads((tmp_path / "result.json").read_text())["metrics"]
-    again = worker(dummy_args(tmp_path, "--resume-or-start"))
+def test_a_finished_run_launched_again_says_it_is_complete_and_keeps_its_result(
+        single_run, tmp_path):
+    """A requeued job or a second submission after the last step: no KeyError, exit 0.
+    The finished run is single_run, copied; launched again as it was first launched."""
+    shutil.copytree(single_run, tmp_path, dirs_exist_ok=True)
+    done = json.loads((single_run / "result.json").read_text())["metrics"]
+    again = worker(single_args(tmp_path, "--resume-or-start"))
     assert again.returncode == 0, again.stderr[-2000:]
     log = (tmp_path / "logs" / "rank0.log").read_text()
     assert "the run is complete: its checkpoint is step 6, the last of 1 epochs" in log
@@ -383,24 +399,19 @@ def test_a_finished_run_launched_again_says_it_is_complete_and_keeps_its_result(
     assert m["attempts"] == 2 and m["loss_last"] == done["loss_last"]
 
 
-def test_an_injected_step_delay_slows_every_step_and_the_result_says_so(tmp_path):
+def test_an_injected_step_delay_slows_every_step_and_the_result_says_so(single_run):
     """Notebook 35's fault injection reaches the elastic worker as notebook 20's reaches
     the DDP one: each step takes the delay longer, and the figures say they are not the
-    model's."""
-    done = worker(dummy_args(tmp_path, "--inject-step-delay-ms", "150", "--delay-rank", "0",
-                             "--inject-delay-pattern", "slow_epoch"))  # 1x in the first epoch
-    assert done.returncode == 0, done.stderr[-2000:]
-    m = json.loads((tmp_path / "result.json").read_text())["metrics"]
+    model's. single_run injects 150 ms on rank 0, slow_epoch (1x in the first epoch)."""
+    m = json.loads((single_run / "result.json").read_text())["metrics"]
     assert (m["injected_step_delay_ms"], m["injected_delay_rank"],
             m["injected_delay_pattern"]) == (150.0, 0, "slow_epoch")
     assert 0.15 <= m["step_s"] < 0.6  # the first epoch's steps: not yet the slow epoch's 4x
 
 
-def test_dataset_dummy_is_seed_001s_dummy_as_notebook_35_names_it(tmp_path):
-    args = [a for a in dummy_args(tmp_path) if a != "--dummy"]
-    done = worker(["--dataset", "dummy", *args])
-    assert done.returncode == 0, done.stderr[-2000:]
-    m = json.loads((tmp_path / "result.json").read_text())["metrics"]
+def test_dataset_dummy_is_seed_001s_dummy_as_notebook_35_names_it(single_run):
+    """single_run names its data set `--dataset dummy`."""
+    m = json.loads((single_run / "result.json").read_text())["metrics"]
     assert m["final_step"] == 6 and m["global_batch"] == 16  # 96 random images, batch 16
 
 
