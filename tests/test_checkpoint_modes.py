@@ -1,10 +1,12 @@
 """Checkpoint modes with real processes on CPU (issue 41): two gloo ranks save and restore a
 model with its optimizer state (some tens of MB) in each mode, FSDP2's shards included;
 the ddp worker's record of a run that checkpoints asynchronously; and a partial DCP
-checkpoint, never taken for a resume. One launch per fixture, shared by the tests."""
+checkpoint, never taken for a resume. One launch per fixture, shared by the tests; the
+ranks start the tcp:// way (one process per rank, no torchrun agent): how they start is
+not what these tests are about."""
 
-import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -14,8 +16,7 @@ import pytest
 import torch
 
 from benchlib.config.choices import CHECKPOINT_MODES
-from benchlib.launch.argv import torchrun_argv
-from benchlib.launch.launcher import free_port
+from benchlib.launch.launcher import launch
 from benchlib.trainers import checkpoint
 
 pytestmark = pytest.mark.distributed
@@ -26,20 +27,19 @@ MODEL = ["--model", "gpt-tiny", "--model-args", '{"n_layer": 4, "n_embd": 256}']
 STATE_MB = 30.0
 
 
-def torchrun(module: str, args: list[str]) -> subprocess.CompletedProcess:
-    argv = torchrun_argv(module, args, 2, free_port())
-    return subprocess.run(argv, check=False, env=ENV, capture_output=True, text=True, timeout=300)
+def two_ranks(module: str, args: list[str], out: Path) -> dict:
+    """Rank 0's result of `module` on 2 ranks over tcp://, logs in `out`."""
+    return launch(module, args, out, "tcp", nproc=2, timeout_s=300, env=ENV).result
 
 
 @pytest.fixture(scope="module")
 def bench(tmp_path_factory) -> tuple[dict, Path]:
     """Every mode on FSDP2's shards: 2 saves, 2 restores each, one launch."""
     out = tmp_path_factory.mktemp("bench")
-    done = torchrun("checkpoint_bench", [*MODEL, "--strategy", "fsdp2", "--device", "cpu",
-                                         "--saves", "2", "--restores", "2", "--checkpoint-path",
-                                         str(out / "ckpt"), "--result", str(out / "result.json")])
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads((out / "result.json").read_text()), out / "ckpt"
+    result = two_ranks("checkpoint_bench", [*MODEL, "--strategy", "fsdp2", "--device", "cpu",
+                                            "--saves", "2", "--restores", "2",
+                                            "--checkpoint-path", str(out / "ckpt")], out)
+    return result, out / "ckpt"
 
 
 @pytest.mark.parametrize("mode", CHECKPOINT_MODES)
@@ -84,13 +84,11 @@ def ddp_run(tmp_path_factory) -> dict:
     """The ddp worker on 2 ranks, synthetic tokens, an asynchronous save every 4 steps
     (and the last step's at the end, for the restores)."""
     out = tmp_path_factory.mktemp("ddp")
-    done = torchrun("ddp", [*MODEL, "--dataset", "tokens", "--seq-len", "32", "--batch-size", "4",
-                            "--epochs", "1", "--max-steps", "14", "--warmup-steps", "2",
-                            "--device", "cpu", "--checkpoint", "dcp_async",
-                            "--checkpoint-every", "4", "--checkpoint-path", str(out / "ckpt"),
-                            "--result", str(out / "result.json"), "--log-interval", "0"])
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads((out / "result.json").read_text())
+    return two_ranks("ddp", [*MODEL, "--dataset", "tokens", "--seq-len", "32", "--batch-size",
+                             "4", "--epochs", "1", "--max-steps", "14", "--warmup-steps", "2",
+                             "--device", "cpu", "--checkpoint", "dcp_async",
+                             "--checkpoint-every", "4", "--checkpoint-path", str(out / "ckpt"),
+                             "--log-interval", "0"], out)
 
 
 def test_the_ddp_records_say_what_the_saves_and_restores_cost(ddp_run):
@@ -134,9 +132,17 @@ def _dcp_checkpoints(folder: Path, steps: tuple[int, ...]) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
+@pytest.fixture(scope="module")
+def dcp_pair(tmp_path_factory) -> Path:
+    """DCP checkpoints of steps 4 and 8, written once; each test damages its own copy."""
+    folder = tmp_path_factory.mktemp("dcp_pair")
+    _dcp_checkpoints(folder, (4, 8))
+    return folder
+
+
 @pytest.mark.parametrize("damage", ["no sidecar", "a rank's file cut short", "no metadata"])
-def test_a_partial_dcp_checkpoint_is_never_taken(tmp_path, damage):
-    _dcp_checkpoints(tmp_path, (4, 8))
+def test_a_partial_dcp_checkpoint_is_never_taken(dcp_pair, tmp_path, damage):
+    shutil.copytree(dcp_pair, tmp_path, dirs_exist_ok=True)
     newest = tmp_path / "step-00000008"
     if damage == "no sidecar":  # a save whose ranks never all finished: rank 0 wrote none
         (tmp_path / "step-00000008.json").unlink()
