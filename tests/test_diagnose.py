@@ -245,25 +245,37 @@ def test_the_report_column_is_empty_where_there_is_nothing_to_diagnose():
 
 # ------------------------------------------------------------------ constructed runs
 
-def launched(folder, module, params, nproc, load=False, run_id="constructed"):
-    """One launch written as a record under `folder`/out; the outputs folder. The host's
-    load is sampled around the launch as a row's is with `load`; else the record says the
-    host was quiet (the case as built, not the suite's neighbours). A launch that fails is
-    recorded as failed, with the launcher's error."""
-    start, started_at = hostload.sample(), results.now()
+def launched(folder, module, params, nproc, run_id="constructed"):
+    """One launch written as a record under `folder`/out, the host recorded as quiet (the
+    case as built, not the suite's neighbours); the outputs folder."""
+    return recorded(folder / "out", params, ran(folder, module, params, nproc), run_id=run_id)
+
+
+def ran(folder, module, params, nproc):
+    """One launch, its logs under `folder`/logs: when it started and how it ended (a launch
+    that fails ends failed, with the launcher's error). 2 ranks start under the tcp
+    launcher, one process a rank: no test here is about the launcher, and a torchrun agent
+    would cost 2 CPU seconds more."""
+    started_at = results.now()
     worker = {k: v for k, v in params.items() if k != "strategy"}  # the worker's own name
     try:
         out = launch(module, {"device": "cpu", "log_interval": 0, **worker}, folder / "logs",
-                     "torchrun" if nproc > 1 else "single", nproc, timeout_s=300)
+                     "tcp" if nproc > 1 else "single", nproc, timeout_s=300)
         done = {"status": "ok", "metrics": out.result["metrics"], "details": out.result["details"]}
     except LaunchError as e:
         done = {"status": "failed", "error": {"type": "LaunchError", "message": str(e)}}
-    host_load = hostload.span(start, hostload.sample()) if load else {"busy": False, "start": {}}
+    return started_at, done
+
+
+def recorded(out, params, run, host_load=None, run_id="constructed"):
+    """`run` (from `ran`) as a record in `out`/results, with `host_load` as sampled around
+    it, else the host recorded as quiet; `out`."""
+    started_at, done = run
     rec = results.make_record(run_id=run_id, table="t", notebook="20_dp_vs_ddp.ipynb",
                               params=params, env=envinfo.collect(), started_at=started_at,
-                              host_load=host_load, **done)
-    results.write_record(folder / "out" / "results", rec)
-    return folder / "out"
+                              host_load=host_load or {"busy": False, "start": {}}, **done)
+    results.write_record(out / "results", rec)
+    return out
 
 
 def diagnose_text(capsys, out, run_id="constructed", *flags) -> str:
@@ -272,9 +284,9 @@ def diagnose_text(capsys, out, run_id="constructed", *flags) -> str:
     return capsys.readouterr().out
 
 
-def diagnosed(tmp_path, monkeypatch, capsys, module, params, nproc, load=False):
+def diagnosed(tmp_path, monkeypatch, capsys, module, params, nproc):
     """One launch written as a record, then `benchlib diagnose` on it: its printed lines."""
-    return diagnose_text(capsys, launched(tmp_path, module, params, nproc, load))
+    return diagnose_text(capsys, launched(tmp_path, module, params, nproc))
 
 
 @contextlib.contextmanager
@@ -300,13 +312,19 @@ SLOWED = {"model": "simplecnn", "dataset": "synthetic", "image_size": 32, "batch
 
 @pytest.fixture(scope="module")
 def slowed_rank(tmp_path_factory):
-    """Rank 1 of 2 slowed 150 ms a step, launched twice: recorded as on a quiet host (the
-    case as built), and beside a busy loop on every core, its load sampled as a row's is."""
+    """Rank 1 of 2 slowed 150 ms a step, launched once and recorded twice: as on a quiet
+    host (the case as built), and as a row is recorded when it starts beside a busy loop on
+    every core, its load sampled as a row's is (start and end). One launch serves both:
+    whether a host was busy is read from the sample at the start (hostload.busy), and what
+    the busy case asserts is that verdict put before what the same figures alone read,
+    the straggler; so the loops spin while the start is sampled, not through the launch
+    (a second launch and 2 cores spun through it cost 25 CPU s)."""
     root = tmp_path_factory.mktemp("slowed")
-    quiet = launched(root / "quiet", "ddp", SLOWED, nproc=2)
     with busy_loops(os.cpu_count()):
-        busy = launched(root / "busy", "ddp", SLOWED, nproc=2, load=True)
-    return quiet, busy
+        start = hostload.sample()
+    run = ran(root, "ddp", SLOWED, nproc=2)
+    busy_load = hostload.span(start, hostload.sample())
+    return recorded(root / "quiet", SLOWED, run), recorded(root / "busy", SLOWED, run, busy_load)
 
 
 @pytest.mark.distributed
@@ -327,7 +345,7 @@ def test_the_same_slowed_rank_on_a_busy_host_is_host_contended_first(slowed_rank
     text = diagnose_text(capsys, slowed_rank[1])
     print(text)
     assert "constructed: host-contended" in text and "rerun on a quiet host" in text
-    assert "its figures alone would read" in text and "doctor --health" not in text
+    assert "its figures alone would read straggler" in text and "doctor --health" not in text
     [line] = [li for li in text.splitlines() if li.startswith("  host at start: load ")]
     others = int(line.split(", ")[1].split()[0])
     assert others >= os.cpu_count(), line  # the loops, at least
@@ -359,16 +377,19 @@ class SlowStart(Dataset):
 def build():
     return SlowStart()
 """
+WIDE_NET = ("from torch import nn\n\ndef build():\n    return nn.Sequential(nn.Flatten(), "
+            "nn.Linear(3 * 32 * 32, 1024), nn.ReLU(), nn.Linear(1024, 10))\n")
 TINY_HEAD = ("from torch import nn\n\ndef build():\n    return nn.Sequential("
              "nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, 10))\n")
 
 
 @pytest.fixture(scope="module")
 def own_code(tmp_path_factory):
-    """The modules of the built cases (a model that costs nothing, data sets of the user's)
-    importable here and in every rank."""
+    """The modules of the built cases (a model that costs nothing, a wide one, data sets of
+    the user's) importable here and in every rank."""
     folder = tmp_path_factory.mktemp("own")
     (folder / "tinyhead.py").write_text(TINY_HEAD)
+    (folder / "widenet.py").write_text(WIDE_NET)
     (folder / "slowstart.py").write_text(SLOW_START)
     (folder / "badrow.py").write_text(
         "import torch\n\nclass Rows(torch.utils.data.Dataset):\n    def __len__(self):\n"
@@ -469,16 +490,32 @@ def test_advice_from_io_runs_of_another_data_set_does_not_cross(io_runs, capsys)
                      r"a side", text), text
 
 
+@pytest.fixture(scope="module")
+def slowed_all_reduce(tmp_path_factory, own_code):
+    """A slower link made on purpose, as the straggler test makes a slower rank: 2 DDP
+    ranks of a wide model (widenet) whose every step's last gradient bucket waits 200 ms
+    inside its all-reduce, traced (export_trace); its outputs and log folders. One launch
+    serves the communication-bound verdict and the traces: the traced steps run after the
+    timed epochs and after the all-reduce's figures are taken (trainers.ddp's _trace), so
+    tracing moves no figure the verdict reads, and what the trace test reads (a trace per
+    rank, its rank and marked steps, diagnose's line on them) holds for any model."""
+    folder = tmp_path_factory.mktemp("allreduce")
+    out = launched(folder, "ddp", {
+        "model": "widenet:build", "dataset": "synthetic", "input_shape": "3x32x32",
+        "batch_size": 2, "epochs": 1, "max_steps": 6, "warmup_steps": 2,
+        "inject_comm_delay_ms": 200.0, "export_trace": True}, nproc=2)
+    return out, folder / "logs"
+
+
 @pytest.mark.distributed
-def test_a_traced_ddp_run_leaves_a_kineto_trace_per_rank_that_hta_reads(tmp_path, monkeypatch,
+def test_a_traced_ddp_run_leaves_a_kineto_trace_per_rank_that_hta_reads(slowed_all_reduce,
                                                                        capsys):
     """export_trace: a trace per rank in the launch's log folder, named as HTA's
     TraceAnalysis(trace_dir=...) finds them (the rank in distributedInfo, the steps marked);
     a CPU trace holds no GPU kernels, which is what HTA's breakdowns read."""
-    text = diagnosed(tmp_path, monkeypatch, capsys, "ddp", {
-        "model": "simplecnn", "dataset": "synthetic", "image_size": 32, "batch_size": 8,
-        "epochs": 1, "max_steps": 4, "warmup_steps": 1, "export_trace": True}, nproc=2)
-    folder = tmp_path / "logs" / "trace"
+    out, logs = slowed_all_reduce
+    text = diagnose_text(capsys, out)
+    folder = logs / "trace"
     assert sorted(p.name for p in folder.iterdir()) == ["rank0.json", "rank1.json"]
     for rank in (0, 1):
         trace = json.loads((folder / f"rank{rank}.json").read_text())
@@ -494,20 +531,13 @@ def test_a_traced_ddp_run_leaves_a_kineto_trace_per_rank_that_hta_reads(tmp_path
 
 
 @pytest.mark.distributed
-def test_an_all_reduce_slowed_on_purpose_is_communication_bound(tmp_path, monkeypatch, capsys):
-    """A slower link made on purpose, as the straggler test makes a slower rank: each step's
-    last gradient bucket waits 200 ms inside its all-reduce, where backward has nothing left
-    to hide it. The model's own all-reduce was not enough to build the case on: 25M
-    parameters on a batch of 2 put it at 26 to 45% of a step by the suite's load, on both
-    sides of COMM_SHARE (30%), because the step's compute is passes over the same 100 MB."""
-    (tmp_path / "widenet.py").write_text(
-        "from torch import nn\n\ndef build():\n    return nn.Sequential(nn.Flatten(), "
-        "nn.Linear(3 * 32 * 32, 1024), nn.ReLU(), nn.Linear(1024, 10))\n")
-    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}")
-    text = diagnosed(tmp_path, monkeypatch, capsys, "ddp", {
-        "model": "widenet:build", "dataset": "synthetic", "input_shape": "3x32x32",
-        "batch_size": 2, "epochs": 1, "max_steps": 6, "warmup_steps": 2,
-        "inject_comm_delay_ms": 200.0}, nproc=2)
+def test_an_all_reduce_slowed_on_purpose_is_communication_bound(slowed_all_reduce, capsys):
+    """Each step's last gradient bucket waits 200 ms inside its all-reduce, where backward
+    has nothing left to hide it. The model's own all-reduce was not enough to build the
+    case on: 25M parameters on a batch of 2 put it at 26 to 45% of a step by the suite's
+    load, on both sides of COMM_SHARE (30%), because the step's compute is passes over the
+    same 100 MB."""
+    text = diagnose_text(capsys, slowed_all_reduce[0])
     assert "constructed: communication-bound" in text and "not hidden by backward" in text
     # at least the delay of each step went unhidden
     exposed = re.search(r"all-reduce ([\d.]+) ms a step, ([\d.]+) ms of it not hidden", text)
