@@ -32,21 +32,10 @@ LOADED_BOUND = 0.10
 def ground_truth(tmp_path_factory):
     """`calibrate --ground-truth` once, every pattern, 10 steps an epoch of 200 ms each
     and more (sleeps: wall time, not CPU), so that the base step's drift under the suite's
-    load stays inside the bound: (exit, printed, checks). Its 2-rank launches start under
-    the tcp launcher (a process a rank) instead of the command's torchrun: no figure or
-    truth checked here depends on the launcher (the ranks' own clocks and rank 0's log
-    give them), and each of the 3 torchrun agents cost 2 CPU seconds more."""
-    from benchlib.launch import launcher
-
-    def by_tcp(module, args, log_dir, how="torchrun", *rest, **kw):
-        return torchrun_launch(module, args, log_dir, "tcp" if how == "torchrun" else how,
-                               *rest, **kw)
-
-    torchrun_launch = launcher.launch
+    load stays inside the bound: (exit, printed, checks)."""
     folder = tmp_path_factory.mktemp("gt")
     out = io.StringIO()
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(out):
-        mp.setattr(launcher, "launch", by_tcp)
         mp.setenv("BENCHLIB_OUTPUTS", str(folder / "outputs"))
         code = main(["calibrate", "--ground-truth", "--steps", "10", "--delay-ms", "200",
                      "--tolerance", str(LOADED_BOUND), "--json", str(folder / "gt.json")])
