@@ -287,19 +287,26 @@ def test_notebook_15_runs_and_publishes_its_search(outputs):
 @pytest.mark.distributed
 def test_a_model_and_data_set_of_your_own_are_searched_with_their_arguments(tmp_path):
     """Their arguments reach every trial (the batch_trial worker's flags are notebook 15's
-    fields): width 8 against width 64 of the same model, at the same batch, on the items
-    of the user's data set batched by the user's collate."""
+    fields): a trial of width 8 holds exactly the parameter bytes of width 8, not of the
+    default width 32 nor of width 64 (counted here, in this process: one trial process
+    instead of one per width), at a batch larger than the user's data set, its items
+    batched by the user's collate."""
+    from examples.custom_model import build
+
+    def param_bytes(width):
+        return sum(p.numel() * p.element_size() for p in build(width, 4).parameters())
+
     base = dict(model="examples.custom_model:build", dataset="examples.custom_data:shapes",
                 collate="examples.custom_data:stack", device="cpu", memory_limit="64GiB", steps=2)
-    figures = {}
     for width in (8, 64):
-        cfg = MemoryAndBatchConfig(**base, model_args={"width": width, "num_classes": 4})
-        memory_and_batch.preflight(cfg)
-        trial = one_trial(cfg, 600, tmp_path / str(width))  # more than its 512 items
-        assert trial["fits"], trial["why"]
-        assert trial["model_class"] == "examples.custom_model.WideCNN"
-        figures[width] = trial["param_bytes"]
-    assert figures[64] > 10 * figures[8]
+        memory_and_batch.preflight(MemoryAndBatchConfig(**base, model_args={"width": width,
+                                                                            "num_classes": 4}))
+    cfg = MemoryAndBatchConfig(**base, model_args={"width": 8, "num_classes": 4})
+    trial = one_trial(cfg, 600, tmp_path / "8")  # more than its 512 items
+    assert trial["fits"], trial["why"]
+    assert trial["model_class"] == "examples.custom_model.WideCNN"
+    assert trial["param_bytes"] == param_bytes(8) != param_bytes(32)
+    assert param_bytes(64) > 10 * trial["param_bytes"]
 
 
 def test_a_start_batch_that_fits_in_one_process_of_two_is_neither_answer():
