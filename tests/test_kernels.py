@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import TRIVIAL, write_params
+from conftest import write_params
 
 from benchlib.runs import kernels, sweep, warm_kernels
 
@@ -35,7 +35,10 @@ def _dead_pid() -> int:
     return done.pid
 
 
-def test_a_kernel_stopped_after_its_notebook_ran_gets_no_sigint(tmp_path, tmpdir_short):
+def test_a_row_gets_no_sigint_leaves_no_kernel_files_and_a_killed_sweeps_are_removed(
+        tmp_path, tmpdir_short):
+    """One row serves both: its kernel, stopped after its notebook ran, gets no SIGINT, and
+    it leaves no kernel files (a killed sweep's folder goes, a running sweep's stays)."""
     # jupyter_client's SIGINT before shutdown is what the kernel logs as
     # "[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel"; a handler left in the
     # kernel's place for it makes the signal visible whatever the timing
@@ -48,17 +51,13 @@ def test_a_kernel_stopped_after_its_notebook_ran_gets_no_sigint(tmp_path, tmpdir
                     "from pathlib import Path\nget_ipython().kernel.saved_sigint_handler = "
                     f"lambda *a: Path({str(flag)!r}).write_text('SIGINT')")]
     nbformat.write(nb, tmp_path / "nb.ipynb")
-    assert sweep.execute(tmp_path / "nb.ipynb", tmp_path / "out.ipynb", {}, {}) is None
-    assert not flag.exists()
-
-
-def test_a_row_leaves_no_kernel_files_and_a_killed_sweeps_are_removed(tmp_path, tmpdir_short):
     stale = tmpdir_short / f"{kernels.PREFIX}{_dead_pid()}-abc"
     stale.mkdir()
     (stale / "kernel.json").write_text("{}")
     running = tmpdir_short / f"{kernels.PREFIX}{os.getpid()}-def"  # a sweep still running
     running.mkdir()
-    assert sweep.execute(TRIVIAL, tmp_path / "out.ipynb", {"x": 1}, {}) is None
+    assert sweep.execute(tmp_path / "nb.ipynb", tmp_path / "out.ipynb", {"x": 1}, {}) is None
+    assert not flag.exists()
     assert sorted(tmpdir_short.iterdir()) == [running]
 
 
