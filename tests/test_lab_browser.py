@@ -63,13 +63,6 @@ def _with_params(notebook: Path, values: dict[str, str]) -> nbformat.NotebookNod
     return nb
 
 
-def _run(args: list[str], log: Path, env: dict[str, str], timeout_s: float) -> None:
-    with open(log, "wb") as out:
-        done = subprocess.run(args, stdout=out, stderr=subprocess.STDOUT, env=env,
-                              timeout=timeout_s, check=False)
-    assert done.returncode == 0, f"{' '.join(args)} failed; log: {log}\n{log.read_text()[-3000:]}"
-
-
 @pytest.fixture(scope="module")
 def chromium() -> str:
     path, why = find_or_install_chromium()
@@ -98,16 +91,16 @@ def page(headless_chromium):
 
 
 @pytest.fixture(scope="module")
-def lab_outputs(tmp_path_factory):
-    """An outputs folder with generated FashionMNIST under data/, and a sweep of one row
-    of notebook 10 writing its record under results/ (started here, waited for by the
-    test of notebook 90, so it runs while notebook 10 runs in the browser)."""
+def lab_outputs(tmp_path_factory, small_data):
+    """An outputs folder with generated FashionMNIST under data/ (the session's data sets,
+    600 FashionMNIST images among them, which notebook 10 only reads: no `benchlib data`
+    of its own), and a sweep of one row of notebook 10 writing its record under results/
+    (started here, waited for by the test of notebook 90, so it runs while notebook 10
+    runs in the browser)."""
     outputs = tmp_path_factory.mktemp("lab") / "outputs"
     outputs.mkdir()
     env = {**os.environ, "BENCHLIB_OUTPUTS": str(outputs)}
-    _run([sys.executable, "-m", "benchlib", "data", "--path", str(outputs / "data"),
-          "--offline", "--dataset", "fashion-mnist", "--fashion-size", "600"],
-         outputs / "data.log", env, timeout_s=300)
+    (outputs / "data").symlink_to(small_data, target_is_directory=True)
     plan = outputs / "io.yaml"
     plan.write_text(SWEEP.format(notebook=ROOT / "notebooks" / IO_NOTEBOOK))
     log = outputs / "sweep.log"

@@ -1,4 +1,6 @@
-"""The committed notebooks: clean in git, consistent with benchlib, and they run."""
+"""The committed notebooks: clean in git, consistent with benchlib, and they run. Notebook
+00's run and the report over it, a failed run's included, are read in
+tests/test_report_site.py from the runs its site is built of (one launch serves both)."""
 
 import re
 
@@ -29,41 +31,6 @@ def test_committed_notebook_has_no_outputs_and_one_parameters_cell(path):
     # plain typed values, one per line, each commented
     for line in tagged[0].source.splitlines():
         assert re.fullmatch(r"\w+: (int|float|str|bool|dict|list\[\w+\]) = .+  # .+", line), line
-
-
-@pytest.mark.notebook
-def test_data_prep_and_analysis_notebooks_run_and_the_report_publishes(tmp_path, outputs):
-    data_dir = tmp_path / "data"
-    args = ["run", "00_data_prep", "-p", "path", str(data_dir), "-p", "offline", "true",
-            "-p", "size", "200", "-p", "fashion_size", "300", "--study", "data_prep"]
-    assert main(args) == 0
-    rec = results.load_results(outputs / "results").iloc[0]
-    assert rec["status"] == "ok"
-    assert rec["fashion_mnist_source"] == "generated" and rec["fashion_mnist_samples"] == 350
-    assert rec["mydataset_samples"] == 200 and (data_dir / "manifest.json").exists()
-
-    index = publish.build(outputs)
-    page = index.read_text()
-    assert page.index('<h2 id="findings">') < page.index('<h2 id="analysis">') \
-        < page.index('<h3 id="runs-data_prep">')
-    assert "Study <code>data_prep</code>. 1 runs: 1 ok, 0 failed." in page
-    analysis = (outputs / "report" / "analysis.html").read_text()
-    assert "**1 runs**" not in analysis and "1 runs</strong> in 1 studies" in analysis
-    assert "generated offline" in analysis
-    assert "from benchlib import" not in analysis  # code is hidden
-    run_page = outputs / "report" / "data_prep" / f"{rec['run_id']}.html"
-    assert run_page.exists() and "results.publish" not in run_page.read_text()
-    assert "<img" in run_page.read_text()  # the sample image grid
-
-
-@pytest.mark.notebook
-def test_report_marks_failed_runs_and_links_their_notebooks(tmp_path, outputs):
-    main(["run", str(TRIVIAL), "-p", "fail", "true", "--study", "broken"])
-    page = publish.build(outputs, analysis=False).read_text()
-    assert '<span class="failed">failed</span>' in page
-    assert "asked to fail with x=0" in page
-    link = re.search(r'href="(broken/\w+\.html)"', page).group(1)
-    assert "ValueError" in (outputs / "report" / link).read_text()
 
 
 @pytest.mark.notebook

@@ -28,7 +28,13 @@ SCREENSHOTS = ROOT / "outputs" / "screenshots"
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """outputs/ with three runs, two rows of a study of one's own (tests/toystudy, joined
-    through BENCHLIB_STUDIES) swept, and the report built over them (analysis included)."""
+    through BENCHLIB_STUDIES) swept, and the report built over them (analysis included).
+
+    The data-preparation run prepares every data set (dataset left at its default, all,
+    so its record names FashionMNIST's and MyDataSet's samples), CIFAR-10, the image
+    folder and the token file at their smallest: no test reads their sizes. It and the failed trivial
+    run are also what test_notebooks ran again for its own report (one launch of each
+    serves both: the notebooks, the report and its analysis are the same)."""
     import os
 
     import toystudy
@@ -45,8 +51,9 @@ def site(tmp_path_factory):
                          "table:\n  - {toys: 4, box: large}\n  - {toys: 2}\n")
         assert main(["sweep", str(table)]) == 0
         assert main(["run", "00_data_prep", "-p", "path", str(root / "data"), "-p", "offline",
-                     "true", "-p", "size", "200", "-p", "fashion_size", "300", "-p", "dataset",
-                     "fashion-mnist", "--study", "data_prep"]) == 0
+                     "true", "-p", "size", "200", "-p", "fashion_size", "300", "-p", "cifar_size", "10",
+                     "-p", "imagefolder_size", "10", "-p", "tokenfile_size", "10", "--study",
+                     "data_prep"]) == 0
         assert main(["run", str(TRIVIAL), "-p", "x", "21", "--study", "trivial"]) == 0
         assert main(["run", str(TRIVIAL), "-p", "fail", "true", "--study", "broken"]) == 1
         publish.build(outputs)
@@ -168,9 +175,11 @@ def test_run_page_says_what_ran_before_the_outputs_and_links_to_the_analysis(sit
     page = (site / "report" / "data_prep" / f"{rec['run_id']}.html").read_text()
     header = page[page.index('<header class="benchlib-header">'):page.index("</header>")]
     assert page.index("</header>") < page.index("00 · Data preparation")  # before the cells
-    for name in ("size", "fashion_size", "offline", "dataset", "path"):  # set by the run
+    for name in ("size", "fashion_size", "cifar_size", "imagefolder_size", "tokenfile_size",
+                 "offline", "path"):  # set by the run
         assert re.search(rf'<tr class="set"><th>{name}</th>', header), name
     assert re.search(r'<tr class="default"><th>seed</th><td>0</td>', header)
+    assert "<tr class=\"default\"><th>dataset</th><td>'all'</td>" in header  # left at it
     assert '<span class="ok">ok</span>' in header and "testbed" in header
     assert re.search(r"UTC, \d+\.\d s \(local\)", header)
     assert 'href="../analysis.html#study-data_prep"' in header
@@ -178,6 +187,39 @@ def test_run_page_says_what_ran_before_the_outputs_and_links_to_the_analysis(sit
     assert not re.search(r"(In|Out)\s*(&nbsp;)?\[\d*\]:", page)  # no prompts
     assert "jp-InputPrompt" not in page and "jp-OutputPrompt" not in page
     assert "data.prepare(cfg)" not in page  # code hidden
+
+
+def test_data_prep_and_analysis_notebooks_run_and_the_report_publishes(site):
+    data_dir = site.parent / "data"
+    [rec] = [r for r in results.load_results(site / "results").to_dict("records")
+             if r["study"] == "data_prep"]
+    assert rec["status"] == "ok"
+    assert rec["fashion_mnist_source"] == "generated" and rec["fashion_mnist_samples"] == 350
+    assert rec["mydataset_samples"] == 200 and (data_dir / "manifest.json").exists()
+
+    page = (site / "report" / "index.html").read_text()
+    assert page.index('<h2 id="findings">') < page.index('<h2 id="analysis">') \
+        < page.index('<h3 id="runs-data_prep">')
+    assert "Study <code>data_prep</code>. 1 runs: 1 ok, 0 failed." in page
+    analysis = (site / "report" / "analysis.html").read_text()
+    runs = results.read_records(site / "results")
+    studies = {r["study"] for r in runs}
+    assert (len(runs), len(studies)) == (5, 3)  # toys x2, data_prep, trivial and broken
+    assert f"**{len(runs)} runs**" not in analysis
+    assert f"{len(runs)} runs</strong> in {len(studies)} studies" in analysis
+    assert "generated offline" in analysis
+    assert "from benchlib import" not in analysis  # code is hidden
+    run_page = site / "report" / "data_prep" / f"{rec['run_id']}.html"
+    assert run_page.exists() and "results.publish" not in run_page.read_text()
+    assert "<img" in run_page.read_text()  # the sample image grid
+
+
+def test_report_marks_failed_runs_and_links_their_notebooks(site):
+    page = (site / "report" / "index.html").read_text()
+    assert '<span class="failed">failed</span>' in page
+    assert "asked to fail with x=0" in page
+    link = re.search(r'href="(broken/\w+\.html)"', page).group(1)
+    assert "ValueError" in (site / "report" / link).read_text()
 
 
 def test_failed_run_page_shows_its_error_at_the_top(site):

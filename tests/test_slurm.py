@@ -25,6 +25,25 @@ def benchlib(env, *args, timeout=600):
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.fixture
+def benchlib_here(monkeypatch, capsys):
+    """`benchlib ARGS` run in this process under `env`, as `benchlib()` runs it in one of
+    its own: for the commands here that are answered without a job of theirs (refused, or
+    polling one), whose own interpreter (0.2-0.8 s of CPU each) is not what they test."""
+    from benchlib.cli import main
+
+    def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as mp:
+            for name, value in env.items():
+                mp.setenv(name, value)
+            mp.chdir(ROOT)
+            capsys.readouterr()
+            code = main(list(args))
+            captured = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, captured.out, captured.err)
+    return run
+
+
 def wait_for(env, job_id: str, timeout_s: float = 300) -> str:
     """Poll squeue until the job left the queue; its final state from scontrol."""
     deadline = time.monotonic() + timeout_s
@@ -90,7 +109,7 @@ def test_a_preempted_array_task_exits_75_and_requeues_only_with_requeue(tmp_path
 
 
 def test_a_sweep_runs_as_job_arrays_and_its_rows_use_srun_over_the_allocation(
-        slurm_cluster, tmp_path):
+        slurm_cluster, tmp_path, benchlib_here):
     """Three rows in two arrays, one per allocation shape, each row's ranks on its nodes.
     While they wait, squeue fails for 3 s, as it does while slurmctld restarts: the sweep
     goes on polling. (One sweep asserts both: a Slurm sweep costs this suite some 30 s.)"""
@@ -142,15 +161,15 @@ def test_a_sweep_runs_as_job_arrays_and_its_rows_use_srun_over_the_allocation(
     assert sorted(p.name for p in sweep_dir.glob("*.sbatch")) == ["array-1x1.sbatch",
                                                                   "array-2x1.sbatch"]
     assert "#SBATCH --nodes=1\n" in (sweep_dir / "array-1x1.sbatch").read_text()
-    again = benchlib(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
+    again = benchlib_here(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
     assert "0 ok, 0 failed, 3 skipped" in again.stdout  # nothing submitted twice
 
 
-def test_a_failing_row_is_recorded_with_its_slurm_log(slurm_cluster, tmp_path):
+def test_a_failing_row_is_recorded_with_its_slurm_log(slurm_cluster, tmp_path, benchlib_here):
     env = {**slurm_cluster, "BENCHLIB_OUTPUTS": str(tmp_path / "out")}
     table = plan(tmp_path, "  - {trainer: ddp, dataset: mydataset, model: toynet, "
                            "path: /nonexistent/data}\n")
-    swept = benchlib(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
+    swept = benchlib_here(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
     # data missing where the row looks: refused before anything is queued
     assert swept.returncode == 2 and "path: /nonexistent/data has no mydataset data" in swept.stderr
     assert not (tmp_path / "out" / "slurm").exists()
@@ -162,7 +181,7 @@ def test_a_failing_row_is_recorded_with_its_slurm_log(slurm_cluster, tmp_path):
         "source": "generated", "samples": {"train": 300}, "files": ["mydataset.npz"]}}))
     table = plan(tmp_path, "  - {trainer: ddp, dataset: mydataset, model: toynet, "
                            f"path: {data}}}\n")
-    swept = benchlib(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
+    swept = benchlib_here(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
     assert swept.returncode == 1 and "0 ok, 1 failed" in swept.stdout
     (record,) = [json.loads(p.read_text())
                  for p in (tmp_path / "out" / "results" / "mn_slurm").glob("*.json")]
@@ -206,35 +225,36 @@ def queued_jobs(env: dict[str, str]) -> set[str]:
                               text=True, check=True).stdout.split())
 
 
-def test_a_layout_the_nodes_cannot_hold_fails_before_anything_is_submitted(slurm_cluster, tmp_path):
+def test_a_layout_the_nodes_cannot_hold_fails_before_anything_is_submitted(slurm_cluster, tmp_path,
+                                                                          benchlib_here):
     env = {**slurm_cluster, "BENCHLIB_OUTPUTS": str(tmp_path / "out")}
     queued_before = queued_jobs(env)
     table = plan(tmp_path, "  - {trainer: lightning, nproc_per_node: 8}\n")
-    swept = benchlib(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
+    swept = benchlib_here(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
     assert swept.returncode == 2
     assert ("devices: 8 per node asked for, but the partition's smallest node has 2 CPUs "
             "(one process each); use devices <= 2") in swept.stderr
     assert not (tmp_path / "out" / "slurm").exists()
     assert queued_jobs(env) <= queued_before  # nothing submitted (a running job's clock moves)
-    rendered = benchlib(env, "slurm-script", "lightning", "--nodes", "2", "--devices", "3")
+    rendered = benchlib_here(env, "slurm-script", "lightning", "--nodes", "2", "--devices", "3")
     assert rendered.returncode == 2 and "devices: 3 per node asked for" in rendered.stderr
     # more nodes than the partition has: sbatch would take it and leave it pending forever
     table = plan(tmp_path, "  - {trainer: ddp}\n  - {trainer: ddp, nnodes: 3}\n")
-    swept = benchlib(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
+    swept = benchlib_here(env, "sweep", str(table), "--executor", "slurm", "--no-progress")
     assert swept.returncode == 2
     assert "nodes: 3 asked for, but the partition has 2; use nodes <= 2" in swept.stderr
     assert not (tmp_path / "out" / "slurm").exists()
-    rendered = benchlib(env, "slurm-script", "ddp", "--nodes", "3", "--devices", "1")
+    rendered = benchlib_here(env, "slurm-script", "ddp", "--nodes", "3", "--devices", "1")
     assert rendered.returncode == 2 and "nodes: 3 asked for" in rendered.stderr
     # checked against the partition the sweep goes to, not the default one (one node here)
     table = plan(tmp_path, "  - {trainer: ddp}\n")
-    swept = benchlib(env, "sweep", str(table), "--executor", "slurm", "--partition", "solo",
+    swept = benchlib_here(env, "sweep", str(table), "--executor", "slurm", "--partition", "solo",
                      "--no-progress")
     assert swept.returncode == 2
     assert "nodes: 2 asked for, but the partition has 1; use nodes <= 1" in swept.stderr
     assert not (tmp_path / "out" / "slurm").exists()
     assert queued_jobs(env) <= queued_before  # nothing submitted (a running job's clock moves)
-    rendered = benchlib(env, "slurm-script", "lightning", "--nodes", "2", "--devices", "2",
+    rendered = benchlib_here(env, "slurm-script", "lightning", "--nodes", "2", "--devices", "2",
                         "--ntasks-per-node", "1", "--submit")
     assert rendered.returncode == 2 and rendered.stdout == ""
     assert rendered.stderr.strip() == ("benchlib slurm-script: ntasks_per_node: 1 with devices 2: "
@@ -259,10 +279,10 @@ def test_an_elastic_run_across_two_nodes_survives_a_killed_rank(slurm_cluster, t
     assert "on n2" in (logs / "rank1.log").read_text()  # the killed rank lived on the other node
 
 
-def test_a_refused_submission_leaves_no_plan_behind(slurm_cluster, tmp_path):
+def test_a_refused_submission_leaves_no_plan_behind(slurm_cluster, tmp_path, benchlib_here):
     env = {**slurm_cluster, "BENCHLIB_OUTPUTS": str(tmp_path / "out")}
     table = plan(tmp_path, "  - {trainer: ddp}\n")
-    swept = benchlib(env, "sweep", str(table), "--executor", "slurm", "--partition", "nosuch",
+    swept = benchlib_here(env, "sweep", str(table), "--executor", "slurm", "--partition", "nosuch",
                      "--no-progress")
     assert swept.returncode == 1
     assert swept.stderr.strip().splitlines()[-1] == (

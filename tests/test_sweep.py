@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -97,17 +98,43 @@ def _ok_records(outputs):
     return sorted(r["params"]["x"] for r in recs if r["status"] == "ok")
 
 
-def test_a_sweep_killed_mid_row_leaves_nothing_half_written_and_a_rerun_finishes(tmp_path, outputs):
+@pytest.fixture
+def tmpdir_short(monkeypatch):
+    """A TMPDIR of its own for the sweeps started here (the kernels' folders go there), short
+    enough for Unix socket paths (108 bytes)."""
+    import shutil
+    import tempfile
+
+    where = Path(tempfile.mkdtemp(prefix="bk", dir="/tmp"))
+    monkeypatch.setenv("TMPDIR", str(where))
+    monkeypatch.setattr(tempfile, "tempdir", str(where))
+    yield where
+    shutil.rmtree(where, ignore_errors=True)
+
+
+def test_a_sweep_killed_mid_row_leaves_nothing_half_written_and_its_kernel_folder_to_the_rerun(
+        tmp_path, outputs, tmpdir_short):
+    """Killed while row 2 runs: no half record, row 1's notebook whole, and the kernel
+    folder it left (issue 17, item 10) removed by the next sweep, which runs rows 2 and 3.
+    (One killed sweep serves what test_kernels asked of a killed sweep too.)"""
     import signal
     import time
+
+    from benchlib.runs import kernels
 
     file = write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\ndefaults: {{sleep_s: 3}}\n"
                                   "table: [{x: 1}, {x: 2}, {x: 3}]\n")
     sweep = _sweep_process(file, outputs)
+
     deadline = time.monotonic() + 120
-    while _ok_records(outputs) != [1] and time.monotonic() < deadline:  # row 2 has started
+    while _ok_records(outputs) != [1]:
+        assert sweep.poll() is None and time.monotonic() < deadline, "row 1 never finished"
         time.sleep(0.2)
-    time.sleep(1.5)
+    # row 1's kernel folder is gone by its record; row 2's kernel is starting once its is there
+    while not list(tmpdir_short.glob(f"{kernels.PREFIX}{sweep.pid}-*/kernel.json")):
+        assert sweep.poll() is None and time.monotonic() < deadline, "no kernel folder appeared"
+        time.sleep(0.2)
+    time.sleep(1)  # row 2 sleeps 3 s in its notebook
     sweep.send_signal(signal.SIGKILL)
     sweep.wait()
     assert _ok_records(outputs) == [1]
@@ -116,12 +143,14 @@ def test_a_sweep_killed_mid_row_leaves_nothing_half_written_and_a_rerun_finishes
     row1 = load_plan(file)[0].run_id  # only row 1's executed notebook, and it is whole
     assert [p.name for p in (outputs / "runs" / "t").glob("[!.]*.ipynb")] == [f"{row1}.ipynb"]
     nbformat.read(outputs / "runs" / "t" / f"{row1}.ipynb", 4)
+    assert list(tmpdir_short.glob(f"{kernels.PREFIX}*"))  # what a killed sweep leaves
 
     rerun = _sweep_process(file, outputs)
     out, _ = rerun.communicate(timeout=120)
     assert rerun.returncode == 0 and "2 ok, 0 failed, 1 skipped" in out  # row 2 is free again
     assert _ok_records(outputs) == [1, 2, 3]
     assert [p for p in outputs.rglob(".*") if p.is_file()] == []
+    assert not list(tmpdir_short.glob(f"{kernels.PREFIX}*"))  # the killed sweep's removed too
 
 
 def test_two_sweeps_on_the_same_outputs_split_the_rows_and_lose_nothing(tmp_path, outputs):
