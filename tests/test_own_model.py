@@ -235,3 +235,23 @@ def test_an_item_that_raises_in_the_preflight_is_the_data_sets_error_not_the_mod
     assert err[0].endswith("dataset: item 17 of 'badrow:build' raised ValueError: row 17 has "
                            "3 columns, not 4"), err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_library_is_named_from_its_own_metadata_and_the_map_of_every_file_only_if_need_be(
+        monkeypatch):
+    """Every training process names its model's libraries: torch is found by its module's
+    name alone (the map of every installed file cost 0.25-1 CPU s a process); PyYAML,
+    imported as yaml, still through the map."""
+    import importlib.metadata
+
+    def no_map():
+        raise AssertionError("the map of every installed file was read")
+
+    entrypoints._distributions.cache_clear()
+    with monkeypatch.context() as m:
+        m.setattr(importlib.metadata, "packages_distributions", no_map)
+        assert entrypoints.library("torch.nn.modules.linear", None) == \
+            f"torch {importlib.metadata.version('torch')}"
+    entrypoints._distributions.cache_clear()
+    assert entrypoints.library("yaml", None) == f"PyYAML {importlib.metadata.version('PyYAML')}"
+    assert entrypoints.library("collections", None).startswith("collections (python ")
