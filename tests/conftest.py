@@ -29,10 +29,14 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 
 # Tests that must not run beside each other go to one worker: the two-node Slurm cluster
-# is one (a test fills its nodes on purpose), and a module-scoped fixture (a JupyterLab
-# server, a run shared by a module's tests) is made once, on one worker.
-SHARED_MODULE_FIXTURES = ("test_checkpoint_modes", "test_elastic", "test_lab_browser", "test_report_site",
-                          "test_study_sweeps")
+# is one (a test fills its nodes on purpose); and the tests that read a module-scoped
+# fixture (a JupyterLab server, a run shared by a module's tests) go to one worker per
+# module, so that the fixture is made once, not once on each worker that runs a reader
+# (test_compile's run was launched twice so, 24 CPU s). A group a test names itself stands.
+def _reads_a_module_fixture(item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(defs and defs[-1].scope == "module"
+                                    for defs in info.name2fixturedefs.values())
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups into node ids
@@ -42,7 +46,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slurm_cluster" in item.fixturenames or item.get_closest_marker("slurm"):
             item.add_marker(pytest.mark.xdist_group("slurm"))
-        elif item.module.__name__.rpartition(".")[2] in SHARED_MODULE_FIXTURES:
+        elif item.get_closest_marker("xdist_group") is None and _reads_a_module_fixture(item):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
