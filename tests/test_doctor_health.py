@@ -99,10 +99,6 @@ def health_run(tmp_path_factory) -> subprocess.CompletedProcess:
     return done
 
 
-HEALTH_RUN = pytest.mark.xdist_group("test_doctor_health_run")  # its two readers, one worker
-
-
-@HEALTH_RUN
 @pytest.mark.distributed
 def test_a_health_run_reports_every_ranks_tflops_the_all_reduce_and_records_them(health_run):
     done = health_run
@@ -125,7 +121,6 @@ def test_a_health_run_reports_every_ranks_tflops_the_all_reduce_and_records_them
     assert bed["pairs"] == [] and bed["one_host"]["ranks"] == [0, 1]
 
 
-@HEALTH_RUN
 @pytest.mark.distributed
 def test_a_rank_slowed_three_fold_on_purpose_is_named_by_host_and_device(health_run):
     done = health_run

@@ -50,10 +50,6 @@ def retried_run(small_data, tmp_path_factory):
     return run
 
 
-RETRIED_RUN = pytest.mark.xdist_group("test_launch_retried_run")  # its two readers, one worker
-
-
-@RETRIED_RUN
 @pytest.mark.parametrize("launcher", ["torchrun", "mp_spawn", "tcp"])
 def test_two_rank_ddp_runs_with_each_launcher(small_data, tmp_path, launcher, retried_run):
     if launcher == "mp_spawn":  # mp.spawn's parent does not retry a joining crash: a plain run
@@ -225,7 +221,6 @@ time.sleep(120)
         pytest.fail("the launched process outlived its launcher")
 
 
-@RETRIED_RUN
 @pytest.mark.parametrize("launcher", ["torchrun", "tcp"])
 def test_a_rank_that_crashes_while_joining_is_retried_once(launcher, retried_run):
     out, folder = retried_run(launcher)

@@ -27,10 +27,6 @@ def one_process_run(small_data, tmp_path_factory):
     return out, folder
 
 
-ONE_PROCESS_RUN = pytest.mark.xdist_group("test_trainer_one_process_run")  # its readers, one worker
-
-
-@ONE_PROCESS_RUN
 def test_ddp_matches_one_process_with_the_global_batch(small_data, tmp_path, one_process_run):
     single = one_process_run[0]
     # tcp ranks, not torchrun's: what the ranks compute is the subject, not the launcher
@@ -52,7 +48,6 @@ def test_dataparallel_on_a_cpu_machine_says_it_ran_as_one_device(small_data, tmp
     assert m["devices"] == 1 and m["note"] == "DataParallel without GPUs: ran as one CPU device"
 
 
-@ONE_PROCESS_RUN
 def test_save_model_writes_a_loadable_state_dict_to_train_dir(one_process_run):
     import torch
 
