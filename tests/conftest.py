@@ -1,8 +1,10 @@
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -78,6 +80,17 @@ def outputs(tmp_path, monkeypatch) -> Path:
     out = tmp_path / "outputs"
     monkeypatch.setenv("BENCHLIB_OUTPUTS", str(out))
     return out
+
+
+@pytest.fixture
+def tmpdir_short(monkeypatch) -> Iterator[Path]:
+    """A TMPDIR of its own for the sweeps and kernels a test starts (their folders go there),
+    short enough for Unix socket paths (108 bytes)."""
+    where = Path(tempfile.mkdtemp(prefix="bk", dir="/tmp"))
+    monkeypatch.setenv("TMPDIR", str(where))
+    monkeypatch.setattr(tempfile, "tempdir", str(where))
+    yield where
+    shutil.rmtree(where, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -3,11 +3,9 @@
 checked on test_sweep's killed sweep (one kill serves both)."""
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import nbformat
@@ -17,16 +15,6 @@ from conftest import write_params
 from benchlib.runs import kernels, sweep, warm_kernels
 
 pytestmark = pytest.mark.notebook
-
-
-@pytest.fixture
-def tmpdir_short(monkeypatch):
-    """A TMPDIR of its own, short enough for Unix socket paths (108 bytes)."""
-    where = Path(tempfile.mkdtemp(prefix="bk", dir="/tmp"))
-    monkeypatch.setenv("TMPDIR", str(where))
-    monkeypatch.setattr(tempfile, "tempdir", str(where))
-    yield where
-    shutil.rmtree(where, ignore_errors=True)
 
 
 def _dead_pid() -> int:

@@ -1,5 +1,4 @@
 import json
-from pathlib import Path
 
 import nbformat
 import pytest
@@ -96,20 +95,6 @@ def _sweep_process(file, outputs):
 def _ok_records(outputs):
     recs = [json.loads(p.read_text()) for p in (outputs / "results" / "t").glob("*.json")]
     return sorted(r["params"]["x"] for r in recs if r["status"] == "ok")
-
-
-@pytest.fixture
-def tmpdir_short(monkeypatch):
-    """A TMPDIR of its own for the sweeps started here (the kernels' folders go there), short
-    enough for Unix socket paths (108 bytes)."""
-    import shutil
-    import tempfile
-
-    where = Path(tempfile.mkdtemp(prefix="bk", dir="/tmp"))
-    monkeypatch.setenv("TMPDIR", str(where))
-    monkeypatch.setattr(tempfile, "tempdir", str(where))
-    yield where
-    shutil.rmtree(where, ignore_errors=True)
 
 
 def test_a_sweep_killed_mid_row_leaves_nothing_half_written_and_its_kernel_folder_to_the_rerun(
