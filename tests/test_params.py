@@ -1,6 +1,6 @@
 import nbformat
 import pytest
-from conftest import TRIVIAL, write_params
+from conftest import ROOT, TRIVIAL, write_params
 
 from benchlib.cli import main
 from benchlib.errors import UsageError
@@ -286,7 +286,7 @@ def test_a_table_that_promises_an_interval_asks_for_the_launches_the_rule_needs(
     """An interval and a verdict come only from core.stats.MIN_LAUNCHES launches or more,
     each a fresh process: a parameter file whose comment promises an interval asks for
     that many launches of every row (repeat_mode process); one of fewer promises a range."""
-    from conftest import ROOT
+
 
     from benchlib.core.stats import MIN_LAUNCHES
 
@@ -302,3 +302,22 @@ def test_a_table_that_promises_an_interval_asks_for_the_launches_the_rule_needs(
             assert (mode, row.config.repeats >= MIN_LAUNCHES) == (
                 "process", True), f"{row.source}: {row.config.repeats} {mode}"
     assert "transformer_training_cpu.yaml" in promising and "dp_vs_ddp_seed002.yaml" in promising
+
+
+@pytest.mark.parametrize("table", sorted((ROOT / "params").glob("*.yaml")), ids=lambda p: p.name)
+def test_a_table_read_from_the_configs_alone_gives_the_rows_read_from_the_notebooks(table):
+    """`read_notebooks=False` (the GPU check, on an image without nbformat or papermill)
+    builds every committed table's rows as the sweep does, config for config."""
+    read = load_plan(table)
+    assert [(r.row_id, r.config) for r in load_plan(table, read_notebooks=False)] \
+        == [(r.row_id, r.config) for r in read]
+
+
+def test_a_notebook_of_ones_own_needs_the_notebook_read(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]})]
+    path = tmp_path / "mine.ipynb"
+    nbformat.write(nb, path)
+    with pytest.raises(UsageError, match="mine.ipynb: not a study of the registry, so its "
+                                         "parameters are only in the notebook"):
+        NotebookSpec.of_config(path)

@@ -249,8 +249,10 @@ def _config(row: dict[str, Any], tables: dict[str, list[Any]]) -> Any:
 
 def table_rows(table: str) -> list[Any]:
     """A parameter table's rows as a sweep reads them (runs.params.load_plan: every row
-    checked against its notebook's parameters), each the config the row builds."""
-    return [row.config for row in load_plan(paths.project_root() / table)]
+    checked against its study's parameters), each the config the row builds. The
+    parameters come from the registry's config classes, not the notebooks: a GPU image
+    need not have nbformat or papermill."""
+    return [row.config for row in load_plan(paths.project_root() / table, read_notebooks=False)]
 
 
 def _checked(config: type, values: dict[str, Any], where: str) -> Any:

@@ -75,6 +75,25 @@ class NotebookSpec:
             nb.metadata.get("benchlib", {}).get("config")
         return cls(path, declared, config)
 
+    @classmethod
+    def of_config(cls, path: Path) -> NotebookSpec:
+        """A registry study's notebook as its config class declares it, without reading the
+        notebook: where nbformat and papermill are not installed (the GPU check on a bare
+        GPU image). The same spec as `read` gives: tests/test_parameters.py holds every
+        committed notebook's parameters cell to its config's names, types and defaults."""
+        import dataclasses
+        import typing
+
+        entry = studies.of_notebook_entry(path.name)
+        if entry is None:
+            raise UsageError(f"{path.name}: not a study of the registry, so its parameters "
+                             "are only in the notebook (install papermill to read it)")
+        config = CONFIGS[entry.config.rpartition(":")[2]]
+        hints = typing.get_type_hints(config)
+        return cls(path, {f.name: (hints[f.name].__name__, f.default_factory()
+                                   if f.default_factory is not dataclasses.MISSING else f.default)
+                          for f in dataclasses.fields(config)}, entry.config.rpartition(":")[2])
+
     def defaults(self) -> dict[str, Any]:
         return {name: default for name, (_, default) in self.parameters.items()}
 
@@ -165,7 +184,8 @@ def expand(study: dict[str, Any], where: str) -> list[dict[str, Any]]:
     return table
 
 
-def study_rows(study: Any, where: str, notebooks: dict[Path, NotebookSpec]) -> list[Row]:
+def study_rows(study: Any, where: str, notebooks: dict[Path, NotebookSpec],
+               read_notebooks: bool = True) -> list[Row]:
     if not isinstance(study, dict):
         raise UsageError(f"{where}: a study must be a mapping with name and notebook")
     if OLD_NAME_KEY in study:
@@ -181,7 +201,8 @@ def study_rows(study: Any, where: str, notebooks: dict[Path, NotebookSpec]) -> l
     if not study["name"].replace("_", "").replace("-", "").isalnum():
         raise UsageError(f"{where}: name: {study['name']!r} must be letters, digits, - and _")
     path = find_notebook(study["notebook"], where)
-    spec = notebooks.get(path) or notebooks.setdefault(path, NotebookSpec.read(path))
+    spec = notebooks.get(path) or notebooks.setdefault(
+        path, NotebookSpec.read(path) if read_notebooks else NotebookSpec.of_config(path))
     defaults = study.get("defaults") or {}
     if not isinstance(defaults, dict):
         raise UsageError(f"{where}: defaults: must be a mapping of parameter to value")
@@ -219,8 +240,10 @@ def say_notes(notes: dict[str, None], where: str) -> None:
         print(f"note: {where}: {note}", file=sys.stderr)
 
 
-def load_plan(file: str | Path) -> list[Row]:
-    """Every row of a parameter file, all checked; raises UsageError on the first problem."""
+def load_plan(file: str | Path, read_notebooks: bool = True) -> list[Row]:
+    """Every row of a parameter file, all checked; raises UsageError on the first problem.
+    `read_notebooks=False`: a registry study's parameters from its config class
+    (`NotebookSpec.of_config`), for a machine without the notebook tooling."""
     file = Path(file)
     name = str(file)
     if not file.is_file():
@@ -242,9 +265,9 @@ def load_plan(file: str | Path) -> list[Row]:
         if not isinstance(doc["studies"], list) or not doc["studies"]:
             raise UsageError(f"{name}: studies: must be a non-empty list")
         rows = [r for i, s in enumerate(doc["studies"], start=1)
-                for r in study_rows(s, f"{name}: studies[{i}]", notebooks)]
+                for r in study_rows(s, f"{name}: studies[{i}]", notebooks, read_notebooks)]
     else:
-        rows = study_rows(doc, name, notebooks)
+        rows = study_rows(doc, name, notebooks, read_notebooks)
     seen: dict[str, str] = {}
     for r in rows:
         if r.row_id in seen:
