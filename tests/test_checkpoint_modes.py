@@ -159,3 +159,39 @@ def test_a_partial_dcp_checkpoint_is_never_taken(dcp_pair, tmp_path, damage):
     else:
         [warning] = warnings
         assert str(newest) in warning and ("truncated" in warning or "metadata" in warning)
+
+
+def test_pinned_saves_go_on_where_torchs_stager_serves_one_save(tmp_path, monkeypatch):
+    """torch 2.11's DefaultStager closes its copier after each stage, so the second pinned
+    save through one stager failed (`KeyError: <class 'type'>`, the H200 run of
+    2026-11-28). Such a stager, as 2.11 wrote it, is found by its probe and replaced for
+    each save; this torch's keeps one for the whole run."""
+    from torch.distributed.checkpoint import staging
+
+    from benchlib.trainers import saver
+
+    assert saver._stager_reusable() is True  # this torch: one stager, its buffers kept
+
+    class OneStage(staging.DefaultStager):  # torch 2.11's _stage, its last line kept
+        def _stage(self, state_dict, **kwargs):
+            staged = super()._stage(state_dict, **kwargs)
+            self._state_dict_stager.close()
+            return staged
+
+    monkeypatch.setattr(staging, "DefaultStager", OneStage)
+    assert saver._stager_reusable() is False
+    model = torch.nn.Linear(8, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    s = saver.Saver("dcp_async_pinned", tmp_path)
+    for step in (1, 2, 3):
+        with torch.no_grad():
+            model.weight.fill_(step)
+        s.save(step, model, opt, {"position": {"step": step}}, {"step": step})
+        s.wait()
+    assert [x.step for x in s.saves] == [1, 2, 3] and not s.stager_reused
+    found = checkpoint.latest(tmp_path)
+    with torch.no_grad():
+        model.weight.zero_()
+    assert found.step == 3 and s.restore(found, model, opt) == {"position": {"step": 3}}
+    assert torch.all(model.weight == 3)
+    s.close()

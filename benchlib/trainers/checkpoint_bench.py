@@ -66,7 +66,7 @@ def mode_figures(args: argparse.Namespace, env: DistEnv, mode: str, model, optim
     events = [s.event() for s in saver.saves]
     return {**checkpoint_cost.figures(events, saver.restores, mode), "saves": events,
             "restore_matches": checksum(model, optimizer) == expected,
-            "checkpoint_pinned": saver.pinned}
+            "checkpoint_pinned": saver.pinned, "checkpoint_stager_reused": saver.stager_reused}
 
 
 def bench(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:

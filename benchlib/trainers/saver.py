@@ -99,6 +99,35 @@ def _pack(extra: dict[str, Any]) -> io.BytesIO:
     return blob
 
 
+def _pinned_stager():
+    """DCP's stager into pinned host memory (pageable where there is no CUDA)."""
+    try:
+        from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+    except ImportError:
+        raise UsageError(f"checkpoint: dcp_async_pinned needs DCP's DefaultStager, which "
+                         f"torch {torch.__version__} lacks; use dcp_async") from None
+    return DefaultStager(StagingOptions(use_pinned_memory=True, use_shared_memory=False,
+                                        use_async_staging=False, use_non_blocking_copy=False))
+
+
+def _stager_reusable() -> bool:
+    """Whether this torch's DefaultStager stages more than once. torch 2.11's closes its
+    copier after every stage, so that a second save through it fails with `KeyError:
+    <class 'type'>` (the H200 run of 2026-11-28); later ones keep it, and their pinned
+    buffers, for the next save. Found by staging a small dict twice."""
+    from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+
+    probe = DefaultStager(StagingOptions(False, False, False, False))
+    try:
+        for _ in range(2):
+            probe.stage({"probe": torch.zeros(1), "step": 1})
+        return True
+    except KeyError:
+        return False
+    finally:
+        probe.close()
+
+
 def _dying_writer(path: Path, step: int):
     """Fault injection (`fail_at_step` at a step that saves asynchronously): a writer whose
     rank dies inside its background write, its file begun and never finished, as a node
@@ -132,15 +161,10 @@ class Saver:
         self.group, self.stager = None, None
         if mode in ASYNC and dist.is_initialized():  # every rank at once: a collective
             self.group = dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
+        self.stager_reused = True  # one stager, its pinned buffers kept, for every save
         if mode == "dcp_async_pinned":
-            try:
-                from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
-            except ImportError:
-                raise UsageError(f"checkpoint: dcp_async_pinned needs DCP's DefaultStager, which "
-                                 f"torch {torch.__version__} lacks; use dcp_async") from None
-            self.stager = DefaultStager(StagingOptions(
-                use_pinned_memory=True, use_shared_memory=False, use_async_staging=False,
-                use_non_blocking_copy=False))
+            self.stager = _pinned_stager()
+            self.stager_reused = _stager_reusable()
         self.pinned = mode == "dcp_async_pinned" and torch.cuda.is_available()
 
     # ------------------------------------------------------------ saving
@@ -190,6 +214,9 @@ class Saver:
         path = self.folder / f"step-{save.step:08d}"
         writer = _dying_writer(path, save.step) if die_in_write else FileSystemWriter(path)
         if self.mode in ASYNC:
+            if self.stager is not None and not self.stager_reused and self.saves:
+                self.stager.close()  # spent by the save before: a new one, pinned anew
+                self.stager = _pinned_stager()
             self.pending = (save, dcp.async_save(state, storage_writer=writer,
                                                  process_group=self.group,
                                                  async_stager=self.stager), meta)
