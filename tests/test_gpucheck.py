@@ -49,7 +49,7 @@ def test_dry_run_lists_every_gpu_path_the_check_must_cover(tmp_path):
     assert f"{'resnet50_amp_bf16_cl':30} ~ 51 s (box  60 s a launch)" in done.stdout
     assert "seconds: 3 launches, each 17 s measured (H100 run 4)" in done.stdout
     assert done.stdout.splitlines()[-1] == (
-        "15 steps (part 1 of 4), about 414 s: 414 s as measured, 0 s estimated "
+        "15 steps (part 1 of 5), about 414 s: 414 s as measured, 0 s estimated "
         "(docs/gpus.md); a step starts only while its expected time fits in the 540 s budget")
     assert not (tmp_path / "out").exists()
 
@@ -67,10 +67,10 @@ def test_part_2_lists_the_language_model_and_the_outside_models(tmp_path, capsys
     assert "seconds: 55 s measured (H200 run 5 and 5b: 44-53 s, a cold compile), then 2 x " \
         "40 s estimate (inductor's cache warm from the first launch;" in done.stdout
     assert done.stdout.splitlines()[-1].startswith(
-        "8 steps (part 2 of 4), about 412 s: 102 s as measured, 310 s estimated")
-    for bad in ("5", "2,2", "two"):
+        "8 steps (part 2 of 5), about 412 s: 102 s as measured, 310 s estimated")
+    for bad in ("6", "2,2", "two"):
         assert in_process(capsys, str(tmp_path), "--dry-run", "--part", bad).stderr == (
-            "gpu-check: part: must be 1 to 4, or several once each in the order to run them "
+            "gpu-check: part: must be 1 to 5, or several once each in the order to run them "
             f"(2,1), got {bad}\n")
     both = in_process(capsys, str(tmp_path / "out"), "--dry-run", "--part", "2,1")
     both_names = _names(both.stdout)
@@ -81,23 +81,30 @@ def test_part_2_lists_the_language_model_and_the_outside_models(tmp_path, capsys
     assert "data" not in chosen and "resnet50_fp32" not in chosen and chosen[0] == "env"
 
 
-def test_part_3_lists_the_io_study_the_traces_and_the_largest_batch(tmp_path, capsys):
+def test_part_3_lists_the_io_study_and_the_traces_and_part_5_the_largest_batch(tmp_path,
+                                                                                capsys):
     done = in_process(capsys, str(tmp_path / "out"), "--dry-run", "--part", "3")
     assert done.returncode == 0, done.stderr
     assert _names(done.stdout) == ["env", "data", "io_raw", "io_ab", "ddp_trace",
-                                   "hta_breakdown", "comm_hook_cost", "maxbatch_resnet50"]
+                                   "hta_breakdown", "comm_hook_cost"]
     # raw's settings in one process; preload against preload_batched over 5 launches
     assert done.stdout.count("--modes train,traverse --workers 0,4") == 2
     assert "--variants preload,preload_batched --launches 5" in done.stdout
-    assert "-m benchlib maxbatch --model resnet50 --model-args {} --depth 20 --alpha 48 " \
-        "--dataset imagefolder --device gpu" in done.stdout
-    assert "--start-batch 256 --max-batch 8192 --steps 4 --warmup-steps 1" in done.stdout
     assert "--group-of-one --log-dir" in done.stdout and '"export_trace": true' in done.stdout
     assert f"-m benchlib.diagnose.traces {tmp_path / 'out' / 'logs' / 'ddp_trace_ranks' / 'trace'}" \
         in done.stdout
     assert "seconds: 75 s estimate (5 launches of 8 settings" in done.stdout
     assert done.stdout.splitlines()[-1].startswith(
-        "8 steps (part 3 of 4), about 400 s: 225 s as measured, 175 s estimated")
+        "7 steps (part 3 of 5), about 215 s: 40 s as measured, 175 s estimated")
+    # the search with its 3-process confirmations (420 s on an H200): a call of its own
+    done = in_process(capsys, str(tmp_path / "out"), "--dry-run", "--part", "5")
+    assert _names(done.stdout) == ["env", "maxbatch_resnet50"]
+    assert "-m benchlib maxbatch --model resnet50 --model-args {} --depth 20 --alpha 48 " \
+        "--dataset imagefolder --device gpu" in done.stdout
+    assert "--start-batch 256 --max-batch 8192 --steps 4 --warmup-steps 1" in done.stdout
+    assert "--confirm 3" in done.stdout
+    assert done.stdout.splitlines()[-1].startswith(
+        "2 steps (part 5 of 5), about 432 s: 432 s as measured, 0 s estimated")
 
 
 def test_without_cuda_it_says_so_in_one_line_exits_2_and_writes_nothing(tmp_path):
@@ -172,7 +179,7 @@ def test_each_part_fits_its_default_budget_in_one_call_and_each_box_leaves_room(
     plan = steps.plan(ROOT / "outputs" / "gpu-check")
     for part in steps.parts():  # a call: 600 s; room left in each for a step or two more
         assert sum(s.expected_s for s in steps.part_of(plan, part)) <= gpucheck.BUDGET_S - 100
-    assert gpucheck.BUDGET_S <= 540 and {s.part for s in plan} == {0, 1, 2, 3, 4}
+    assert gpucheck.BUDGET_S <= 540 and {s.part for s in plan} == {0, 1, 2, 3, 4, 5}
     for s in plan:  # an honest box: each launch gets twice what it took, or more
         assert s.timeout_s >= 2 * s.expected_s / s.launches, s.name
     # a target is judged on 3 launches or more, each a fresh process
@@ -190,6 +197,59 @@ def test_a_step_that_does_not_fit_the_budget_is_skipped_not_started_and_cut(tmp_
     assert not (tmp_path / "logs" / "big.log").exists()  # never started
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert [o["status"] for o in summary["steps"]] == ["skipped", "ok"]
+
+
+def test_a_step_whose_needed_step_was_skipped_or_failed_is_skipped_not_started(tmp_path):
+    """The H200 run of 2026-11-28: compile_resnet50_warm started when the cold step that
+    fills its cache had been skipped for time, and failed on the empty cache."""
+    code = "import sys; raise SystemExit(int(sys.argv[1]))"
+    step = lambda name, rc, expected_s=1, needs=(): gpucheck.Step(  # noqa: E731
+        name, [sys.executable, "-c", code, str(rc)], 30, {}, expected_s=expected_s,
+        needs=list(needs))
+    outcomes = gpucheck.run_plan([step("eager", 0), step("cold", 0, 50, ["eager"]),
+                                  step("warm", 0, 1, ["eager", "cold"]), step("bad", 3),
+                                  step("after_bad", 0, 1, ["bad"]), step("free", 0)],
+                                 tmp_path, budget_s=20)
+    assert [(o["step"], o["status"]) for o in outcomes] == [
+        ("eager", "ok"), ("cold", "skipped"), ("warm", "skipped"), ("bad", "failed"),
+        ("after_bad", "skipped"), ("free", "ok")]
+    assert outcomes[2]["error"] == "needs cold, which was skipped"
+    assert outcomes[4]["error"] == "needs bad, which failed"
+    assert not (tmp_path / "logs" / "warm.log").exists()
+
+
+def test_a_failed_steps_line_says_the_exception_its_worker_raised_not_torchruns_report():
+    """The H200 run of 2026-11-28: checkpoint_modes' line read "error_file: <N/A> |
+    traceback : To enable traceback see: ... | =====", torchrun's report of a failed
+    worker; the worker's own last line said why."""
+    log = "\n".join([
+        "rank 0/1 (local 0) on vm, from torchrun, master localhost:41577",
+        "Traceback (most recent call last):",
+        '  File "saver.py", line 193, in _dcp_save',
+        "    y = self._deepcopy_dispatch[type](x, memo)",
+        "KeyError: <class 'type'>",
+        "E1128 16:13:42.110000 527 torch/distributed/elastic/multiprocessing/api.py:986] failed",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "  error_file: <N/A>",
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+        "=" * 60])
+    assert gpucheck.why_failed(log) == "KeyError: <class 'type'>"
+    assert gpucheck.why_failed("x\ntorch.OutOfMemoryError: CUDA out of memory. Tried\n") \
+        == "torch.OutOfMemoryError: CUDA out of memory. Tried"
+    # a refusal with no exception: its own last lines, as it printed them
+    assert gpucheck.why_failed("rank 0/1\nbenchlib.workers.single: compile_cache_from: /x "
+                               "is not a cache folder\n") == \
+        "rank 0/1 | benchlib.workers.single: compile_cache_from: /x is not a cache folder"
+
+
+def test_a_compile_steps_line_shows_its_speedup_compile_seconds_and_break_even():
+    figures = {"samples_per_s": 395.7, "eager_samples_per_s": 231.0, "speedup": 1.713,
+               "compile_s": 22.16, "first_steps_s": 23.98, "peak_alloc_bytes": 15087393280,
+               "break_even": "pays off after 768 steps (n=1 launch a side: an interval needs 5)"}
+    assert summary.headline("compile_gpt2_124m_cold", figures) == (
+        "samples_per_s 395.7, eager_samples_per_s 231.0, speedup 1.713, compile_s 22.16, "
+        "first_steps_s 23.98, break_even pays off after 768 steps (n=1 launch a side: an "
+        "interval needs 5), peak_alloc 14.05 GiB")
 
 
 def _on_cpu(step, out, small_data) -> list[str]:
@@ -602,3 +662,16 @@ def test_part_3_measures_the_comm_hooks_cost_on_cuda_from_the_scripts_own_lines(
     assert step.from_log(log) == {
         "plain_step_ms": [9.347], "hooked_step_ms": [12.799], "paired_speed_ratio": 0.671,
         "paired_low": 0.671, "paired_high": 0.671, "launches": 1, "verdict": "inconclusive"}
+
+
+def test_the_plan_is_made_without_the_notebook_tooling(tmp_path):
+    """The GPU image has neither nbformat nor papermill: the first call of 2026-11-28
+    stopped at `import nbformat` before any step ran. The plan's tables are read from the
+    registry's configs."""
+    code = ("import sys\nfor m in ('nbformat', 'papermill', 'nbclient'): sys.modules[m] = None\n"
+            "from benchlib.gpucheck import check\n"
+            f"raise SystemExit(check.main([{str(tmp_path)!r}, '--part', '4', '--dry-run']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "compile_resnet50_warm" in done.stdout and "(part 4 of 5)" in done.stdout

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -59,6 +60,19 @@ def _launch(step: Step, log, out: Path) -> int | None:
         return None
 
 
+# an exception's last line (`KeyError: <class 'type'>`, `torch.OutOfMemoryError: ...`)
+_RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)")
+
+
+def why_failed(log: str) -> str:
+    """A failed step's reason in one line: the last exception a process of it raised,
+    torchrun's own report of a failed worker left out (it says only that one failed, and
+    where to look); else the log's last three lines."""
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    raised = [ln for ln in lines if _RAISED.match(ln) and "ChildFailedError" not in ln]
+    return raised[-1][:600] if raised else " | ".join(lines[-3:])[-600:]
+
+
 def run_step(step: Step, out: Path, env: dict[str, Any]) -> dict[str, Any]:
     """Runs the step's launches, each in its own time box (never shortened: a launch that
     needs 20 s gets them), one after another until one fails; reads its figures."""
@@ -84,8 +98,7 @@ def run_step(step: Step, out: Path, env: dict[str, Any]) -> dict[str, Any]:
         outcome.update(status="timeout", error=f"stopped after {step.timeout_s:.0f} s"
                        + (f" (launch {len(seconds)} of {step.launches})" if step.launches > 1 else ""))
     elif code != 0:
-        tail = [ln for ln in text.splitlines() if ln.strip()][-3:]
-        outcome.update(status="failed", error=f"exit {code}: " + " | ".join(tail)[-600:])
+        outcome.update(status="failed", error=f"exit {code}: {why_failed(text)}")
     else:
         outcome["status"] = "ok"
     try:
@@ -230,13 +243,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_plan(chosen: list[Step], out: Path, budget_s: float) -> list[dict[str, Any]]:
     """Runs the steps in order, each only while its expected time fits in what is left of
-    the budget (a step that does not fit is skipped, never started and cut short), and
-    writes the summary."""
+    the budget (a step that does not fit is skipped, never started and cut short) and
+    the steps it needs ran ok, and writes the summary."""
     for folder in ("logs", "work", "results"):
         (out / folder).mkdir(parents=True, exist_ok=True)
     start, env, outcomes = time.monotonic(), {}, []
     for step in chosen:
         left = budget_s - (time.monotonic() - start)
+        unmet = [o for o in outcomes if o["step"] in step.needs and o["status"] != "ok"]
+        if unmet:  # it reads their outputs (a compile cache, an eager baseline)
+            outcomes.append({"step": step.name, "status": "skipped",
+                             "error": f"needs {unmet[0]['step']}, which "
+                                      + {"skipped": "was skipped", "timeout": "timed out"}
+                                      .get(unmet[0]["status"], unmet[0]["status"])})
+            continue
         if step.expected_s > left:
             outcomes.append({"step": step.name, "status": "skipped",
                              "error": f"out of time: needs about {step.expected_s:.0f} s, "
