@@ -66,9 +66,9 @@ test-fast: lint
 report: setup
 	$(PY) -m benchlib report
 
-# Every GPU path on a single-GPU machine (scripts/gpu-check.sh), in four parts of one call of
+# Every GPU path on a single-GPU machine (scripts/gpu-check.sh), in five parts of one call of
 # under 10 minutes each (GPU_CHECK_PART=2: the language model, timm and transformers models;
-# 3: IO, traces, the comm hook's cost, the largest batch; 4: torch.compile cold and warm); the
+# 3: IO, traces, the comm hook's cost; 4: torch.compile cold and warm; 5: the largest batch); the
 # image's own python is enough: it installs nothing.
 GPU_CHECK_OUT ?= outputs/gpu-check
 GPU_CHECK_PART ?= 1
