@@ -88,11 +88,11 @@ class NotebookSpec:
         if entry is None:
             raise UsageError(f"{path.name}: not a study of the registry, so its parameters "
                              "are only in the notebook (install papermill to read it)")
-        config = CONFIGS[entry.config.rpartition(":")[2]]
-        hints = typing.get_type_hints(config)
+        name = entry.config.rpartition(":")[2]
+        hints = typing.get_type_hints(CONFIGS[name])
         return cls(path, {f.name: (hints[f.name].__name__, f.default_factory()
                                    if f.default_factory is not dataclasses.MISSING else f.default)
-                          for f in dataclasses.fields(config)}, entry.config.rpartition(":")[2])
+                          for f in dataclasses.fields(CONFIGS[name])}, name)
 
     def defaults(self) -> dict[str, Any]:
         return {name: default for name, (_, default) in self.parameters.items()}
