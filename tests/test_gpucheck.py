@@ -236,6 +236,11 @@ def test_a_failed_steps_line_says_the_exception_its_worker_raised_not_torchruns_
     assert gpucheck.why_failed(log) == "KeyError: <class 'type'>"
     assert gpucheck.why_failed("x\ntorch.OutOfMemoryError: CUDA out of memory. Tried\n") \
         == "torch.OutOfMemoryError: CUDA out of memory. Tried"
+    # a crash that a retry got past, then a refusal: the refusal is the reason
+    assert gpucheck.why_failed("RuntimeError: rank 1 crashed while joining\nretrying once\n"
+                               "joined\nstep 1\nbenchlib.workers.single: path: /x: no such "
+                               "folder\n") == "joined | step 1 | benchlib.workers.single: " \
+        "path: /x: no such folder"
     # a refusal with no exception: its own last lines, as it printed them
     assert gpucheck.why_failed("rank 0/1\nbenchlib.workers.single: compile_cache_from: /x "
                                "is not a cache folder\n") == \

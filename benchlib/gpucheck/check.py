@@ -62,15 +62,20 @@ def _launch(step: Step, log, out: Path) -> int | None:
 
 # an exception's last line (`KeyError: <class 'type'>`, `torch.OutOfMemoryError: ...`)
 _RAISED = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)(?::|$)")
+# where torchrun's agent starts its report of a failed worker (it says only that one
+# failed, and where to look)
+_AGENT_REPORT = re.compile(r"elastic/multiprocessing/api\.py:\d+\] failed|ChildFailedError")
 
 
 def why_failed(log: str) -> str:
-    """A failed step's reason in one line: the last exception a process of it raised,
-    torchrun's own report of a failed worker left out (it says only that one failed, and
-    where to look); else the log's last three lines."""
+    """A failed step's reason in one line, from the end of what its processes printed
+    before torchrun's report, if any: the exception there, or those last three lines (an
+    exception further up, a crash a retry got past, is not the reason)."""
     lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
-    raised = [ln for ln in lines if _RAISED.match(ln) and "ChildFailedError" not in ln]
-    return raised[-1][:600] if raised else " | ".join(lines[-3:])[-600:]
+    report = next((i for i, ln in enumerate(lines) if _AGENT_REPORT.search(ln)), len(lines))
+    tail = (lines[:report] or lines)[-3:]
+    raised = [ln for ln in tail if _RAISED.match(ln)]
+    return raised[-1][:600] if raised else " | ".join(tail)[-600:]
 
 
 def run_step(step: Step, out: Path, env: dict[str, Any]) -> dict[str, Any]:
