@@ -124,8 +124,7 @@ def library(module_name: str, path: str | None) -> str | None:
             found = importlib.metadata.distribution(dist)
         except importlib.metadata.PackageNotFoundError:  # the standard library, a vendored copy
             return f"{top} (python {sys.version.split()[0]})"
-    name = found.metadata["Name"]
-    return f"{name} {importlib.metadata.version(name)}"
+    return f"{found.metadata['Name']} {found.version}"
 
 
 def _top_level(dist) -> list[str] | None:
