@@ -5,6 +5,7 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
 import yaml
 from conftest import ROOT
 
@@ -78,3 +79,23 @@ def test_the_traces_extra_is_declared_pinned_and_installed_by_make_setup():
         installs = [line for line in recipe.splitlines() if command in line and " -e " in line]
         assert installs and all("-e '.[dev,jax,models,traces]'" in line for line in installs), recipe
     assert "- -e .[jax,models,traces]" in (ROOT / "environment.yml").read_text()
+
+
+@pytest.fixture(scope="module")
+def made_once_here():
+    return object()
+
+
+def test_a_reader_of_a_module_fixture_goes_to_its_modules_worker(request, made_once_here):
+    """tests/conftest.py: a module-scoped fixture is made once only if all its readers run
+    on one worker (test_compile's run was once launched on both, 24 CPU s)."""
+    assert request.node.get_closest_marker("xdist_group").args == (request.node.module.__name__,)
+
+
+@pytest.mark.xdist_group("named_here")
+def test_a_group_a_test_names_itself_stands(request, made_once_here):
+    assert request.node.get_closest_marker("xdist_group").args == ("named_here",)
+
+
+def test_a_test_that_reads_no_module_fixture_may_run_on_any_worker(request, tmp_path):
+    assert request.node.get_closest_marker("xdist_group") is None
