@@ -124,7 +124,8 @@ def library(module_name: str, path: str | None) -> str | None:
             found = importlib.metadata.distribution(dist)
         except importlib.metadata.PackageNotFoundError:  # the standard library, a vendored copy
             return f"{top} (python {sys.version.split()[0]})"
-    return f"{found.metadata['Name']} {found.version}"
+    name = found.metadata["Name"]
+    return f"{name} {importlib.metadata.version(name)}"
 
 
 def _top_level(dist) -> list[str] | None:
