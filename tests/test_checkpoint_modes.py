@@ -191,7 +191,10 @@ def test_pinned_saves_go_on_where_torchs_stager_serves_one_save(tmp_path, monkey
             model.weight.fill_(step)
         s.save(step, model, opt, {"position": {"step": step}}, {"step": step})
         s.wait()
-    assert [x.step for x in s.saves] == [1, 2, 3] and not s.stager_reused
+    assert [x.step for x in s.saves] == [1, 2, 3] and s.stager_reused is False
+    plain = saver.Saver("dcp_async", tmp_path / "plain")  # no stager: nothing to say
+    assert plain.stager_reused is None
+    plain.close()
     found = checkpoint.latest(tmp_path)
     with torch.no_grad():
         model.weight.zero_()

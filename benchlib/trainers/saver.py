@@ -99,14 +99,14 @@ def _pack(extra: dict[str, Any]) -> io.BytesIO:
     return blob
 
 
-def _pinned_stager():
-    """DCP's stager into pinned host memory (pageable where there is no CUDA)."""
+def _stager(pinned: bool = True):
+    """DCP's stager into host memory, pinned (pageable where there is no CUDA) unless told."""
     try:
         from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
     except ImportError:
         raise UsageError(f"checkpoint: dcp_async_pinned needs DCP's DefaultStager, which "
                          f"torch {torch.__version__} lacks; use dcp_async") from None
-    return DefaultStager(StagingOptions(use_pinned_memory=True, use_shared_memory=False,
+    return DefaultStager(StagingOptions(use_pinned_memory=pinned, use_shared_memory=False,
                                         use_async_staging=False, use_non_blocking_copy=False))
 
 
@@ -115,9 +115,7 @@ def _stager_reusable() -> bool:
     copier after every stage, so that a second save through it fails with `KeyError:
     <class 'type'>` (the H200 run of 2026-11-28); later ones keep it, and their pinned
     buffers, for the next save. Found by staging a small dict twice."""
-    from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
-
-    probe = DefaultStager(StagingOptions(False, False, False, False))
+    probe = _stager(pinned=False)
     try:
         for _ in range(2):
             probe.stage({"probe": torch.zeros(1), "step": 1})
@@ -161,9 +159,10 @@ class Saver:
         self.group, self.stager = None, None
         if mode in ASYNC and dist.is_initialized():  # every rank at once: a collective
             self.group = dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
-        self.stager_reused = True  # one stager, its pinned buffers kept, for every save
+        # with a stager: whether one, its pinned buffers kept, serves every save (else None)
+        self.stager_reused = None
         if mode == "dcp_async_pinned":
-            self.stager = _pinned_stager()
+            self.stager = _stager()
             self.stager_reused = _stager_reusable()
         self.pinned = mode == "dcp_async_pinned" and torch.cuda.is_available()
 
@@ -214,9 +213,9 @@ class Saver:
         path = self.folder / f"step-{save.step:08d}"
         writer = _dying_writer(path, save.step) if die_in_write else FileSystemWriter(path)
         if self.mode in ASYNC:
-            if self.stager is not None and not self.stager_reused and self.saves:
+            if self.stager_reused is False and self.saves:
                 self.stager.close()  # spent by the save before: a new one, pinned anew
-                self.stager = _pinned_stager()
+                self.stager = _stager()
             self.pending = (save, dcp.async_save(state, storage_writer=writer,
                                                  process_group=self.group,
                                                  async_stager=self.stager), meta)
