@@ -8,9 +8,7 @@ Run it alone to see every offending edge: `pytest -q tests/test_architecture.py`
 from __future__ import annotations
 
 import ast
-import io
 import re
-import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -252,37 +250,45 @@ def top_level_names(file: Path) -> set[str]:
     return names
 
 
-def resolves(parts: list[str], mods: dict[str, Path], names: dict[str, set[str]]) -> bool:
-    """`parts` name a module of benchlib and, after it, at most a name it defines."""
-    for i in range(len(parts), 0, -1):
-        module = ".".join(parts[:i])
-        if module in mods:
-            rest = parts[i:]
-            if rest and module not in names:
-                names[module] = top_level_names(mods[module])
-            return not rest or rest[0] in names[module]
-    return False
+class ModuleIndex:
+    """benchlib's modules, by dotted name and by their own name, and what each defines
+    (read on first use)."""
+
+    def __init__(self) -> None:
+        self.files = modules()
+        self.by_own_name: dict[str, list[str]] = {}
+        for m in self.files:
+            self.by_own_name.setdefault(m.rpartition(".")[2], []).append(m)
+        self.names: dict[str, set[str]] = {}
+
+    def resolves(self, parts: list[str]) -> bool:
+        """`parts` name a module of benchlib and, after it, at most a name it defines."""
+        for i in range(len(parts), 0, -1):
+            module = ".".join(parts[:i])
+            if module in self.files:
+                rest = parts[i:]
+                if rest and module not in self.names:
+                    self.names[module] = top_level_names(self.files[module])
+                return not rest or rest[0] in self.names[module]
+        return False
 
 
-def stale_names(text: str, mods: dict[str, Path], names: dict[str, set[str]]) -> list[str]:
+def stale_names(text: str, index: ModuleIndex) -> list[str]:
     """The module names in `text` that do not resolve: `benchlib.x.y`, `core.stats.f` (a
     subpackage first), `stats.f` (a module's own name first), `core/stats.py`."""
-    bases: dict[str, list[str]] = {}
-    for m in mods:
-        bases.setdefault(m.rpartition(".")[2], []).append(m)
     stale = []
     for m in DOTTED.finditer(text):
         parts = [m.group(1), *m.group(2).strip(".").split(".")]
         if parts[-1] in EXTENSIONS or len(parts[-1]) == 1:  # a file, or benchlib.config.x
             continue
-        full = parts if parts[0] == "benchlib" else ["benchlib", *parts]
-        if not resolves(full, mods, names):
+        if not index.resolves(parts if parts[0] == "benchlib" else ["benchlib", *parts]):
             stale.append(m.group(0))
     for m in SHORT.finditer(text):
-        base, attr = m.groups()
-        if base in bases and base not in {"benchlib", *SUBPACKAGES, *RECORD_FIELDS} and \
+        own, attr = m.groups()
+        mods = index.by_own_name.get(own, [])
+        if mods and own not in {"benchlib", *SUBPACKAGES, *RECORD_FIELDS} and \
                 attr not in EXTENSIONS and len(attr) > 1 and \
-                not any(resolves([*mod.split("."), attr], mods, names) for mod in bases[base]):
+                not any(index.resolves([*mod.split("."), attr]) for mod in mods):
             stale.append(m.group(0))
     for m in PATH.finditer(text):
         path = m.group(1)
@@ -291,33 +297,40 @@ def stale_names(text: str, mods: dict[str, Path], names: dict[str, set[str]]) ->
     return stale
 
 
+COMMENT = re.compile(r"(?:^\s*|\s\s)#(.*)$")  # a comment line, or one after code (PEP 8's two spaces)
+DEFINITIONS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
 def prose(file: Path) -> Iterator[tuple[int, str]]:
     """(line, text) of what a reader reads: a Markdown file's lines; a module's comments
-    and docstrings."""
+    and docstrings (of the module and of every class and function, nested too)."""
     text = file.read_text()
     if file.suffix != ".py":
         yield from enumerate(text.splitlines(), 1)
         return
-    for token in tokenize.generate_tokens(io.StringIO(text).readline):
-        if token.type == tokenize.COMMENT:
-            yield token.start[0], token.string
-    for node in ast.walk(ast.parse(text)):
-        body = getattr(node, "body", None)
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) \
-                and body and isinstance(body[0], ast.Expr) \
+    for n, line in enumerate(text.splitlines(), 1):
+        if "#" in line and (m := COMMENT.search(line)):
+            yield n, m.group(1)
+    statements = [ast.parse(text)]
+    while statements:  # statements only: no expression holds a docstring
+        node = statements.pop()
+        body = getattr(node, "body", [])
+        if isinstance(node, DEFINITIONS) and body and isinstance(body[0], ast.Expr) \
                 and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
             for i, line in enumerate(body[0].value.value.splitlines()):
                 yield body[0].lineno + i, line
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            statements += [s for s in getattr(node, field, []) if isinstance(s, ast.AST)]
 
 
 def test_every_module_the_docs_and_docstrings_name_exists():
     """Every module (and name in it) that docs/*.md, README.md or a docstring or comment of
     benchlib names resolves: a module renamed or gone leaves no pointer to it behind."""
-    mods, names = modules(), {}
+    index = ModuleIndex()
     files = [*sorted(PACKAGE.rglob("*.py")), *sorted((ROOT / "docs").glob("*.md")),
              ROOT / "README.md"]
     stale = [f"{f.relative_to(ROOT)}:{n}: {name}" for f in files for n, line in prose(f)
-             for name in stale_names(line, mods, names)]
+             for name in stale_names(line, index)]
     assert not stale, "names of modules that do not exist:\n" + "\n".join(stale)
 
 
@@ -331,4 +344,4 @@ def test_every_module_the_docs_and_docstrings_name_exists():
      []),
 ])
 def test_a_stale_module_name_is_found_and_a_live_one_is_not(text, stale):
-    assert stale_names(text, modules(), {}) == stale
+    assert stale_names(text, ModuleIndex()) == stale
