@@ -188,14 +188,6 @@ def label(row: Row, names: list[str]) -> str:
     return " ".join(parts)
 
 
-def same_work(runs: pd.DataFrame, keys: tuple[str, ...]) -> dict[tuple, list[Row]]:
-    """The runs grouped by their values of `keys`, in the order each group first occurs."""
-    groups: dict[tuple, list[Row]] = {}
-    for row in rows(runs):
-        groups.setdefault(tuple(repr(value(row, k)) for k in keys), []).append(row)
-    return groups
-
-
 def device_text(group: list[Row]) -> str:
     names = sorted({str(value(r, "device_name")) for r in group if value(r, "device_name")})
     return ", ".join(names)
