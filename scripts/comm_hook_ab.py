@@ -32,7 +32,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from benchlib.core.models import build_model
-from benchlib.core.stats import ratio_interval, verdict
+from benchlib.core.stats import direction_verdict, ratio_interval
 from benchlib.distributed import comm_timer
 
 THRESHOLD = 0.02
@@ -107,7 +107,7 @@ def main() -> None:
     for name, base, new in (("steps/s with/without the hook, medians", plain, hooked),
                             ("paired, with/without", [1.0] * len(pairs), pairs)):
         r = ratio_interval([[1 / v] for v in base], [[1 / v] for v in new])
-        said = verdict(r.low, r.high, THRESHOLD, len(new))
+        said = direction_verdict(r.low, r.high, THRESHOLD, len(new))
         interval = f"95% CI {r.low:.3f}-{r.high:.3f}" if r.low is not None else \
             f"range {r.range_low:.3f}-{r.range_high:.3f}"
         print(f"{name}: {r.ratio:.3f} ({interval}, n={len(new)} launches); verdict at a "

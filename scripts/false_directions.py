@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from benchlib.core.stats import ratio_interval, verdict
+from benchlib.core.stats import direction_verdict, ratio_interval
 
 TRIALS = 400
 
@@ -39,7 +39,7 @@ def main(launch_sigma: float, epoch_sigma: float) -> None:
             hits = 0
             for _ in range(TRIALS):
                 r = ratio_interval(side(n, 3), side(n, 3), 400)
-                hits += verdict(r.low, r.high, threshold, n) in ("faster", "slower")
+                hits += direction_verdict(r.low, r.high, threshold, n) in ("faster", "slower")
             print(f"  {n} launches a side: {hits / TRIALS:.1%}")
 
 

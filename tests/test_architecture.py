@@ -8,6 +8,8 @@ Run it alone to see every offending edge: `pytest -q tests/test_architecture.py`
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -218,3 +220,128 @@ def test_no_plain_builtin_exception_is_raised():
                 if getattr(exc, "id", None) in BUILTIN_RAISES:
                     plain.append(f"{m}:{node.lineno} raises {exc.id}")
     assert not plain, "\n".join(plain)
+
+
+# ---------------------------------------------------------------- names in prose
+
+ROOT = PACKAGE.parent
+SUBPACKAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+# a file's extension after a dot ("studies.md"), not a module's attribute
+EXTENSIONS = {"py", "md", "html", "zip", "json", "yaml", "yml", "ipynb", "png", "css", "txt",
+              "csv", "j2", "toml", "log", "sh"}
+# record fields written like a module's names ("testbed.hosts": the record's testbed)
+RECORD_FIELDS = {"testbed", "env", "params"}
+DOTTED = re.compile(r"(?<![\w./-])(benchlib|" + "|".join(SUBPACKAGES) + r")((?:\.[A-Za-z_]\w*)+)")
+SHORT = re.compile(r"(?<![\w./-])([a-z_][a-z_0-9]*)\.([A-Za-z_]\w*)")
+PATH = re.compile(r"(?<![\w/.-])((?:benchlib/)?(?:" + "|".join(SUBPACKAGES) + r")/[\w/]+\.py)\b")
+
+
+def top_level_names(file: Path) -> set[str]:
+    """What a module defines or imports at its top level (under an if or try too)."""
+    names = set()
+    for node in ast.walk(ast.parse(file.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+class ModuleIndex:
+    """benchlib's modules, by dotted name and by their own name, and what each defines
+    (read on first use)."""
+
+    def __init__(self) -> None:
+        self.files = modules()
+        self.by_own_name: dict[str, list[str]] = {}
+        for m in self.files:
+            self.by_own_name.setdefault(m.rpartition(".")[2], []).append(m)
+        self.names: dict[str, set[str]] = {}
+
+    def resolves(self, parts: list[str]) -> bool:
+        """`parts` name a module of benchlib and, after it, at most a name it defines."""
+        for i in range(len(parts), 0, -1):
+            module = ".".join(parts[:i])
+            if module in self.files:
+                rest = parts[i:]
+                if rest and module not in self.names:
+                    self.names[module] = top_level_names(self.files[module])
+                return not rest or rest[0] in self.names[module]
+        return False
+
+
+def stale_names(text: str, index: ModuleIndex) -> list[str]:
+    """The module names in `text` that do not resolve: `benchlib.x.y`, `core.stats.f` (a
+    subpackage first), `stats.f` (a module's own name first), `core/stats.py`."""
+    stale = []
+    for m in DOTTED.finditer(text):
+        parts = [m.group(1), *m.group(2).strip(".").split(".")]
+        if parts[-1] in EXTENSIONS or len(parts[-1]) == 1:  # a file, or benchlib.config.x
+            continue
+        if not index.resolves(parts if parts[0] == "benchlib" else ["benchlib", *parts]):
+            stale.append(m.group(0))
+    for m in SHORT.finditer(text):
+        own, attr = m.groups()
+        mods = index.by_own_name.get(own, [])
+        if mods and own not in {"benchlib", *SUBPACKAGES, *RECORD_FIELDS} and \
+                attr not in EXTENSIONS and len(attr) > 1 and \
+                not any(index.resolves([*mod.split("."), attr]) for mod in mods):
+            stale.append(m.group(0))
+    for m in PATH.finditer(text):
+        path = m.group(1)
+        if not (ROOT / path if path.startswith("benchlib/") else PACKAGE / path).exists():
+            stale.append(path)
+    return stale
+
+
+COMMENT = re.compile(r"(?:^\s*|\s\s)#(.*)$")  # a comment line, or one after code (PEP 8's two spaces)
+DEFINITIONS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def prose(file: Path) -> Iterator[tuple[int, str]]:
+    """(line, text) of what a reader reads: a Markdown file's lines; a module's comments
+    and docstrings (of the module and of every class and function, nested too)."""
+    text = file.read_text()
+    if file.suffix != ".py":
+        yield from enumerate(text.splitlines(), 1)
+        return
+    for n, line in enumerate(text.splitlines(), 1):
+        if "#" in line and (m := COMMENT.search(line)):
+            yield n, m.group(1)
+    statements = [ast.parse(text)]
+    while statements:  # statements only: no expression holds a docstring
+        node = statements.pop()
+        body = getattr(node, "body", [])
+        if isinstance(node, DEFINITIONS) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            for i, line in enumerate(body[0].value.value.splitlines()):
+                yield body[0].lineno + i, line
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            statements += [s for s in getattr(node, field, []) if isinstance(s, ast.AST)]
+
+
+def test_every_module_the_docs_and_docstrings_name_exists():
+    """Every module (and name in it) that docs/*.md, README.md or a docstring or comment of
+    benchlib names resolves: a module renamed or gone leaves no pointer to it behind."""
+    index = ModuleIndex()
+    files = [*sorted(PACKAGE.rglob("*.py")), *sorted((ROOT / "docs").glob("*.md")),
+             ROOT / "README.md"]
+    stale = [f"{f.relative_to(ROOT)}:{n}: {name}" for f in files for n, line in prose(f)
+             for name in stale_names(line, index)]
+    assert not stale, "names of modules that do not exist:\n" + "\n".join(stale)
+
+
+@pytest.mark.parametrize("text, stale", [
+    ("as in benchlib.trainer", ["benchlib.trainer"]),
+    ("its sentence in `benchlib/analysis/headlines.py`", ["benchlib/analysis/headlines.py"]),
+    ("the one rule (core.stats.verdict)", ["core.stats.verdict"]),
+    ("rejects it (intervals.holm)", ["intervals.holm"]),
+    ("by benchlib.records.results.METRICS_FILE_VAR, core.stats.direction_verdict, "
+     "`core/intervals.py`, results.latest_ok, the record's testbed.hosts, benchlib.config.x",
+     []),
+])
+def test_a_stale_module_name_is_found_and_a_live_one_is_not(text, stale):
+    assert stale_names(text, ModuleIndex()) == stale

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from benchlib.cli import main
-from benchlib.compare import verdicts, view
+from benchlib.compare import changes, view
 from benchlib.compare.sets import ResultSet
 from benchlib.records import results, testbed
 
@@ -56,7 +56,7 @@ def two_sets(outputs):
 
 def test_a_known_20_percent_slowdown_in_one_row_is_flagged_and_nothing_else(two_sets):
     for threshold in (0.05, 0.10):
-        c = verdicts.compare_sets("base", "new", two_sets, threshold)
+        c = changes.compare_sets("base", "new", two_sets, threshold)
         assert len(c.rows) == 6 and c.only_base == c.only_new == 0
         assert set(c.rows["launches"]) == {"5/5"} and set(c.rows["n_base"]) == {35}
         slower = c.slower
@@ -123,7 +123,7 @@ def test_launch_to_launch_noise_fools_a_naive_rule_not_the_corrected_one():
     assert naive_any_direction(base, new, threshold) > 0.30
     named = held = 0
     for t in range(trials):
-        c = verdicts.compare(in_memory_set("a", base[t]), in_memory_set("b", new[t]),
+        c = changes.compare(in_memory_set("a", base[t]), in_memory_set("b", new[t]),
                              threshold, resamples=400)
         assert c.tests == 10
         named += c.rows["verdict"].isin(["slower", "faster"]).any()
@@ -148,7 +148,7 @@ def test_a_real_20_percent_slowdown_in_one_row_of_ten_is_still_found():
     new[:, 3] *= 0.8
     found = others = 0
     for t in range(trials):
-        c = verdicts.compare(in_memory_set("a", base[t]), in_memory_set("b", new[t]), 0.02)
+        c = changes.compare(in_memory_set("a", base[t]), in_memory_set("b", new[t]), 0.02)
         found += list(c.slower["row"]) == ["row=3"]
         others += c.rows.loc[c.rows["row"] != "row=3", "verdict"].isin(["slower", "faster"]).any()
     # measured: found in 29 of 30 trials; another row named in 2 (family-wise, 5% allowed)
@@ -159,7 +159,7 @@ def test_one_launch_on_a_side_gets_an_interval_but_no_verdict(outputs):
     rdir = outputs / "results"
     write_set(rdir, "base", BASE_ENV, launches=1)
     write_set(rdir, "new", NEW_ENV, slow=0.5, seed=3)
-    c = verdicts.compare_sets("base", "new", rdir)
+    c = changes.compare_sets("base", "new", rdir)
     assert set(c.rows["verdict"]) == {"inconclusive"} and c.exit_code() == 0
     slow = c.rows[c.rows["row"] == "dataset=mydataset, num_workers=1"].iloc[0]
     assert slow["ci95_high"] < 0.6 and slow["why"] == "1 launch"  # clear, but one launch
@@ -171,18 +171,18 @@ def test_epochs_that_name_their_repeat_are_launches():
     record = {"metrics": {"samples_per_s": 2.0}, "details": {"epochs": [
         {"samples_per_s": 1.0, "repeat": 0}, {"samples_per_s": 2.0, "repeat": 0},
         {"samples_per_s": 3.0, "repeat": 1}, {"samples_per_s": float("nan"), "repeat": 1}]}}
-    assert verdicts.launches(record, "samples_per_s") == [[1.0, 2.0], [3.0]]
-    assert verdicts.launches({"metrics": {"x": 1}, "details": {}}, "samples_per_s") == []
+    assert changes.launches(record, "samples_per_s") == [[1.0, 2.0], [3.0]]
+    assert changes.launches({"metrics": {"x": 1}, "details": {}}, "samples_per_s") == []
     repeats = {"metrics": {}, "details": {"repeats": [{"total_s": 1.0, "repeat": 0},
                                                       {"total_s": 2.0, "repeat": 1}]}}
-    assert verdicts.launches(repeats, "total_s") == [[1.0, 2.0]]  # one process's repeats
+    assert changes.launches(repeats, "total_s") == [[1.0, 2.0]]  # one process's repeats
 
 
 def test_a_time_metric_is_slower_when_it_grows(outputs):
     rdir = outputs / "results"
     write_set(rdir, "base", BASE_ENV, key="epochs", metric="epoch_s", seed=1)
     write_set(rdir, "new", NEW_ENV, key="epochs", metric="epoch_s", seed=2, slow=1.25)
-    c = verdicts.compare_sets("base", "new", rdir, metrics=["epoch_s"])
+    c = changes.compare_sets("base", "new", rdir, metrics=["epoch_s"])
     assert list(c.slower["row"]) == ["dataset=mydataset, num_workers=1"]
     assert c.slower.iloc[0]["speed"] == pytest.approx(0.8, abs=0.03)
     assert view.change_text(c.slower.iloc[0]["speed"]).endswith("slower")
@@ -192,7 +192,7 @@ def test_fewer_than_five_repeats_give_the_range_and_inconclusive_never_an_interv
     rdir = outputs / "results"
     write_set(rdir, "base", BASE_ENV, repeats=3, launches=1)
     write_set(rdir, "new", NEW_ENV, repeats=3, slow=0.5, seed=5, launches=1)
-    c = verdicts.compare_sets("base", "new", rdir)
+    c = changes.compare_sets("base", "new", rdir)
     assert set(c.rows["verdict"]) == {"inconclusive"} and c.exit_code() == 0
     row = c.rows.iloc[0]
     assert row["ci95_low"] is None or math.isnan(row["ci95_low"])
@@ -204,24 +204,24 @@ def test_fewer_than_five_repeats_give_the_range_and_inconclusive_never_an_interv
 def test_records_of_one_row_in_a_set_pool_as_launches():
     base = [[100.0, 101, 99, 100, 102]]
     new = [[90.0, 91, 89, 90, 92], [110.0, 111, 109, 110, 112]]  # two launches disagree
-    one_launch = verdicts.ratio_interval(base, [new[0] + new[1]])
-    two_launches = verdicts.ratio_interval(base, new)
+    one_launch = changes.ratio_interval(base, [new[0] + new[1]])
+    two_launches = changes.ratio_interval(base, new)
     assert two_launches.n_new == 10 and two_launches.ratio == one_launch.ratio
     width = lambda r: r.high - r.low  # noqa: E731
     assert width(two_launches) >= width(one_launch)  # launch-to-launch spread is counted
 
 
 def test_verdicts_against_the_threshold():
-    assert verdicts.verdict(0.80, 0.90, 0.05) == "slower"
-    assert verdicts.verdict(1.06, 1.20, 0.05) == "faster"
-    assert verdicts.verdict(0.97, 1.03, 0.05) == "no change"
-    assert verdicts.verdict(0.90, 1.01, 0.05) == "inconclusive"  # spans the threshold
-    assert verdicts.verdict(None, None, 0.05) == "inconclusive"
-    assert verdicts.verdict(0.80, 0.90, 0.05, n_launches=1) == "inconclusive"
-    assert verdicts.parse_threshold("5%") == 0.05 and verdicts.parse_threshold("0.1") == 0.1
+    assert changes.direction_verdict(0.80, 0.90, 0.05) == "slower"
+    assert changes.direction_verdict(1.06, 1.20, 0.05) == "faster"
+    assert changes.direction_verdict(0.97, 1.03, 0.05) == "no change"
+    assert changes.direction_verdict(0.90, 1.01, 0.05) == "inconclusive"  # spans the threshold
+    assert changes.direction_verdict(None, None, 0.05) == "inconclusive"
+    assert changes.direction_verdict(0.80, 0.90, 0.05, n_launches=1) == "inconclusive"
+    assert changes.parse_threshold("5%") == 0.05 and changes.parse_threshold("0.1") == 0.1
     for bad in ("150%", "0", "x", "1.5"):
-        with pytest.raises(verdicts.UsageError, match="threshold: "):
-            verdicts.parse_threshold(bad)
+        with pytest.raises(changes.UsageError, match="threshold: "):
+            changes.parse_threshold(bad)
 
 
 def test_cli_prints_the_table_and_what_changed_and_exits_1_on_a_slowdown(two_sets, capsys):
@@ -304,7 +304,7 @@ def test_the_environment_diff_names_versions_and_allocator(outputs):
     tuned = {**BASE_ENV, "allocator": {"name": "glibc", "glibc_tunables": "x=1"},
              "env_vars": {"OMP_NUM_THREADS": "2", "SLURM_JOB_ID": "7"}}
     write_set(rdir, "tuned", tuned, seed=4)
-    diff = {w: (b, a) for w, b, a in verdicts.compare_sets("base", "tuned", rdir).env_diff}
+    diff = {w: (b, a) for w, b, a in changes.compare_sets("base", "tuned", rdir).env_diff}
     assert diff["testbed allocator"] == ("glibc", "glibc (x=1)")
     assert diff["$OMP_NUM_THREADS"] == ("-", "2")
     assert "$SLURM_JOB_ID" not in diff and "testbed torch" not in diff
@@ -315,8 +315,8 @@ def test_the_default_pair_is_the_newest_set_and_the_newest_older_one_sharing_a_r
     write_set(rdir, "first", BASE_ENV)
     write_set(rdir, "second", BASE_ENV, seed=3)
     write_set(rdir, "unrelated", BASE_ENV, study="elsewhere")
-    assert verdicts.default_pair(rdir) == ("first", "second")  # "unrelated" shares no row
-    c = verdicts.compare_sets("", "", rdir)
+    assert changes.default_pair(rdir) == ("first", "second")  # "unrelated" shares no row
+    c = changes.compare_sets("", "", rdir)
     assert (c.base.label, c.new.label) == ("first", "second")
 
 
@@ -324,7 +324,7 @@ def test_trend_shows_one_rows_metric_in_every_set(outputs):
     rdir = outputs / "results"
     for i, label in enumerate(("v1", "v2", "v3")):
         write_set(rdir, label, BASE_ENV, seed=i, slow=1 - 0.1 * i)
-    c = verdicts.compare_sets("v1", "v3", rdir)
+    c = changes.compare_sets("v1", "v3", rdir)
     key, metric = view.most_changed(c)
     assert json.loads(key)["params"] == SLOW_ROW and metric == "samples_per_s"
     history = view.trend(rdir, key, metric)
@@ -341,7 +341,7 @@ def test_trend_shows_one_rows_metric_in_every_set(outputs):
 def test_the_threshold_default_is_the_same_in_the_cli_and_the_notebook():
     from benchlib.config import CompareConfig
 
-    assert CompareConfig().threshold == verdicts.DEFAULT_THRESHOLD
+    assert CompareConfig().threshold == changes.DEFAULT_THRESHOLD
 
 
 @pytest.mark.notebook
@@ -383,9 +383,9 @@ def test_two_to_four_launches_a_side_get_no_verdict(outputs):
     rdir = outputs / "results"
     write_set(rdir, "base", BASE_ENV, launches=4)
     write_set(rdir, "new", NEW_ENV, slow=0.5, seed=3, launches=4)
-    c = verdicts.compare_sets("base", "new", rdir)
+    c = changes.compare_sets("base", "new", rdir)
     assert set(c.rows["verdict"]) == {"inconclusive"} and set(c.rows["why"]) == {"4 launches"}
-    assert verdicts.verdict(0.80, 0.90, 0.05, n_launches=4) == "inconclusive"
+    assert changes.direction_verdict(0.80, 0.90, 0.05, n_launches=4) == "inconclusive"
 
 
 NET = """import torch
@@ -456,6 +456,6 @@ def test_save_and_restore_seconds_are_slower_when_they_grow(outputs, metric):
     rdir = outputs / "results"
     write_set(rdir, "base", BASE_ENV, key="epochs", metric=metric, seed=1)
     write_set(rdir, "new", NEW_ENV, key="epochs", metric=metric, seed=2, slow=1.25)
-    c = verdicts.compare_sets("base", "new", rdir, metrics=[metric])
+    c = changes.compare_sets("base", "new", rdir, metrics=[metric])
     assert list(c.slower["row"]) == ["dataset=mydataset, num_workers=1"]
     assert c.slower.iloc[0]["speed"] == pytest.approx(0.8, abs=0.03)

@@ -23,7 +23,7 @@ from conftest import ROOT
 from benchlib.analysis import compile as analysis
 from benchlib.analysis.sections import Records
 from benchlib.cli import main
-from benchlib.compare import verdicts, view
+from benchlib.compare import changes, view
 from benchlib.config import CompileConfig, FrameworkComparisonConfig, TransformerTrainingConfig
 from benchlib.core import compile_cost, compiler
 from benchlib.diagnose import rules
@@ -270,7 +270,7 @@ def test_compare_tells_a_compile_time_regression_from_a_steady_state_one(
     rdir = outputs / "results"
     write_compile_set(rdir, "torch-2.14", ENV, 15.0, 1000.0, seed=1)
     write_compile_set(rdir, "torch-2.15", NEW, compile_s, samples_per_s, seed=2)
-    c = verdicts.compare_sets("torch-2.14", "torch-2.15", rdir)
+    c = changes.compare_sets("torch-2.14", "torch-2.15", rdir)
     assert sorted(c.rows["metric"]) == ["compile_s", "samples_per_s"]  # both, unasked
     [said] = view.regression_kinds(c.rows)
     assert said.startswith(f"compile_cpu {c.rows.iloc[0]['row']}: {kind}: compile seconds")

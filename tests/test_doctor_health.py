@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchlib.compare import verdicts, view
+from benchlib.compare import changes, view
 from benchlib.compare.sets import ResultSet, health_changes
 from benchlib.core import health
 from benchlib.records import results, testbed
@@ -168,7 +168,7 @@ def test_compare_says_which_device_and_node_pair_got_slower():
     assert health_changes(base, slower_pair, 0.10) == [
         "health: the all-reduce between n1 and n2 is 50% slower than in BASE (busbw 5 against "
         "10 GB/s)."]
-    report = view.text_report(verdicts.compare(base, new))
+    report = view.text_report(changes.compare(base, new))
     assert "health: rank 1's device on vm (cpu) is 45% slower than in BASE" in report
 
 
@@ -176,4 +176,4 @@ def test_compare_says_nothing_of_health_when_a_set_has_no_doctor_record():
     base, new = _set("BASE", [0.08, 0.08]), _set("NEW", [0.08, 0.04])
     base.records = [r for r in base.records if r["table"] != "doctor_health"]
     assert health_changes(base, new, 0.10) == []
-    assert not any(s.startswith("health:") for s in view.sentences(verdicts.compare(base, new)))
+    assert not any(s.startswith("health:") for s in view.sentences(changes.compare(base, new)))

@@ -7,6 +7,7 @@ import pandas as pd
 from test_analysis import dist_rows, records
 
 from benchlib.analysis import dp_vs_ddp, framework_comparison, multinode_lightning, repeat_spread
+from benchlib.core.intervals import spread_ratio_interval
 
 
 def ddp(mode, median, p10, p90, n, keep=True, **over):
@@ -66,7 +67,7 @@ def test_identical_spreads_at_six_values_get_no_direction_in_95_percent_of_trial
     directions = 0
     for trial in range(400):
         launches, epochs = (tuple(100 * np.exp(rng.normal(0, 0.05, 6))) for _ in range(2))
-        low, high = repeat_spread.spread_ratio_interval(launches, epochs, seed=trial)
+        low, high = spread_ratio_interval(launches, epochs, seed=trial)
         text = repeat_spread.wider(1.0, low, high, 6)
         directions += not text.startswith(("not enough values", "the same", "cannot tell"))
     assert directions / 400 <= 0.05
@@ -80,7 +81,7 @@ def test_a_true_2x_ratio_of_spreads_is_never_called_the_same():
     for trial in range(200):
         launches = tuple(100 * np.exp(rng.normal(0, 0.10, 6)))
         epochs = tuple(100 * np.exp(rng.normal(0, 0.05, 6)))
-        low, high = repeat_spread.spread_ratio_interval(launches, epochs, seed=trial)
+        low, high = spread_ratio_interval(launches, epochs, seed=trial)
         text = repeat_spread.wider(2.0, low, high, 6)
         said["same" if text.startswith("the same") else
              "not enough" if text.startswith("not enough") else "wider"] += 1
@@ -95,7 +96,7 @@ def test_equal_spreads_with_enough_values_are_called_the_same():
     same = 0
     for trial in range(20):
         launches, epochs = (tuple(100 * np.exp(rng.normal(0, 0.05, 300))) for _ in range(2))
-        low, high = repeat_spread.spread_ratio_interval(launches, epochs, seed=trial)
+        low, high = spread_ratio_interval(launches, epochs, seed=trial)
         text = repeat_spread.wider(1.0, low, high, 300)
         assert not text.startswith("the spread")
         same += text.startswith("the same within 1.5x")

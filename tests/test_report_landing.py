@@ -399,3 +399,43 @@ def test_a_row_whose_newest_rerun_failed_shows_its_newest_ok_run_on_both_pages()
     [finding] = landing.findings(both)
     assert finding.claims[0].figure.value == "1.13x" and finding.status == "2 of 3 runs ok, 1 failed"
     assert findings.sentence(finding.claims, finding.caveat) in findings.summary(records)
+
+
+def test_a_headline_speedup_is_the_tables_number_over_the_same_baseline_runs():
+    """One speedup rule (common.with_ratio): the landing page's figure is the study frame's
+    `speedup`, its spread and its baselines' run ids, and the baselines are those of the
+    study's one predicate. Multinode's is one rank in all: a record without world_size
+    counts nnodes x nproc_per_node, so its 2-node run is no baseline in either (the table
+    once asked world_size == 1, the headline devices or nproc_per_node == 1: 1.50x there,
+    1.38x here)."""
+    from benchlib.analysis import multinode_lightning
+    from benchlib.records import results
+
+    base = {"dataset": "fashion-mnist", "model": "toynet", "batch_size": 32, "device": "cpu",
+            "trainer": "ddp", "nproc_per_node": 1}
+    runs = [record("multinode", "30_multinode_lightning.ipynb",
+                   {**base, "launcher": launcher, "nnodes": nnodes}, metrics)
+            for launcher, nnodes, metrics in [
+                ("torchrun", 1, sps(1000.0, 990.0, 1010.0, n=2, world_size=1)),
+                ("tcp", 1, sps(1200.0, 1180.0, 1230.0, n=2, world_size=1)),
+                ("torchrun", 2, sps(1650.0, 1600.0, 1700.0, n=2, world_size=2)),
+                ("tcp", 2, sps(1500.0, 1450.0, 1550.0, n=2))]]  # from before world_size
+    table = multinode_lightning.runs(results.frame(runs)).set_index("run_id")
+    baselines = [runs[0]["run_id"], runs[1]["run_id"]]
+    assert sorted(table.index[multinode_lightning.is_baseline(table)]) == sorted(baselines)
+    two_nodes = table.loc[runs[2]["run_id"]]
+    assert two_nodes["speedup"] == 1650.0 / 1100.0  # over the median of the two baselines
+    assert two_nodes["speedup_baselines"].split(",") == baselines
+    assert (two_nodes["speedup_p10"], two_nodes["speedup_p90"]) == (1600.0 / 1230.0, 1700.0 / 990.0)
+    assert two_nodes["speedup_n"] == 2
+    [finding] = landing.findings(runs)
+    figures = {c.figure.sources[0][1]: c.figure for c in finding.claims}
+    assert sorted(figures) == sorted([runs[2]["run_id"], runs[3]["run_id"]])
+    for run_id, figure in figures.items():
+        row = table.loc[run_id]
+        assert figure.value == f"{row['speedup']:.2f}x"
+        assert figure.spread == (f"{row['speedup_p10']:.2f}", f"{row['speedup_p90']:.2f}")
+        assert [r for role, r in figure.sources if role == "baseline"] == baselines
+    assert figures[runs[2]["run_id"]].text() == (
+        "1.50x over 1 rank of ddp (p10-p90 1.30-1.72, n=2 epochs; 2 baselines, 2+2 epochs)")
+    assert figures[runs[3]["run_id"]].value == "1.36x"

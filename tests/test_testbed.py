@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT, TRIVIAL, write_params
 
 from benchlib.cli import main
-from benchlib.compare import verdicts
+from benchlib.compare import changes
 from benchlib.core import allocator
 from benchlib.records import results, testbed
 from benchlib.runs.params import load_plan
@@ -241,5 +241,5 @@ def test_two_partitions_sharing_one_outputs_folder_never_mix(slurm_cluster, tmp_
     # the rows match (trivial rows have no metric with a direction to compare: one line)
     assert compared.returncode == 2
     assert compared.stderr.strip().splitlines()[-1].startswith("benchlib compare: metric: no row")
-    diff = {w: (b, a) for w, b, a in verdicts.env_diff([beds["debug"]], [beds["solo"]])}
+    diff = {w: (b, a) for w, b, a in changes.env_diff([beds["debug"]], [beds["solo"]])}
     assert diff["testbed partition"] == ("debug", "solo") and "testbed torch" not in diff

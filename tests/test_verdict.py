@@ -1,4 +1,4 @@
-"""The one verdict rule (core.stats.verdict), as notebook 90's sentences use it:
+"""The one verdict rule (core.stats.direction_verdict), as notebook 90's sentences use it:
 simulated launches of identical setups rarely get a direction at any n, and a real 20%
 difference gets the right one in most trials at 5 launches a side (issue 23); Holm's
 correction for comparisons judged together changes nothing for one (issue 23 item 4)."""
@@ -12,9 +12,9 @@ from benchlib.core.stats import (
     MIN_TARGET_LAUNCHES,
     against_target,
     direction_p,
+    direction_verdict,
     holm,
     resamples_for,
-    verdict,
 )
 from benchlib.records import results
 
@@ -94,7 +94,7 @@ def test_a_family_of_one_keeps_every_direction_its_95_percent_interval_gives(res
         centre = rng.uniform(0.80, 0.93) ** rng.choice([1, -1])
         speed = np.round(rng.normal(centre, 0.03, resamples), 3)
         low, high = np.percentile(speed, [2.5, 97.5])
-        if verdict(low, high, 0.1) in ("slower", "faster"):
+        if direction_verdict(low, high, 0.1) in ("slower", "faster"):
             cleared += 1
             assert holm([direction_p(speed, 0.1)]) == [True], (low, high)
     # measured: 889 and 925 cleared, of which 21 and 5 sit at p = 0.05 exactly

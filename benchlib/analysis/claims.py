@@ -1,21 +1,24 @@
 """A study's headline as claims: a figure (a value, its spread p10-p90 and n, and the run
 ids it came from), a claim built of one, and the helpers the per-study headlines share
-(labels, ratios between runs of the same work, caveats).
+(labels, the work a run did, a ratio as its study's frame holds it).
 
-Computed over rows of the records' frame (`results.frame`, what `load_results` gives
-notebook 90): the report's landing page and notebook 90's findings call the same
-functions (analysis/headlines.py) over the same frame. A row's value is read with
-`value()`, which gives the same answer whether the frame holds one study or every study
-(where a parameter another study lacks is NaN, and its integer column floats)."""
+Formatting only: every number a claim shows is read from a row of the study's frame
+(`runs()`, over `results.frame`, what `load_results` gives notebook 90), where
+benchlib.analysis.common computed it (a speedup, its spread and baselines: `with_ratio`).
+The report's landing page and notebook 90's findings call the same functions
+(analysis/findings.py) over the same frame. A row's value is read with `value()`, which
+gives the same answer whether the frame holds one study or every study (where a
+parameter another study lacks is NaN, and its integer column floats)."""
 
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
+
+from benchlib.analysis.common import WHOLE_EPOCH, hides_startup
 
 # parameters shown as their value alone in a run's label ("preload traverse"), the rest
 # as name=value ("num_workers=2")
@@ -98,19 +101,7 @@ def _n(row: Row, name: str, unit: str) -> str:
     return f"n={int(count)} {spread_unit(row, unit)}" if count else ""
 
 
-def hides_startup(row: Row) -> bool:
-    """The run's steady rate hides its start-up (more than STARTUP_GAP x its whole-epoch
-    rate): no speedup is taken from it."""
-    return value(row, "startup_hidden") is True and metric(row, "epoch_samples_per_s") is not None
-
-
 WHOLE_EPOCH_NOTE = "whole-epoch rates, start-up included: a steady rate hides it"
-
-
-def _whole_epoch(row: Row) -> bool:
-    """Its work is compared on whole-epoch rates: it, or a run of the same work, hides its
-    start-up (the study's frame says so: common.with_speedup, an IO run's `rate_of`)."""
-    return hides_startup(row) or "whole epoch" in (value(row, "speedup_of"), value(row, "rate_of"))
 
 
 def samples_figure(row: Row, unit: str) -> Figure | None:
@@ -122,30 +113,32 @@ def samples_figure(row: Row, unit: str) -> Figure | None:
     lo, hi = metric(row, "samples_per_s_p10"), metric(row, "samples_per_s_p90")
     spread = (fmt(lo), fmt(hi)) if lo is not None and hi is not None else None
     what = "samples/s"
-    if hides_startup(row):
+    if hides_startup(row.to_frame().T).iloc[0]:  # the frames' rule, for this one run
         what = (f"samples/s steady, {fmt(metric(row, 'epoch_samples_per_s'))} over the whole "
                 "epoch: the steady rate hides the start-up")
     return Figure(fmt(sps), what, spread, _n(row, "samples_per_s", unit), [("", row["run_id"])])
 
 
-def ratio_figure(row: Row, base: Row, what: str, unit: str) -> Figure | None:
-    """samples/s of `row` over those of `base`; the spread pairs p10 with p90 (the widest
-    the two spreads allow), n counts both runs' samples. Where either run's steady rate
-    hides its start-up: the ratio of their whole-epoch rates, without a spread."""
-    if _whole_epoch(row) or _whole_epoch(base):
-        a, b = metric(row, "epoch_samples_per_s"), metric(base, "epoch_samples_per_s")
-        if not a or not b:
-            return None
-        return Figure(f"{a / b:.2f}x", f"{what} ({WHOLE_EPOCH_NOTE})", None, "",
-                      [("", row["run_id"]), ("baseline", base["run_id"])])
-    a, b = metric(row, "samples_per_s"), metric(base, "samples_per_s")
-    if not a or not b:
+def ratio_figure(row: Row, runs: pd.DataFrame, what: str, unit: str,
+                 name: str = "speedup") -> Figure | None:
+    """The run's ratio over the baselines of its work as the study's frame holds it
+    (common.with_ratio's `name` columns: the ratio, its spread, what rates it is of and the
+    baselines' run ids, looked up in `runs` for their n), or None where it has none.
+    Whole-epoch rates are said so, without a spread."""
+    ratio = metric(row, name)
+    if ratio is None:
         return None
-    a10, a90 = metric(row, "samples_per_s_p10"), metric(row, "samples_per_s_p90")
-    b10, b90 = metric(base, "samples_per_s_p10"), metric(base, "samples_per_s_p90")
-    spread = (f"{a10 / b90:.2f}", f"{a90 / b10:.2f}") if a10 and a90 and b10 and b90 else None
-    return Figure(f"{a / b:.2f}x", what, spread, _pair_n(row, base, unit),
-                  [("", row["run_id"]), ("baseline", base["run_id"])])
+    ids = [i for i in str(value(row, f"{name}_baselines") or "").split(",") if i]
+    by_id = {r["run_id"]: r for r in rows(runs[runs["run_id"].isin(ids)])}
+    bases = [by_id[i] for i in ids if i in by_id]
+    sources = [("", row["run_id"]), *(("baseline", i) for i in ids)]
+    if value(row, f"{name}_of") == WHOLE_EPOCH:
+        return Figure(f"{ratio:.2f}x", f"{what} ({WHOLE_EPOCH_NOTE})", None, "", sources)
+    low, high = metric(row, f"{name}_p10"), metric(row, f"{name}_p90")
+    spread = (f"{low:.2f}", f"{high:.2f}") if low is not None and high is not None else None
+    n = "" if not bases else _pair_n(row, bases[0], unit) if len(bases) == 1 \
+        else _many_n(row, bases, unit)
+    return Figure(f"{ratio:.2f}x", what, spread, n, sources)
 
 
 def _pair_n(row: Row, base: Row, unit: str) -> str:
@@ -165,37 +158,6 @@ def _many_n(row: Row, bases: list[Row], unit: str) -> str:
     units = {spread_unit(b, unit) for b in bases}
     return (f"n={int(na)} {spread_unit(row, unit)}; {len(bases)} baselines, "
             + "+".join(str(int(v)) for v in nb) + f" {'/'.join(sorted(units))}")
-
-
-def speedup_figure(row: Row, baselines: list[Row], what: str, unit: str) -> Figure | None:
-    """The run's speedup over the baseline runs of the same work, by the one rule every
-    table uses (analysis.common.with_speedup): its median samples/s over the median of
-    the baselines' medians. The spread pairs the run's p10 with the baselines' highest p90
-    and its p90 with their lowest p10 (the widest the spreads allow); n counts the run's
-    and each baseline's samples. Where any of them hides its start-up, the ratio of
-    whole-epoch rates, as with_speedup takes it then, without a spread."""
-    if any(_whole_epoch(r) for r in (row, *baselines)):
-        a = metric(row, "epoch_samples_per_s")
-        base = [b for b in baselines if metric(b, "epoch_samples_per_s")]
-        if not a or not base:
-            return None
-        median = statistics.median(metric(b, "epoch_samples_per_s") for b in base)
-        return Figure(f"{a / median:.2f}x", f"{what} ({WHOLE_EPOCH_NOTE})", None, "",
-                      [("", row["run_id"]), *(("baseline", b["run_id"]) for b in base)])
-    a = metric(row, "samples_per_s")
-    base = [b for b in baselines if metric(b, "samples_per_s")]
-    if not a or not base:
-        return None
-    median = statistics.median(metric(b, "samples_per_s") for b in base)
-    a10, a90 = metric(row, "samples_per_s_p10"), metric(row, "samples_per_s_p90")
-    b10 = [metric(b, "samples_per_s_p10") for b in base]
-    b90 = [metric(b, "samples_per_s_p90") for b in base]
-    spread = None
-    if a10 and a90 and all(b10) and all(b90):
-        spread = (f"{a10 / max(b90):.2f}", f"{a90 / min(b10):.2f}")
-    n = _pair_n(row, base[0], unit) if len(base) == 1 else _many_n(row, base, unit)
-    return Figure(f"{a / median:.2f}x", what, spread, n,
-                  [("", row["run_id"]), *(("baseline", b["run_id"]) for b in base)])
 
 
 def work_text(row: Row, names: tuple[str, ...] = ("model", "dataset", "batch_size")) -> str:
@@ -226,50 +188,9 @@ def label(row: Row, names: list[str]) -> str:
     return " ".join(parts)
 
 
-def same_work(runs: pd.DataFrame, keys: tuple[str, ...]) -> dict[tuple, list[Row]]:
-    """The runs grouped by their values of `keys`, in the order each group first occurs."""
-    groups: dict[tuple, list[Row]] = {}
-    for row in rows(runs):
-        groups.setdefault(tuple(repr(value(row, k)) for k in keys), []).append(row)
-    return groups
-
-
 def device_text(group: list[Row]) -> str:
     names = sorted({str(value(r, "device_name")) for r in group if value(r, "device_name")})
     return ", ".join(names)
-
-
-def ranks_of(row: Row) -> float:
-    """How many ranks (or DataParallel devices) a run used."""
-    return metric(row, "world_size") or metric(row, "devices") or \
-        metric(row, "nproc_per_node") or 1
-
-
-def above_linear_caveat(claims: list[Claim], runs: pd.DataFrame) -> str:
-    """The caveat, only where the runs show it: a ratio over a baseline that is more than
-    the ratio of their ranks, with the threads per rank each ran, when they differ."""
-    by_id = {r["run_id"]: r for r in rows(runs)}
-    odd = []
-    for claim in claims:
-        fig = claim.figure
-        roles = [role for role, _ in fig.sources] if fig is not None else []
-        if roles[:1] != [""] or "baseline" not in roles or not fig.value.endswith("x"):
-            continue
-        run = by_id[fig.sources[0][1]]
-        base = by_id[next(r for role, r in fig.sources if role == "baseline")]
-        ranks = ranks_of(run) / ranks_of(base)
-        if ranks > 1 and float(fig.value[:-1]) > ranks * 1.05:
-            odd.append((fig, run, base, ranks))
-    if not odd:
-        return ""
-    fig, run, base, ranks = odd[0]
-    text = (f"{len(odd)} of these ratios exceed the rank count (e.g. {fig.value} with "
-            f"{ranks:g}x the ranks): more than linear is not what more ranks give")
-    mine, theirs = metric(run, "threads_per_rank"), metric(base, "threads_per_rank")
-    if mine and theirs and mine != theirs:
-        text += (f"; the baseline ran {theirs:g} threads per rank and this run {mine:g}, and "
-                 "threads that compete for cores (other load, oversubscription) slow a run down")
-    return text + ". Rerun both on an idle machine before reading them as scaling."
 
 
 def joined_caveats(*texts: str) -> str:

@@ -51,23 +51,81 @@ def hides_startup(runs: pd.DataFrame) -> pd.Series:
     return runs["startup_hidden"].eq(True) & epoch.notna()
 
 
+def work_keys(runs: pd.DataFrame, same_work: list[str]) -> pd.Series:
+    """Each run's work as one hashable key: its values of `same_work` as text (a value the
+    record lacks, None or NaN, is "None": runs without it are one work, not dropped, so a
+    model without `depth` still has its speedup)."""
+    values, missing = runs[same_work].to_numpy(dtype=object), runs[same_work].isna().to_numpy()
+    # not astype(str): pandas 3 keeps a missing value missing there, and groupby drops it
+    keys = [tuple("None" if gone else str(v) for v, gone in zip(row, lost))
+            for row, lost in zip(values, missing)]
+    return pd.Series(keys, index=runs.index, dtype=object)
+
+
+def comparable_rate(runs: pd.DataFrame, same_work: list[str]) -> tuple[pd.Series, pd.Series]:
+    """(rate, whole): the rate each run is compared by, samples/s or, where any run of the
+    same work (same values of `same_work`) has a steady rate that hides its start-up, every
+    such run's whole-epoch rate (`whole` True): no ratio is taken from a steady rate that
+    hides a start-up."""
+    if runs.empty:
+        return pd.Series(dtype=float), pd.Series(dtype=bool)
+    whole = hides_startup(runs).groupby(work_keys(runs, same_work)).transform("any").astype(bool)
+    epoch = runs["epoch_samples_per_s"] if "epoch_samples_per_s" in runs else float("nan")
+    return runs["samples_per_s"].where(~whole, epoch).astype(float), whole
+
+
+def with_ratio(runs: pd.DataFrame, same_work: list[str], baseline: pd.Series,
+               name: str = "speedup") -> pd.DataFrame:
+    """The one rule for a run against the baseline runs of the same work (same values of
+    `same_work`; `baseline` says which runs are baselines, the study's own predicate):
+
+        name            its rate (comparable_rate) over the median rate of the baselines
+                        that have one; NaN where its work has none
+        name_of         what the rates are: steady, or whole epoch where any run of the
+                        work hides its start-up
+        name_p10/_p90   its spread: the run's p10 over the baselines' highest p90 and its
+                        p90 over their lowest p10 (the widest the spreads allow); NaN where
+                        a p10 or p90 is missing, and for whole-epoch rates (they have none)
+        name_baselines  the baselines' run ids, comma-joined, in the frame's order
+        name_n          how many baseline runs the median is over (0: none)
+
+    Every table and headline reads these columns; nothing computes a ratio again."""
+    runs = with_columns(runs, same_work)  # a key a record lacks: None, one group
+    if runs.empty:
+        return runs.assign(**{c: None for c in _ratio_columns(name)})
+    work = work_keys(runs, same_work)
+    rate, whole = comparable_rate(runs, same_work)
+    p10, p90 = (runs[c].astype(float) if c in runs else pd.Series(float("nan"), index=runs.index)
+                for c in ("samples_per_s_p10", "samples_per_s_p90"))
+    bases = baseline.reindex(runs.index, fill_value=False).astype(bool) & rate.gt(0)
+    per_work = {}
+    for key, group in runs[bases].groupby(work[bases], sort=False):
+        i = group.index
+        spread = (p10[i].gt(0) & p90[i].gt(0)).all()
+        per_work[key] = (rate[i].median(), ",".join(map(str, group.get("run_id", i))), len(group),
+                         p10[i].min() if spread else float("nan"),
+                         p90[i].max() if spread else float("nan"))
+    none = (float("nan"), "", 0, float("nan"), float("nan"))
+    median, ids, n, base_p10, base_p90 = (pd.Series(col, index=runs.index) for col in
+                                          zip(*(per_work.get(k, none) for k in work)))
+    steady = ~whole & p10.gt(0) & p90.gt(0)
+    return runs.assign(**{
+        name: rate / median.astype(float),
+        f"{name}_of": whole.map({True: WHOLE_EPOCH, False: STEADY}),
+        f"{name}_p10": (p10 / base_p90.astype(float)).where(steady),
+        f"{name}_p90": (p90 / base_p10.astype(float)).where(steady),
+        f"{name}_baselines": ids, f"{name}_n": n.astype(int)})
+
+
+def _ratio_columns(name: str) -> list[str]:
+    return [name, f"{name}_of", f"{name}_p10", f"{name}_p90", f"{name}_baselines", f"{name}_n"]
+
+
 def with_speedup(runs: pd.DataFrame, same_work: list[str], baseline: pd.Series,
                  devices: str) -> pd.DataFrame:
-    """speedup = median samples/s of a run / median of the baseline runs doing the same
-    work (same values of `same_work`); efficiency = speedup / devices. No baseline: NaN.
-    Where any run of the work has a steady rate that hides its start-up, the work's
-    speedups are of whole-epoch rates (`speedup_of`: steady or whole epoch): no speedup is
-    taken from a steady rate that hides a start-up."""
-    runs = with_columns(runs, same_work)  # a key a record lacks: None, one group
-    keys = runs[same_work].astype(str)  # None and NaN alike, and groupby keeps them
-    whole = hides_startup(runs).groupby([keys[k] for k in same_work],
-                                        dropna=False).transform("any").astype(bool)
-    rate = runs["samples_per_s"].where(~whole, runs.get("epoch_samples_per_s"))
-    base = rate[baseline].groupby([keys[k] for k in same_work]).median()
-    per_run = pd.Series([base.get(tuple(k), float("nan")) for k in keys.itertuples(index=False)],
-                        index=runs.index, dtype=float)
-    runs = runs.assign(speedup=rate / per_run, speedup_of=whole.map({True: WHOLE_EPOCH,
-                                                                     False: STEADY}))
+    """`with_ratio`'s speedup columns over the baselines of the same work, and efficiency
+    = speedup / `devices` (the column, else each run's ranks)."""
+    runs = with_ratio(runs, same_work, baseline)
     count = runs[devices] if devices in runs else ranks(runs)
     return runs.assign(efficiency=runs["speedup"] / count)
 
@@ -106,11 +164,15 @@ SHARED_CORES = ("Several ranks on one CPU share its cores: the ratios say what l
 
 
 def ranks(runs: pd.DataFrame) -> pd.Series:
-    """How many ranks (or DataParallel devices) each run used."""
-    out = pd.Series(1.0, index=runs.index)
-    for col in ("nproc_per_node", "devices", "world_size"):  # the last one known wins
-        if col in runs:
-            out = pd.to_numeric(runs[col], errors="coerce").where(lambda s: s > 0).fillna(out)
+    """How many ranks (or DataParallel devices) each run used: its world_size, else its
+    devices, else nnodes x nproc_per_node (a record that lacks one: 1 of it)."""
+    def known(col: str) -> pd.Series:
+        values = runs[col] if col in runs else pd.Series(float("nan"), index=runs.index)
+        return pd.to_numeric(values, errors="coerce").where(lambda s: s > 0)
+
+    out = known("nnodes").fillna(1) * known("nproc_per_node").fillna(1)
+    for col in ("devices", "world_size"):  # the last one known wins
+        out = known(col).fillna(out)
     return out
 
 
@@ -121,3 +183,30 @@ def shared_cores_caveat(runs: pd.DataFrame) -> str:
         return ""
     on_cpu = runs["device_name"].astype(str).eq("cpu")
     return SHARED_CORES if (on_cpu & (ranks(runs) > 1)).any() else ""
+
+
+def above_linear_caveat(runs: pd.DataFrame) -> str:
+    """The caveat, only where the runs show it: a speedup (as shown, two decimals) more
+    than 1.05 times the ratio of the run's ranks to its first baseline's, the largest such
+    as the example, with the threads per rank each ran where they differ."""
+    if runs.empty or "speedup_baselines" not in runs:
+        return ""
+    position = {run_id: i for i, run_id in enumerate(runs["run_id"])}
+    first = runs["speedup_baselines"].fillna("").astype(str).str.split(",").str[0].map(position)
+    known = runs["speedup"].notna() & first.notna()
+    count = ranks(runs).to_numpy()
+    base = pd.Series(first[known].astype(int).to_numpy(), index=runs.index[known])
+    more = pd.Series(count[known.to_numpy()] / count[base.to_numpy()], index=base.index)
+    shown = runs.loc[known, "speedup"].map(lambda v: float(f"{v:.2f}"))  # as a claim shows it
+    odd = (more > 1) & (shown > more * 1.05)
+    if not odd.any():
+        return ""
+    worst = (shown / more)[odd].idxmax()
+    run, baseline = runs.loc[worst], runs.iloc[base[worst]]
+    text = (f"{int(odd.sum())} of these ratios exceed the rank count (e.g. {shown[worst]:.2f}x "
+            f"with {more[worst]:g}x the ranks): more than linear is not what more ranks give")
+    mine, theirs = (r.get("threads_per_rank") for r in (run, baseline))
+    if pd.notna(mine) and pd.notna(theirs) and mine and theirs and mine != theirs:
+        text += (f"; the baseline ran {theirs:g} threads per rank and this run {mine:g}, and "
+                 "threads that compete for cores (other load, oversubscription) slow a run down")
+    return text + ". Rerun both on an idle machine before reading them as scaling."

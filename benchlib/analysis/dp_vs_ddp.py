@@ -11,17 +11,17 @@ import pandas as pd
 from benchlib.analysis import repeat_spread
 from benchlib.analysis.claims import (
     Claim,
-    above_linear_caveat,
     joined_caveats,
-    ranks_of,
+    ratio_figure,
     rows,
     samples_figure,
-    speedup_figure,
     value,
     work_text,
 )
 from benchlib.analysis.common import (
+    above_linear_caveat,
     ok_runs,
+    ranks,
     shared_cores_caveat,
     speedup_of_text,
     startup_sentence,
@@ -46,9 +46,16 @@ SPREAD_SHOWN = ["strategy", "launcher", "devices", "model", "dataset"]
 SAME_WORK = ["table", "dataset", "model", "depth", "alpha", "batch_size", "precision", "hardware"]
 
 
+def is_baseline(runs: pd.DataFrame) -> pd.Series:
+    """The runs a speedup is taken over: one process (strategy single). The table and the
+    headline both ask this."""
+    return runs["strategy"] == "single"
+
+
 def runs(df: pd.DataFrame) -> pd.DataFrame:
     """The ok runs of notebook 20, with speedup and efficiency against the single-device
-    run of the same study, data, model, per-device batch, precision and hardware."""
+    run of the same study, data, model, per-device batch, precision and hardware
+    (common.with_speedup: its spread and baselines' run ids too)."""
     runs = ok_runs(df, STUDY, ("nproc_per_node", "batch_size", "depth", "alpha", "devices",
                                "global_batch"))
     if runs.empty:
@@ -56,14 +63,14 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
     # the study has no precision parameter: fp32 is what its trainer runs (a frame of
     # mixed studies holds NaN there, which groupby would drop)
     runs["precision"] = runs["precision"].fillna("fp32") if "precision" in runs else "fp32"
-    return with_speedup(runs, SAME_WORK, runs["strategy"] == "single", "devices")
+    return with_speedup(runs, SAME_WORK, is_baseline(runs), "devices")
 
 
 def table(runs: pd.DataFrame) -> pd.DataFrame:
     """Shaped like seed 002's comparison: one row per strategy and launcher."""
     cols = ["strategy", "launcher", "devices", "global_batch", "batch_s", "epoch_s",
-            "samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "speedup", "efficiency",
-            "speedup_of", "epoch_samples_per_s", "first_batch_s",
+            "samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "speedup", "speedup_p10",
+            "speedup_p90", "efficiency", "speedup_of", "epoch_samples_per_s", "first_batch_s",
             "gpu_util_pct", "cpu_util_pct", "busbw_gbps"]
     if runs.empty:
         return pd.DataFrame(columns=cols)
@@ -88,8 +95,9 @@ def conclusions(runs: pd.DataFrame) -> str:
     if runs.empty:
         return "No DataParallel / DDP runs yet (notebook 20)."
     parts = []
-    for _, r in table(runs).iterrows():
-        if r["strategy"] == "single" or pd.isna(r["speedup"]):
+    shown = table(runs)
+    for _, r in shown[~is_baseline(shown)].iterrows():
+        if pd.isna(r["speedup"]):
             continue
         how = "DataParallel" if r["strategy"] == "dp" else f"DDP via {r['launcher']}"
         parts.append(f"- **{how}** on {int(r['devices'])} device(s): {r['samples_per_s']:,.1f} "
@@ -114,7 +122,7 @@ def dp_against_ddp(runs: pd.DataFrame) -> list[str]:
     same work: which is faster, by how much, with its interval (sides.compare)."""
     keys = [*SAME_WORK, "devices"]
     parts = []
-    for key, group in runs[runs["strategy"] != "single"].groupby(keys):
+    for key, group in runs[~is_baseline(runs)].groupby(keys):
         dp = group[group["strategy"] == "dp"]
         for launcher, ddp in group[group["strategy"] == "ddp"].groupby("launcher"):
             if dp.empty:
@@ -127,31 +135,31 @@ def dp_against_ddp(runs: pd.DataFrame) -> list[str]:
     return parts
 
 
-def _how(run: pd.Series) -> tuple[tuple, str]:
-    """(order, name) of a run's setup: DDP via torchrun first, then the other launchers,
-    then DataParallel."""
-    ranks = int(ranks_of(run))
+def _how(run: pd.Series, count: float) -> tuple[tuple, str]:
+    """(order, name) of a run's setup on `count` ranks (common.ranks): DDP via torchrun
+    first, then the other launchers, then DataParallel."""
     if value(run, "strategy") == "dp":
-        return (2, ""), f"DataParallel on {ranks} device(s)"
+        return (2, ""), f"DataParallel on {int(count)} device(s)"
     launcher = value(run, "launcher")
     backend = value(run, "backend_used") or value(run, "backend")
     return (0 if launcher == "torchrun" else 1, str(launcher)), \
-        f"DDP via {launcher} on {ranks} {backend} ranks"
+        f"DDP via {launcher} on {int(count)} {backend} ranks"
 
 
 def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
-    """Per work (SAME_WORK): each DP and DDP setup's speedup over one process, the work
-    and device named in each claim; only single-process runs: their samples/s."""
+    """Per work (SAME_WORK): each DP and DDP setup's speedup over one process, as the
+    table holds it, the work and device named in each claim; only single-process runs:
+    their samples/s."""
     if runs.empty:
         return [], ""
     claims: list[tuple[tuple, Claim]] = []
+    base, count = is_baseline(runs), ranks(runs)
     for _, group in runs.groupby(SAME_WORK, sort=False, dropna=False):
-        bases = [r for r in rows(group) if value(r, "strategy") == "single"]
         for run in rows(group):
-            if value(run, "strategy") == "single":
+            if base[run.name]:
                 continue
-            order, how = _how(run)
-            figure = speedup_figure(run, bases, "over one process", "epochs")
+            order, how = _how(run, count[run.name])
+            figure = ratio_figure(run, runs, "over one process", "epochs")
             note = "" if figure else "no single-process run of the same work to compare with"
             claims.append(((order, work_text(run)), Claim(
                 f"{how}, {work_text(run)}", figure or samples_figure(run, "epochs"), note)))
@@ -159,26 +167,26 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
         return [Claim(f"one process, {work_text(r)}", samples_figure(r, "epochs"))
                 for r in rows(runs)], ""
     ordered = [c for _, c in sorted(claims, key=lambda oc: oc[0])]
-    return ordered, joined_caveats(shared_cores_caveat(runs),
-                                   above_linear_caveat(ordered, runs), startup_sentence(runs))
+    return ordered, joined_caveats(shared_cores_caveat(runs), above_linear_caveat(runs),
+                                   startup_sentence(runs))
 
 
 def figure(records: Records):
-    """Each DP and DDP setup's speedup over one process (bars: p10-p90 against the
-    baseline's median), per work; the dotted line is no speedup."""
+    """Each DP and DDP setup's speedup over one process (bars: its spread as the table
+    holds it, common.with_ratio), per work; the dotted line is no speedup."""
     scaled = runs(records.df)
-    scaled = scaled[(scaled["strategy"] != "single") & scaled["speedup"].notna()] \
+    scaled = scaled[~is_baseline(scaled) & scaled["speedup"].notna()] \
         if not scaled.empty else scaled
     if scaled.empty:
         return None
     import matplotlib.pyplot as plt
 
-    names = [_how(r)[1].replace(" on ", "\non ") + f"\n{r['model']}, batch {r['batch_size']}"
-             for _, r in scaled.iterrows()]
-    base = scaled["samples_per_s"] / scaled["speedup"]
-    steady = scaled["speedup_of"] == "steady"  # whole-epoch speedups keep no spread
-    low = (scaled["speedup"] - scaled["samples_per_s_p10"] / base).where(steady, 0)
-    high = (scaled["samples_per_s_p90"] / base - scaled["speedup"]).where(steady, 0)
+    count = ranks(scaled)
+    names = [_how(r, count[i])[1].replace(" on ", "\non ") +
+             f"\n{r['model']}, batch {r['batch_size']}" for i, r in scaled.iterrows()]
+    # whole-epoch speedups keep no spread: no bar
+    low = (scaled["speedup"] - scaled["speedup_p10"]).fillna(0)
+    high = (scaled["speedup_p90"] - scaled["speedup"]).fillna(0)
     fig, ax = plt.subplots(figsize=(7, 0.7 * len(names) + 1.6))
     ax.barh(names, scaled["speedup"], xerr=[low.clip(lower=0), high.clip(lower=0)],
             color="#4c72b0")

@@ -12,16 +12,16 @@ import pandas as pd
 from benchlib.analysis import repeat_spread
 from benchlib.analysis.claims import (
     Claim,
-    above_linear_caveat,
     device_text,
     joined_caveats,
     metric,
+    ratio_figure,
     rows,
     samples_figure,
-    speedup_figure,
     value,
 )
 from benchlib.analysis.common import (
+    above_linear_caveat,
     model_column,
     ok_runs,
     shared_cores_caveat,
@@ -45,9 +45,16 @@ SAME_WORK = ["table", "model", "dataset", "image_size", "seq_len", "batch_size",
              "hardware"]
 
 
+def is_baseline(runs: pd.DataFrame) -> pd.Series:
+    """The runs a speedup is taken over: one device (nproc_per_node 1). The table, the
+    headline and the sentences all ask this."""
+    return runs["nproc_per_node"] == 1
+
+
 def runs(df: pd.DataFrame) -> pd.DataFrame:
     """The ok runs of notebook 40, with `variant` (precision, channels_last, compile) and
-    speedup and efficiency against the one-device run of the same work (SAME_WORK)."""
+    speedup and efficiency against the one-device run of the same work (SAME_WORK;
+    common.with_speedup: its spread and baselines' run ids too)."""
     runs = ok_runs(df, STUDY, ("nproc_per_node", "batch_size", "image_size"))
     if runs.empty:
         return runs
@@ -56,7 +63,7 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
     runs["variant"] = runs["precision"] + runs["channels_last"].map({True: "+nhwc", False: ""}) \
         + runs["compile"].map(lambda c: "" if c in (False, "off", None) else
                               "+compile" if c in (True, "default") else f"+compile-{c}")
-    return with_speedup(runs, SAME_WORK, runs["nproc_per_node"] == 1, "nproc_per_node")
+    return with_speedup(runs, SAME_WORK, is_baseline(runs), "nproc_per_node")
 
 
 def spreads(runs: pd.DataFrame) -> pd.DataFrame:
@@ -66,8 +73,8 @@ def spreads(runs: pd.DataFrame) -> pd.DataFrame:
 
 def table(runs: pd.DataFrame) -> pd.DataFrame:
     cols = ["model", "dataset", "image_size", "batch_size", "nproc_per_node", "variant",
-            "samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "speedup", "efficiency",
-            "speedup_of", "epoch_samples_per_s", "first_batch_s",
+            "samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "speedup", "speedup_p10",
+            "speedup_p90", "efficiency", "speedup_of", "epoch_samples_per_s", "first_batch_s",
             "mfu", "jax_samples_per_s", "jax_over_pytorch", "device_name"]
     if runs.empty:
         return pd.DataFrame(columns=cols)
@@ -102,12 +109,11 @@ def conclusions(runs: pd.DataFrame) -> str:
     if runs.empty:
         return "No framework-comparison runs yet (notebook 40)."
     parts = []
-    parts += fastest_variants(runs[runs["nproc_per_node"] == 1])
-    for _, r in runs.dropna(subset=["speedup"]).iterrows():
-        if r["nproc_per_node"] > 1:
-            parts.append(f"- {r['variant']} on {r['nproc_per_node']} devices: speedup "
-                         f"{r['speedup']:.2f}x{speedup_of_text(r['speedup_of'])}, "
-                         f"efficiency {r['efficiency']:.0%}.")
+    parts += fastest_variants(runs[is_baseline(runs)])
+    for _, r in runs[~is_baseline(runs)].dropna(subset=["speedup"]).iterrows():
+        parts.append(f"- {r['variant']} on {r['nproc_per_node']} devices: speedup "
+                     f"{r['speedup']:.2f}x{speedup_of_text(r['speedup_of'])}, "
+                     f"efficiency {r['efficiency']:.0%}.")
     ref = dlperf()
     py = ref[(ref["framework"] == "PyTorch") & (ref["batch_size"] == 128)].set_index("devices")
     of = ref[(ref["framework"] == "OneFlow") & (ref["batch_size"] == 128)].set_index("devices")
@@ -194,10 +200,11 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
     if runs.empty:
         return [], ""
     one, more = [], []
+    base = is_baseline(runs)
     for _, group in runs.groupby(SAME_WORK, sort=False, dropna=False):
         for run in rows(group):
             resnet_first = not is_resnet(value(run, "model"))
-            if value(run, "nproc_per_node") == 1:
+            if base[run.name]:
                 mfu = metric(run, "mfu")
                 note = f"MFU {mfu:.1%}" if mfu is not None else \
                     "MFU unknown: no published peak for this device"
@@ -207,8 +214,7 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
                 one.append((order, Claim(f"{_what(run)} on 1 {device}",
                                          samples_figure(run, "repeats"), note)))
                 continue
-            bases = [r for r in rows(group) if value(r, "nproc_per_node") == 1]
-            figure = speedup_figure(run, bases, "over 1 device", "repeats")
+            figure = ratio_figure(run, runs, "over 1 device", "repeats")
             more.append(((resnet_first, _what(run)), Claim(
                 f"{_what(run)} on {value(run, 'nproc_per_node')} x {device_text([run])}",
                 figure or samples_figure(run, "repeats"),
@@ -218,7 +224,7 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
     if not runs["model"].map(is_resnet).any():
         claims[0].note = "; ".join(filter(None, [claims[0].note, "no ResNet row: the "
                                                  "study's question is not answered here"]))
-    return claims, joined_caveats(shared_cores_caveat(runs), above_linear_caveat(claims, runs),
+    return claims, joined_caveats(shared_cores_caveat(runs), above_linear_caveat(runs),
                                   startup_sentence(runs))
 
 

@@ -11,17 +11,17 @@ import pandas as pd
 from benchlib.analysis import repeat_spread
 from benchlib.analysis.claims import (
     Claim,
-    above_linear_caveat,
     joined_caveats,
-    ranks_of,
+    ratio_figure,
     rows,
     samples_figure,
-    speedup_figure,
     value,
     work_text,
 )
 from benchlib.analysis.common import (
+    above_linear_caveat,
     ok_runs,
+    ranks,
     shared_cores_caveat,
     speedup_of_text,
     startup_sentence,
@@ -41,14 +41,21 @@ SPREAD_SHOWN = ["trainer", "launcher", "nnodes", "nproc_per_node", "model"]
 SAME_WORK = ["table", "trainer", "dataset", "model", "depth", "alpha", "batch_size", "hardware"]
 
 
+def is_baseline(runs: pd.DataFrame) -> pd.Series:
+    """The runs a speedup is taken over: one rank in all (world_size, common.ranks). The
+    table and the headline both ask this."""
+    return ranks(runs) == 1
+
+
 def runs(df: pd.DataFrame) -> pd.DataFrame:
     """The ok runs of notebook 30; speedup against the one-device run of the same trainer
-    and work (any launcher), efficiency = speedup / total devices."""
+    and work (any launcher; common.with_speedup: its spread and baselines' run ids too),
+    efficiency = speedup / total devices."""
     runs = ok_runs(df, STUDY, ("nnodes", "nproc_per_node", "batch_size", "depth", "alpha",
                                "world_size", "global_batch"))
     if runs.empty:
         return runs
-    return with_speedup(runs, SAME_WORK, runs["world_size"] == 1, "world_size")
+    return with_speedup(runs, SAME_WORK, is_baseline(runs), "world_size")
 
 
 def epochs(epochs: pd.DataFrame) -> pd.DataFrame:
@@ -67,8 +74,8 @@ def epochs(epochs: pd.DataFrame) -> pd.DataFrame:
 def table(runs: pd.DataFrame) -> pd.DataFrame:
     """Shaped like seed 000's tables: one row per trainer, launcher and layout."""
     cols = ["trainer", "launcher", "nnodes", "nproc_per_node", "world_size", "global_batch",
-            "samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "speedup", "efficiency",
-            "speedup_of", "epoch_samples_per_s", "first_batch_s",
+            "samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "speedup", "speedup_p10",
+            "speedup_p90", "efficiency", "speedup_of", "epoch_samples_per_s", "first_batch_s",
             "epoch_s", "launch_s", "device_name"]
     if runs.empty:
         return pd.DataFrame(columns=cols)
@@ -109,8 +116,9 @@ def conclusions(runs: pd.DataFrame) -> str:
     if runs.empty:
         return "No multi-node runs yet (notebook 30)."
     parts = []
-    for r in table(runs).itertuples():
-        if r.world_size == 1 or pd.isna(r.speedup):
+    shown = table(runs)
+    for r in shown[~is_baseline(shown)].itertuples():
+        if pd.isna(r.speedup):
             continue
         parts.append(f"- **{r.trainer}** via {r.launcher} on {r.nnodes} node(s) x "
                      f"{r.nproc_per_node}: {r.samples_per_s:,.1f} samples/s (p10-p90 "
@@ -162,28 +170,29 @@ def lightning_against_ddp(runs: pd.DataFrame) -> list[str]:
 
 def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
     """Per trainer and work (SAME_WORK): each layout's speedup over 1 rank of the same
-    trainer, most ranks first, the work and device named in each claim."""
+    trainer, as the table holds it, most ranks first, the work and device named in each
+    claim."""
     if runs.empty:
         return [], ""
     claims: list[tuple[tuple, Claim]] = []
+    base, count = is_baseline(runs), ranks(runs)
     for _, group in runs.groupby(SAME_WORK, sort=False, dropna=False):
-        bases = [r for r in rows(group) if ranks_of(r) == 1]
         for run in rows(group):
-            if ranks_of(run) == 1:
+            if base[run.name]:
                 continue
             trainer, launcher = value(run, "trainer"), value(run, "launcher")
             subject = (f"{trainer} via {launcher} on {value(run, 'nnodes')} node(s) x "
                        f"{value(run, 'nproc_per_node')}, {work_text(run)}")
-            figure = speedup_figure(run, bases, f"over 1 rank of {trainer}", "epochs")
+            figure = ratio_figure(run, runs, f"over 1 rank of {trainer}", "epochs")
             note = "" if figure else "no 1-rank run of the same trainer and work to compare with"
-            order = (-ranks_of(run), trainer != "ddp", launcher != "torchrun", work_text(run))
+            order = (-count[run.name], trainer != "ddp", launcher != "torchrun", work_text(run))
             claims.append((order, Claim(subject, figure or samples_figure(run, "epochs"), note)))
     if not claims:
         return [Claim(f"{value(r, 'trainer')} on 1 rank, {work_text(r)}",
                       samples_figure(r, "epochs")) for r in rows(runs)], ""
     ordered = [c for _, c in sorted(claims, key=lambda oc: oc[0])]
-    return ordered, joined_caveats(shared_cores_caveat(runs),
-                                   above_linear_caveat(ordered, runs), startup_sentence(runs))
+    return ordered, joined_caveats(shared_cores_caveat(runs), above_linear_caveat(runs),
+                                   startup_sentence(runs))
 
 
 def figure(records: Records):

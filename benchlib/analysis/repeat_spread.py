@@ -21,7 +21,8 @@ import math
 
 import pandas as pd
 
-from benchlib.core.stats import MIN_FOR_CI, RESAMPLES, needed_for_sameness
+from benchlib.core.intervals import spread_ratio_interval
+from benchlib.core.stats import MIN_FOR_CI, needed_for_sameness
 
 # parameters that say how a row is repeated or where it reads its data, not what it runs:
 # records differing only in these are the same row measured two ways
@@ -53,32 +54,6 @@ def relative_spread(run: pd.Series) -> float:
     if median is None or pd.isna(median) or median <= 0:
         return math.nan
     return (run["samples_per_s_p90"] - run["samples_per_s_p10"]) / median
-
-
-def spread_ratio_interval(process: tuple[float, ...] | None, epoch: tuple[float, ...] | None,
-                          resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float]:
-    """A seeded bootstrap 95% interval of relative spread (p10-p90 over the median) of
-    `process` over that of `epoch`, each side resampled on its own; (nan, nan) with fewer
-    than MIN_FOR_CI values on a side. An upper bound without limit is inf."""
-    import numpy as np
-
-    if not process or not epoch or min(len(process), len(epoch)) < MIN_FOR_CI:
-        return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-
-    def spreads(values):
-        v = np.asarray(values, dtype=float)
-        drawn = v[rng.integers(0, len(v), (resamples, len(v)))]
-        p10, p50, p90 = np.percentile(drawn, [10, 50, 90], axis=1)
-        return (p90 - p10) / p50
-
-    top, bottom = spreads(process), spreads(epoch)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = np.where(bottom > 0, top / np.where(bottom > 0, bottom, 1), np.inf)
-    ratios = np.where(top > 0, ratios, np.where(bottom > 0, 0.0, 1.0))  # 0/0: no difference
-    # "lower": no interpolating between infinite ratios (inf - inf)
-    low, high = np.percentile(ratios, [2.5, 97.5], method="lower")
-    return float(low), float(high)
 
 
 def table(runs: pd.DataFrame, fields: list[str], shown: list[str]) -> pd.DataFrame:

@@ -15,6 +15,7 @@ import pandas as pd
 
 from benchlib.analysis.claims import Claim, Figure, metric, rows, value
 from benchlib.config import ScalingProjectionConfig
+from benchlib.core.stats import median_abs_error
 from benchlib.projection import check_seed003
 from benchlib.projection.inputs import build_inputs, sizes
 from benchlib.projection.scaling import Inputs, project, what_if
@@ -86,14 +87,15 @@ def check_sentence(table: pd.DataFrame, outside: pd.DataFrame | None = None) -> 
     out-of-sample pages (computed here unless given), each beside the naive baseline."""
     outside = check_seed003.out_of_sample() if outside is None else outside
     worst = table.loc[table["error_%"].abs().idxmax()]
-    err, naive = check_seed003.median_abs_error, "naive_error_%"
+    model, naive = (median_abs_error(table[c]) for c in ("error_%", "naive_error_%"))
+    pages, pages_naive = (median_abs_error(outside[c]) for c in ("error_%", "naive_error_%"))
     return (f"Fitted on seed 003's 1-node rows only, the model predicts its {len(table)} "
             f"published 16- and 32-GPU cells (repeated cells dropped) with a median absolute "
-            f"error of **{err(table):.1f}%** against {err(table, naive):.1f}% for nodes x the "
+            f"error of **{model:.1f}%** against {naive:.1f}% for nodes x the "
             f"8-GPU row (worst: {worst['framework']} batch {worst['batch']} on "
             f"{worst['devices']} GPUs, {worst['error_%']:+.1f}%); on {len(outside)} cells of "
-            f"DLPerf's per-framework pages, never used in its design, **{err(outside):.1f}%** "
-            f"against {err(outside, naive):.1f}%.")
+            f"DLPerf's per-framework pages, never used in its design, **{pages:.1f}%** "
+            f"against {pages_naive:.1f}%.")
 
 
 def metrics(inp: Inputs, df: pd.DataFrame, check: pd.DataFrame) -> dict:
@@ -103,7 +105,7 @@ def metrics(inp: Inputs, df: pd.DataFrame, check: pd.DataFrame) -> dict:
             "compute_up_to_devices": s["compute_up_to"], "stops_at_devices": s["stops_at"],
             "stops_by": s["stops_by"], "largest_devices": s["largest"],
             "efficiency_largest": s["efficiency_largest"],
-            "check_median_abs_error_pct": check_seed003.median_abs_error(check),
+            "check_median_abs_error_pct": median_abs_error(check["error_%"]),
             "compute_source": inp.sources.get("compute_s")}
 
 

@@ -1,7 +1,7 @@
 """Which of two setups is faster, as the records say it, with its interval.
 
 A comparison is a sentence computed from two groups of records of the same work, by the
-one verdict rule `benchlib compare` uses too (benchlib.core.stats.verdict):
+one verdict rule `benchlib compare` uses too (benchlib.core.stats.direction_verdict):
 
 - a side's values are its independent launches: each launch's figure where a record keeps
   them (`details.launches`, every process one value), else one value per record;
@@ -28,8 +28,8 @@ from benchlib.core.stats import (
     DEFAULT_THRESHOLD,
     MIN_LAUNCHES,
     RESAMPLES,
+    direction_verdict,
     ratio_interval,
-    verdict,
 )
 
 
@@ -87,12 +87,12 @@ def interval(a: Side, b: Side, resamples: int = RESAMPLES, seed: int = 0) -> tup
 
 
 def call(a: Side, b: Side, threshold: float = DEFAULT_THRESHOLD) -> str:
-    """The verdict on speed a / b (core.stats.verdict): faster, slower, no change
+    """The verdict on speed a / b (core.stats.direction_verdict): faster, slower, no change
     or inconclusive."""
     low, high, what = interval(a, b)
     if what != "95% CI":
         return "inconclusive"
-    return verdict(low, high, threshold, min(len(a.values), len(b.values)))
+    return direction_verdict(low, high, threshold, min(len(a.values), len(b.values)))
 
 
 def _counts(a: Side, b: Side) -> str:

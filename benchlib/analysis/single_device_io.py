@@ -21,10 +21,12 @@ from benchlib.analysis.claims import (
 from benchlib.analysis.common import (
     STEADY,
     WHOLE_EPOCH,
-    hides_startup,
+    comparable_rate,
     spread,
     startup_sentence,
     with_columns,
+    with_ratio,
+    work_keys,
 )
 from benchlib.analysis.sides import compare, faster, side
 from benchlib.reference import SEED000_RAW_OVER_PRELOAD
@@ -63,13 +65,23 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
 def with_rates(io: pd.DataFrame) -> pd.DataFrame:
     """`rate`, what the knobs are ranked by: samples/s, or where any run of the same work
     (SAME_WORK) has a steady rate that hides its start-up, every run's whole-epoch rate
-    (`rate_of` says which): no speedup is taken from a steady rate that hides start-up."""
+    (`rate_of` says which; common.comparable_rate): no ratio is taken from a steady rate
+    that hides start-up. `over_slowest` and its columns (common.with_ratio): each run's
+    rate over that of the slowest run of its work, the headline's ratio."""
     if io.empty or "samples_per_s" not in io:
         return io
-    keys = [io[k].astype(str) for k in SAME_WORK]
-    whole = hides_startup(io).groupby(keys, dropna=False).transform("any").astype(bool)
-    return io.assign(rate=io["samples_per_s"].where(~whole, io.get("epoch_samples_per_s")),
-                     rate_of=whole.map({True: WHOLE_EPOCH, False: STEADY}))
+    rate, whole = comparable_rate(io, SAME_WORK)
+    io = io.assign(rate=rate, rate_of=whole.map({True: WHOLE_EPOCH, False: STEADY}))
+    return with_ratio(io, SAME_WORK, is_slowest(io), "over_slowest")
+
+
+def is_slowest(io: pd.DataFrame) -> pd.Series:
+    """The baseline of the headline's ratio: per work (SAME_WORK), its slowest run with a
+    rate (of equals, the last)."""
+    measured = io[io["rate"].notna()]
+    last_first = measured.iloc[::-1]
+    slowest = last_first["rate"].groupby(work_keys(last_first, SAME_WORK), sort=False).idxmin()
+    return pd.Series(io.index.isin(slowest.to_numpy()), index=io.index)
 
 
 def workers_swept(io: pd.DataFrame) -> pd.DataFrame:
@@ -218,10 +230,10 @@ def _decoding_line(sides: dict) -> str:
 
 def headline(io: pd.DataFrame) -> tuple[list[Claim], str]:
     """Per work (data set, mode, model, batch, device, ...): the fastest setting of the
-    knobs that were swept, and how many times the slowest one it is."""
+    knobs that were swept, and how many times the slowest one it is (`over_slowest`)."""
     measured = io[io["rate"].notna()] if not io.empty else io
     claims = []
-    for _, group in measured.groupby(SAME_WORK, sort=False, dropna=False):
+    for _, group in measured.groupby(work_keys(measured, SAME_WORK), sort=False):
         ranked = sorted(rows(group), key=lambda r: -metric(r, "rate"))
         best, worst = ranked[0], ranked[-1]
         knobs = [k for k in KNOBS if len({repr(value(r, k)) for r in ranked}) > 1] or KNOBS
@@ -234,7 +246,8 @@ def headline(io: pd.DataFrame) -> tuple[list[Claim], str]:
                             samples_figure(best, "repeats")))
         claims.append(Claim(f"{where}: {label(best, knobs)} against the slowest, "
                             f"{label(worst, knobs)}",
-                            ratio_figure(best, worst, "the samples/s", "repeats")))
+                            ratio_figure(best, io, "the samples/s", "repeats",
+                                         "over_slowest")))
     return claims, startup_sentence(measured)
 
 

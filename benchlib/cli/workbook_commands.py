@@ -141,9 +141,9 @@ def cmd_report(args) -> int:
 
 def cmd_compare(args) -> int:
     """Two result sets side by side; exit 1 when a row is slower beyond the threshold."""
-    from benchlib.compare import verdicts, view
+    from benchlib.compare import changes, view
 
-    comparison = verdicts.compare_sets(args.base, args.new, common.outputs(args) / "results",
+    comparison = changes.compare_sets(args.base, args.new, common.outputs(args) / "results",
                                       args.threshold, args.metric, args.study)
     print(view.text_report(comparison))
     return comparison.exit_code()
@@ -152,7 +152,7 @@ def cmd_compare(args) -> int:
 
 def add_parsers(sub) -> None:
     """The workbook's subcommands, on `sub` (argparse's subparsers)."""
-    from benchlib.compare import verdicts  # light: its statistics import numpy and pandas when used
+    from benchlib.compare import changes  # light: its statistics import numpy and pandas when used
 
     p = sub.add_parser("data", help="download or generate the data sets (seed: dataset_download.py)")
     add_config_flags(p, DataPrepConfig, required=("path",),
@@ -182,9 +182,9 @@ def add_parsers(sub) -> None:
     p.add_argument("base", help="a result set's label, or a folder (outputs/ or results/: its "
                    "newest set)")
     p.add_argument("new", help="the same, for the set to judge")
-    p.add_argument("--threshold", default=f"{verdicts.DEFAULT_THRESHOLD:.0%}",
+    p.add_argument("--threshold", default=f"{changes.DEFAULT_THRESHOLD:.0%}",
                    help="smallest change that counts, as 5%% or 0.05 (default "
-                   f"{verdicts.DEFAULT_THRESHOLD:.0%}%: README)")
+                   f"{changes.DEFAULT_THRESHOLD:.0%}%: README)")
     p.add_argument("--metric", action="append",
                    help="compare this metric (repeatable; 'all': every one with a direction); "
                    "default: each row's main one (samples_per_s, busbw_gbps, ...)")

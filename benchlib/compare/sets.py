@@ -1,7 +1,7 @@
 """What `benchlib compare` puts side by side: result sets opened from a label or a folder
 (the newest set when a folder holds several), their rows matched by table and parameters
 (where the data lives left out), each row's values per launch, and what differs between
-the two sets' environments. See benchlib.compare.verdicts for the rules."""
+the two sets' environments. See benchlib.compare.changes for the rules."""
 
 from __future__ import annotations
 

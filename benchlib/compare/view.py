@@ -9,9 +9,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from benchlib.compare.changes import DIRECTIONS, VERDICTS, Comparison
 from benchlib.compare.sets import launches, row_key
-from benchlib.compare.verdicts import DIRECTIONS, VERDICTS, Comparison
-from benchlib.core.stats import ALPHA, MIN_FOR_CI, MIN_LAUNCHES, RESAMPLES, boot_medians
+from benchlib.core.stats import ALPHA, MIN_FOR_CI, MIN_LAUNCHES, median_interval
 from benchlib.records import results
 
 
@@ -184,7 +184,6 @@ def forest_plot(comparison: Comparison, ax=None):
 def trend(results_dir: str | Path, key: str, metric: str):
     """One row's metric in every result set that has it, oldest first: median, the 95%
     interval of the median (5+ values) or the range, n."""
-    import numpy as np
     import pandas as pd
 
     from benchlib import paths
@@ -200,8 +199,7 @@ def trend(results_dir: str | Path, key: str, metric: str):
         if not vals:
             continue
         if len(vals) >= MIN_FOR_CI:  # resampled as compare() does: launches, then values
-            boot = boot_medians(groups, np.random.default_rng(0), RESAMPLES)
-            low, high = (float(q) for q in np.percentile(boot, [2.5, 97.5]))
+            low, high = median_interval(groups)
         else:
             low, high = vals[0], vals[-1]
         out.append({"label": label, "finished_at": max(r["finished_at"] for r in recs),

@@ -17,8 +17,8 @@ import threading
 from pathlib import Path
 from typing import Iterator
 
-# Set by the sweep for every kernel it starts (benchlib.results.METRICS_FILE_VAR, RUN_ID_VAR);
-# named here so that this module imports nothing from benchlib.
+# Set by the sweep for every kernel it starts (benchlib.records.results.METRICS_FILE_VAR,
+# RUN_ID_VAR); named here so that this module imports nothing from benchlib.
 SWEEP_VARS = ("BENCHLIB_METRICS_FILE", "BENCHLIB_RUN_ID")
 NOTEBOOK_MININTERVAL_S = 1.0  # the plain bar in a notebook redraws at most once a second
 

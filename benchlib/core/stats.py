@@ -1,13 +1,16 @@
-"""The statistics every figure and comparison uses, in one place: quantiles, a run's
-summary (median, p10/p90, min-max, n, and a bootstrap interval only from MIN_FOR_CI or
-more independent values), the bootstrap of medians (launches resampled first, then values
-within each launch), the ratio of two groups' medians with its 95% interval, Holm's
-step-down over several comparisons, and the one verdict rule (`verdict`): a direction only
-from a 95% interval over MIN_LAUNCHES or more independent launches a side (values taken in
-separate processes) that excludes 1 and clears the threshold; otherwise no direction,
-with n. A lone comparison is a family of one, where Holm's rule is its 95% interval
-clearing the bound. `benchlib compare` (benchlib.compare.verdicts), notebook 90's
-sentences (benchlib.analysis.sides) and the GPU check's A/B all judge by it."""
+"""The statistics every figure and comparison uses, in one place (core.intervals holds
+the intervals of other figures: a step's shares, a rank's skew, two spreads, a model's
+errors over clusters): quantiles, a run's summary (median, p10/p90, min-max, n, and a
+bootstrap interval only from MIN_FOR_CI or more independent values), the bootstrap of
+medians (launches resampled first, then values within each launch) and its interval, the
+ratio of two groups' medians with its 95% interval, a model's median absolute error,
+Holm's step-down over several comparisons, and the one rule for a direction
+(`direction_verdict`): a direction only from a 95% interval over MIN_LAUNCHES or more
+independent launches a side (values taken in separate processes) that excludes 1 and
+clears the threshold; otherwise no direction, with n. A lone comparison is a family of
+one, where Holm's rule is its 95% interval clearing the bound. `benchlib compare`
+(benchlib.compare.changes), notebook 90's sentences (benchlib.analysis.sides) and the GPU
+check's A/B all judge by it."""
 
 from __future__ import annotations
 
@@ -139,6 +142,28 @@ def ratio_interval(base: list[list[float]], new: list[list[float]], resamples: i
                  len(flat_b), len(flat_n), boot)
 
 
+def median_interval(groups: list[list[float]], resamples: int = RESAMPLES,
+                    seed: int = 0) -> tuple[float, float]:
+    """A seeded bootstrap 95% percentile interval of the median of values grouped by launch
+    (`boot_medians`: launches first, then values within each), as `ratio_interval`
+    resamples each side."""
+    import numpy as np
+
+    boot = boot_medians(groups, np.random.default_rng(seed), resamples)
+    low, high = np.percentile(boot, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def median_abs_error(errors: Sequence[float]) -> float:
+    """The median of the errors' absolute values (a model's % off published figures);
+    a missing error is left out, none at all is NaN."""
+    import numpy as np
+
+    values = np.abs(np.asarray(errors, dtype=float))
+    values = values[~np.isnan(values)]
+    return float(np.median(values)) if len(values) else math.nan
+
+
 def direction_p(speed_boot, threshold: float) -> float:
     """The two-sided bootstrap p-value of a direction beyond the threshold: twice the share
     of resampled speeds (new / base performance) on the wrong side of the bound, for the
@@ -174,10 +199,11 @@ def holm(pvalues: list[float], alpha: float = ALPHA) -> list[bool]:
     return rejected
 
 
-def verdict(speed_low: float | None, speed_high: float | None, threshold: float,
-            n_launches: int = MIN_LAUNCHES, holm_rejects: bool = True) -> str:
-    """The one verdict rule (`benchlib compare` and notebook 90): slower / faster / no
-    change / inconclusive for a 95% speed interval (new / base performance, > 1 faster)
+def direction_verdict(speed_low: float | None, speed_high: float | None, threshold: float,
+                      n_launches: int = MIN_LAUNCHES, holm_rejects: bool = True) -> str:
+    """The direction a 95% speed interval supports, the one verdict rule (`benchlib
+    compare` and notebook 90): slower / faster / no change / inconclusive for a 95% speed
+    interval (new / base performance, > 1 faster)
     over independent launches. A direction only when the interval excludes 1 and clears
     the threshold and, among comparisons judged together, `holm` rejects this one
     (`holm_rejects`; a lone comparison is a family of one: True); None bounds (too few
@@ -229,68 +255,7 @@ def against_target(values: Sequence[float], target: float) -> str:
     return "pass" if reached == len(found) else "fail" if reached == 0 else "launches disagree"
 
 
-# ---------------------------------------------------------------- shares of a step
-
 # The steady rate (timed steps) over the whole-epoch rate (every step, start-up included)
 # beyond which the steady rate hides the start-up (DESIGN rule 11): a record, a sentence and
 # a verdict built on the steady rate then say so, and no speedup is taken from it.
 STARTUP_GAP = 2.0
-
-
-def _resampled_steps(n: int, resamples: int, seed: int):
-    import numpy as np
-
-    return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
-
-
-def share_interval(parts: Sequence[float], wholes: Sequence[float], resamples: int = RESAMPLES,
-                   seed: int = 0) -> tuple[float, float, float]:
-    """(share, low, high): sum(parts) / sum(wholes) over the steps of a window (the data
-    wait over the step time, say), with a seeded bootstrap 95% interval, the steps
-    resampled; from fewer than MIN_FOR_CI steps, the range of the steps' own shares."""
-    import numpy as np
-
-    part, whole = np.asarray(parts, dtype=float), np.asarray(wholes, dtype=float)
-    if not len(whole) or whole.sum() <= 0:
-        return (math.nan, math.nan, math.nan)
-    share = float(part.sum() / whole.sum())
-    if len(whole) < MIN_FOR_CI:
-        each = part[whole > 0] / whole[whole > 0]
-        return (share, float(min(each.min(), share)), float(max(each.max(), share)))
-    pick = _resampled_steps(len(whole), resamples, seed)
-    boot = part[pick].sum(axis=1) / np.maximum(whole[pick].sum(axis=1), 1e-12)
-    low, high = np.quantile(boot, [0.025, 0.975])
-    return (share, float(min(low, share)), float(max(high, share)))
-
-
-def skew_interval(own: Sequence[Sequence[float]], resamples: int = RESAMPLES,
-                  seed: int = 0) -> tuple[int, float, float, float]:
-    """(slowest rank, skew, low, high): the slowest rank's mean time a step over the median
-    of the other ranks' means (each rank's own work: its step less the all-reduce time it
-    waited), with a seeded bootstrap 95% interval, the steps resampled together on every
-    rank (step i of every rank is one synchronous step); ranks with fewer steps cut the
-    others to theirs. From fewer than MIN_FOR_CI steps, the range of the steps' own skews."""
-    import numpy as np
-
-    steps = min(len(r) for r in own)
-    a = np.asarray([list(r)[:steps] for r in own], dtype=float)  # ranks x steps
-    if len(a) < 2 or steps == 0:
-        return (0, math.nan, math.nan, math.nan)
-    slowest = int(np.argmax(a.mean(axis=1)))
-    others = np.delete(a, slowest, axis=0)
-
-    def ratio(mine, theirs):  # any work of the slowest stands out against ranks that only waited
-        return np.where(theirs > 0, mine / np.maximum(theirs, 1e-12),
-                        np.where(mine > 0, np.inf, 1.0))
-
-    skew = float(ratio(a[slowest].mean(), np.median(others.mean(axis=1))))
-    if not math.isfinite(skew):
-        return (slowest, skew, skew, skew)
-    if steps < MIN_FOR_CI:
-        each = ratio(a[slowest], np.median(others, axis=0))
-        return (slowest, skew, float(min(each.min(), skew)), float(max(each.max(), skew)))
-    pick = _resampled_steps(steps, resamples, seed)
-    mine = a[slowest][pick].mean(axis=1)
-    theirs = np.median(others[:, pick].mean(axis=2), axis=0)
-    low, high = np.quantile(ratio(mine, theirs), [0.025, 0.975])
-    return (slowest, skew, float(min(low, skew)), float(max(high, skew)))

@@ -17,7 +17,7 @@ so (`window_prefetched_only`): no input verdict is drawn from that window.
 Each share of a step (waiting for data, the all-reduce nothing hid, the rank's own
 compute) and the slowest rank's skew carry their spread: a 95% bootstrap interval over the
 window's steps on each rank, widened to the lowest and highest rank, then to every epoch
-(benchlib.core.stats.share_interval, skew_interval)."""
+(benchlib.core.intervals.share_interval, skew_interval)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ import math
 import statistics
 from typing import Any
 
-from benchlib.core.stats import STARTUP_GAP, share_interval, skew_interval, summarize
+from benchlib.core.intervals import share_interval, skew_interval
+from benchlib.core.stats import STARTUP_GAP, summarize
 from benchlib.core.timing import WINDOW
 from benchlib.errors import ConfigError
 

@@ -211,7 +211,7 @@ def _evidence(record: dict[str, Any], part: dict[str, Share | None], skewed) -> 
 
 
 def _rules(record: dict[str, Any], part: dict[str, Share | None], skewed) -> list[tuple]:
-    """(verdict, state, its borderline partner or None) of each rule, in order."""
+    """(bottleneck, state, its borderline partner or None) of each rule, in order."""
     m = record.get("metrics") or {}
     busy = bool((record.get("host_load") or {}).get("busy"))
     unknown = bool(m.get("comm_unknown"))
@@ -242,7 +242,7 @@ def _rules(record: dict[str, Any], part: dict[str, Share | None], skewed) -> lis
     ]
 
 
-def verdict(rules: list[tuple]) -> tuple[str, str]:
+def first_bottleneck(rules: list[tuple]) -> tuple[str, str]:
     """(bottleneck, the rule it came from): the first rule that holds; where the first
     that does not fail straddles its threshold, 'borderline: X or Y'."""
     live = [(name, state, partner) for name, state, partner in rules if state != FAILS]
@@ -261,12 +261,12 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
     m, p = record.get("metrics") or {}, record.get("params") or {}
     part, skewed = shares(m), skew_of(record)
     rules = _rules(record, part, skewed)
-    bottleneck, rule = verdict(rules)
+    bottleneck, rule = first_bottleneck(rules)
     d = Diagnosis(record.get("run_id", "?"), bottleneck, _evidence(record, part, skewed))
     if bottleneck.startswith("borderline"):
         d.advice = _borderline_advice(rule, part, skewed, m)
     elif rule == "host-contended":
-        rest, _ = verdict(rules[1:])
+        rest, _ = first_bottleneck(rules[1:])
         d.advice = ("rerun on a quiet host (or a node of its own: sbatch --exclusive); its "
                     f"figures alone would read {rest}, which the contention may have made")
     elif rule == "start-up-bound":

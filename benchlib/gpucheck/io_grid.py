@@ -30,7 +30,7 @@ from typing import Any
 
 from benchlib import atomic
 from benchlib.cli.main import main as benchlib_cli
-from benchlib.core.stats import DEFAULT_THRESHOLD, ratio_interval, summarize, verdict
+from benchlib.core.stats import DEFAULT_THRESHOLD, direction_verdict, ratio_interval, summarize
 
 
 def parser() -> argparse.ArgumentParser:
@@ -89,7 +89,7 @@ def summary(launches: list[list[dict[str, Any]]]) -> dict[str, Any]:
         n = min(len(values[base]), len(values[(variant, setting)]))
         out["ab"].append({"new": variant, "base": variants[0], "setting": setting,
                           "ratio": r.ratio, "low": r.low, "high": r.high, "launches": n,
-                          "verdict": verdict(r.low, r.high, DEFAULT_THRESHOLD, n)})
+                          "verdict": direction_verdict(r.low, r.high, DEFAULT_THRESHOLD, n)})
     return out
 
 

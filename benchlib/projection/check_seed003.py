@@ -36,6 +36,8 @@ import numpy as np
 import pandas as pd
 
 from benchlib import reference
+from benchlib.core.intervals import cluster_median_interval, paired_median_difference
+from benchlib.core.stats import median_abs_error
 from benchlib.projection.scaling import MODEL_PARAMS, Inputs, project
 
 # ---- the frozen design: set before scoring, not to be tuned on any printed score
@@ -191,38 +193,26 @@ def check_dlperf(inter_busbw_gbps: float = INTER_BUSBW_GBPS, pooled: bool = True
     return predict_cells(df, inter_busbw_gbps, aggregate, pooled)
 
 
-def median_abs_error(table: pd.DataFrame, column: str = "error_%") -> float:
-    return float(table[column].abs().median())
+def fits(table: pd.DataFrame, column: str = "error_%") -> list:
+    """The cells' `column` per framework x batch fit: a fit's 16- and 32-GPU cells share
+    it, so they are not independent, and a bootstrap resamples them together
+    (core.intervals.cluster_median_interval)."""
+    return [g[column].to_numpy() for _, g in table.groupby(["framework", "batch"])]
 
 
-def bootstrap_interval(table: pd.DataFrame, column: str = "error_%",
-                       draws: int = BOOTSTRAP_DRAWS, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
-    """95% interval of the median absolute error, resampling whole framework x batch fits
-    (their 16- and 32-GPU cells share one fit, so they are not independent)."""
-    groups = [g[column].abs().to_numpy() for _, g in table.groupby(["framework", "batch"])]
-    rng = np.random.default_rng(seed)
-    medians = [np.median(np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))]))
-               for _ in range(draws)]
-    low, high = np.percentile(medians, [2.5, 97.5])
-    return float(low), float(high)
+def error_interval(table: pd.DataFrame, column: str = "error_%") -> tuple[float, float]:
+    """95% interval of the cells' median absolute error (`column`), whole fits resampled."""
+    return cluster_median_interval(fits(table, column), BOOTSTRAP_DRAWS, BOOTSTRAP_SEED)
 
 
-def paired_difference(table: pd.DataFrame, draws: int = BOOTSTRAP_DRAWS,
-                      seed: int = BOOTSTRAP_SEED) -> tuple[float, float, float]:
+def paired_difference(table: pd.DataFrame) -> tuple[float, float, float]:
     """(model's median absolute error less naive's, and its 95% interval) in percentage
-    points, by a paired bootstrap: the same framework x batch fits are resampled for both,
-    so a cell that is hard for one is hard for the other too. Below 0: the model is better."""
-    groups = [(np.abs(g["error_%"].to_numpy()), np.abs(g["naive_error_%"].to_numpy()))
-              for _, g in table.groupby(["framework", "batch"])]
-    rng = np.random.default_rng(seed)
-    diffs = []
-    for _ in range(draws):
-        picked = [groups[i] for i in rng.integers(0, len(groups), len(groups))]
-        diffs.append(np.median(np.concatenate([m for m, _ in picked]))
-                     - np.median(np.concatenate([b for _, b in picked])))
-    low, high = np.percentile(diffs, [2.5, 97.5])
-    diff = median_abs_error(table) - median_abs_error(table, "naive_error_%")
-    return diff, float(low), float(high)
+    points, by a paired bootstrap over the fits (core.intervals.paired_median_difference).
+    Below 0: the model is better."""
+    pairs = list(zip(fits(table), fits(table, "naive_error_%")))
+    low, high = paired_median_difference(pairs, BOOTSTRAP_DRAWS, BOOTSTRAP_SEED)
+    diff = median_abs_error(table["error_%"]) - median_abs_error(table["naive_error_%"])
+    return diff, low, high
 
 
 def beats_naive(table: pd.DataFrame) -> str:
@@ -247,7 +237,7 @@ def leave_one_framework_out(df: pd.DataFrame) -> pd.DataFrame:
     for framework in sorted(tables[grid[0]]["framework"].unique()):
         def others_error(choice, framework=framework):
             t = tables[choice]
-            return median_abs_error(t[t["framework"] != framework])
+            return median_abs_error(t.loc[t["framework"] != framework, "error_%"])
         choice = min(grid, key=others_error)
         t = tables[choice]
         held.append(t[t["framework"] == framework].assign(cap_aggregate=choice[0],
@@ -264,8 +254,8 @@ def out_of_sample(inter_busbw_gbps: float = INTER_BUSBW_GBPS) -> pd.DataFrame:
 
 
 def by_framework(table: pd.DataFrame) -> pd.DataFrame:
-    rows = [{"framework": fw, "cells": len(g), "model_%": round(median_abs_error(g), 1),
-             "naive_%": round(median_abs_error(g, "naive_error_%"), 1),
+    rows = [{"framework": fw, "cells": len(g), "model_%": round(median_abs_error(g["error_%"]), 1),
+             "naive_%": round(median_abs_error(g["naive_error_%"]), 1),
              "model_worst_%": round(float(g["error_%"].abs().max()), 1)}
             for fw, g in table.groupby("framework")]
     return pd.DataFrame(rows)
@@ -275,8 +265,8 @@ def summary(name: str, table: pd.DataFrame) -> str:
     """One line: the metric for the model and the naive baseline, each with its cluster
     bootstrap interval, whether the model beats the baseline (by the paired interval of
     the difference), whether the target holds."""
-    model, base = median_abs_error(table), median_abs_error(table, "naive_error_%")
-    (m_low, m_high), (b_low, b_high) = (bootstrap_interval(table, c) for c in ("error_%", "naive_error_%"))
+    model, base = median_abs_error(table["error_%"]), median_abs_error(table["naive_error_%"])
+    (m_low, m_high), (b_low, b_high) = (error_interval(table, c) for c in ("error_%", "naive_error_%"))
     return (f"{name}, {len(table)} cells: model {model:.1f}% (95% CI {m_low:.1f}-{m_high:.1f}%), "
             f"naive {base:.1f}% (95% CI {b_low:.1f}-{b_high:.1f}%); {beats_naive(table)}; "
             f"{TARGET_PCT:g}% target {'holds' if model <= TARGET_PCT else 'missed'}")

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from benchlib import reference
+from benchlib.core.stats import median_abs_error
 from benchlib.projection.scaling import Inputs, flops_per_token, step_terms
 
 # ---- the frozen design: set before scoring, not to be tuned on any printed score
@@ -94,10 +95,6 @@ def check_torchtitan(overlap: float = OVERLAP,
     return out
 
 
-def median_abs_error(table: pd.DataFrame, column: str = "error_%") -> float:
-    return float(table[column].abs().median())
-
-
 def implied_mfu(tokens_per_s: float, seq_len: int) -> float:
     """MFU of a published row by the PaLM FLOPs per token (N without the input embedding,
     as torchtitan counts it), against H100 SXM's bf16 peak."""
@@ -108,7 +105,7 @@ def implied_mfu(tokens_per_s: float, seq_len: int) -> float:
 def sensitivity() -> pd.DataFrame:
     """The median absolute error with one design choice changed at a time."""
     rows = [{"changed": f"{name}={value:g}",
-             "median_abs_error_%": median_abs_error(check_torchtitan(**{name: value}))}
+             "median_abs_error_%": median_abs_error(check_torchtitan(**{name: value})["error_%"])}
             for name, values in SENSITIVITY.items() for value in values]
     return pd.DataFrame(rows)
 
@@ -148,7 +145,7 @@ def plausible_range() -> tuple[float, float]:
     assumptions nobody measured (PLAUSIBLE's corners and the design's own values)."""
     overlaps = sorted({*PLAUSIBLE["overlap"], OVERLAP})
     links = sorted({*PLAUSIBLE["inter_busbw_gbps"], INTER_BUSBW_GBPS})
-    errors = [median_abs_error(check_torchtitan(overlap=o, inter_busbw_gbps=bw))
+    errors = [median_abs_error(check_torchtitan(overlap=o, inter_busbw_gbps=bw)["error_%"])
               for o in overlaps for bw in links]
     return min(errors), max(errors)
 
@@ -158,8 +155,8 @@ def summary(table: pd.DataFrame) -> str:
     range: one figure at assumed values is not a finding."""
     low, high = plausible_range()
     (o_low, o_high), (b_low, b_high) = PLAUSIBLE["overlap"], PLAUSIBLE["inter_busbw_gbps"]
-    return (f"torchtitan Llama 3.1 8B, {len(table)} cells: model {median_abs_error(table):.1f}% "
+    return (f"torchtitan Llama 3.1 8B, {len(table)} cells: model {median_abs_error(table['error_%']):.1f}% "
             f"median absolute error at the design's assumptions (overlap {OVERLAP:g}, "
             f"{INTER_BUSBW_GBPS:g} GB/s between nodes), {low:.1f}% to {high:.1f}% over overlap "
             f"{o_low:g}-{o_high:g} and {b_low:g}-{b_high:g} GB/s, neither measured here; naive "
-            f"{median_abs_error(table, 'naive_error_%'):.1f}%")
+            f"{median_abs_error(table['naive_error_%']):.1f}%")

@@ -10,7 +10,8 @@ A notebook does not write its own record. It hands its metrics to `publish()`; t
 sweep that ran it adds the parameters, the environment, the times, the status and the
 executed notebook's path, and writes the record in one rename. A notebook that raised
 still gets a record, with status "failed" and the error. The record files are read back
-(checked, version 1 upgraded) by records/read.py; its names are importable from here too.
+(checked, versions 1 and 2 upgraded) by benchlib.records.read; its names are importable
+from here too.
 """
 
 from __future__ import annotations

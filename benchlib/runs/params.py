@@ -13,8 +13,9 @@ One study per file:
 or several under `studies:` (a list of the above). `study:` is the older spelling of
 `name:`, still read; a record's own `study` is the study its notebook belongs to.
 Every row is checked against the parameters the notebook declares (names and types, read
-by papermill) and against the study's config class (ranges and choices) named in the
-notebook's metadata.
+by papermill) and against the study's config class (ranges and choices): the one its
+registry entry names (benchlib.config.studies), or for a notebook of one's own the one its
+metadata names (`benchlib: {config: ...}`).
 """
 
 from __future__ import annotations

@@ -138,7 +138,7 @@ def figures(cfg: CompileConfig, launched: list[dict[str, Any]],
         "eager_first_steps_s": eager_first,
         "speedup": speed.ratio, "speedup_ci95_low": speed.low, "speedup_ci95_high": speed.high,
         "speedup_range_low": speed.range_low, "speedup_range_high": speed.range_high,
-        "speedup_verdict": stats.verdict(speed.low, speed.high, stats.DEFAULT_THRESHOLD, n),
+        "speedup_verdict": stats.direction_verdict(speed.low, speed.high, stats.DEFAULT_THRESHOLD, n),
         "break_even_steps": be.steps, "break_even_low": be.low, "break_even_high": be.high,
         "break_even_n": be.n, "saved_s_per_step": be.saved_s,
         "pays_off": "never" if math.isinf(be.steps) else "maybe never"

@@ -24,8 +24,9 @@ from benchlib import paths
 from benchlib.config import SingleDeviceIoConfig
 from benchlib.config.choices import IO_MODELS
 from benchlib.core import envinfo, loops, progress
+from benchlib.core.intervals import share_interval
 from benchlib.core.models import build_model, describe_model, training_flops
-from benchlib.core.stats import share_interval, summarize
+from benchlib.core.stats import summarize
 from benchlib.core.throughput import startup_text, window_figures
 from benchlib.data import storage
 from benchlib.distributed.device import check_device, device_for

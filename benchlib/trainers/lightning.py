@@ -236,8 +236,9 @@ def fit(args: argparse.Namespace, where: Layout, cuda: bool, on_failure: OnFailu
         job.check(args.model)
     model = job.model
     flops = job.flop_figures()
-    # fp32 means fp32, as in benchlib.trainer: PyTorch's default runs cuDNN convolutions in
-    # TF32, which made Lightning look 1.8x faster than the DDP trainer on one H100
+    # fp32 means fp32, as in the DDP trainer's step (benchlib.core.loops.Stepper): PyTorch's
+    # default runs cuDNN convolutions in TF32, which made Lightning look 1.8x faster than
+    # the DDP trainer on one H100
     loops.set_matmul_precision("fp32")
     module = BenchModule(model, make_loader_factory(args, job), args.lr, args.momentum,
                          args.fail_at_step, args.fail_rank, job.objective)

@@ -44,8 +44,10 @@ from benchlib.distributed.group import barrier_and_destroy, init
 from benchlib.errors import PREEMPTED_EXIT_CODE, BenchlibError, ConfigError, Preempted
 from benchlib.launch import protocol
 
-# Faults the tests inject through the environment (never through the user-facing flags):
-# rank 1 aborts once inside init (a path marks that it did), or after the result is written.
+# Faults tests/test_launch.py injects through the environment (never through the
+# user-facing flags): rank 1 aborts once just before joining the process group, as a crash
+# inside init would (a path marks that it did: `Plain.work`), or after the result is
+# written (`run_rank`).
 ABORT_IN_INIT_ONCE = "BENCHLIB_TEST_ABORT_IN_INIT_ONCE"
 ABORT_AT_EXIT = "BENCHLIB_TEST_ABORT_AT_EXIT"
 

@@ -10,7 +10,7 @@ record of the row in the set is a launch (`sweep --force --label SAME` adds one)
 notebook 30's epochs are grouped by the launch (`repeat`) they came from. With fewer
 than 5 values on a side there is no interval: the range of possible ratios is shown
 with n, and the verdict is inconclusive. The verdict is the rule notebook 90 uses too
-(benchlib.core.stats.verdict).
+(benchlib.core.stats.direction_verdict).
 
 The verdict is on speed (new performance / base: the ratio for a metric where higher is
 better, its inverse where lower is): `slower` when the whole interval lies below
@@ -25,7 +25,7 @@ direction in identical data far more often than 5% of the time. So the compariso
 can get a direction (5+ launches a side) are one family: each gets a bootstrap p-value
 (core.stats.direction_p, the share of resampled speeds on the wrong side of the
 bound, the percentile interval read the other way), and a direction stands only where
-Holm's step-down at a family-wise alpha of 0.05 rejects it (intervals.holm); a row whose
+Holm's step-down at a family-wise alpha of 0.05 rejects it (core.stats.holm); a row whose
 95% interval clears the threshold but fails the correction is `inconclusive`. The
 verdict column is the corrected one, and the exit status counts its `slower` rows: what
 is shown is what fails the call. One comparison is a family of one: the 95% rule.
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# default_pair, env_diff and launches are also read from here (compare.default_pair, ...)
+# default_pair, env_diff and launches are also read from here (changes.default_pair, ...)
 from benchlib.compare.sets import (
     Reader,
     ResultSet,
@@ -65,10 +65,10 @@ from benchlib.core.stats import (
     RESAMPLES,
     Ratio,
     direction_p,
+    direction_verdict,
     holm,
     ratio_interval,
     resamples_for,
-    verdict,
 )
 from benchlib.errors import UsageError
 from benchlib.records import results
@@ -212,7 +212,7 @@ def _metric_row(key: str, name: str, b_recs: list[dict[str, Any]], b_vals: list[
         "speed": speed, "speed_low": s_lo, "speed_high": s_hi,
         # the direction's p-value, before the correction; None: not tested for one
         "p": direction_p(r.boot if up else 1 / r.boot, threshold) if tested else None,
-        "verdict": verdict(s_lo, s_hi, threshold, n_launches),
+        "verdict": direction_verdict(s_lo, s_hi, threshold, n_launches),
         "why": _why(r, s_lo, s_hi, threshold, n_launches),
         "key": key,
     }
@@ -224,7 +224,7 @@ def _correct(out: list[dict[str, Any]], threshold: float) -> None:
     tested = [row for row in out if row["p"] is not None]
     for row, rejects in zip(tested, holm([row["p"] for row in tested], ALPHA)):
         before = row["verdict"]
-        row["verdict"] = verdict(row["speed_low"], row["speed_high"], threshold,
+        row["verdict"] = direction_verdict(row["speed_low"], row["speed_high"], threshold,
                                  MIN_LAUNCHES, rejects)
         if row["verdict"] != before:
             row["why"] = f"not after Holm, p={row['p']:.2g}"
@@ -279,7 +279,7 @@ def _why(r: Ratio, low: float | None, high: float | None, threshold: float,
         return f"n<{MIN_FOR_CI}"
     if n_launches < MIN_LAUNCHES:
         return f"{n_launches} launch{'es' if n_launches != 1 else ''}"
-    return "spans threshold" if verdict(low, high, threshold, n_launches) == "inconclusive" else ""
+    return "spans threshold" if direction_verdict(low, high, threshold, n_launches) == "inconclusive" else ""
 
 
 def _has(records: list[dict[str, Any]], metric: str) -> bool:
