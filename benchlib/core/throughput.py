@@ -37,6 +37,13 @@ SHARES = ("data_share", "comm_share", "compute_share", "rank_skew")
 MAX_BLOCKS = 500  # a long window is resampled in this many blocks of consecutive steps
 
 
+def window_start(warmup_steps: int, prefetched: int, steps: int) -> int:
+    """The first timed step of an epoch of `steps`: past the warm-up and, where a step is
+    left after them, past the batches the workers prefetched at start-up. samples/s, the
+    energy meter and the utilisation sampler all open their window here."""
+    return prefetched if warmup_steps < prefetched < steps else warmup_steps
+
+
 def rank_share(samples: list[int], data_s: list[float], compute_s: list[float],
                epoch_s: float, loss_last: float, warmup_steps: int,
                waits: list[float] | None = None, prefetched: int = 0) -> dict[str, Any]:
@@ -48,7 +55,7 @@ def rank_share(samples: list[int], data_s: list[float], compute_s: list[float],
     warm-up is extended past them where a step is left after them. Refuses a warm-up that
     leaves no timed step."""
     steps = len(samples)
-    w = prefetched if warmup_steps < prefetched < steps else warmup_steps
+    w = window_start(warmup_steps, prefetched, steps)
     if steps <= w:
         raise ConfigError("warmup_steps", f"{warmup_steps} leaves no timed step of the "
                                           f"{steps} this epoch had")

@@ -149,6 +149,16 @@ def _compile_figures(args: argparse.Namespace, env: DistEnv, job: Job, model: nn
                             if job.objective.labels_kw else m(b))
 
 
+def _steps_an_epoch(loader, max_steps: int | None) -> float:
+    """The steps an epoch will take: the loader's length, capped by `max_steps` (a loader
+    without a length: unknown, inf)."""
+    try:
+        steps = float(len(loader))
+    except TypeError:
+        steps = float("inf")
+    return min(steps, max_steps) if max_steps else steps
+
+
 def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
     if device.type != "cuda":  # libraries' code loaded on first use: not the model's bytes
         memory.warm_kernels()
@@ -198,12 +208,14 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     meter.start()
     cpu_start = time.process_time()  # this rank's CPU seconds: a figure that holds under load
     epochs, window_samples, steps_s = [], 0, []
+    # the energy window opens where samples/s's does: past the prefetched batches too
+    timed_from = throughput.window_start(args.warmup_steps, prefetched,
+                                         _steps_an_epoch(loader, args.max_steps))
     for epoch in range(args.epochs):
         if sampler is not None:
             sampler.set_epoch(epoch)
-        times = loops.run_epoch(loader, step, args.warmup_steps,
-                                max_steps=args.max_steps or None, on_step=on_step,
-                                on_timed=meter.timed)
+        times = loops.run_epoch(loader, step, timed_from, max_steps=args.max_steps or None,
+                                on_step=on_step, on_timed=meter.timed)
         meter.untimed()  # the window's energy ends with its last step, before any save
         waits = comm.epoch_waits(len(times.samples)) if comm is not None else None
         if saves is not None:
@@ -245,6 +257,8 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         **flops,  # flops_per_sample; for tokens per token, and the two counts' ratio
         **utilisation,
         **energy.run_figures(ranks, sum(r["samples"] for r in ranks)),
+        # the samples the energy and utilisation window saw: samples/s's window's own
+        "energy_window_samples": sum(r["samples"] for r in ranks),
         **own,  # rank 0's all-reduce per step, and the part of it nothing hid
         **saved,  # what the checkpoints cost: benchlib.core.checkpoint_cost
         **comm_timer.unknown(args.strategy, env.world_size, comm),
