@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader
 from benchlib import atomic, paths
 from benchlib.config.choices import SYNTHETIC_STEPS
 from benchlib.config.performance import check_compile_device, compile_mode, compiled
-from benchlib.core import compiler, delays, energy, envinfo, loops, memory, throughput
+from benchlib.core import compiler, delays, energy, envinfo, hostload, loops, memory, throughput
 from benchlib.distributed import comm_timer, fsdp
 from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
@@ -201,6 +201,10 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     meter = energy.EnergyMeter(uuids, lambda: [torch.cuda.synchronize(i) for i in my_gpus])
     utilisation_thread = energy.UtilisationSampler(uuids if env.rank == 0 else [], meter)
     utilisation_thread.start()
+    # what else ran on this host's cores meanwhile (rank 0's host, the run's own left out)
+    contention = hostload.Contention(lambda: meter.in_timed) if env.rank == 0 else None
+    if contention is not None:
+        contention.start()
     # the training window's peak, and where it went; the model's own bytes are above what
     # the process held before the model was built (on the CPU: the interpreter, the data)
     peak = memory.PeakMemory(device, job.rss_before_model if device.type != "cuda" else 0)
@@ -232,6 +236,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     peaks = peak.read()
     saved = saves.finish() if saves is not None else {}  # the saves, then the restores
     utilisation = utilisation_thread.stop()
+    shared = contention.stop() if contention is not None else {}
     own = comm.figures(args.warmup_steps) if comm is not None else {}
     compile_metrics, compile_details = _compile_figures(args, env, job, model, device, cache)
     traced = {"trace_dir": _trace(args, env, loader, sampler, step)} if args.export_trace else {}
@@ -256,6 +261,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         "threads_per_rank": torch.get_num_threads(),
         **flops,  # flops_per_sample; for tokens per token, and the two counts' ratio
         **utilisation,
+        **shared,  # other tasks runnable on rank 0's cores during the timed steps
         **energy.run_figures(ranks, sum(r["samples"] for r in ranks)),
         # the samples the energy and utilisation window saw: samples/s's window's own
         "energy_window_samples": sum(r["samples"] for r in ranks),
