@@ -226,7 +226,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
             saves.end_epoch(times, args.warmup_steps)
         mine = throughput.rank_share(times.samples, times.data_s, times.compute_s,
                                      times.epoch_s, times.loss_last, args.warmup_steps,
-                                     waits, prefetched)
+                                     waits, prefetched, times.forward_s, times.backward_s)
         epochs.append({"epoch": epoch, **throughput.across_ranks(gather_objects(mine), env.rank)})
         window_samples += sum(times.timed()[2])  # the samples the energy window saw
         if epoch == 0:  # every step, the warm-up ones too: where a compile's time goes
