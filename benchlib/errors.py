@@ -54,6 +54,11 @@ class LaunchError(BenchlibError):
         return PREEMPTED_EXIT_CODE if self.exit_code == PREEMPTED_EXIT_CODE else 1
 
 
+class CheckpointError(BenchlibError):
+    """A save that failed (a full disk, a quota, a write error): the message names the
+    path, and for want of space the bytes the save needed and the space free."""
+
+
 class RankError(BenchlibError):
     """A rank found its run in a state it cannot go on from (placed at another rank than
     the launcher said, a local rank it started failed, a collective gave a wrong sum)."""

@@ -201,3 +201,77 @@ def test_pinned_saves_go_on_where_torchs_stager_serves_one_save(tmp_path, monkey
     assert found.step == 3 and s.restore(found, model, opt) == {"position": {"step": 3}}
     assert torch.all(model.weight == 3)
     s.close()
+
+
+# ---------------------------------------------------------------- a disk that fills
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 12 MiB tmpfs: room for one 8 MiB checkpoint, not for two. Mounting needs root
+    (CI and this project's machines run the tests as root)."""
+    if os.geteuid() != 0:
+        pytest.skip("a small filesystem that fills needs root to mount (tmpfs)")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12m", "tmpfs", str(disk)], check=True)
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def _trained(weight: float):
+    """A 1024x1024 layer after one SGD step with momentum: 8 MiB of state."""
+    model = torch.nn.Linear(1024, 1024, bias=False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.ones(2, 1024)).sum().backward()
+    opt.step()
+    with torch.no_grad():
+        model.weight.fill_(weight)
+    return model, opt
+
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled:UserWarning")
+@pytest.mark.parametrize("mode", ["torch_save", "dcp", "dcp_async"])
+def test_a_save_that_fills_the_disk_says_why_and_leaves_the_last_complete_one(small_disk, mode):
+    """The second 8 MiB save into 12 MiB: one line naming the path, the bytes the save
+    needed and those free; its partial checkpoint removed, so the first is still the
+    newest, restores, and the folder takes a new start (before: torch.save's `[enforce
+    fail at inline_container.cc:672] unexpected pos`, DCP's CheckpointException, and a
+    half folder that made the next start refuse with "No space left on device")."""
+    from benchlib.errors import CheckpointError
+    from benchlib.trainers.saver import Saver
+
+    model, opt = _trained(1.0)
+    s = Saver(mode, small_disk)
+    s.save(1, model, opt, {"position": {"step": 1}}, {"step": 1})
+    s.wait()
+    with torch.no_grad():
+        model.weight.fill_(2.0)
+    with pytest.raises(CheckpointError) as failed:
+        s.save(2, model, opt, {"position": {"step": 2}}, {"step": 2})
+        s.wait()  # an asynchronous save fails where it is settled
+    message = str(failed.value)
+    assert "\n" not in message and f"step 2 to {small_disk}/step-00000002" in message
+    assert "no space left: it needs about 8.0 MiB" in message and "MiB are free there" in message
+    assert "step 1's stays the newest" in message
+    assert [p.name for p in small_disk.iterdir() if "00000002" in p.name or
+            p.name.startswith(".step-")] == []
+    found = checkpoint.latest(small_disk)
+    assert found.step == 1
+    s.restore(found, model, opt)
+    assert model.weight.eq(1.0).all()
+    assert checkpoint.check_writable(small_disk) == small_disk
+
+
+def test_a_start_on_a_disk_filled_by_a_killed_save_removes_it_and_goes_on(small_disk):
+    """A save killed mid-write (no sidecar) that filled the disk: the next start's write
+    check removes it (never a complete checkpoint) instead of refusing the folder."""
+    partial = small_disk / "step-00000006"
+    partial.mkdir()
+    with open(partial / "__0_0.distcp", "wb") as f:
+        with pytest.raises(OSError):
+            f.write(b"\0" * (13 << 20))
+            f.flush()
+    assert checkpoint.check_writable(small_disk) == small_disk and not partial.exists()

@@ -181,21 +181,22 @@ def test_fault_tolerance_measures_steps_redone_and_splits_recovery_time():
 
 def test_fault_tolerance_says_what_each_mode_cost_and_how_often_to_save():
     """Two modes of one run: each save's stall with its spread, when it was durable, the
-    restore, and the interval Young/Daly gives for the row's MTBF; older records, which
+    restore, and the interval Daly's form gives for the row's MTBF (an asynchronous save
+    charged the steps its write slowed); older records, which
     measured no save's figures, add no line."""
     cost = {"checkpoint_bytes": 32e6, "checkpoint_blocking_s_n": 5.0, "restore_s": 0.6,
             "mtbf": "12h", "goodput_at_own_interval": 0.951}
     rows = [fault_row(checkpoint="torch_save", checkpoint_blocking_s=0.9, checkpoint_blocking_s_p10=0.8,
                       checkpoint_blocking_s_p90=1.1, checkpoint_total_s=0.9,
-                      young_daly_interval_s=278.8, goodput_at_young_daly=0.9937, **cost),
+                      checkpoint_cost_s=0.9, daly_interval_s=278.8, goodput_at_daly=0.9937, **cost),
             fault_row(checkpoint="dcp_async", checkpoint_blocking_s=0.1, checkpoint_blocking_s_p10=0.08,
                       checkpoint_blocking_s_p90=0.2, checkpoint_total_s=0.7,
-                      young_daly_interval_s=92.9, goodput_at_young_daly=0.9978, **cost)]
+                      checkpoint_cost_s=0.4, daly_interval_s=185.9, goodput_at_daly=0.9958, **cost)]
     text = fault_tolerance.conclusions(fault_tolerance.runs(records(rows)))
     assert ("- dcp_async, 2 ranks, 32.0 MB a checkpoint: a save stalled training **0.1 s** "
             "(p10-p90 0.08-0.2, 5 saves), durable after 0.7 s, restored in 0.6 s; for an MTBF of "
-            "12h, save every 93 s of training (Young/Daly): goodput 99.78%, against 95.10% at "
-            "this run's interval.") in text
+            "12h, save every 186 s of training (Daly), charged 0.4 s a save with the steps its "
+            "write slowed: goodput 99.58%, against 95.10% at this run's interval.") in text
     assert "- torch_save, 2 ranks, 32.0 MB a checkpoint: a save stalled training **0.9 s**" in text
     costs = fault_tolerance.costs(fault_tolerance.runs(records(rows)))
     assert list(costs["checkpoint"]) == ["dcp_async", "torch_save"]  # the cheapest stall first

@@ -153,3 +153,55 @@ def test_utilisation_is_averaged_over_the_timed_window():
     got = sampler.stop()
     assert got["util_window"] == "timed steps" and got["gpu_util_pct"] > 80
     assert got["cpu_util_pct"] is not None
+
+
+def test_the_energy_window_is_the_samples_per_s_window_past_the_prefetched_batches():
+    """4 workers prefetch 8 batches at start-up, more than the 2 warm-up steps: samples/s
+    leaves them out (they came for free), and so must the energy meter, or 6 data-free
+    steps' joules land in J/sample (issue 51: the energy window opened after warmup_steps,
+    samples/s's after the prefetched batches). The trainer opens both at
+    throughput.window_start."""
+    import torch
+
+    from benchlib.core import loops, throughput
+
+    nvml = FakeNvml(VISIBLE)
+    gpu = "GPU-cccc"
+    meter = energy.EnergyMeter([gpu], nvml=nvml)
+    step = loops.Stepper("train", torch.device("cpu"), torch.nn.Linear(4, 3), lr=0.1)
+    batch, steps, warmup, prefetched = 8, 12, 2, 8
+    loader = [(torch.rand(batch, 4), torch.randint(0, 3, (batch,)))] * steps
+    drawn = iter([30.0] * prefetched + [1.5 * batch] * (steps - prefetched))
+
+    def on_step(loss):
+        nvml.joules[gpu] += next(drawn)
+    start = throughput.window_start(warmup, prefetched, steps)
+    meter.start()
+    times = loops.run_epoch(loader, step, start, on_step=on_step, on_timed=meter.timed)
+    meter.untimed()
+    got = meter.stop()
+    mine = throughput.rank_share(times.samples, times.data_s, times.compute_s, times.epoch_s,
+                                 1.0, warmup, prefetched=prefetched)
+    assert start == mine["warmup_excluded"] == 8
+    assert sum(times.timed()[2]) == mine["samples"] == 4 * batch
+    assert energy.run_figures([got], mine["samples"])["energy_j_per_sample"] == pytest.approx(1.5)
+
+
+def test_the_trainer_opens_its_energy_window_where_its_samples_per_s_window_opens(small_data):
+    """The single-process trainer itself, in this process, with 2 workers prefetching 4
+    batches past its 1 warm-up step: the samples its energy and utilisation window saw are
+    those its samples/s was taken over (before, the energy window held 3 steps more)."""
+    import torch
+
+    from benchlib.distributed.env import DistEnv
+    from benchlib.trainers import ddp, ddp_flags
+
+    args = ddp_flags.parser("single").parse_args([
+        "--dataset", "fashion-mnist", "--path", str(small_data), "--model", "toynet",
+        "--batch-size", "50", "--num-workers", "2", "--warmup-steps", "1", "--epochs", "1",
+        "--log-interval", "0"])
+    env = DistEnv(0, 0, 1, 1, 0, "127.0.0.1", 0, "single")
+    out = ddp.train(args, env, torch.device("cpu"), "gloo")
+    [epoch] = out["details"]["epochs"]
+    assert (epoch["steps"], epoch["warmup_excluded"]) == (12, 4)  # 600 samples, 4 prefetched
+    assert out["metrics"]["energy_window_samples"] == (12 - 4) * 50

@@ -34,7 +34,7 @@ def test_a_row_records_the_load_at_start_and_end_and_a_busy_start(tmp_path, outp
                                                                     monkeypatch):
     loads = iter([(9.0, 5.0, 3.0), (1.0, 4.0, 3.0)])  # busy at start, quiet at the end
     monkeypatch.setattr(os, "getloadavg", lambda: next(loads))
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(hostload, "job_cores", lambda: 2)
     [row] = load_plan(write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\n"))
     record = sweep.run_row(row, outputs)
     assert record["status"] == "ok"
@@ -62,3 +62,54 @@ def test_the_report_flags_a_run_started_on_a_busy_host(outputs):
     flag = "busy host: load 3.5 on 2 cores at start"
     assert [flag in r for r in rows if "busy01" in r] == [True]
     assert [flag in r or "busy host" in r for r in rows if "quiet1" in r] == [False]
+
+
+SPIN = "import time\nend = time.time() + 20\nwhile time.time() < end: pass\n"
+
+
+def test_a_runs_contention_counts_other_tasks_on_its_cores_and_leaves_its_own_out(monkeypatch):
+    """Two busy loops on this host's cores during the window, one started by this run's
+    launch (it carries the launch's mark, as its ranks and workers do) and one not: the
+    first is the run's own and never counted, the second is other work and is; a window
+    that is not open samples nothing."""
+    import subprocess
+    import sys
+    import time
+
+    monkeypatch.setenv(hostload.LAUNCH_VAR, "/tmp/this-launch")
+    other = subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True,
+                             env={k: v for k, v in os.environ.items() if k != hostload.LAUNCH_VAR})
+    own = subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True)
+    try:
+        shared = hostload.Contention(lambda: True)
+        assert shared._is_own(own.pid) and not shared._is_own(other.pid)
+        seen = set()
+        for _ in range(20):  # a spinner is runnable nearly always; a few scans catch it
+            seen |= {pid for pid, state in hostload._task_states(shared.cores) if state == "R"}
+            if other.pid in seen and own.pid in seen:
+                break
+            time.sleep(0.05)
+        assert other.pid in seen and own.pid in seen
+        counted = max(shared.sample() for _ in range(5))
+        assert counted >= 1
+        closed = hostload.Contention(lambda: False)
+        closed.start()
+        time.sleep(0.7)
+        assert closed.stop()["host_contention_samples"] == 0
+        opened = hostload.Contention(lambda: True)
+        opened.start()
+        time.sleep(2.0)
+        figures = opened.stop()
+        assert figures["host_contention_samples"] >= 2 and figures["host_others_running"] >= 0.5
+        assert figures["host_cores"] == hostload.job_cores()
+    finally:
+        for p in (own, other):
+            p.kill()
+            p.wait()
+
+
+def test_contention_is_judged_per_core_the_job_may_use():
+    assert hostload.state(1.0, 2) == "contended" and hostload.state(0.6, 2) == "borderline"
+    assert hostload.state(0.4, 2) == "alone" and hostload.state(1.0, 64) == "alone"
+    assert hostload.state(None, 2) is None
+    assert 1 <= hostload.job_cores() <= (os.cpu_count() or 1)

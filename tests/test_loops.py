@@ -164,3 +164,50 @@ def test_profiling_on_cpu_puts_no_kineto_lines_on_stderr():
     assert done.returncode == 0, done.stderr
     assert done.stdout == "True\n"
     assert done.stderr == ""  # was: USDT profiler_start/stop, ERROR ... gpuGetDeviceCount failed
+
+
+class SlowBackward(torch.autograd.Function):
+    """An op whose backward takes a known 80 ms (a custom kernel gone slow) and whose
+    forward takes nothing."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        time.sleep(0.08)
+        return grad
+
+
+class SlowBackwardNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.hidden, self.out = torch.nn.Linear(784, 32), torch.nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.out(SlowBackward.apply(self.hidden(x.flatten(1))))
+
+
+def test_a_train_steps_compute_is_split_into_forward_and_backward(small_data):
+    """A slow backward (80 ms in a custom op) is compute, but which part: the record's
+    forward_s and backward_s say backward, where compute_s alone read "compute-bound" with
+    nothing to point at; a traverse step has no split."""
+    from benchlib.core import throughput
+
+    loader = _loader(small_data)
+    step = loops.Stepper("train", torch.device("cpu"), SlowBackwardNet(), lr=0.01)
+    times = loops.run_epoch(loader, step, warmup_steps=1, max_steps=5)
+    assert len(times.forward_s) == len(times.backward_s) == 5
+    forward, backward = statistics.median(times.forward_s), statistics.median(times.backward_s)
+    assert all(b >= 0.08 for b in times.backward_s) and backward - forward > 0.05
+    assert all(f + b <= c + 1e-6 for f, b, c in zip(times.forward_s, times.backward_s,
+                                                    times.compute_s))
+    mine = throughput.rank_share(times.samples, times.data_s, times.compute_s, times.epoch_s,
+                                 1.0, 1, forward_s=times.forward_s, backward_s=times.backward_s)
+    assert mine["backward_s"] >= 0.08 > mine["forward_s"]
+    epoch = throughput.across_ranks([mine])
+    assert epoch["backward_s"] == mine["backward_s"]
+    traverse = loops.run_epoch(loader, loops.Stepper("traverse", torch.device("cpu")), 1,
+                               max_steps=3)
+    assert traverse.forward_s == [] and traverse.backward_s == []

@@ -5,6 +5,7 @@ The sweep through notebooks 20 and 40 is in test_study_sweeps.py."""
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 
@@ -216,6 +217,51 @@ def test_the_model_identity_covers_the_builder_its_classes_and_model_args_not_to
     timm = models.build_model("timm:resnet10t", (3, 32, 32))
     assert entrypoints.model_identity("timm:resnet10t", timm, {})["model_source"] == \
         "timm 9.9.9; model_args"
+
+
+def test_the_model_identity_follows_the_users_helper_modules_and_not_the_other_models_of_a_file(
+        tmp_path, monkeypatch):
+    """models.py holds two models and imports the user's own layers.py (and torch, math):
+    an edit to a helper in layers.py that the model uses changes its identity (before:
+    only the builder's and classes' files were hashed, so it did not); an edit to the
+    other model in models.py does not (before: the whole file was hashed, so it did);
+    an edit to a constant the model reads does."""
+    from benchlib.core import models
+
+    (tmp_path / "layers.py").write_text(
+        "import torch\n\ndef act(x):\n    return torch.relu(x)\n\n"
+        "def unused(x):\n    return x\n")
+    (tmp_path / "zoo.py").write_text(
+        "import math\nimport torch\nfrom layers import act\n\nWIDTH = 4\n\n"
+        "class Mine(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(2, WIDTH)\n\n    def forward(self, x):\n"
+        "        return act(self.fc(x))\n\n"
+        "class Other(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\n"
+        "def build():\n    return Mine()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def identity():
+        for name in ("zoo", "layers"):
+            sys.modules.pop(name, None)
+        model = models.build_model("zoo:build")
+        return entrypoints.model_identity("zoo:build", model, {})["model_source_sha"]
+
+    edits = iter(range(1, 100))
+
+    def edit(file, old, new):  # a later mtime each time: an edit within one clock tick too
+        path = tmp_path / file
+        path.write_text(path.read_text().replace(old, new))
+        stamp = path.stat().st_mtime + next(edits)
+        os.utime(path, (stamp, stamp))
+    first = identity()
+    edit("zoo.py", "return x * 2", "return x * 3")  # the other model
+    edit("layers.py", "return x\n", "return x + 1\n")  # a helper nobody uses
+    assert identity() == first
+    edit("layers.py", "torch.relu(x)", "torch.tanh(x)")  # the model's own helper
+    second = identity()
+    assert second != first
+    edit("zoo.py", "WIDTH = 4", "WIDTH = 5")
+    assert identity() != second
 
 
 def test_an_item_that_raises_in_the_preflight_is_the_data_sets_error_not_the_models(

@@ -1,6 +1,6 @@
 """`benchlib project` (docs/projection.md): the projection's command line, over the model
 in benchlib.projection.scaling and the check against seed 003 in
-benchlib.projection.check_seed003; with `--mtbf`, how often to checkpoint (Young/Daly,
+benchlib.projection.check_seed003; with `--mtbf`, how often to checkpoint (Daly's interval,
 benchlib.core.goodput) from a save's measured cost."""
 
 from __future__ import annotations
@@ -93,11 +93,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where an input came from (a run id, a data sheet); repeatable")
     c = p.add_argument_group("how often to checkpoint (--mtbf)")
     c.add_argument("--mtbf", help="the cluster's mean time between failures (12h, 30m, 2d): "
-                   "print the Young/Daly interval sqrt(2 C MTBF) and the goodput at it")
+                   "print Daly's interval and the exact goodput at it (exponential failures)")
     c.add_argument("--checkpoint-run", metavar="RUN_ID|newest",
-                   help="the record C, R and the run's own interval are read from: its median "
-                   "blocking seconds a save, its recovery per restart, checkpoint_every x step_s")
-    c.add_argument("--checkpoint-s", type=float, help="or C: seconds a save stalls training")
+                   help="the record C, R, D and the run's own interval are read from: its median "
+                   "blocking seconds a save (or what its rate lost a save, where more), its "
+                   "recovery per restart, an asynchronous save's time to durable, "
+                   "checkpoint_every x step_s")
+    c.add_argument("--checkpoint-s", type=float, help="or C: seconds of training a save costs")
+    c.add_argument("--durable-s", type=float, help="D: seconds from resuming training until "
+                   "an asynchronous save is durable (default: the record's, else 0)")
     c.add_argument("--restart-s", type=float, help="R: seconds from a failure back to "
                    "training (default: the record's recovery, else 0)")
     c.add_argument("--interval-s", type=float, help="a run's own seconds between saves, to "
@@ -120,42 +124,46 @@ def _checkpoint_record(run_id: str) -> dict:
 
 
 def checkpoint_plan(args) -> str:
-    """`--mtbf`: Young/Daly's interval from C, and the goodput at it and at the run's own."""
+    """`--mtbf`: Daly's interval for C, R and D, the exact goodput at it and at the run's
+    own interval, Young's and the first-order goodput as the check (benchlib.core.goodput)."""
     mtbf = parse_duration("mtbf", args.mtbf)
-    given = {"cost": (args.checkpoint_s, ""), "restart": (args.restart_s, ""),
-             "own": (args.interval_s, "")}
+    given = {"cost": args.checkpoint_s, "restart": args.restart_s, "durable": args.durable_s,
+             "own": args.interval_s}
+    found = {k: (None, "") for k in given}
     if args.checkpoint_run:
         rec = _checkpoint_record(args.checkpoint_run)
-        m, p, where = rec["metrics"], rec.get("params") or {}, f"run {rec['run_id']}"
-        n = m.get("checkpoint_blocking_s_n")
-        recovered = (m["recovery_s"] / m["restarts"]) if m.get("restarts") else None
-        every, step = p.get("checkpoint_every"), m.get("step_s")
-        found = {"cost": (m["checkpoint_blocking_s"], f"{where}: median of {n} saves, p10-p90 "
-                          f"{m.get('checkpoint_blocking_s_p10', 0):.3g}-"
-                          f"{m.get('checkpoint_blocking_s_p90', 0):.3g} s"),
-                 "restart": (recovered, f"{where}: recovery per restart"),
-                 "own": (every * step if every and step else None,
-                         f"{where}: every {every} steps of {step or 0:.3g} s")}
-        given = {k: v if v[0] is not None else found[k] for k, v in given.items()}
-    cost, restart, own = (given[k][0] for k in ("cost", "restart", "own"))
-    if cost is None or cost <= 0:
-        raise UsageError("checkpoint_s: missing or not above 0; give --checkpoint-s, or "
-                         "--checkpoint-run with a record that measured it")
-    plan = goodput.plan(cost, mtbf, restart or 0.0, own)
-    source = lambda k: f"  ({given[k][1] or 'given'})"  # noqa: E731
-    lines = ["How often to checkpoint: Young/Daly, interval = sqrt(2 x C x MTBF)",
-             f"  C, a save's stall     {cost:.4g} s{source('cost')}",
+        where = f"run {rec['run_id']}: "
+        found = {k: (v, where + how) for k, (v, how) in goodput.record_inputs(
+            rec["metrics"], (rec.get("params") or {}).get("checkpoint_every")).items()}
+    value = {k: given[k] if given[k] is not None else found[k][0] for k in given}
+    source = {k: "given" if given[k] is not None else found[k][1] for k in given}
+    if value["cost"] is None:
+        raise UsageError("checkpoint_s: missing; give --checkpoint-s, or --checkpoint-run with "
+                         "a record that measured it")
+    plan = goodput.plan(value["cost"], mtbf, value["restart"] or 0.0, value["own"],
+                        value["durable"] or 0.0)
+    cost, restart, durable = value["cost"], value["restart"], value["durable"]
+    longer = ", lengthened to D" if plan["interval_lengthened_to_durable"] else ""
+    lines = ["How often to checkpoint: Daly's interval, exact goodput for exponential failures",
+             f"  C, a save's cost      {cost:.4g} s  ({source['cost']})",
              f"  MTBF                  {args.mtbf} = {mtbf:,.0f} s",
-             "  R, back to training   " + (f"{restart:.4g} s{source('restart')}" if restart
+             "  R, back to training   " + (f"{restart:.4g} s  ({source['restart']})" if restart
                                             else "0 s (not given: restarts cost nothing here)"),
-             f"  interval              {plan['young_daly_interval_s']:,.1f} s of training",
-             f"  goodput at it         {plan['goodput_at_young_daly']:.2%}"]
-    if own:
+             f"  D, until durable      {durable:.4g} s  ({source['durable']})" if durable else
+             "  D, until durable      0 s (durable when training resumes)",
+             f"  interval              {plan['daly_interval_s']:,.1f} s of training{longer}",
+             f"  goodput at it         {plan['goodput_at_daly']:.2%}"]
+    if value["own"] is not None:
         lines.append(f"  goodput at the run's  {plan['goodput_at_own_interval']:.2%}, a save every "
-                     f"{own:.4g} s of training{source('own')}")
-    if not plan["first_order_holds"]:
-        lines.append("  caveat: a cycle and a restart are not small against the MTBF; the "
-                     "first-order formula (Young 1974) overstates goodput here (Daly 2006)")
+                     f"{value['own']:.4g} s of training  ({source['own']})"
+                     if plan.get("goodput_at_own_interval") is not None
+                     else f"  the run's interval    refused: {plan['own_interval_refused']}")
+    lines.append(f"  check: Young's sqrt(2 C MTBF) {plan['young_interval_s']:,.1f} s; the first-"
+                 f"order goodput at {plan['daly_interval_s']:,.1f} s "
+                 f"{plan['goodput_first_order_at_daly']:.2%}")
+    caveat = goodput.first_order_caveat(plan)
+    if caveat:
+        lines.append(f"  caveat: {caveat}")
     return "\n".join(lines)
 
 

@@ -8,9 +8,11 @@ Every failure is a ConfigError naming the parameter and the value: one line, exi
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import importlib
+import importlib.util
 import inspect
 import json
 import os
@@ -144,19 +146,20 @@ def _source_file(obj: Any) -> str | None:
 
 def model_identity(name: str, model: Any, model_args: dict | None = None) -> dict[str, Any]:
     """What a model is, for `compare`'s "model changed": a hash (`model_source_sha`) of the
-    name, `model_args`, the source files of the builder (`pkg.module:function`) and of the
-    model's own classes, and the name and version of each library its other classes come
-    from (timm, transformers, torchvision; torch's classes are the stack's, not the
-    model's); `model_source` lists what was hashed. An edit to the builder or to the
-    user's class changes the hash; a torch upgrade does not."""
-    files: set[str] = set()
+    name, `model_args`, the source of the definitions the model is made of (the builder,
+    `pkg.module:function`, and the model's own classes, with what they name: helpers and
+    constants of their file, and the user's own modules they import, followed as far as
+    they go, installed libraries and the standard library excepted), and the name and
+    version of each library its other classes come from (timm, transformers, torchvision;
+    torch's classes are the stack's, not the model's); `model_source` lists the files read.
+    An edit to the builder, the user's class or a helper module it imports changes the
+    hash; an edit to another model in the same file, or a torch upgrade, does not."""
+    seeds: list[tuple[str, str | None]] = []
     libraries: set[str] = set()
     prefix = name.partition(":")[0]
     if is_entry_point(name):
-        builder = load("model", name)
-        path = _source_file(getattr(builder, "__wrapped__", builder))
-        if path:
-            files.add(path)
+        builder = getattr(load("model", name), "__wrapped__", None) or load("model", name)
+        seeds.append((builder.__module__, builder.__qualname__.partition(".")[0]))
     elif ":" in name:  # timm:NAME, hf:NAME: the library that builds it
         from benchlib.config.choices import MODEL_LIBRARIES
 
@@ -167,19 +170,95 @@ def model_identity(name: str, model: Any, model_args: dict | None = None) -> dic
         path = _source_file(cls)
         lib = library(cls.__module__, path)
         if lib is None and path:
-            files.add(path)
+            seeds.append((cls.__module__, cls.__qualname__.partition(".")[0]))
         elif lib and lib.partition(" ")[0] not in FRAMEWORK:
             libraries.add(lib)
     digest = hashlib.sha256(json.dumps({"model": name, "model_args": model_args or {},
                                         "libraries": sorted(libraries)},
                                        sort_keys=True, default=str).encode())
-    root = _project_root()
-    shown = []
-    for path in sorted(files):
-        digest.update(Path(path).read_bytes())
+    root, shown = _project_root(), []
+    read = _used_source(seeds)
+    for path in sorted(read):
+        for text in read[path]:
+            digest.update(text.encode())
         shown.append(os.path.relpath(path, root) if path.startswith(str(root)) else path)
     return {"model_source_sha": digest.hexdigest()[:16],
             "model_source": "; ".join([*shown, *sorted(libraries), "model_args"])}
+
+
+def _own_file(module_name: str) -> str | None:
+    """The file of an imported module of the user's own (outside the installed libraries
+    and the standard library), or None."""
+    module = sys.modules.get(module_name)
+    path = getattr(module, "__file__", None)
+    return path if path and path.endswith(".py") and library(module_name, path) is None \
+        else None
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed(path: str, mtime: float) -> tuple[str, dict[str, ast.AST], dict[str, tuple]]:
+    """A file's text, its top-level definitions by name (functions, classes, assignments)
+    and its imports by the local name they bind: (module, attribute or None)."""
+    text = Path(path).read_text()
+    tree = ast.parse(text)
+    defined: dict[str, ast.AST] = {}
+    imports: dict[str, tuple[str, str | None]] = {}
+    package = _package_of(path)
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined[node.name] = node
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                for n in ast.walk(target):
+                    if isinstance(n, ast.Name):
+                        defined[n.id] = node
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                imports[a.asname or a.name.partition(".")[0]] = (
+                    a.name if a.asname else a.name.partition(".")[0], None)
+        elif isinstance(node, ast.ImportFrom):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) \
+                if node.level else node.module or ""
+            for a in node.names:
+                imports[a.asname or a.name] = (base, a.name)
+    return text, defined, imports
+
+
+def _package_of(path: str) -> str:
+    """The package a file's relative imports resolve in (its module's, as imported)."""
+    for name, module in list(sys.modules.items()):
+        if getattr(module, "__file__", None) == path:
+            return name if path.endswith("__init__.py") else name.rpartition(".")[0]
+    return ""
+
+
+def _used_source(seeds: list[tuple[str, str | None]]) -> dict[str, list[str]]:
+    """The source each file of the user's own contributes: from each (module, top-level
+    name) seed, its definition and every top-level name it uses, in its file and through
+    the imports of the user's own modules (a module imported whole: its whole file),
+    followed until nothing new is named. {path: [source segments, in file order]}."""
+    todo, seen, found = list(seeds), set(), {}
+    while todo:
+        module_name, name = todo.pop()
+        if name is not None and f"{module_name}.{name}" in sys.modules:  # from pkg import sub
+            module_name, name = f"{module_name}.{name}", None
+        path = _own_file(module_name)
+        if path is None or (path, name) in seen or (path, None) in seen:
+            continue
+        seen.add((path, name))
+        text, defined, imports = _parsed(path, os.path.getmtime(path))
+        node = defined.get(name) if name is not None else None
+        if node is None:  # the whole module (or a name it does not define at top level)
+            found[path] = {0: text}
+            todo += [(m, a) for m, a in imports.values()]
+            continue
+        found.setdefault(path, {})[node.lineno] = ast.get_source_segment(text, node) or ""
+        for used in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - {name}:
+            if used in defined:
+                todo.append((module_name, used))
+            elif used in imports:
+                todo.append(imports[used])
+    return {path: [seg for _, seg in sorted(parts.items())] for path, parts in found.items()}
 
 
 def _project_root() -> Path:

@@ -40,6 +40,10 @@ class EpochTimes:
     compute_s: list[float] = field(default_factory=list)
     samples: list[int] = field(default_factory=list)
     warmup: list[bool] = field(default_factory=list)
+    # a train step's compute split where the Stepper marked it: its forward and loss, its
+    # backward (DDP's all-reduce runs inside it), the optimizer's step the rest
+    forward_s: list[float] = field(default_factory=list)
+    backward_s: list[float] = field(default_factory=list)
     epoch_s: float = 0.0
     loss_first: float | None = None
     loss_last: float | None = None
@@ -176,6 +180,8 @@ class Stepper:
         self.autocast = AUTOCAST.get(precision)
         self.scaler = torch.amp.GradScaler(device.type) if precision == "amp_fp16" else None
         self.delay = delay or StepDelay(step_delay_ms, device)
+        self.marks: StepMarks | None = None  # set by run_epoch: forward and backward marked
+        self.phases: list[tuple[Any, Any]] = []  # (after the loss, after backward) a step
         if mode == "train":
             if model is None:
                 raise ConfigError("mode", "train needs a model")
@@ -196,11 +202,13 @@ class Stepper:
         self.optimizer.zero_grad(set_to_none=True)
         with torch.autocast(self.device.type, dtype=self.autocast, enabled=self.autocast is not None):
             loss = self.objective(self.forward, x, y)
+        forward = self.marks.mark() if self.marks is not None else None
+        (loss if self.scaler is None else self.scaler.scale(loss)).backward()
+        if self.marks is not None:
+            self.phases.append((forward, self.marks.mark()))
         if self.scaler is None:
-            loss.backward()
             self.optimizer.step()
         else:
-            self.scaler.scale(loss).backward()
             self.scaler.step(self.optimizer)
             self.scaler.update()
         return loss
@@ -214,6 +222,7 @@ def run_epoch(loader: Iterable, step: Stepper, warmup_steps: int, max_steps: int
     `on_timed()` once, where the timed steps begin: after the last warm-up step, before
     the next batch is fetched (an energy meter's edge, benchlib.core.energy)."""
     marks = StepMarks(step.device)
+    step.marks, step.phases = marks, []  # a train step marks its forward and backward
     times = EpochTimes()
     step.delay.start_epoch()
     ends, handed, loss = [], [], None
@@ -244,6 +253,10 @@ def run_epoch(loader: Iterable, step: Stepper, warmup_steps: int, max_steps: int
     for before, at, end in zip(ends, handed, ends[1:]):
         times.data_s.append(marks.seconds(before, at))
         times.compute_s.append(marks.seconds(at, end))
+    if len(step.phases) == len(handed):  # every step marked (a train step; not traverse)
+        times.forward_s = [marks.seconds(at, f) for at, (f, _) in zip(handed, step.phases)]
+        times.backward_s = [marks.seconds(f, b) for f, b in step.phases]
+    step.marks, step.phases = None, []
     if loss is not None:
         times.loss_last = loss.item()
     return times

@@ -31,31 +31,43 @@ from benchlib.core.timing import WINDOW
 from benchlib.errors import ConfigError
 
 # figures kept per epoch and summarized (median) over the run, besides samples_per_s
-PER_EPOCH = ("epoch_s", "batch_s", "data_s", "compute_s", "first_batch_s", "warmup_s",
-             "epoch_samples_per_s")
+PER_EPOCH = ("epoch_s", "batch_s", "data_s", "compute_s", "forward_s", "backward_s",
+             "first_batch_s", "warmup_s", "epoch_samples_per_s")
 # shares of a step with their spread (`<name>`, `<name>_low`, `<name>_high`)
 SHARES = ("data_share", "comm_share", "compute_share", "rank_skew")
 MAX_BLOCKS = 500  # a long window is resampled in this many blocks of consecutive steps
 
 
+def window_start(warmup_steps: int, prefetched: int, steps: int) -> int:
+    """The first timed step of an epoch of `steps`: past the warm-up and, where a step is
+    left after them, past the batches the workers prefetched at start-up. samples/s, the
+    energy meter and the utilisation sampler all open their window here."""
+    return prefetched if warmup_steps < prefetched < steps else warmup_steps
+
+
 def rank_share(samples: list[int], data_s: list[float], compute_s: list[float],
                epoch_s: float, loss_last: float, warmup_steps: int,
-               waits: list[float] | None = None, prefetched: int = 0) -> dict[str, Any]:
+               waits: list[float] | None = None, prefetched: int = 0,
+               forward_s: list[float] | None = None,
+               backward_s: list[float] | None = None) -> dict[str, Any]:
     """What one rank contributes to its epoch's figures: its steady-state samples and time
     (the warm-up left out) and its per-step medians, its start-up (the first batch's wait,
     the time left out, the whole epoch) and its window's steps. `waits`: each step's
     all-reduce time nothing hid (DDP's comm hook); `prefetched`: the batches the
     DataLoader's workers fetch ahead at start-up (loops.PREFETCH_FACTOR x workers): the
-    warm-up is extended past them where a step is left after them. Refuses a warm-up that
-    leaves no timed step."""
+    warm-up is extended past them where a step is left after them; `forward_s` and
+    `backward_s`, where the step marked them, its compute split (their means over the
+    window). Refuses a warm-up that leaves no timed step."""
     steps = len(samples)
-    w = prefetched if warmup_steps < prefetched < steps else warmup_steps
+    w = window_start(warmup_steps, prefetched, steps)
     if steps <= w:
         raise ConfigError("warmup_steps", f"{warmup_steps} leaves no timed step of the "
                                           f"{steps} this epoch had")
     data, compute = data_s[w:], compute_s[w:]
     step = [d + c for d, c in zip(data, compute)]
-    return {"samples": sum(samples[w:]), "step_s": sum(step),
+    split = {f"{name}_s": sum(v[w:]) / len(v[w:]) for name, v in
+             (("forward", forward_s), ("backward", backward_s)) if v and len(v) == steps}
+    return {**split,"samples": sum(samples[w:]), "step_s": sum(step),
             "timed_steps": len(data), "epoch_s": epoch_s, "loss_last": loss_last,
             "steps": steps, "warmup_excluded": w,
             "batch_s": sorted(step)[len(step) // 2],
@@ -127,6 +139,7 @@ def across_ranks(shares: list[dict[str, Any]], reporter: int = 0) -> dict[str, A
             "warmup_excluded": mine.get("warmup_excluded"),
             "prefetched_only": any(s.get("prefetched_only") for s in shares),
             "batch_s": mine["batch_s"], "data_s": mine["data_s"], "compute_s": mine["compute_s"],
+            **{k: mine[k] for k in ("forward_s", "backward_s") if k in mine},
             "steps": mine["steps"], "slowest_rank": slowest,
             # each rank's mean step (data + compute): a straggler shows here
             "rank_step_s": [s["step_s"] / max(s.get("timed_steps", 1), 1) for s in shares],

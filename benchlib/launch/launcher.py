@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.config import choices
-from benchlib.core import progress
+from benchlib.core import hostload, progress
 from benchlib.distributed.env import check_port, require_allocation
 from benchlib.errors import LaunchError, UsageError
 from benchlib.launch import protocol
@@ -82,6 +82,7 @@ def launch(module: str, args: list[str] | dict[str, Any], log_dir: Path, launche
     common = [*args, "--log-dir", str(log_dir), "--result", str(result_file)]
     env = thread_env(nproc if launcher == "srun" else nproc * nnodes, env)
     env[protocol.PREEMPTED_NOTE] = str(log_dir / protocol.PREEMPTED_NOTE_FILE)
+    env[hostload.LAUNCH_VAR] = str(log_dir)  # every process of this launch: the run's own
     if launcher != "srun":
         env = local_env(env)
     how = _How(launcher, nproc, nnodes, max_restarts, join_timeout_s, srun_torchrun)

@@ -7,7 +7,7 @@ workers they are equal: data order, RNG states and the optimizer all resume exac
 Checkpoints are saved in the mode `checkpoint` names (torch.save, DCP, async DCP), each
 launch's in a folder of its own under `checkpoint_path`; the record says what a save and a
 restore cost, and, for the cluster's `mtbf`, the save interval that maximises goodput
-(Young/Daly, benchlib.core.goodput) and the goodput at it and at the run's own interval.
+(Daly's, benchlib.core.goodput) and the goodput at it and at the run's own interval.
 """
 
 from __future__ import annotations
@@ -59,15 +59,18 @@ def _launch(cfg: FaultToleranceConfig, run_id: str, name: str, fail: bool) -> di
 
 
 def how_often(cfg: FaultToleranceConfig, m: dict[str, Any]) -> dict[str, Any]:
-    """For the cluster's MTBF (`mtbf`), from what this run measured: C a save's median
-    stall, R the time back to training per restart, the run's own interval checkpoint_every
-    steps of step_s: Young/Daly's interval, the goodput at it and at the run's own."""
-    if not m.get("checkpoint_blocking_s"):
+    """For the cluster's MTBF (`mtbf`), from what this run measured (benchlib.core.goodput's
+    `record_inputs`: C, R, an asynchronous save's time to durable, the run's own interval):
+    Daly's interval, the exact goodput at it and at the run's own, and what each input was."""
+    found = goodput.record_inputs(m, cfg.checkpoint_every)
+    (cost, cost_how), (restart, _) = found["cost"], found["restart"]
+    if not cost:
         return {}
-    restart = m["recovery_s"] / m["restarts"] if m.get("restarts") else 0.0
-    own = cfg.checkpoint_every * m["step_s"] if cfg.checkpoint_every and m.get("step_s") else None
-    plan = goodput.plan(m["checkpoint_blocking_s"], parse_duration("mtbf", cfg.mtbf), restart, own)
-    return {**plan, "mtbf_s": parse_duration("mtbf", cfg.mtbf), "restart_cost_s": restart}
+    mtbf = parse_duration("mtbf", cfg.mtbf)
+    plan = goodput.plan(cost, mtbf, restart or 0.0, found["own"][0], found["durable"][0] or 0.0)
+    return {**plan, "mtbf_s": mtbf, "checkpoint_cost_s": cost, "checkpoint_cost_how": cost_how,
+            "restart_cost_s": restart or 0.0,
+            "restart_cost_how": goodput.RESTART_MEASURED if restart else "no restart measured: 0"}
 
 
 def preflight(cfg: FaultToleranceConfig) -> None:
@@ -129,36 +132,44 @@ def checkpoint_costs(result: FaultResult):
 
 def goodput_curve(cfg: FaultToleranceConfig, result: FaultResult):
     """The goodput against the save interval (seconds of training), from a tenth to ten
-    times Young/Daly's, for this run's measured cost and the config's MTBF."""
+    times Daly's (no shorter than a save's time to durable), exact and first-order, for
+    this run's measured cost and the config's MTBF."""
     import numpy as np
     import pandas as pd
 
     m = result.metrics
-    if "young_daly_interval_s" not in m:
-        return pd.DataFrame(columns=["interval_s", "goodput"])
-    grid = m["young_daly_interval_s"] * np.logspace(-1, 1, 41)
-    return pd.DataFrame({"interval_s": grid, "goodput": [
-        goodput.goodput(t, m["checkpoint_blocking_s"], m["mtbf_s"], m["restart_cost_s"])
-        for t in grid]})
+    if "daly_interval_s" not in m:
+        return pd.DataFrame(columns=["interval_s", "goodput", "formula"])
+    durable = m.get("checkpoint_durable_s") or 0.0
+    grid = [t for t in m["daly_interval_s"] * np.logspace(-1, 1, 41) if t >= durable]
+    args = (m["checkpoint_cost_s"], m["mtbf_s"], m["restart_cost_s"], durable)
+    return pd.DataFrame(
+        [{"interval_s": t, "goodput": goodput.goodput(t, *args), "formula": "exact (Daly)"}
+         for t in grid]
+        + [{"interval_s": t, "goodput": goodput.goodput_first_order(t, *args),
+            "formula": "first order (a check)"} for t in grid])
 
 
 def how_often_text(cfg: FaultToleranceConfig, result: FaultResult) -> str:
     m = result.metrics
-    if "young_daly_interval_s" not in m:
+    if "daly_interval_s" not in m:
         return "No save completed, so no cost to plan the interval with."
-    text = (f"With a failure every {cfg.mtbf} on average and a save stalling training "
-            f"{m['checkpoint_blocking_s']:.3g} s ({cfg.checkpoint}, median of "
-            f"{m['checkpoint_blocking_s_n']} saves), Young/Daly's interval is "
-            f"{m['young_daly_interval_s']:,.0f} s of training: goodput "
-            f"{m['goodput_at_young_daly']:.2%}")
-    if m.get("goodput_at_own_interval") is not None:
+    longer = (" (lengthened to the time a save takes to become durable)"
+              if m.get("interval_lengthened_to_durable") else "")
+    text = (f"With a failure every {cfg.mtbf} on average (exponentially distributed) and a save "
+            f"costing {m['checkpoint_cost_s']:.3g} s ({cfg.checkpoint}: "
+            f"{m['checkpoint_cost_how']}), save every {m['daly_interval_s']:,.0f} s of "
+            f"training (Daly's interval{longer}): goodput {m['goodput_at_daly']:.2%}")
+    if m.get("own_interval_s") is not None:
         text += (f"; this run's own, a save every {cfg.checkpoint_every} steps "
-                 f"({m['own_interval_s']:.3g} s), gives {m['goodput_at_own_interval']:.2%}")
-    text += (f" (a restart costing {m['restart_cost_s']:.3g} s, as measured here). "
+                 f"({m['own_interval_s']:.3g} s), " + (
+                     f"gives {m['goodput_at_own_interval']:.2%}"
+                     if m.get("goodput_at_own_interval") is not None
+                     else f"is refused: {m['own_interval_refused']}"))
+    text += (f". A restart costs {m['restart_cost_s']:.3g} s: {m['restart_cost_how']}. "
              f"`python -m benchlib project --mtbf {cfg.mtbf} --checkpoint-run RUN_ID` says the same.")
-    if not m["first_order_holds"]:
-        text += " The first-order formula overstates goodput here: a cycle is not small against the MTBF."
-    return text
+    caveat = goodput.first_order_caveat(m)
+    return text + (f" Check: {caveat}." if caveat else "")
 
 
 def describe(cfg: FaultToleranceConfig, result: FaultResult) -> str:

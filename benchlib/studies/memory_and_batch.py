@@ -15,6 +15,7 @@ of the result ("does not fit in N GiB at batch B"), never a failed run.
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +23,7 @@ from typing import Any
 from benchlib import paths
 from benchlib.config import MemoryAndBatchConfig
 from benchlib.config.memory_and_batch import TRIAL_FIELDS, job_fields
+from benchlib.config.performance import compiled
 from benchlib.distributed.device import check_precision, uses_cuda
 from benchlib.errors import ConfigError, LaunchError
 from benchlib.launch.launcher import launch
@@ -156,11 +158,28 @@ def boundary_sentence(m: dict[str, Any], cap: int) -> str:
             f"{_peaks(m.get('largest_batch_peak_min_bytes'), m['largest_batch_peak_bytes'])}"
             + (f", {size_text(margin)} ({margin / m['limit_bytes']:.1%}) under the limit"
                if margin is not None and margin >= 0 and m["limit_bytes"] else "")
-            + (f"; {rate:,.1f} samples/s" if rate else "") + ")")
+            + (f"; {rate:,.1f} samples/s" if rate else "") + ")" + _supports(m))
     if first is None:
         return (f"{head}; it is the max_batch cap ({cap}): the boundary in {limit} lies "
                 f"above it{shaky}.")
     return f"{head}; {misfit}{shaky}."
+
+
+def _supports(m: dict[str, Any]) -> str:
+    """What the largest batch's confirmation supports, and, where its margin is below the
+    widest spread of peaks seen at one batch, that a rerun may not fit."""
+    bound = m.get("largest_batch_fails_at_most")
+    text = (f": that supports a failure in at most {bound:.0%} of fresh processes (95%)"
+            if bound is not None else "")
+    spread, margin = m.get("peak_spread_bytes"), m.get("margin_bytes")
+    if spread is not None and margin is not None and margin < spread:
+        growth = m.get("growth_bytes_per_sample")
+        fewer = (f" (about {math.ceil((spread - margin) / growth)} samples fewer, by the "
+                 f"growth measured here: an estimate, not confirmed)" if growth else "")
+        text += (f"; but its margin is below the {size_text(spread)} a peak moved between "
+                 f"processes at one batch here, so a rerun may not fit: for a margin of that "
+                 f"spread take a smaller batch{fewer}, or confirm with more processes")
+    return text
 
 
 def describe(cfg: MemoryAndBatchConfig, result: BatchSearch) -> str:
@@ -168,7 +187,7 @@ def describe(cfg: MemoryAndBatchConfig, result: BatchSearch) -> str:
     shape = cfg.batch_shape()
     inputs = f"{'x'.join(map(str, shape))} inputs" if shape else f"{cfg.dataset} data"
     how = ", ".join(filter(None, [cfg.precision, "channels_last" if cfg.channels_last else "",
-                                  "compiled" if cfg.compile else "",
+                                  f"compile {cfg.compile}" if compiled(cfg.compile) else "",
                                   f"ac {cfg.ac}" if cfg.ac != "none" else ""]))
     return (f"{cfg.model} ({how}) on {m['device_name']}, {inputs}, {m['batches_tried']} "
             f"batches in {m['trials']} processes: {m['boundary']}")

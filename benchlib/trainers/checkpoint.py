@@ -29,6 +29,7 @@ read the same checkpoint; rank 0 writes a .pt, each rank its part of a DCP one.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -48,7 +49,7 @@ import torch
 from benchlib import atomic
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
-from benchlib.errors import UsageError
+from benchlib.errors import CheckpointError, UsageError
 
 FORMAT = 1
 _NAME = re.compile(r"^step-(\d{8})\.json$")
@@ -98,18 +99,60 @@ def _fsync_dir(folder: Path) -> None:
 
 def check_writable(folder: str | Path) -> Path:
     """Create `folder` and write a file in it, or say why not: before training starts,
-    not at the first checkpoint an hour later."""
+    not at the first checkpoint an hour later. Where the disk is full, what a killed writer
+    left (`clean_temporaries`: no complete checkpoint is touched) is removed first, once:
+    every rank is at its start, so nobody writes."""
     folder = Path(folder)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-test-{os.getpid()}"  # every rank checks: a name each
-        with atomic.replacing(probe) as tmp:
-            tmp.write_bytes(b"ok")
-        probe.unlink()
-    except OSError as e:
-        raise UsageError(f"checkpoint_path: cannot write to {folder} "
-                         f"({e.strerror or type(e).__name__}); give a writable folder") from e
+    for attempt in (1, 2):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            probe = folder / f".write-test-{os.getpid()}"  # every rank checks: a name each
+            with atomic.replacing(probe) as tmp:
+                tmp.write_bytes(b"ok")
+            probe.unlink()
+            return folder
+        except OSError as e:
+            if attempt == 1 and e.errno in SPACE_ERRNOS and clean_temporaries(folder):
+                continue
+            raise UsageError(f"checkpoint_path: cannot write to {folder} "
+                             f"({e.strerror or type(e).__name__}); give a writable folder") from e
     return folder
+
+
+SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+# what torch.save's zip writer and DCP say when a write comes up short
+_SPACE_WORDS = ("No space left", "Disk quota exceeded", "unexpected pos")
+
+
+def out_of_space(error: BaseException) -> bool:
+    """The error, or one it wraps or names (DCP's CheckpointException carries each rank's
+    failure as text), is a full disk or a quota."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in SPACE_ERRNOS:
+            return True
+        if any(w in str(seen) for w in _SPACE_WORDS):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def failed_save(folder: Path, path: Path, step: int, needed_bytes: int,
+                error: BaseException) -> CheckpointError:
+    """What a failed save left at `path` removed (a DCP folder; a .pt's temporary file is
+    gone already), and the one line that says why: for want of space, the bytes the save
+    needed and those free."""
+    _remove(path)
+    free = shutil.disk_usage(folder).free
+    kept = next((f"step {_step_of(p)}'s stays the newest, and a restart resumes from it"
+                 for p in listed(folder)), "no earlier checkpoint is there")
+    if out_of_space(error) or free < needed_bytes:
+        why = (f"no space left: it needs about {needed_bytes / 2**20:,.1f} MiB, "
+               f"{free / 2**20:,.1f} MiB are free there")
+    else:
+        why = " ".join(str(error).split())[:300] or type(error).__name__
+    return CheckpointError(f"checkpoint_path: the checkpoint of step {step} to {path} failed "
+                           f"({why}); the partial checkpoint was removed; {kept}")
 
 
 def save(folder: Path, state: dict[str, Any], meta: dict[str, Any], keep: int = 2) -> Checkpoint:

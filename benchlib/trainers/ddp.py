@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader
 from benchlib import atomic, paths
 from benchlib.config.choices import SYNTHETIC_STEPS
 from benchlib.config.performance import check_compile_device, compile_mode, compiled
-from benchlib.core import compiler, delays, energy, envinfo, loops, memory, throughput
+from benchlib.core import compiler, delays, energy, envinfo, hostload, loops, memory, throughput
 from benchlib.distributed import comm_timer, fsdp
 from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
@@ -149,6 +149,16 @@ def _compile_figures(args: argparse.Namespace, env: DistEnv, job: Job, model: nn
                             if job.objective.labels_kw else m(b))
 
 
+def _steps_an_epoch(loader, max_steps: int | None) -> float:
+    """The steps an epoch will take: the loader's length, capped by `max_steps` (a loader
+    without a length: unknown, inf)."""
+    try:
+        steps = float(len(loader))
+    except TypeError:
+        steps = float("inf")
+    return min(steps, max_steps) if max_steps else steps
+
+
 def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
     if device.type != "cuda":  # libraries' code loaded on first use: not the model's bytes
         memory.warm_kernels()
@@ -191,6 +201,10 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     meter = energy.EnergyMeter(uuids, lambda: [torch.cuda.synchronize(i) for i in my_gpus])
     utilisation_thread = energy.UtilisationSampler(uuids if env.rank == 0 else [], meter)
     utilisation_thread.start()
+    # what else ran on this host's cores meanwhile (rank 0's host, the run's own left out)
+    contention = hostload.Contention(lambda: meter.in_timed) if env.rank == 0 else None
+    if contention is not None:
+        contention.start()
     # the training window's peak, and where it went; the model's own bytes are above what
     # the process held before the model was built (on the CPU: the interpreter, the data)
     peak = memory.PeakMemory(device, job.rss_before_model if device.type != "cuda" else 0)
@@ -198,19 +212,21 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     meter.start()
     cpu_start = time.process_time()  # this rank's CPU seconds: a figure that holds under load
     epochs, window_samples, steps_s = [], 0, []
+    # the energy window opens where samples/s's does: past the prefetched batches too
+    timed_from = throughput.window_start(args.warmup_steps, prefetched,
+                                         _steps_an_epoch(loader, args.max_steps))
     for epoch in range(args.epochs):
         if sampler is not None:
             sampler.set_epoch(epoch)
-        times = loops.run_epoch(loader, step, args.warmup_steps,
-                                max_steps=args.max_steps or None, on_step=on_step,
-                                on_timed=meter.timed)
+        times = loops.run_epoch(loader, step, timed_from, max_steps=args.max_steps or None,
+                                on_step=on_step, on_timed=meter.timed)
         meter.untimed()  # the window's energy ends with its last step, before any save
         waits = comm.epoch_waits(len(times.samples)) if comm is not None else None
         if saves is not None:
             saves.end_epoch(times, args.warmup_steps)
         mine = throughput.rank_share(times.samples, times.data_s, times.compute_s,
                                      times.epoch_s, times.loss_last, args.warmup_steps,
-                                     waits, prefetched)
+                                     waits, prefetched, times.forward_s, times.backward_s)
         epochs.append({"epoch": epoch, **throughput.across_ranks(gather_objects(mine), env.rank)})
         window_samples += sum(times.timed()[2])  # the samples the energy window saw
         if epoch == 0:  # every step, the warm-up ones too: where a compile's time goes
@@ -220,6 +236,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     peaks = peak.read()
     saved = saves.finish() if saves is not None else {}  # the saves, then the restores
     utilisation = utilisation_thread.stop()
+    shared = contention.stop() if contention is not None else {}
     own = comm.figures(args.warmup_steps) if comm is not None else {}
     compile_metrics, compile_details = _compile_figures(args, env, job, model, device, cache)
     traced = {"trace_dir": _trace(args, env, loader, sampler, step)} if args.export_trace else {}
@@ -244,7 +261,10 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         "threads_per_rank": torch.get_num_threads(),
         **flops,  # flops_per_sample; for tokens per token, and the two counts' ratio
         **utilisation,
+        **shared,  # other tasks runnable on rank 0's cores during the timed steps
         **energy.run_figures(ranks, sum(r["samples"] for r in ranks)),
+        # the samples the energy and utilisation window saw: samples/s's window's own
+        "energy_window_samples": sum(r["samples"] for r in ranks),
         **own,  # rank 0's all-reduce per step, and the part of it nothing hid
         **saved,  # what the checkpoints cost: benchlib.core.checkpoint_cost
         **comm_timer.unknown(args.strategy, env.world_size, comm),

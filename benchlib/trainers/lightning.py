@@ -151,7 +151,9 @@ class ThroughputTimer(pl.Callback):
         self.ends, self.handed, self.samples, self.loss = [self.marks.mark()], [], [], None
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        if batch_idx == self.warmup_steps:  # the timed steps begin
+        # the timed steps begin where samples/s's window does (throughput.window_start)
+        if batch_idx == throughput.window_start(self.warmup_steps, self.prefetched,
+                                                trainer.num_training_batches):
             self.window.timed()
         self.handed.append(self.marks.mark())
 

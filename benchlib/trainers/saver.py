@@ -156,7 +156,7 @@ class Saver:
         self.restores: list[float] = []
         self.pending: tuple[Save, Future, dict[str, Any]] | None = None
         self.reported = 0
-        self.group, self.stager = None, None
+        self.group, self.stager, self._sharded = None, None, False
         if mode in ASYNC and dist.is_initialized():  # every rank at once: a collective
             self.group = dist.new_group(backend="gloo", timeout=timedelta(seconds=timeout_s))
         # with a stager: whether one, its pinned buffers kept, serves every save (else None)
@@ -177,12 +177,25 @@ class Saver:
         save = Save(step, started or time.perf_counter())
         self.wait()  # one save in flight at a time: the wait is this save's stall
         model = plain(model)
-        if self.mode == "torch_save":
-            self._torch_save(save, model, optimizer, extra, meta)
-        else:
-            self._dcp_save(save, model, optimizer, extra, meta, die_in_write)
+        try:
+            if self.mode == "torch_save":
+                self._torch_save(save, model, optimizer, extra, meta)
+            else:
+                self._dcp_save(save, model, optimizer, extra, meta, die_in_write)
+        except BaseException as e:  # DCP's CheckpointException is a BaseException
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            raise self._failed(save, e) from e  # a full disk, a quota: said in one line
         save.blocking_s = time.perf_counter() - save.started
         return save
+
+    def _failed(self, save: Save, error: BaseException) -> Exception:
+        """The save's partial checkpoint removed, and the error that says why."""
+        path = self.folder / (f"step-{save.step:08d}.pt" if self.mode == "torch_save"
+                              else f"step-{save.step:08d}")
+        # the whole checkpoint's bytes: this rank's state, each rank's shard where sharded
+        needed = save.staged_bytes * (self.world if self._sharded else 1)
+        return checkpoint.failed_save(self.folder, path, save.step, needed, error)
 
     def _torch_save(self, save: Save, model, optimizer, extra, meta) -> None:
         if sharded(model):  # every rank gathers; rank 0 keeps the full state
@@ -210,6 +223,7 @@ class Saver:
         model_state, optim_state = get_state_dict(model, optimizer)
         state = {"model": model_state, "optim": optim_state, "extra": _pack(extra)}
         save.staged_bytes = tensor_bytes(state)
+        self._sharded = sharded(model)
         path = self.folder / f"step-{save.step:08d}"
         writer = _dying_writer(path, save.step) if die_in_write else FileSystemWriter(path)
         if self.mode in ASYNC:
@@ -261,8 +275,10 @@ class Saver:
         save, future, meta = self.pending
         self.pending = None
         if future.exception() is not None:
-            self.warn(f"the checkpoint of step {save.step} failed ({future.exception()}); "
-                      "the one before it stays the newest")
+            error = self._failed(save, future.exception())
+            if checkpoint.out_of_space(future.exception()):
+                raise error  # the next save would fail alike: stop where a restart resumes
+            self.warn(str(error))
             return
         settling = time.perf_counter()
         self._complete(save, meta)  # rank 0's sidecar: training waits for it too
