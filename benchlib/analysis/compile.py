@@ -13,6 +13,7 @@ import pandas as pd
 from benchlib.analysis.claims import Claim, Figure, fmt, metric, rows, value
 from benchlib.analysis.common import ok_runs, with_columns
 from benchlib.analysis.sides import compare, side
+from benchlib.config import studies
 from benchlib.config.performance import compile_mode
 from benchlib.core.compile_cost import break_even_text
 from benchlib.studies.compile import break_even_of
@@ -20,7 +21,7 @@ from benchlib.studies.compile import break_even_of
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
-STUDY = "compile"
+STUDY = studies.of_analysis(__name__).name  # its name, written once: the registry
 ABOUT = ("Per model and compile mode, cold and warm: the compile's seconds (the first steps "
          "less eager's), the steady step against eager's with its interval, the steps after "
          "which compiling pays off, graph breaks and recompiles, peak memory, and the loss "

@@ -12,12 +12,13 @@ from benchlib.analysis import repeat_spread
 from benchlib.analysis.claims import Claim, Figure, fmt, metric, rows, value
 from benchlib.analysis.common import ok_runs, shared_cores_caveat, with_columns
 from benchlib.analysis.sides import compare, side
+from benchlib.config import studies
 from benchlib.config.performance import compile_mode
 
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
-STUDY = "transformer_training"
+STUDY = studies.of_analysis(__name__).name  # its name, written once: the registry
 ABOUT = ("Tokens/s, MFU and peak memory per configuration of one language model; FSDP2 "
          "against DDP on the same ranks and each checkpointing mode against none, with "
          "intervals, and whether the two FLOP counts agree.")
