@@ -82,7 +82,7 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
         n = int(metric(run, "break_even_n") or 0)
         shown = "never" if math.isinf(steps) else fmt(max(steps, 1.0))
         spread = (f"95% CI {_count(low)} to {_count(high)}, " if _known(low) and
-                  math.isfinite(low) else "") + f"n={n} launches a side"
+                  math.isfinite(low) else "") + f"n={n} launch{'' if n == 1 else 'es'} a side"
         figure = Figure(shown, "steps to pay off" if math.isfinite(steps) else
                         "(the compiled step is not faster)", None, spread, [("", run["run_id"])])
         speed = metric(run, "speedup")
@@ -91,7 +91,8 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
             f"steady x{speed:.2f} over eager ({value(run, 'speedup_verdict')})" if speed else "",
             f"loss {value(run, 'loss_parity')}",
             f"{int(metric(run, 'graph_breaks') or 0)} graph break(s)"]))
-        work = (f"{value(run, 'model')}, batch {value(run, 'batch_size')}, "
+        data = f" on {value(run, 'dataset')}" if value(run, "dataset") else ""
+        work = (f"{value(run, 'model')}{data}, batch {value(run, 'batch_size')}, "
                 f"{value(run, 'precision')}, on {value(run, 'device_name') or value(run, 'device')}")
         claims.append(Claim(f"compile {name(run)}, {work}", figure, note))
     differs = runs[runs["loss_parity"] == "differs"] if "loss_parity" in runs else runs.iloc[:0]
