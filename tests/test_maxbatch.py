@@ -201,6 +201,19 @@ def test_the_sentence_names_both_ends_their_processes_the_margin_and_the_batches
     assert size_text(1536 * MiB) == "1536 MiB" and size_text(139 * 2**30) == "139 GiB"
 
 
+def test_the_searchs_sentence_names_the_compile_mode_only_when_it_compiles():
+    """compile is a mode ("off" by default): "off" once read as compiled, being a string."""
+    done = memory_and_batch.BatchSearch({"device_name": "cpu", "batches_tried": 1, "trials": 3,
+                                         "boundary": "The largest batch that trains is 8."}, {})
+    smoke = {"model": "toynet", "input_shape": "1x28x28", "memory_limit": "2GiB"}
+    eager = MemoryAndBatchConfig(**smoke)
+    assert memory_and_batch.describe(eager, done) == (
+        "toynet (fp32) on cpu, 1x28x28 inputs, 1 batch in 3 processes: The largest batch "
+        "that trains is 8.")
+    compiled = MemoryAndBatchConfig(**smoke, compile="default")
+    assert "toynet (fp32, compile default) on cpu" in memory_and_batch.describe(compiled, done)
+
+
 # ------------------------------------------------------------- real searches on the CPU
 
 # 224x224 inputs: SimpleCNN's activations take some 35 MiB a sample here, above the noise

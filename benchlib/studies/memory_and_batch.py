@@ -22,6 +22,7 @@ from typing import Any
 from benchlib import paths
 from benchlib.config import MemoryAndBatchConfig
 from benchlib.config.memory_and_batch import TRIAL_FIELDS, job_fields
+from benchlib.config.performance import compiled
 from benchlib.distributed.device import check_precision, uses_cuda
 from benchlib.errors import ConfigError, LaunchError
 from benchlib.launch.launcher import launch
@@ -168,7 +169,8 @@ def describe(cfg: MemoryAndBatchConfig, result: BatchSearch) -> str:
     shape = cfg.batch_shape()
     inputs = f"{'x'.join(map(str, shape))} inputs" if shape else f"{cfg.dataset} data"
     how = ", ".join(filter(None, [cfg.precision, "channels_last" if cfg.channels_last else "",
-                                  "compiled" if cfg.compile else "",
+                                  f"compile {cfg.compile}" if compiled(cfg.compile) else "",
                                   f"ac {cfg.ac}" if cfg.ac != "none" else ""]))
-    return (f"{cfg.model} ({how}) on {m['device_name']}, {inputs}, {m['batches_tried']} "
-            f"batches in {m['trials']} processes: {m['boundary']}")
+    tried = m["batches_tried"]
+    return (f"{cfg.model} ({how}) on {m['device_name']}, {inputs}, {tried} "
+            f"batch{'' if tried == 1 else 'es'} in {m['trials']} processes: {m['boundary']}")
