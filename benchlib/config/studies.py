@@ -34,9 +34,9 @@ class Study:
     (benchlib.config.<name>) or `pkg.mod:Class` (default: <Name>Config). `module` and
     `analysis`: its study and analysis modules (default: benchlib.studies.<name>,
     benchlib.analysis.<name>; "" for none: a study that launches nothing, a notebook that
-    reads every study's records). `kernel`: `warm`, a
-    sweep may fork the row's kernel from one that imported torch once (what the row times
-    runs in processes it launches, or nothing is timed), or `fresh`, a new kernel per row
+    reads every study's records). `kernel`: `warm`, a sweep may fork the row's kernel from
+    one that imported torch once (what the row times runs in processes it launches, or
+    nothing is timed), or `fresh`, a new kernel per row
     (the IO study times in its kernel: forked, its traverse rows measured a median 0.92x of
     a fresh kernel's, 0.75-0.98 by row over 4 sweeps of 7 repeats; docs/sweeps.md).
     `preflight`: its study module checks the machine a row runs on first. `cli`: the
@@ -148,7 +148,7 @@ def config_class(study: Study) -> type:
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as e:
         raise ConfigError("config", f"study {study.name}: cannot find {name} in {module} "
-                          f"({type(e).__name__}: {e}); put the class in {module}.py or name it "
+                          f"({type(e).__name__}: {e}); put the class in {module.replace('.', '/')}.py or name it "
                           "config='pkg.module:Class'") from e
 
 
