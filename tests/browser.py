@@ -213,11 +213,11 @@ def screenshot(page, element, path: Path) -> Path:
 
 # --- the published report, from file:// -------------------------------------------------
 
-def open_offline(browser, path: Path, timeout_s: float = 60):
-    """`path` opened from file:// in a context of its own with the network switched off;
-    returns (page, every URL the page asked for). A request for anything but a file is
-    aborted, so it shows up in the list and never stalls the page."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, offline=True)
+def open_offline(browser, path: Path, timeout_s: float = 60, width: int = 1280):
+    """`path` opened from file:// in a context of its own with the network switched off, in
+    a window `width` px wide; returns (page, every URL the page asked for). A request for
+    anything but a file is aborted, so it shows up in the list and never stalls the page."""
+    context = browser.new_context(viewport={"width": width, "height": 900}, offline=True)
     requests: list[str] = []
     context.on("request", lambda request: requests.append(request.url))
     context.route(re.compile(r"^(?!file:|data:)"), lambda route: route.abort())

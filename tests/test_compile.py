@@ -228,7 +228,7 @@ def test_notebook_90s_section_and_the_landing_pages_finding_from_the_record(warm
     claims, caveat = analysis.headline(runs)
     assert claims[0].subject.startswith("compile regional, warm, "
                                         "tests.compile_models:blocks_with_break")
-    assert claims[0].figure.n == "n=1 launches a side" and caveat == ""
+    assert claims[0].figure.n == "n=1 launch a side" and caveat == ""
     table, text, breaks = analysis.section(records)
     assert list(table["compile_cache"]) == ["warm"]
     assert "steady samples/s no clear difference between compiled (regional) and eager" in text

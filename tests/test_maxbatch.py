@@ -230,6 +230,19 @@ def test_the_failure_rate_the_answer_states_holds_on_the_noise_model(confirm, bo
     assert over <= 10 and 99 in answers
 
 
+def test_the_searchs_sentence_names_the_compile_mode_only_when_it_compiles():
+    """compile is a mode ("off" by default): "off" once read as compiled, being a string."""
+    done = memory_and_batch.BatchSearch({"device_name": "cpu", "batches_tried": 1, "trials": 3,
+                                         "boundary": "The largest batch that trains is 8."}, {})
+    smoke = {"model": "toynet", "input_shape": "1x28x28", "memory_limit": "2GiB"}
+    eager = MemoryAndBatchConfig(**smoke)
+    assert memory_and_batch.describe(eager, done) == (
+        "toynet (fp32) on cpu, 1x28x28 inputs, 1 batch in 3 processes: The largest batch "
+        "that trains is 8.")
+    compiled = MemoryAndBatchConfig(**smoke, compile="default")
+    assert "toynet (fp32, compile default) on cpu" in memory_and_batch.describe(compiled, done)
+
+
 # ------------------------------------------------------------- real searches on the CPU
 
 # 224x224 inputs: SimpleCNN's activations take some 35 MiB a sample here, above the noise
@@ -351,16 +364,3 @@ def test_a_start_batch_that_fits_in_one_process_of_two_is_neither_answer():
         "No batch tried fits in 1024 MiB in every process: batch 9 does not fit in 1024 MiB "
         "in any of 3 processes (peak unknown); below it, 8 (fit 1 of 2).")
 
-
-def test_the_answer_names_compiles_real_mode_and_none_when_it_is_off():
-    """compile is a mode: "off" is a non-empty string, and the answer read "(fp32,
-    compiled)" for every row that did not compile."""
-    from benchlib.config import MemoryAndBatchConfig
-
-    m = {"device_name": "cpu", "batches_tried": 5, "trials": 9, "boundary": "..."}
-    off = memory_and_batch.describe(MemoryAndBatchConfig(memory_limit="1GiB"),
-                                    memory_and_batch.BatchSearch(m, {}))
-    assert "(fp32)" in off and "compile" not in off
-    on = memory_and_batch.describe(MemoryAndBatchConfig(memory_limit="1GiB", compile="default"),
-                                   memory_and_batch.BatchSearch(m, {}))
-    assert "(fp32, compile default)" in on

@@ -78,16 +78,17 @@ def test_scaling_projection_notebook_runs_without_records_and_from_measured_ones
     assert main(args) == 0
     latest = results.load_results(outputs / "results", "projection", latest=True)
     [here] = latest[latest["compute"] == "newest"].to_dict("records")  # not the seed-only row
-    assert here["compute_source"] == "run aaaaaaaaaaa1 (40_framework_comparison, resnet18, cpu)"
+    assert here["compute_source"] == ("run aaaaaaaaaaa1 (40_framework_comparison: resnet18 on "
+                                      "synthetic, batch 8, on cpu)")
     # asked for a model no record measured: the newest of another, named as such
     other = [a if a != "resnet18" else "resnet50" for a in args]
     assert main(other) == 0
     latest = results.load_results(outputs / "results", "projection", latest=True)
     [there] = latest[(latest["model"] == "resnet50") & (latest["compute"] == "newest")].to_dict(
         "records")
-    assert there["compute_source"] == ("run aaaaaaaaaaa1 (40_framework_comparison, resnet18, "
-                                       "cpu); no record of resnet50, so the projection is of "
-                                       "this run's model")
+    assert there["compute_source"] == ("run aaaaaaaaaaa1 (40_framework_comparison: resnet18 on "
+                                       "synthetic, batch 8, on cpu); no record of resnet50, so "
+                                       "the projection is of this run's model")
     assert here["stops_at_devices"] == 2 and here["stops_by"] == "shared cores"
     assert main([a if a != "none" else "newest" for a in args]) == 1  # no IO record to read
     df = results.load_results(outputs / "results", "projection")

@@ -253,7 +253,7 @@ def test_data_prep_says_when_the_data_was_generated():
 
 def test_a_notebook_without_a_headline_says_so():
     [finding] = landing.findings([record("broken", "trivial.ipynb", {"x": 1})])
-    assert finding.claims[0].text() == "1 ok run(s); no headline figure is defined for trivial.ipynb"
+    assert finding.claims[0].text() == "1 ok run; no headline figure is defined for trivial.ipynb"
 
 
 def test_testbed_names_device_cpu_torch_cuda_and_driver():

@@ -161,7 +161,7 @@ def test_landing_page_leads_with_findings_then_testbeds_failures_and_runs(site):
     assert "fashion-mnist: 350 samples, generated" in text
     assert "trivial Which data sets" not in text
     # tables trivial and broken ran the same notebook: one study, its failed run counted
-    assert "trivial What does trivial.ipynb measure? 1 ok run(s); no headline figure is " \
+    assert "trivial What does trivial.ipynb measure? 1 ok run; no headline figure is " \
            "defined for trivial.ipynb. testbed T1 · 1 of 2 runs ok, 1 failed" in text
     data_prep = next(r for r in results.read_records(site / "results") if r["study"] == "data_prep")
     figure = re.search(r'<strong><a href="([^"]+)">350</a></strong>', page)
@@ -200,7 +200,7 @@ def test_data_prep_and_analysis_notebooks_run_and_the_report_publishes(site):
     page = (site / "report" / "index.html").read_text()
     assert page.index('<h2 id="findings">') < page.index('<h2 id="analysis">') \
         < page.index('<h3 id="runs-data_prep">')
-    assert "Study <code>data_prep</code>. 1 runs: 1 ok, 0 failed." in page
+    assert "Study <code>data_prep</code>. 1 run: 1 ok, 0 failed." in page
     analysis = (site / "report" / "analysis.html").read_text()
     runs = results.read_records(site / "results")
     studies = {r["study"] for r in runs}

@@ -43,7 +43,8 @@ def test_defaults_project_seed_003_pytorch_without_any_record():
     assert inp.compute_s == pytest.approx(128 / 347.12)  # seed 003's 1-GPU row, batch 128
     assert inp.input_ceiling == pytest.approx(1241.9, abs=0.1)  # docs/projection.md
     assert inp.inter_busbw_gbps == 10.0 and inp.sources["inter_busbw_gbps"] == "given"
-    assert inp.sources["compute_s"] == "1-GPU row of seed 003 PyTorch batch 128"
+    assert inp.sources["compute_s"] == ("1-GPU row of seed 003 PyTorch: ResNet-50 v1.5 on "
+                                       "ImageNet, batch 128, on a V100 16G")
     df = sp.project(inp, sp.sizes(cfg))
     assert list(df["devices"]) == [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
     assert sp.stops_sentence(df, "PyTorch") == (
@@ -59,9 +60,11 @@ def test_newest_picks_the_best_record_of_each_input():
     # fp32 on one device, not the newer bf16 run nor the 2-rank one
     assert (inp.compute_s, inp.batch_size) == (pytest.approx(1.0), 8)
     assert inp.grad_bytes == 4 * 11_689_512 and inp.compute_threads == 2
-    assert inp.sources["compute_s"] == "run aaaaaaaaaaa1 (40_framework_comparison, resnet18, cpu)"
+    assert inp.sources["compute_s"] == \
+        "run aaaaaaaaaaa1 (40_framework_comparison: resnet18 on synthetic, batch 8, on cpu)"
     assert inp.intra_busbw_gbps == 1.5 and inp.input_ceiling == 9000.0  # traverse, not train
-    assert inp.sources["intra_busbw_gbps"].startswith("run bbbbbbbbbbb1 (20_dp_vs_ddp, pyramidnet")
+    assert inp.sources["intra_busbw_gbps"].startswith("run bbbbbbbbbbb1 (20_dp_vs_ddp: pyramidnet, "
+                                                      "batch 32)")
 
 
 def test_newest_compute_is_the_newest_record_of_the_model_projected_and_says_when_none_is():
@@ -75,10 +78,11 @@ def test_newest_compute_is_the_newest_record_of_the_model_projected_and_says_whe
     records = pd.concat([RECORDS, pd.DataFrame([gpt])], ignore_index=True)
     resnet = ScalingProjectionConfig(compute="newest", model="resnet18")
     assert sp.build_inputs(resnet, records).sources["compute_s"] == \
-        "run aaaaaaaaaaa1 (40_framework_comparison, resnet18, cpu)"
+        "run aaaaaaaaaaa1 (40_framework_comparison: resnet18 on synthetic, batch 8, on cpu)"
     other = sp.build_inputs(ScalingProjectionConfig(compute="newest", model="resnet50"), records)
     assert other.sources["compute_s"] == (
-        "run ddddddddddd1 (40_framework_comparison, hf:gpt2, cpu); no record of resnet50, so "
+        "run ddddddddddd1 (40_framework_comparison: hf:gpt2 on synthetic, batch 8, on cpu); no "
+        "record of resnet50, so "
         "the projection is of this run's model")
     assert other.grad_bytes == 4 * 200_000
 

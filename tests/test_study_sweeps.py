@@ -267,5 +267,5 @@ def test_notebook_50_sets_fsdp2_beside_ddp_with_tokens_per_s_and_both_flop_count
     assert "FSDP2&#x27;s peak memory is" in analysis or "FSDP2's peak memory is" in analysis
     assert "counter agree within" in analysis and "MFU is unknown here" in analysis
     landing = (swept.outputs / "report" / "index.html").read_text()
-    assert re.search(r"fsdp2 on 2 ranks, gpt-tiny, 32 tokens, batch 4, fp32, on [^:<]+: "
+    assert re.search(r"fsdp2 on 2 ranks, gpt-tiny on tokenfile, seq 32, batch 4, fp32, on [^:<]+: "
                      r"<strong><a [^>]+>[\d,]+</a></strong> tokens/s", landing)

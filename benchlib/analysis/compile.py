@@ -13,6 +13,7 @@ import pandas as pd
 from benchlib.analysis.claims import Claim, Figure, fmt, metric, rows, value
 from benchlib.analysis.common import ok_runs, with_columns
 from benchlib.analysis.sides import compare, side
+from benchlib.config import studies
 from benchlib.config.performance import compile_mode
 from benchlib.core.compile_cost import break_even_text
 from benchlib.studies.compile import break_even_of
@@ -20,7 +21,7 @@ from benchlib.studies.compile import break_even_of
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
-STUDY = "compile"
+STUDY = studies.of_analysis(__name__).name  # its name, written once: the registry
 ABOUT = ("Per model and compile mode, cold and warm: the compile's seconds (the first steps "
          "less eager's), the steady step against eager's with its interval, the steps after "
          "which compiling pays off, graph breaks and recompiles, peak memory, and the loss "
@@ -81,7 +82,7 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
         n = int(metric(run, "break_even_n") or 0)
         shown = "never" if math.isinf(steps) else fmt(max(steps, 1.0))
         spread = (f"95% CI {_count(low)} to {_count(high)}, " if _known(low) and
-                  math.isfinite(low) else "") + f"n={n} launches a side"
+                  math.isfinite(low) else "") + f"n={n} launch{'' if n == 1 else 'es'} a side"
         figure = Figure(shown, "steps to pay off" if math.isfinite(steps) else
                         "(the compiled step is not faster)", None, spread, [("", run["run_id"])])
         speed = metric(run, "speedup")
@@ -90,7 +91,8 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
             f"steady x{speed:.2f} over eager ({value(run, 'speedup_verdict')})" if speed else "",
             f"loss {value(run, 'loss_parity')}",
             f"{int(metric(run, 'graph_breaks') or 0)} graph break(s)"]))
-        work = (f"{value(run, 'model')}, batch {value(run, 'batch_size')}, "
+        data = f" on {value(run, 'dataset')}" if value(run, "dataset") else ""
+        work = (f"{value(run, 'model')}{data}, batch {value(run, 'batch_size')}, "
                 f"{value(run, 'precision')}, on {value(run, 'device_name') or value(run, 'device')}")
         claims.append(Claim(f"compile {name(run)}, {work}", figure, note))
     differs = runs[runs["loss_parity"] == "differs"] if "loss_parity" in runs else runs.iloc[:0]

@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from benchlib.analysis.claims import Claim, Figure, rows, value
+from benchlib.config import studies
 
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
-STUDY = "data_prep"
+STUDY = studies.of_analysis(__name__).name  # its name, written once: the registry
 ABOUT = "Which data each run prepared, and whether it was real or generated."
 
 # the data sets in the order the workbook introduces them; any other after them, by name

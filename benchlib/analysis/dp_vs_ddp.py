@@ -28,13 +28,13 @@ from benchlib.analysis.common import (
     with_speedup,
 )
 from benchlib.analysis.sides import compare, side
-from benchlib.config import DpVsDdpConfig
+from benchlib.config import DpVsDdpConfig, studies
 from benchlib.reference import SEED002_P100
 
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
-STUDY = "dp_vs_ddp"
+STUDY = studies.of_analysis(__name__).name  # its name, written once: the registry
 ABOUT = ("Single, DP and DDP side by side: samples/s with spread, speedup and efficiency "
          "against the single-device run of the same work, and seed 002's figures from two "
          "P100s below. Where a row was measured both ways (`repeat_mode`: `epoch`, epochs "

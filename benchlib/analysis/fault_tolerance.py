@@ -12,12 +12,13 @@ import pandas as pd
 
 from benchlib.analysis.claims import Claim, Figure, metric, rows, value, work_text
 from benchlib.analysis.common import ok_runs, with_columns
+from benchlib.config import studies
 from benchlib.core.stats import quantile
 
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
-STUDY = "fault_tolerance"
+STUDY = studies.of_analysis(__name__).name  # its name, written once: the registry
 ABOUT = ("A rank killed on purpose, torchrun restarting the ranks, the resume from the last "
          "checkpoint: restarts, steps redone, recovery time, and the final loss against the "
          "same run without the failure; what a save and a restore cost in each checkpoint "

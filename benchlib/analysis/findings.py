@@ -48,13 +48,18 @@ def headline(study: studies.Study, df: pd.DataFrame) -> Headline:
     mod = module(study)
     rows = of_study(df, study.name).sort_values("finished_at", kind="stable")
     if mod is None or not hasattr(mod, "headline"):
-        return [Claim(f"{len(rows)} ok run(s)",
-                      note=f"no headline figure is defined for {study.notebook}")], ""
+        return [Claim(ok_runs(len(rows)), note=f"no headline figure is defined for "
+                      f"{study.notebook}")], ""
     claims, caveat = mod.headline(mod.runs(rows))
     if not claims:
-        return [Claim(f"{len(rows)} ok run(s)", note="none of them reported the figure this "
+        return [Claim(ok_runs(len(rows)), note="none of them reported the figure this "
                       "study is summarised by")], caveat
     return claims, caveat
+
+
+def ok_runs(n: int) -> str:
+    """'1 ok run', '3 ok runs'."""
+    return f"{n} ok run{'' if n == 1 else 's'}"
 
 
 def sentence(claims: list[Claim], caveat: str) -> str:

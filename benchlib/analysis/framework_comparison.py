@@ -29,13 +29,13 @@ from benchlib.analysis.common import (
     startup_sentence,
     with_speedup,
 )
-from benchlib.config import FrameworkComparisonConfig
+from benchlib.config import FrameworkComparisonConfig, studies
 from benchlib.reference import dlperf
 
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
-STUDY = "framework_comparison"
+STUDY = studies.of_analysis(__name__).name  # its name, written once: the registry
 ABOUT = ("Our rows with speedup, efficiency and MFU (ResNet first: the study's question; "
          "models of one's own after), then every framework's speedup over devices from "
          "seed 003 on one plot, with ours.")

@@ -12,8 +12,9 @@ if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
 from benchlib.analysis.claims import Claim, Figure, rows, value, work_text
+from benchlib.config import studies
 
-STUDY = "memory_and_batch"
+STUDY = studies.of_analysis(__name__).name  # its name, written once: the registry
 ABOUT = ("Each search's largest batch, confirmed in fresh processes, its throughput, peak "
          "memory and margin to the limit, and the first batch that never fit (a memory limit, "
          "CUDA's memory, or the OS).")

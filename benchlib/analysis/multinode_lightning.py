@@ -28,12 +28,12 @@ from benchlib.analysis.common import (
     with_speedup,
 )
 from benchlib.analysis.sides import compare, side
-from benchlib.config import MultinodeLightningConfig
+from benchlib.config import MultinodeLightningConfig, studies
 
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
-STUDY = "multinode_lightning"
+STUDY = studies.of_analysis(__name__).name  # its name, written once: the registry
 ABOUT = ("Samples/s against total devices per trainer and launcher (each epoch one point, "
          "bars p10-p90), speedup and efficiency against the one-device run of the same "
          "trainer, and what Lightning costs over raw DDP for the same layout.")

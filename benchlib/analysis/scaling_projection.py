@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from benchlib.analysis.claims import Claim, Figure, metric, rows, value
-from benchlib.config import ScalingProjectionConfig
+from benchlib.config import ScalingProjectionConfig, studies
 from benchlib.core.stats import median_abs_error
 from benchlib.projection import check_seed003
 from benchlib.projection.inputs import build_inputs, sizes
@@ -23,7 +23,7 @@ from benchlib.projection.scaling import Inputs, project, what_if
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
-STUDY = "scaling_projection"
+STUDY = studies.of_analysis(__name__).name  # its name, written once: the registry
 ABOUT = ("The projection's check against seed 003 (fitted on its 1-node rows, its 2- and "
          "4-node rows predicted), where seed 003's PyTorch node stops scaling by the model, "
          "and the headline of each notebook 45 run: the size from which compute no longer "

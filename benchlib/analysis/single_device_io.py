@@ -29,12 +29,13 @@ from benchlib.analysis.common import (
     work_keys,
 )
 from benchlib.analysis.sides import compare, faster, side
+from benchlib.config import studies
 from benchlib.reference import SEED000_RAW_OVER_PRELOAD
 
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
-STUDY = "single_device_io"
+STUDY = studies.of_analysis(__name__).name  # its name, written once: the registry
 ABOUT = ("Throughput against DataLoader workers, per data set and storage variant (bars span "
          "p10-p90 of the repeats); traverse against train per variant, shaped like seed 000's "
          "conclusion table: seconds for the run's epochs, median (p10-p90), fewest workers.")

@@ -12,12 +12,13 @@ from benchlib.analysis import repeat_spread
 from benchlib.analysis.claims import Claim, Figure, fmt, metric, rows, value
 from benchlib.analysis.common import ok_runs, shared_cores_caveat, with_columns
 from benchlib.analysis.sides import compare, side
+from benchlib.config import studies
 from benchlib.config.performance import compile_mode
 
 if TYPE_CHECKING:
     from benchlib.analysis.sections import Records
 
-STUDY = "transformer_training"
+STUDY = studies.of_analysis(__name__).name  # its name, written once: the registry
 ABOUT = ("Tokens/s, MFU and peak memory per configuration of one language model; FSDP2 "
          "against DDP on the same ranks and each checkpointing mode against none, with "
          "intervals, and whether the two FLOP counts agree.")
@@ -156,8 +157,8 @@ def plot(runs: pd.DataFrame):
 
 
 def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
-    """Per configuration: tokens/s with its spread, the work (model, sequence, batch,
-    precision, device) in its subject; its MFU and peak memory per rank in the note."""
+    """Per configuration: tokens/s with its spread, the work (model, data set, sequence,
+    batch, precision, device) in its subject; its MFU and peak memory per rank in the note."""
     claims = []
     for run in rows(runs.sort_values(["model", "strategy", "ac", "compile"], kind="stable")):
         tps = metric(run, "tokens_per_s")
@@ -169,7 +170,8 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
         mfu, peak = metric(run, "mfu"), metric(run, "peak_bytes")
         note = "; ".join(filter(None, [f"MFU {mfu:.1%}" if mfu is not None else "MFU unknown",
                                        f"peak {peak / 2**20:,.0f} MiB a rank" if peak else ""]))
-        work = (f"{value(run, 'model')}, {value(run, 'seq_len')} tokens, batch "
+        data = f" on {value(run, 'dataset')}" if value(run, "dataset") else ""
+        work = (f"{value(run, 'model')}{data}, seq {value(run, 'seq_len')}, batch "
                 f"{value(run, 'batch_size')}, {value(run, 'precision')}, on "
                 f"{value(run, 'device_name') or value(run, 'device')}")
         claims.append(Claim(f"{_name(run)}, {work}", figure, note))

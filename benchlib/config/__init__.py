@@ -4,10 +4,11 @@ benchlib, pure (no torch, no files, no questions to the machine).
 A notebook's `parameters` cell holds plain values; the next cell turns them into one
 of these (`cfg = DataPrepConfig.from_params(globals())`). A sweep builds the same
 config for every row before anything runs, so bad input fails early with a message
-that names the field and what is allowed.
+that names the field and what is allowed. The classes are re-exported here for
+`from benchlib.config import DpVsDdpConfig`; a study's config is found from its registry
+entry (`studies.config_class`), so a new study needs no import here.
 """
 
-import importlib
 from collections.abc import Iterator, Mapping
 
 from benchlib.config import studies
@@ -28,15 +29,12 @@ from benchlib.config.transformer_training import TransformerTrainingConfig
 
 class _Configs(Mapping):
     """Config class name -> class, for every study the registry lists (its `config`: a
-    class of this package, or `pkg.module:Class` for a study of one's own)."""
+    class of its config module benchlib.config.<name>, or `pkg.module:Class` for a study
+    of one's own)."""
 
     def _all(self) -> dict[str, type[StudyConfig]]:
-        found = {}
-        for study in studies.registry():
-            module, _, name = study.config.rpartition(":")
-            cls = getattr(importlib.import_module(module), name) if module else globals()[name]
-            found[name] = cls
-        return found
+        return {study.config.rpartition(":")[2]: studies.config_class(study)
+                for study in studies.registry()}
 
     def __getitem__(self, name: str) -> type[StudyConfig]:
         return self._all()[name]

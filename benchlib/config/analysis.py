@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
 
 from benchlib.config.base import StudyConfig
 
@@ -11,8 +10,6 @@ from benchlib.config.base import StudyConfig
 @dataclasses.dataclass
 class AnalysisConfig(StudyConfig):
     """The analysis notebook (90): where the records are."""
-
-    study: ClassVar[str] = "analysis"
 
     results_dir: str = "outputs/results"
     """Folder of result records (one sub-folder per study)."""

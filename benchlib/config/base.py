@@ -13,6 +13,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
+from benchlib.config.studies import of_config
 from benchlib.errors import ConfigError
 
 _TYPE_NAMES = {"int": int, "float": float, "str": str, "bool": bool, "list": list, "dict": dict}
@@ -46,11 +47,21 @@ def require_min(field: str, value: float, minimum: float) -> None:
         raise ConfigError(field, f"must be >= {minimum}, got {value}")
 
 
+class _StudyName:
+    """A config class's study: the name of the registry entry whose config is the class
+    or the nearest class it builds on; "" for a piece no entry names (TrainingConfig).
+    Read from the registry, where the name is written once."""
+
+    def __get__(self, cfg: Any, cls: type) -> str:
+        entry = next(filter(None, map(of_config, cls.__mro__)), None)
+        return entry.name if entry else ""
+
+
 @dataclasses.dataclass
 class StudyConfig:
     """Base of every study's config: type checks, then the study's own `validate`."""
 
-    study: ClassVar[str] = ""  # the one name of the study (notebook, params, modules)
+    study = _StudyName()  # the one name of the study (notebook, params, modules)
     # a field's allowed values, where they are few: checked when the config is built, and
     # the choices of its flag (benchlib.config.flags); merged down the classes it builds on
     allowed: ClassVar[dict[str, tuple[Any, ...]]] = {}

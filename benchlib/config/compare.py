@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
 
 from benchlib.config.base import StudyConfig
 from benchlib.errors import ConfigError
@@ -12,8 +11,6 @@ from benchlib.errors import ConfigError
 @dataclasses.dataclass
 class CompareConfig(StudyConfig):
     """The comparison notebook (95): two result sets side by side."""
-
-    study: ClassVar[str] = "compare"
 
     results_dir: str = "outputs/results"
     """Folder of result records (one sub-folder per study)."""

@@ -24,7 +24,6 @@ class CompileConfig(TrainingConfig, PerformanceConfig):
     study trains: built-in, `pkg.module:function`, timm: or hf:), the compile mode and
     cache benchlib.config.performance's."""
 
-    study: ClassVar[str] = "compile"
     defaults: ClassVar[dict[str, Any]] = {"model": "simplecnn", "dataset": "synthetic",
                                           "image_size": 32, "batch_size": 32, "max_steps": 30,
                                           "warmup_steps": 3, "lr": 0.01, "compile": "default"}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
 
 from benchlib.config.base import StudyConfig, require_choice, require_min
 from benchlib.config.choices import DATASETS_PREPARED
@@ -13,8 +12,6 @@ from benchlib.errors import ConfigError
 @dataclasses.dataclass
 class DataPrepConfig(StudyConfig):
     """Data preparation (notebook 00, `python -m benchlib data`)."""
-
-    study: ClassVar[str] = "data_prep"
 
     path: str = "outputs/data"
     """Folder the data sets are written to; relative paths start at the project root."""

@@ -20,7 +20,6 @@ class DpVsDdpConfig(TrainingConfig, RepeatsConfig, FaultInjectionConfig):
     it can inject (a rank that dies, a straggler: `benchlib diagnose`'s tests)
     benchlib.config.fault_injection's."""
 
-    study: ClassVar[str] = "dp_vs_ddp"
     allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"strategy": STRATEGIES,
                                                      "launcher": LAUNCHERS}
 

@@ -24,7 +24,6 @@ class FaultToleranceConfig(TrainingConfig, FaultInjectionConfig, CheckpointConfi
     it saves, benchlib.config.checkpoint's, each launch in a folder of its own under
     `checkpoint_path`."""
 
-    study: ClassVar[str] = "fault_tolerance"
     allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"dataset": ELASTIC_DATASETS}
     defaults: ClassVar[dict[str, Any]] = {"dataset": "fashion-mnist", "model": "toynet",
                                           "epochs": 2, "max_steps": 20, "batch_size": 16,

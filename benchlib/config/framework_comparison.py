@@ -35,7 +35,6 @@ class FrameworkComparisonConfig(PerformanceConfig, LaunchConfig, LoaderConfig, O
     of global batch / 1000), and so are its repeats: windows, in one launch or each in
     its own. `arch`, this study's old name for `model`, is still read in a table."""
 
-    study: ClassVar[str] = "framework_comparison"
     allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"launcher": LAUNCHERS,
                                                      "repeat_mode": REPEAT_MODES}
     defaults: ClassVar[dict[str, Any]] = {"model": "resnet50", "dataset": "synthetic",

@@ -83,7 +83,6 @@ class MemoryAndBatchConfig(PerformanceConfig, OwnDataConfig):
     channels_last, compile, activation checkpointing): the memory of an amp_bf16,
     channels_last ResNet-50 is not fp32's."""
 
-    study: ClassVar[str] = "memory_and_batch"
     defaults: ClassVar[dict[str, Any]] = {"model": "simplecnn", "dataset": "synthetic"}
 
     memory_limit: str = ""

@@ -17,7 +17,6 @@ class MultinodeLightningConfig(TrainingConfig, RepeatsConfig):
     the same model and data, `nnodes` x `nproc_per_node` ranks. The training and repeat
     parameters are benchlib.config.training's, with seed 000's defaults."""
 
-    study: ClassVar[str] = "multinode_lightning"
     allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"trainer": MULTINODE_TRAINERS,
                                                      "launcher": MULTINODE_LAUNCHERS}
     defaults: ClassVar[dict[str, Any]] = {"dataset": "fashion-mnist", "model": "toynet",

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import ClassVar
 
 from benchlib.config.base import StudyConfig, require_choice, require_min
 from benchlib.config.choices import PROJECTION_MAX_DEVICES_PER_NODE, PROJECTION_MAX_NODES
@@ -44,8 +43,6 @@ def input_form(value: str) -> str:
 @dataclasses.dataclass
 class ScalingProjectionConfig(StudyConfig):
     """The projection notebook (45): throughput, speedup and efficiency to 1024 devices."""
-
-    study: ClassVar[str] = "scaling_projection"
 
     results_dir: str = "outputs/results"
     """Folder of result records that run ids and `newest` are looked up in."""

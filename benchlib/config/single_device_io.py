@@ -19,7 +19,6 @@ class SingleDeviceIoConfig(ScheduleConfig, LoaderConfig, ModelDataConfig):
     studies' (benchlib.config.model_data, benchlib.config.training), with seed 000's
     defaults: its data sets, 1x28x28 images of 10 classes, SGD without momentum."""
 
-    study: ClassVar[str] = "single_device_io"
     defaults: ClassVar[dict[str, Any]] = {"dataset": "fashion-mnist", "model": "toynet",
                                           "batch_size": 64, "warmup_steps": 5, "lr": 1e-3,
                                           "momentum": 0.0}

@@ -6,6 +6,9 @@ from one frame), the question it answers and how a sweep starts its kernels. The
 (configs, preflight, kernel mode), the records (a record's `study`), notebook 90 (its
 sections), the report (its findings, their order and thumbnails) and `compare --study`
 all ask the registry, so a study is added by one entry plus its modules and notebook.
+The entry is the one place a study's name is written: a config class finds its study here
+(`of_config`), an analysis module its own (`of_analysis`), and the entry its config class
+in the study's config module (`config_class`).
 
 Studies of one's own, outside benchlib, join through `BENCHLIB_STUDIES` (module names,
 comma-separated, each with a `STUDIES` tuple of entries): every process a sweep or a
@@ -14,7 +17,9 @@ report starts inherits it, so the kernels and the analysis see them too.
 
 from __future__ import annotations
 
+import functools
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from benchlib import paths
@@ -25,12 +30,13 @@ KERNELS = ("fresh", "warm")
 
 @dataclass(frozen=True)
 class Study:
-    """One study. `config`: its config class, a name in benchlib.config or `pkg.mod:Class`
-    (default: <Name>Config). `module` and `analysis`: its study and analysis modules
-    (default: benchlib.studies.<name>, benchlib.analysis.<name>; "" for none: a study that
-    launches nothing, a notebook that reads every study's records). `kernel`: `warm`, a
-    sweep may fork the row's kernel from one that imported torch once (what the row times
-    runs in processes it launches, or nothing is timed), or `fresh`, a new kernel per row
+    """One study. `config`: its config class, a class of its config module
+    (benchlib.config.<name>) or `pkg.mod:Class` (default: <Name>Config). `module` and
+    `analysis`: its study and analysis modules (default: benchlib.studies.<name>,
+    benchlib.analysis.<name>; "" for none: a study that launches nothing, a notebook that
+    reads every study's records). `kernel`: `warm`, a sweep may fork the row's kernel from
+    one that imported torch once (what the row times runs in processes it launches, or
+    nothing is timed), or `fresh`, a new kernel per row
     (the IO study times in its kernel: forked, its traverse rows measured a median 0.92x of
     a fresh kernel's, 0.75-0.98 by row over 4 sweeps of 7 repeats; docs/sweeps.md).
     `preflight`: its study module checks the machine a row runs on first. `cli`: the
@@ -130,6 +136,43 @@ def named(name: str) -> Study:
     if name not in found:
         raise ConfigError("study", f"{name!r} is not a study; studies: {', '.join(found)}")
     return found[name]
+
+
+@functools.cache
+def config_class(study: Study) -> type:
+    """The config class `study`'s entry names: `Class` in its config module
+    (benchlib.config.<name>), or `pkg.module:Class` for a study of one's own."""
+    module, _, name = study.config.rpartition(":")
+    module = module or f"benchlib.config.{study.name}"
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError("config", f"study {study.name}: cannot find {name} in {module} "
+                          f"({type(e).__name__}: {e}); put the class in {module.replace('.', '/')}.py or name it "
+                          "config='pkg.module:Class'") from e
+
+
+def _find(match: Callable[[Study], bool]) -> Study | None:
+    """The first entry `match` takes, benchlib's own looked at first (so that a module of
+    benchlib finds its study without importing the modules BENCHLIB_STUDIES names)."""
+    return next((s for s in STUDIES if match(s)), None) or \
+        next((s for s in registry() if match(s)), None)
+
+
+def of_config(cls: type) -> Study | None:
+    """The entry whose config class is `cls` itself (None: a piece that studies compose,
+    such as TrainingConfig, or a class no entry names)."""
+    return _find(lambda s: s.config.rpartition(":")[2] == cls.__name__
+                 and config_class(s) is cls)
+
+
+def of_analysis(module: str) -> Study:
+    """The entry whose analysis module is `module` (an analysis module's `__name__`)."""
+    found = _find(lambda s: s.analysis == module)
+    if found is None:
+        raise ConfigError("analysis", f"no study of the registry names {module} as its "
+                          "analysis module; add analysis='...' to its Study entry")
+    return found
 
 
 def of_notebook_entry(notebook: str) -> Study | None:

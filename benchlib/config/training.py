@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from benchlib.config.base import StudyConfig, require_counts, require_min
 from benchlib.config.choices import BACKENDS, REPEAT_MODES
 from benchlib.config.model_data import OwnDataConfig
+from benchlib.config.studies import of_config
 from benchlib.errors import ConfigError
 
 
@@ -115,12 +116,12 @@ def training_fields(cls: type) -> list[str]:
     """The fields of `cls` a training worker takes: those it has from TrainingConfig or
     the pieces TrainingConfig is composed of (a study that composes only some of them has
     those; a field of the same name a study declares itself is its own), and those of any
-    config that extends one of them without being a study (a class that sets `study`: its
-    own fields say how to launch, not what to train)."""
+    config that extends one of them without being a study (a class a registry entry names:
+    its own fields say how to launch, not what to train)."""
     pieces = tuple(set(TrainingConfig.__mro__) - {StudyConfig, object})
     return [f.name for f in dataclasses.fields(cls)
             if (owner := _declared_by(cls, f.name)) in pieces
-            or (issubclass(owner, pieces) and not vars(owner).get("study"))]
+            or (issubclass(owner, pieces) and of_config(owner) is None)]
 
 
 def _declared_by(cls: type, name: str) -> type:

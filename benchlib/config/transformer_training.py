@@ -24,7 +24,6 @@ class TransformerTrainingConfig(TrainingConfig, RepeatsConfig, PerformanceConfig
     `benchlib data` writes) or your own. Checkpointing, compile and precision are
     benchlib.config.performance's."""
 
-    study: ClassVar[str] = "transformer_training"
     allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"strategy": LM_STRATEGIES,
                                                      "launcher": LAUNCHERS}
     defaults: ClassVar[dict[str, Any]] = {"model": "gpt-tiny", "dataset": "tokens",

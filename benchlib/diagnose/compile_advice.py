@@ -10,10 +10,11 @@ from typing import Any
 
 import pandas as pd
 
+from benchlib.config.compile import CompileConfig
 from benchlib.config.performance import compile_mode, compiled
 from benchlib.core.compile_cost import break_even_text
 
-STUDY = "compile"
+STUDY = CompileConfig.study  # notebook 55's study, by the registry's name for it
 SAME = ("model", "dataset", "batch_size", "precision")  # the same work, always
 IF_BOTH = ("seq_len", "image_size")  # the same where both records say one
 

@@ -93,9 +93,16 @@ def record_for(name: str, value: str, records: pd.DataFrame, model: str = "") ->
 
 
 def _label(rec: pd.Series) -> str:
+    """'run X (40_framework_comparison: resnet18 on synthetic, batch 8, on cpu)': the record
+    an input came from and the work it measured (what it lacks is left out)."""
     what = rec.get("arch") if isinstance(rec.get("arch"), str) else rec.get("model")
-    return f"run {rec['run_id']} ({rec['notebook'].removesuffix('.ipynb')}, {what}, " \
-           f"{rec.get('device_name') or rec.get('device')})"
+    batch = rec.get("batch_size")
+    device = next((d for d in (rec.get("device_name"), rec.get("device")) if isinstance(d, str)),
+                  None)
+    work = [" on ".join(v for v in (what, rec.get("dataset")) if isinstance(v, str)),
+            f"batch {int(batch)}" if pd.notna(batch) else "", f"on {device}" if device else ""]
+    return f"run {rec['run_id']} ({rec['notebook'].removesuffix('.ipynb')}: " \
+           f"{', '.join(w for w in work if w)})"
 
 
 def _dlperf(cfg: ScalingProjectionConfig) -> tuple[check_seed003.NodeFit, float | None]:
@@ -111,8 +118,10 @@ def _dlperf(cfg: ScalingProjectionConfig) -> tuple[check_seed003.NodeFit, float 
 def _from_dlperf(name: str, cfg: ScalingProjectionConfig) -> tuple[float, str]:
     fit, cap = _dlperf(cfg)
     where = f"seed 003 {cfg.framework} batch {cfg.batch_size}"
-    if name == "compute":
-        return cfg.batch_size / fit.compute_s, f"1-GPU row of {where}"
+    if name == "compute":  # seed 003's script trains on ImageNet's JPEGs (docs/projection.md)
+        return cfg.batch_size / fit.compute_s, (f"1-GPU row of seed 003 {cfg.framework}: "
+                                                f"ResNet-50 v1.5 on ImageNet, batch "
+                                                f"{cfg.batch_size}, on a V100 16G")
     if name == "intra_busbw":
         return fit.intra_busbw_gbps, f"fitted to the 1-node rows of {where}"
     if cap is None:

@@ -15,6 +15,9 @@ from benchlib.core import hostload
 from benchlib.diagnose import rules
 from benchlib.report import landing, pages
 
+# A run table may reach the window's right edge (`.wide`), past the text's 72em: its
+# columns keep their words whole (a word breaks only when longer than 28em), run ids stay
+# on one line, and a header breaks at its underscores; past the window it scrolls.
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:72em;color:#222;
 line-height:1.45;padding:0 1em}table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px
 solid #ccc;padding:.25em .6em;text-align:left;font-size:.9em;vertical-align:top}th{background:#f3f3f3}
@@ -27,8 +30,9 @@ padding-left:1.2em}.also li{margin:.1em 0}
 .meta{font-size:.85em;color:#555}.caveat{font-size:.85em;color:#6b4e00}h3{margin-top:1.6em}
 .findings>li::after{content:"";display:table;clear:both}.thumb{float:right;margin:0 0 .4em 1em}
 .thumb img{width:15em;max-width:35vw;border:1px solid #ccc;background:#fff}
-.wide{overflow-x:auto;max-width:100%;margin:.5em 0 1.5em}.wide table{margin:0}
-td{overflow-wrap:anywhere;max-width:28em}"""
+.wide{overflow-x:auto;width:calc(50vw + 50% - 1.5em);margin:.5em 0 1.5em}.wide table{margin:0}
+.wide td,.wide th{padding:.25em .4em;font-size:.85em}td{overflow-wrap:break-word;max-width:28em}
+.id,.nowrap,.busy{white-space:nowrap}.busy{font-size:.8em;color:#8a5a00}"""
 
 
 def _rel(report_dir: Path, target: Path) -> str:
@@ -117,8 +121,9 @@ def lede(records: list[dict[str, Any]], beds: dict[str, landing.Testbed]) -> str
     sets = sorted({str(r.get("label")) for r in records})
     in_sets = (f" in result set {html.escape(sets[0])}" if len(sets) == 1 else
                f" in {len(sets)} result sets" if sets else "")
-    return (f'<p class="lede">{len(records)} runs in {n_studies} studies ({ok} ok, '
-            f'{len(records) - ok} failed) on {labels} testbed(s){in_sets}, between {first} and '
+    return (f'<p class="lede">{landing.count(len(records), "run")} in '
+            f'{landing.count(n_studies, "study", "studies")} ({ok} ok, {len(records) - ok} '
+            f'failed) on {landing.count(labels, "testbed")}{in_sets}, between {first} and '
             f"{last} UTC. Each line answers one study's question with its headline figure "
             "(the newest ok run of each row), its spread (p10-p90) and n; every figure links "
             "to the executed notebook and the record it came from.</p>")
@@ -151,8 +156,8 @@ def failures_table(records: list[dict[str, Any]], site: Site) -> str:
         f'<td class="failed">{e((r["error"] or {}).get("type", ""))}: '
         f'{e((r["error"] or {}).get("message", ""))}</td><td>{site.links(r["run_id"])}</td></tr>'
         for r in failed)
-    return (f'<h2 id="failures">Failures</h2><p>{len(failed)} run(s) failed; their numbers '
-            f'are used nowhere.</p><table><tr><th>study</th><th>run</th><th>error</th>'
+    return (f'<h2 id="failures">Failures</h2><p>{landing.count(len(failed), "run")} failed; '
+            f'their numbers are used nowhere.</p><table><tr><th>study</th><th>run</th><th>error</th>'
             f'<th>see</th></tr>{rows}</table>')
 
 
@@ -165,40 +170,49 @@ def study_table(study: str, records: list[dict[str, Any]], site: Site,
     sets = len({r.get("label") for r in records}) > 1  # history kept: say which set a run is in
     verdicts = {r["run_id"]: rules.column(r) for r in records}  # what holds it back
     judged = any(verdicts.values())
+    errors = any(r["error"] for r in records)
     names = ["run", "status", *["set"] * sets, *cols, metric_name,
              *(["held back by"] if judged else []),
-             *(["testbed"] if several else []), "took", "finished", "error"]
-    head = "".join(f"<th>{e(c)}</th>" for c in names)
+             *(["testbed"] if several else []), "took", "finished", *(["error"] * errors)]
+    head = "".join(f"<th>{'_<wbr>'.join(map(e, c.split('_')))}</th>" for c in names)
     body = []
     for rec in sorted(records, key=lambda r: r["started_at"]):
         run = rec["run_id"]
-        link = e(run)
+        link = f'<span class="id">{e(run)}</span>'
         if run in site.pages:
             link = f'<a href="{_rel(site.report_dir, site.pages[run])}">{link}</a>'
         link += f' <span class="src">(<a href="{_rel(site.report_dir, site.records[run])}">record</a>)</span>'
         took = pages.duration_s(rec)
         cells = [link, f'<span class="{e(rec["status"])}">{e(rec["status"])}</span>'
                  + _busy(rec.get("host_load"))]
-        cells += [e(str(rec.get("label")))] * sets
-        cells += [e(str(rec["params"].get(c))) for c in cols]
-        cells += [e(landing.headline_metric(rec)[1])]
-        cells += [e(verdicts[run])] if judged else []
+        cells += [_words(rec.get("label"))] * sets
+        cells += [_words(rec["params"].get(c)) for c in cols]
+        cells += [f'<span class="nowrap">{e(landing.headline_metric(rec)[1])}</span>']
+        cells += [_words(verdicts[run])] if judged else []
         cells += [e(beds[run].label)] if several else []
-        cells += [f"{took:.0f} s" if took is not None else "",
-                  rec["finished_at"][:19].replace("T", " "),
-                  e((rec["error"] or {}).get("message", ""))]
+        cells += [f'<span class="nowrap">{took:.0f} s</span>' if took is not None else "",
+                  f'<span class="nowrap">{rec["finished_at"][:16].replace("T", " ")}</span>']
+        cells += [e((rec["error"] or {}).get("message", ""))] * errors
         body.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     ok = sum(r["status"] == "ok" for r in records)
     names = ", ".join(sorted({r["study"] for r in records}))
     return (f'<h3 id="runs-{e(study)}">{e(study)}</h3><p>Study <code>{e(names)}</code>. '
-            f"{len(records)} runs: {ok} ok, {len(records) - ok} failed.</p>"
+            f"{landing.count(len(records), 'run')}: {ok} ok, {len(records) - ok} failed.</p>"
             f'<div class="wide"><table><tr>{head}</tr>{"".join(body)}</table></div>')
 
 
+def _words(value: Any) -> str:
+    """A run table's cell text, escaped, each hyphenated word kept on one line (a line may
+    break between words, never inside "host-contended" or "timm:resnet-50")."""
+    return " ".join(f'<span class="nowrap">{w}</span>' if "-" in w else w
+                    for w in html.escape(str(value)).split(" "))
+
+
 def _busy(host_load: dict[str, Any] | None) -> str:
-    """A flag beside the status of a run that started on a busy host."""
+    """A flag beside the status of a run that started on a busy host: "busy host", its
+    figures in the title (and on the run's page)."""
     said = hostload.describe(host_load)
-    return f' <span class="busy">({html.escape(said)})</span>' if said else ""
+    return f' <span class="busy" title="{html.escape(said)}">busy host</span>' if said else ""
 
 
 THUMBS = "figures"  # report/figures/<study>-<testbed>.png: each finding's main figure

@@ -104,7 +104,7 @@ class Finding:
         ok = self.runs - len(self.failed)
         if not ok:
             return f"no ok run: {len(self.failed)} failed"
-        runs = f"{self.runs} run{'s' if self.runs > 1 else ''}"
+        runs = count(self.runs, "run")
         return f"{runs}, all ok" if not self.failed else \
             f"{ok} of {self.runs} runs ok, {len(self.failed)} failed"
 
@@ -136,7 +136,7 @@ def findings(records: list[Record]) -> list[Finding]:
         if not ok:
             claims, caveat = [], ""
         elif entry is None:
-            claims, caveat = [Claim(f"{len(ok)} ok run(s)",
+            claims, caveat = [Claim(analysed.ok_runs(len(ok)),
                                     note=f"no headline figure is defined for {notebook}")], ""
         else:
             claims, caveat = analysed.headline(entry, results.frame(ok))
@@ -148,6 +148,11 @@ def findings(records: list[Record]) -> list[Finding]:
 
 
 # ---------------------------------------------------------------- run tables
+
+def count(n: int, noun: str, nouns: str = "") -> str:
+    """'1 run', '2 runs' (`nouns`: a plural of its own, 'studies')."""
+    return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"
+
 
 def varying_params(records: list[Record]) -> list[str]:
     """The parameters whose value differs between the records: a run table's columns."""

@@ -189,5 +189,6 @@ def describe(cfg: MemoryAndBatchConfig, result: BatchSearch) -> str:
     how = ", ".join(filter(None, [cfg.precision, "channels_last" if cfg.channels_last else "",
                                   f"compile {cfg.compile}" if compiled(cfg.compile) else "",
                                   f"ac {cfg.ac}" if cfg.ac != "none" else ""]))
-    return (f"{cfg.model} ({how}) on {m['device_name']}, {inputs}, {m['batches_tried']} "
-            f"batches in {m['trials']} processes: {m['boundary']}")
+    tried = m["batches_tried"]
+    return (f"{cfg.model} ({how}) on {m['device_name']}, {inputs}, {tried} "
+            f"batch{'' if tried == 1 else 'es'} in {m['trials']} processes: {m['boundary']}")

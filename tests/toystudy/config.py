@@ -7,8 +7,6 @@ from benchlib.config.base import StudyConfig, require_min
 
 @dataclasses.dataclass
 class ToyConfig(StudyConfig):
-    study = "toy"
-
     toys: int = 3
     """Toys put in the box."""
     box: str = "small"
