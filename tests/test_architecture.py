@@ -281,7 +281,10 @@ def stale_names(text: str, index: ModuleIndex) -> list[str]:
         parts = [m.group(1), *m.group(2).strip(".").split(".")]
         if parts[-1] in EXTENSIONS or len(parts[-1]) == 1:  # a file, or benchlib.config.x
             continue
-        if not index.resolves(parts if parts[0] == "benchlib" else ["benchlib", *parts]):
+        # `studies.x` may be the subpackage's or config/studies.py's (a module's own name)
+        owners = [m.split(".") for m in index.by_own_name.get(parts[0], [])]
+        if not index.resolves(parts if parts[0] == "benchlib" else ["benchlib", *parts]) and \
+                not any(index.resolves([*owner, *parts[1:]]) for owner in owners):
             stale.append(m.group(0))
     for m in SHORT.finditer(text):
         own, attr = m.groups()

@@ -232,11 +232,15 @@ def _package_of(path: str) -> str:
     return ""
 
 
+STACK = "benchlib."  # benchlib's own modules are the stack's (the record's commit), not the model's
+
+
 def _used_source(seeds: list[tuple[str, str | None]]) -> dict[str, list[str]]:
     """The source each file of the user's own contributes: from each (module, top-level
     name) seed, its definition and every top-level name it uses, in its file and through
-    the imports of the user's own modules (a module imported whole: its whole file),
-    followed until nothing new is named. {path: [source segments, in file order]}."""
+    the imports of the user's own modules (a module imported whole: its whole file;
+    benchlib's own modules are not followed), followed until nothing new is named.
+    {path: [source segments, in file order]}."""
     todo, seen, found = list(seeds), set(), {}
     while todo:
         module_name, name = todo.pop()
@@ -250,13 +254,13 @@ def _used_source(seeds: list[tuple[str, str | None]]) -> dict[str, list[str]]:
         node = defined.get(name) if name is not None else None
         if node is None:  # the whole module (or a name it does not define at top level)
             found[path] = {0: text}
-            todo += [(m, a) for m, a in imports.values()]
+            todo += [(m, a) for m, a in imports.values() if not m.startswith(STACK)]
             continue
         found.setdefault(path, {})[node.lineno] = ast.get_source_segment(text, node) or ""
         for used in {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - {name}:
             if used in defined:
                 todo.append((module_name, used))
-            elif used in imports:
+            elif used in imports and not imports[used][0].startswith(STACK):
                 todo.append(imports[used])
     return {path: [seg for _, seg in sorted(parts.items())] for path, parts in found.items()}
 
