@@ -13,7 +13,7 @@ from benchlib.errors import ConfigError, LaunchError
 from benchlib.records import results
 from benchlib.studies import memory_and_batch
 from benchlib.studies.batch_search import search, summary
-from benchlib.studies.memory_and_batch import size_text, trial_params
+from benchlib.studies.memory_and_batch import launches, size_text
 
 MiB = 2**20
 
@@ -113,8 +113,8 @@ def test_the_search_takes_every_model_and_data_set_the_training_studies_take():
     assert MemoryAndBatchConfig(model="toynet", input_shape="1x28x28").batch_shape() == (1, 28, 28)
     resnet = MemoryAndBatchConfig(model="resnet50", dataset="imagefolder", precision="amp_bf16",
                                   channels_last=True, device="gpu")
-    assert trial_params(resnet, 64)["precision"] == "amp_bf16"
-    assert trial_params(resnet, 64)["channels_last"] is True
+    [trial] = launches(resnet, batch=64)
+    assert (trial.params["precision"], trial.params["channels_last"]) == ("amp_bf16", True)
     for fields in ({"model": "gpt-tiny", "dataset": "tokens", "ac": "full", "compile": True},
                    {"model": "hf:gpt2", "dataset": "synthetic", "seq_len": 32, "vocab_size": 64,
                     "model_args": {"n_layer": 1, "n_embd": 32, "n_head": 2}},
@@ -211,8 +211,8 @@ SHAPE = ["--model", "simplecnn", "--dataset", "imagefolder", "--device", "cpu", 
 def one_trial(cfg, batch, tmp_path):
     from benchlib.launch.launcher import launch
 
-    out = launch("batch_trial", trial_params(cfg, batch), tmp_path / f"trial-{batch}", "single",
-                 1, timeout_s=300)
+    [trial] = launches(cfg, batch=batch)
+    out = launch(trial.worker, trial.params, tmp_path / f"trial-{batch}", "single", 1, timeout_s=300)
     return out.result["details"]["trial"]
 
 

@@ -19,13 +19,12 @@ import signal
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib import paths
 from benchlib.config import MemoryAndBatchConfig
 from benchlib.config.memory_and_batch import TRIAL_FIELDS, job_fields
 from benchlib.distributed.device import check_precision, uses_cuda
 from benchlib.errors import ConfigError, LaunchError
-from benchlib.launch.launcher import launch
-from benchlib.studies import batch_search, checks
+from benchlib.studies import batch_search, checks, repeats
+from benchlib.studies.repeats import Launch
 
 
 @dataclass
@@ -34,7 +33,17 @@ class BatchSearch:
     details: dict[str, Any]  # "trials": one row per process, by batch and in the order run
 
 
-def trial_params(cfg: MemoryAndBatchConfig, batch: int) -> dict[str, Any]:
+def launches(cfg: MemoryAndBatchConfig, run_id: str = "interactive", batch: int | None = None,
+             process: int = 1) -> list[Launch]:
+    """The trial of one batch (default `start_batch`), the search's `process`-th: one
+    batch_trial process. The search is adaptive: `run` asks for each trial's launch as the
+    batches measured so far choose it, and runs it by the one loop."""
+    batch = cfg.start_batch if batch is None else batch
+    return [Launch("batch_trial", _trial_params(cfg, batch), timeout_s=cfg.timeout_s,
+                   log=f"batch-{batch}-{process}", role="trial", repeat=process - 1)]
+
+
+def _trial_params(cfg: MemoryAndBatchConfig, batch: int) -> dict[str, Any]:
     """The batch_trial worker's parameters (its run.json) for one batch: the fields its
     flags are generated from, by name (TRIAL_FIELDS), and the batch and the limit in bytes."""
     return {**{name: getattr(cfg, name) for name in TRIAL_FIELDS}, "batch_size": batch,
@@ -81,16 +90,14 @@ def _killed_row(cfg: MemoryAndBatchConfig, batch: int, error: LaunchError) -> di
 
 def run(cfg: MemoryAndBatchConfig, run_id: str = "interactive") -> BatchSearch:
     preflight(cfg)
-    log_dir = paths.outputs_dir() / "logs" / run_id
+    log_dir = repeats.row_logs(run_id)
     launched = 0
 
     def trial(batch: int) -> dict[str, Any]:
         nonlocal launched
         launched += 1
         try:
-            out = launch("batch_trial", trial_params(cfg, batch),
-                         log_dir / f"batch-{batch}-{launched}", "single", 1,
-                         timeout_s=cfg.timeout_s)
+            [out] = repeats.launch_all(launches(cfg, run_id, batch, launched), log_dir)
             return out.result["details"]["trial"]
         except LaunchError as e:
             row = _killed_row(cfg, batch, e)
