@@ -236,6 +236,18 @@ def test_notebook_90s_section_and_the_landing_pages_finding_from_the_record(warm
     assert analysis.figure(records) is not None
 
 
+def test_a_compiled_rows_steps_are_judged_by_diagnose_and_the_report(warm_run):
+    """The record keeps the first compiled launch's step figures (its timed steps: the
+    compile falls in the warm-up), so the report's bottleneck column judges the row."""
+    _, rec, _ = warm_run
+    m = rec["metrics"]
+    assert m["compute_s"] > 0 and m["data_s"] >= 0
+    assert m["compute_share_low"] <= m["compute_share"] <= m["compute_share_high"]
+    found = rules.diagnose(rec)
+    assert rules.column(rec) == found.bottleneck in rules.BOTTLENECKS
+    assert any(e.startswith("each step: ") and "computing" in e for e in found.evidence)
+
+
 # ------------------------------------------------------------------ compare, diagnose
 
 def write_compile_set(rdir, label, env, compile_s, samples_per_s, seed):

@@ -9,6 +9,7 @@ import pytest
 from benchlib.cli import main
 from benchlib.config import MemoryAndBatchConfig
 from benchlib.config.memory_and_batch import parse_size
+from benchlib.diagnose import rules
 from benchlib.errors import ConfigError, LaunchError
 from benchlib.records import results
 from benchlib.studies import memory_and_batch
@@ -257,6 +258,11 @@ def test_cpu_search_under_a_memory_limit_confirms_both_ends_and_states_the_margi
     assert 0 < fit["model_peak_bytes"] < fit["peak_bytes"] - 200 * MiB  # not the interpreter
     df = results.load_results(outputs / "results")
     assert list(df["status"]) == ["ok"] and df["largest_batch"].iloc[0] == largest
+    # the report's bottleneck: the largest batch's steps, all compute (a busy host named first)
+    assert m["step_figures_of"].startswith(f"batch {largest}, the largest that fits (median of "
+                                           f"{len(at[largest])} processes")
+    assert m["compute_s"] == m["batch_s"] > 0 == m["data_s"]
+    assert rules.column(record) in ("compute-bound", "host-contended")
 
 
 @pytest.mark.distributed

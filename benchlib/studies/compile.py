@@ -36,10 +36,16 @@ from typing import Any
 from benchlib.config import CompileConfig
 from benchlib.config.performance import PerformanceConfig, check_compile_device
 from benchlib.core import compile_cost, stats
+from benchlib.core.throughput import SHARES
 from benchlib.distributed.device import check_precision
 from benchlib.launch.launcher import LaunchResult
 from benchlib.studies import checks, repeats, training
 from benchlib.studies.repeats import Launch
+
+# a step's figures as the trainer gives them over its timed steps, kept of the first
+# compiled launch so that diagnose can say what holds the compiled step back
+STEP_FIGURES = ("batch_s", "data_s", "compute_s", "alloc_retries", "ooms", "peak_reserved_bytes",
+                *(f"{share}{end}" for share in SHARES for end in ("", "_low", "_high")))
 
 
 @dataclass
@@ -112,7 +118,8 @@ def _read(cfg: CompileConfig, item: Launch, out: LaunchResult) -> dict[str, Any]
 def figures(cfg: CompileConfig, launched: list[dict[str, Any]],
             priming: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(metrics, details) of a row's launches (`_read`'s dicts): the figures the module
-    docstring names."""
+    docstring names, and the first compiled launch's step figures (its timed steps' data
+    and compute time and their shares: what diagnose judges a row by)."""
     eager = [x for x in launched if x["side"] == "eager"]
     comp = [x for x in launched if x["side"] == "compiled"]
     eager_first = statistics.median(x["first_s"] for x in eager)
@@ -128,7 +135,7 @@ def figures(cfg: CompileConfig, launched: list[dict[str, Any]],
     keep = ("model_params", "model_class", "model_source_sha", "tokens_per_sample",
             "flops_per_sample", "flops_per_token", "flops_per_token_analytic", "device_name",
             "device_type", "global_batch", "world_size", "threads_per_rank", "peak_kind",
-            "graph_breaks", "graphs", "compiled_frames", "timing")
+            "graph_breaks", "graphs", "compiled_frames", "timing", *STEP_FIGURES)
     metrics: dict[str, Any] = {k: first[k] for k in keep if k in first}
     metrics.update({
         **stats.summarize([x["samples_per_s"] for x in comp], "samples_per_s"),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,10 +115,30 @@ def run(cfg: MemoryAndBatchConfig, run_id: str = "interactive") -> BatchSearch:
         "limit_source": "memory_limit" if cfg.memory_limit else "device memory",
         "device_name": known.get("device_name"),
         **{k: known.get(k) for k in ("model_class", "model_source_sha", "model_source")},
-        "log_dir": str(log_dir)}
+        "log_dir": str(log_dir), **step_figures(found, largest)}
     metrics["boundary"] = boundary_sentence(metrics, cfg.max_batch)
     trials = [{**t, "process": i + 1} for i, t in enumerate(found.order)]
     return BatchSearch(metrics, {"trials": sorted(trials, key=lambda t: t["batch_size"])})
+
+
+def step_figures(found: batch_search.Search, largest: int | None) -> dict[str, Any]:
+    """What diagnose judges a search by: the steps of the largest batch that fits, the
+    median over its processes (a trial makes its batch on the device once, so no step
+    waits for data), and the allocator's retries and OOMs there (CUDA's; None on the
+    CPU); where no batch fits, only why there is nothing to judge (`steps_not_judged`)."""
+    at = [t for t in found.at(largest) if t.get("step_s")] if largest is not None else []
+    if not at:
+        return {"steps_not_judged": "no batch fits, so no trial's steps to judge"}
+    step = statistics.median(t["step_s"] for t in at)
+    counted = [t for t in at if t.get("alloc_retries") is not None]
+    return {"step_figures_of": f"batch {largest}, the largest that fits (median of {len(at)} "
+                               "processes; its batch made on the device once: no data wait)",
+            "batch_s": step, "data_s": 0.0, "compute_s": step,
+            "device_type": "cuda" if at[0].get("device_total_bytes") else "cpu",
+            "alloc_retries": max(t["alloc_retries"] for t in counted) if counted else None,
+            "ooms": max(t["ooms"] or 0 for t in counted) if counted else None,
+            "peak_reserved_bytes": max((t.get("peak_reserved_bytes") or 0 for t in counted),
+                                       default=None)}
 
 
 def size_text(n: int | None) -> str:
