@@ -278,6 +278,28 @@ def test_a_trial_takes_a_language_model_in_its_precision_with_checkpointing(tmp_
     assert row["model_source"] == "benchlib/core/gpt.py; model_args"
 
 
+@pytest.mark.distributed
+def test_a_compiled_trial_records_its_cold_compile_and_its_graph_break(tmp_path, monkeypatch):
+    """A compiled trial compiles in a cache of its own (cold, never what an earlier process
+    left): its row says what the compile cost (its warm-up steps less as many timed ones),
+    its graph break and recompiles; the search's record takes them at its largest batch,
+    with no break-even (no eager trial beside it). A warm search is refused."""
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")  # no pool of compile processes
+    fields = dict(model="tests.compile_models:blocks_with_break", dataset="synthetic",
+                  input_shape="3x8x8", device="cpu", memory_limit="64GiB", compile="default",
+                  steps=4, warmup_steps=2)
+    row = one_trial(MemoryAndBatchConfig(**fields), 4, tmp_path)
+    assert row["fits"] and row["compile_cache"] == "cold" and row["compile_s"] > 0
+    assert row["compile_s_of"] == "the first 2 step(s) less 2 x the timed steps' mean"
+    assert row["graph_breaks"] == 1 and row["recompiles"] >= 0 and row["cache_misses"] > 0
+    found = search(lambda b: {**row, "batch_size": b, "fits": b <= 4}, 4, 5, 2**36, 1)[2]
+    m = memory_and_batch.compile_figures(found, 4)
+    assert (m["compile_s"], m["graph_breaks"], m["break_even_steps"], m["break_even_why"]) == (
+        row["compile_s"], 1, None, "no eager row of the same work in this row")
+    with pytest.raises(ConfigError, match="compile_cache: warm: each trial compiles cold"):
+        memory_and_batch.preflight(MemoryAndBatchConfig(**{**fields, "compile_cache": "warm"}))
+
+
 @pytest.mark.notebook
 def test_notebook_15_runs_and_publishes_its_search(outputs):
     args = ["run", "15_memory_and_batch", "-p", "device", "cpu", "-p", "dataset", "imagefolder",

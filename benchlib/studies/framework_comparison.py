@@ -21,6 +21,7 @@ from benchlib.config.choices import ARCHS
 from benchlib.config.flags import config_argv
 from benchlib.config.framework_comparison import JAX_FIELDS
 from benchlib.config.performance import PerformanceConfig, compiled
+from benchlib.core import compile_cost
 from benchlib.core.metrics import mfu, mfu_figures  # noqa: F401 - mfu: the one MFU function, here too
 from benchlib.core.stats import summarize
 from benchlib.distributed.device import check_precision
@@ -110,6 +111,8 @@ def run(cfg: FrameworkComparisonConfig, run_id: str = "interactive") -> Framewor
                          counted=m.get("flops_per_sample")))
     m["lr"] = learning_rate(cfg)
     m["samples_per_s_per_device"] = m["samples_per_s"] / m["world_size"]
+    if compiled(cfg.compile):
+        m.update(compile_cost.no_eager_row())
     m["jax_skipped"] = skipped
     if skipped is None:
         jax = jax_figures([out.result["metrics"] for out in repeats.of_role(planned, done, "jax")])

@@ -22,6 +22,8 @@ from typing import Any
 
 from benchlib.config import MemoryAndBatchConfig
 from benchlib.config.memory_and_batch import TRIAL_FIELDS, job_fields
+from benchlib.config.performance import compiled
+from benchlib.core import compile_cost
 from benchlib.distributed.device import check_precision, uses_cuda
 from benchlib.errors import ConfigError, LaunchError
 from benchlib.studies import batch_search, checks, repeats
@@ -64,6 +66,9 @@ def preflight(cfg: MemoryAndBatchConfig) -> None:
     if not cuda and cfg.memory_limit_bytes() is None:
         raise ConfigError("memory_limit", "the CPU search needs a limit (4GiB, 512MiB, ...): "
                           "without one it runs until the OS kills a process")
+    if compiled(cfg.compile) and cfg.compile_cache == "warm":
+        raise ConfigError("compile_cache", "warm: each trial compiles cold, in a cache of its "
+                          "own (no process primes one for the search); use cold")
     from benchlib.trainers.job import build_job
 
     fields = argparse.Namespace(**job_fields(cfg))
@@ -115,7 +120,8 @@ def run(cfg: MemoryAndBatchConfig, run_id: str = "interactive") -> BatchSearch:
         "limit_source": "memory_limit" if cfg.memory_limit else "device memory",
         "device_name": known.get("device_name"),
         **{k: known.get(k) for k in ("model_class", "model_source_sha", "model_source")},
-        "log_dir": str(log_dir), **step_figures(found, largest)}
+        "log_dir": str(log_dir), **step_figures(found, largest),
+        **compile_figures(found, largest)}
     metrics["boundary"] = boundary_sentence(metrics, cfg.max_batch)
     trials = [{**t, "process": i + 1} for i, t in enumerate(found.order)]
     return BatchSearch(metrics, {"trials": sorted(trials, key=lambda t: t["batch_size"])})
@@ -139,6 +145,20 @@ def step_figures(found: batch_search.Search, largest: int | None) -> dict[str, A
             "ooms": max(t["ooms"] or 0 for t in counted) if counted else None,
             "peak_reserved_bytes": max((t.get("peak_reserved_bytes") or 0 for t in counted),
                                        default=None)}
+
+
+def compile_figures(found: batch_search.Search, largest: int | None) -> dict[str, Any]:
+    """A compiled search's compile at its largest batch that fits (each trial compiled
+    cold: the median of its processes' compile seconds, the most graph breaks and
+    recompiles of any), and no break-even: no eager trial ran beside them."""
+    at = [t for t in found.at(largest) if t.get("compile_s") is not None] \
+        if largest is not None else []
+    if not at:
+        return {}
+    return {"compile_s": statistics.median(t["compile_s"] for t in at),
+            "compile_s_of": at[0]["compile_s_of"], "compile_cache": at[0]["compile_cache"],
+            "graph_breaks": max(t.get("graph_breaks", 0) for t in at),
+            "recompiles": max(t.get("recompiles", 0) for t in at), **compile_cost.no_eager_row()}
 
 
 def size_text(n: int | None) -> str:
@@ -196,7 +216,7 @@ def describe(cfg: MemoryAndBatchConfig, result: BatchSearch) -> str:
     shape = cfg.batch_shape()
     inputs = f"{'x'.join(map(str, shape))} inputs" if shape else f"{cfg.dataset} data"
     how = ", ".join(filter(None, [cfg.precision, "channels_last" if cfg.channels_last else "",
-                                  "compiled" if cfg.compile else "",
+                                  "compiled" if compiled(cfg.compile) else "",
                                   f"ac {cfg.ac}" if cfg.ac != "none" else ""]))
     return (f"{cfg.model} ({how}) on {m['device_name']}, {inputs}, {m['batches_tried']} "
             f"batches in {m['trials']} processes: {m['boundary']}")

@@ -17,6 +17,7 @@ from typing import Any
 
 from benchlib.config import TransformerTrainingConfig
 from benchlib.config.performance import PerformanceConfig, compiled
+from benchlib.core import compile_cost
 from benchlib.core.metrics import mfu_figures
 from benchlib.distributed.device import check_precision
 from benchlib.studies import checks, repeats, training
@@ -63,13 +64,16 @@ def preflight(cfg: TransformerTrainingConfig) -> None:
 
 
 def run(cfg: TransformerTrainingConfig, run_id: str = "interactive") -> LmResult:
-    """The launches' tokens/s over epochs or launches as `repeat_mode` says, and MFU."""
+    """The launches' tokens/s over epochs or launches as `repeat_mode` says, MFU; a
+    compiled row its compile's seconds (the worker's) and no break-even (no eager row)."""
     preflight(cfg)
     log_dir, planned = repeats.row_logs(run_id), launches(cfg, run_id)
     done = repeats.launch_all(planned, log_dir)
     m, details = repeats.of_launches(cfg.repeat_mode, repeats.of_role(planned, done, "train"))
     m["log_dir"] = str(log_dir)
     m.update(lm_figures(m, cfg.precision))
+    if compiled(cfg.compile):
+        m.update(compile_cost.no_eager_row())
     return LmResult(m, details)
 
 
