@@ -33,12 +33,12 @@ class Block(nn.Module):
 
 
 class Blocks(nn.Module):
-    """The same images through three blocks in a ModuleList (`blocks`), the second with a
-    graph break when asked: 3,488 parameters."""
+    """The same images (of `side` pixels) through three blocks in a ModuleList (`blocks`),
+    the second with a graph break when asked: 3,488 parameters at 8 pixels."""
 
-    def __init__(self, graph_break: bool = False):
+    def __init__(self, graph_break: bool = False, side: int = 8):
         super().__init__()
-        self.blocks = nn.ModuleList([Block(3 * 8 * 8, 16), Block(16, 16, graph_break),
+        self.blocks = nn.ModuleList([Block(3 * side * side, 16), Block(16, 16, graph_break),
                                      Block(16, 10)])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -56,5 +56,5 @@ def blocks() -> nn.Module:
     return Blocks()
 
 
-def blocks_with_break() -> nn.Module:
-    return Blocks(graph_break=True)
+def blocks_with_break(side: int = 8) -> nn.Module:
+    return Blocks(graph_break=True, side=side)

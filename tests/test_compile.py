@@ -236,6 +236,82 @@ def test_notebook_90s_section_and_the_landing_pages_finding_from_the_record(warm
     assert analysis.figure(records) is not None
 
 
+def test_a_compiled_rows_steps_are_judged_by_diagnose_and_the_report(warm_run):
+    """The record keeps the first compiled launch's step figures (its timed steps: the
+    compile falls in the warm-up), so the report's bottleneck column judges the row."""
+    _, rec, _ = warm_run
+    m = rec["metrics"]
+    assert m["compute_s"] > 0 and m["data_s"] >= 0
+    assert m["compute_share_low"] <= m["compute_share"] <= m["compute_share_high"]
+    found = rules.diagnose(rec)
+    assert rules.column(rec) == found.bottleneck in rules.BOTTLENECKS
+    assert any(e.startswith("each step: ") and "computing" in e for e in found.evidence)
+
+
+@pytest.mark.distributed
+def test_a_compiled_row_of_another_study_records_its_compile_cache_breaks_and_no_break_even(
+        outputs, monkeypatch):
+    """Notebook 40's compiled row on the CPU (one launch, an empty cache): its record says
+    what the compile cost by itself (its first steps less as many steady ones: no eager
+    launch beside it), from which cache, its graph break and recompiles, and no
+    break-even, with the reason. (Warm rows: notebook 55's above, by the same loop.)"""
+    from benchlib.studies import framework_comparison
+
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")  # no pool of compile processes
+    cfg = FrameworkComparisonConfig(
+        model="tests.compile_models:blocks_with_break", model_args={"side": 32},
+        dataset="synthetic", image_size=32, batch_size=8, device="cpu", compile="default",
+        skip_steps=0, warmup_steps=2, timed_steps=4, compare_jax=False)
+    result = framework_comparison.run(cfg, "compiled-40")
+    m, steps = result.metrics, result.details["steps_s"]
+    assert m["compile_cache"] == "cold" and m["cache_misses"] > 0 and m["cache_hits"] == 0
+    assert m["compile_s"] == pytest.approx(sum(steps[:2]) - 2 * float(np.median(steps[2:])))
+    assert m["compile_s"] > 0
+    assert m["compile_s_of"] == "the first 2 step(s) less 2 x the median step after them"
+    assert m["graph_breaks"] == 1 and m["recompiles"] >= 0
+    assert (m["break_even_steps"], m["break_even_why"]) == (
+        None, "no eager row of the same work in this row")
+
+
+@pytest.mark.parametrize("study, config", [
+    ("framework_comparison", FrameworkComparisonConfig(compare_jax=False)),
+    ("transformer_training", TransformerTrainingConfig(model="gpt-tiny", dataset="tokens"))])
+def test_a_compiled_row_without_an_eager_launch_says_why_it_has_no_break_even(
+        monkeypatch, tmp_path, study, config):
+    """Notebooks 40 and 50 launch no eager run of a compiled row's work: their compiled
+    rows record no break-even and the reason; an eager row records neither."""
+    import importlib
+    from pathlib import Path
+
+    from benchlib.launch.launcher import LaunchResult
+    from benchlib.studies import repeats
+
+    def launch(module, params, log_dir, *a, **kw):
+        metrics = {"samples_per_s": 100.0, "world_size": 1, "device_name": "cpu",
+                   "device_type": "cpu", "tokens_per_sample": 8, "compile_s": 1.5}
+        epoch = {"samples_per_s": 100.0, "epoch_s": 1.0, "batch_s": 0.1}
+        return LaunchResult(Path(log_dir), {"metrics": metrics, "details": {"epochs": [epoch]}},
+                            1.0)
+
+    module = importlib.import_module(f"benchlib.studies.{study}")
+    monkeypatch.setattr(repeats, "launch", launch)
+    monkeypatch.setattr(module, "preflight", lambda cfg: None)
+    monkeypatch.setenv("BENCHLIB_OUTPUTS", str(tmp_path))
+    compiled = module.run(type(config)(**{**config.as_dict(), "compile": "default"})).metrics
+    assert (compiled["break_even_steps"], compiled["break_even_why"]) == (
+        None, "no eager row of the same work in this row")
+    assert "break_even_why" not in module.run(config).metrics
+
+
+def test_a_launchs_own_compile_seconds_need_a_step_after_the_first_ones():
+    assert compile_cost.in_launch([5.0, 1.0, 0.1, 0.1, 0.2], 2) == {
+        "compile_s": pytest.approx(5.8),
+        "compile_s_of": "the first 2 step(s) less 2 x the median step after them"}
+    assert compile_cost.in_launch([5.0, 0.1, 0.1], 0)["compile_s"] == pytest.approx(4.9)
+    assert compile_cost.in_launch([5.0, 1.0], 2) == {
+        "compile_s": None, "compile_s_of": "not measured: no step after the first 2"}
+
+
 # ------------------------------------------------------------------ compare, diagnose
 
 def write_compile_set(rdir, label, env, compile_s, samples_per_s, seed):

@@ -241,6 +241,53 @@ def test_the_report_column_is_empty_where_there_is_nothing_to_diagnose():
     assert rules.column(record(data_s=0.06, compute_s=0.04)) == "input-bound"
     assert rules.column({**record(), "status": "failed"}) == ""
     assert rules.column({**record(), "study": "data_prep"}) == ""
+    assert rules.column({**record(), "study": "no_such_study"}) == ""
+
+
+@pytest.mark.parametrize("study", ["compile", "memory_and_batch", "single_device_io",
+                                   "fault_tolerance", "gpu_check"])
+def test_every_study_that_trains_a_model_gets_the_column_as_its_registry_entry_says(study):
+    """The studies whose config builds a model (the registry's, not a list of names), and
+    the GPU check's steps: notebook 55's and 15's rows too."""
+    assert rules.column({**record(data_s=0.06, compute_s=0.04), "study": study}) == "input-bound"
+
+
+def search(*trials):
+    """A largest-batch search over `trials` (batch, fits, step_s, alloc_retries), its
+    record's step figures as notebook 15 keeps them (studies.memory_and_batch.step_figures)."""
+    from benchlib.studies import batch_search, memory_and_batch
+
+    found = batch_search.Search(run=None, limit=2**30)
+    found.order = [{"batch_size": b, "fits": fits, "step_s": step, "alloc_retries": retries,
+                    "ooms": 0 if retries is not None else None, "peak_bytes": 2**20,
+                    "device_total_bytes": 2**30 if retries is not None else None}
+                   for b, fits, step, retries in trials]
+    largest = max((t["batch_size"] for t in found.order if t["fits"]), default=None)
+    return {"run_id": "m1", "status": "ok", "study": "memory_and_batch",
+            "params": {"model": "resnet50", "precision": "fp32", "dataset": "synthetic"},
+            "metrics": {"largest_batch": largest, **memory_and_batch.step_figures(found, largest)},
+            "details": {"trials": found.order}, "host_load": {"busy": False, "start": {}}}
+
+
+def test_a_largest_batch_search_is_judged_by_the_steps_of_its_largest_batch_that_fits():
+    """A trial's batch is made on the device once: no step waits for data, so the largest
+    batch's steps are compute (or, on CUDA, the allocator retrying near the edge: memory);
+    no batch that fits: nothing to judge, and the reason said where the verdict would be."""
+    cpu = search((8, True, 0.20, None), (16, True, 0.40, None), (16, True, 0.44, None),
+                 (32, False, None, None))
+    d = rules.diagnose(cpu)
+    assert d.bottleneck == rules.column(cpu) == "compute-bound"
+    assert cpu["metrics"]["compute_s"] == pytest.approx(0.42)  # batch 16's median, not 8's
+    assert d.evidence[0] == ("steps of batch 16, the largest that fits (median of 2 processes; "
+                             "its batch made on the device once: no data wait)")
+    edge = search((1024, True, 0.3, 0), (1700, True, 0.5, 4), (1701, False, None, 0))
+    assert rules.column(edge) == "memory-bound"
+    assert "the allocator retried 4 times" in rules.diagnose(edge).advice
+    none = search((2, False, None, None))
+    assert rules.column(none) == "" and rules.why_not(none) == \
+        "no batch fits, so no trial's steps to judge"
+    assert rules.why_not({**record(), "study": "data_prep", "metrics": {}}) == \
+        "not a training run with step times (data_prep)"
 
 
 # ------------------------------------------------------------------ constructed runs

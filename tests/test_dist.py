@@ -190,10 +190,12 @@ def test_the_dp_study_passes_its_device_count_to_the_worker(tmp_path):
 
     cfg = DpVsDdpConfig(strategy="dp", nproc_per_node=2, path=str(tmp_path), dataset="synthetic",
                         model="simplecnn")
-    assert dp_vs_ddp.trainer_params(cfg)["dp_devices"] == 2
-    assert "dp_devices" not in dp_vs_ddp.trainer_params(
+    [dp] = dp_vs_ddp.launches(cfg)
+    assert (dp.worker, dp.launcher, dp.nproc, dp.params["dp_devices"]) == ("dp", "single", 1, 2)
+    [ddp] = dp_vs_ddp.launches(
         DpVsDdpConfig(strategy="ddp", nproc_per_node=2, path=str(tmp_path), dataset="synthetic",
-                   model="simplecnn"))
+                      model="simplecnn"))
+    assert "dp_devices" not in ddp.params and (ddp.worker, ddp.nproc) == ("ddp", 2)
 
 
 def test_a_port_past_65535_in_a_tcp_init_method_is_one_clear_line():

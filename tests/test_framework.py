@@ -78,7 +78,8 @@ def test_training_flops_of_resnet50_are_three_forward_passes():
 def test_dlperf_settings_lr_is_global_batch_over_1000_and_steps_add_up():
     cfg = FrameworkComparisonConfig(batch_size=128, nproc_per_node=2)
     assert framework_comparison.learning_rate(cfg) == 0.256 and cfg.steps == 125
-    params = framework_comparison.trainer_params(cfg)
+    [launch] = framework_comparison.launches(cfg)
+    params = launch.params
     assert (params["max_steps"], params["warmup_steps"], params["lr"]) == (125, 25, 0.256)
     # DLPerf's momentum is the trainer's own default: the worker trains with 0.9
     args = ddp_flags.parser("ddp").parse_args([])

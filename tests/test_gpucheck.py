@@ -346,6 +346,30 @@ def test_the_resnet50_steps_are_notebook_40s_gpu_rows_with_the_settings_the_h100
     assert jax[jax.index("--lr") + 1] == "0.256" and jax[jax.index("--repeats") + 1] == "2"
 
 
+def test_a_steps_launch_is_the_one_its_study_plans_and_a_worker_it_does_not_start_is_refused(
+        tmp_path):
+    """A step of a study runs the launch the study's own `launches` gives for its config,
+    the one of the row's worker (and role: notebook 55's sides); its checkpoints where the
+    row puts them; a worker the study would not start for that config is one line naming
+    the launches it would."""
+    from benchlib.config import DpVsDdpConfig
+    from benchlib.errors import ConfigError
+
+    plan = {s.name: s for s in steps.plan(tmp_path)}
+    assert (plan["compile_resnet50_eager"].launch.role, plan["compile_resnet50_warm"].launch.role) \
+        == ("eager", "compiled")
+    assert plan["lightning"].launch.options["srun_torchrun"] is False
+    elastic = plan["elastic_restart"]
+    assert elastic.launch.role == "interrupted" and elastic.config[2]["checkpoint_path"] == \
+        str(tmp_path / "work" / "elastic_restart" / "checkpoints")
+    assert "--max-restarts 1" in " ".join(elastic.argv)
+    with pytest.raises(ConfigError, match=r"^worker: plan.yaml: x: its study launches no "
+                                          r"lightning for this config; its launches: "
+                                          r"ddp \(train\), allreduce \(allreduce\)$"):
+        steps.launch_of(DpVsDdpConfig(strategy="ddp", nproc_per_node=2, allreduce=True),
+                        {"name": "x", "worker": "lightning"})
+
+
 def test_a_resnet50_steps_run_json_is_one_the_worker_accepts(tmp_path):
     """benchlib.workers.single reads the row's run.json as its parameters, and a parameter
     it does not have is refused (the same parse the worker makes, in this process)."""

@@ -9,11 +9,12 @@ import pytest
 from benchlib.cli import main
 from benchlib.config import MemoryAndBatchConfig
 from benchlib.config.memory_and_batch import parse_size
+from benchlib.diagnose import rules
 from benchlib.errors import ConfigError, LaunchError
 from benchlib.records import results
 from benchlib.studies import memory_and_batch
 from benchlib.studies.batch_search import rate_bound, search, summary
-from benchlib.studies.memory_and_batch import size_text, trial_params
+from benchlib.studies.memory_and_batch import launches, size_text
 
 MiB = 2**20
 
@@ -113,8 +114,8 @@ def test_the_search_takes_every_model_and_data_set_the_training_studies_take():
     assert MemoryAndBatchConfig(model="toynet", input_shape="1x28x28").batch_shape() == (1, 28, 28)
     resnet = MemoryAndBatchConfig(model="resnet50", dataset="imagefolder", precision="amp_bf16",
                                   channels_last=True, device="gpu")
-    assert trial_params(resnet, 64)["precision"] == "amp_bf16"
-    assert trial_params(resnet, 64)["channels_last"] is True
+    [trial] = launches(resnet, batch=64)
+    assert (trial.params["precision"], trial.params["channels_last"]) == ("amp_bf16", True)
     for fields in ({"model": "gpt-tiny", "dataset": "tokens", "ac": "full", "compile": True},
                    {"model": "hf:gpt2", "dataset": "synthetic", "seq_len": 32, "vocab_size": 64,
                     "model_args": {"n_layer": 1, "n_embd": 32, "n_head": 2}},
@@ -253,8 +254,8 @@ SHAPE = ["--model", "simplecnn", "--dataset", "imagefolder", "--device", "cpu", 
 def one_trial(cfg, batch, tmp_path):
     from benchlib.launch.launcher import launch
 
-    out = launch("batch_trial", trial_params(cfg, batch), tmp_path / f"trial-{batch}", "single",
-                 1, timeout_s=300)
+    [trial] = launches(cfg, batch=batch)
+    out = launch(trial.worker, trial.params, tmp_path / f"trial-{batch}", "single", 1, timeout_s=300)
     return out.result["details"]["trial"]
 
 
@@ -299,6 +300,11 @@ def test_cpu_search_under_a_memory_limit_confirms_both_ends_and_states_the_margi
     assert 0 < fit["model_peak_bytes"] < fit["peak_bytes"] - 200 * MiB  # not the interpreter
     df = results.load_results(outputs / "results")
     assert list(df["status"]) == ["ok"] and df["largest_batch"].iloc[0] == largest
+    # the report's bottleneck: the largest batch's steps, all compute (a busy host named first)
+    assert m["step_figures_of"].startswith(f"batch {largest}, the largest that fits (median of "
+                                           f"{len(at[largest])} processes")
+    assert m["compute_s"] == m["batch_s"] > 0 == m["data_s"]
+    assert rules.column(record) in ("compute-bound", "host-contended")
 
 
 @pytest.mark.distributed
@@ -312,6 +318,28 @@ def test_a_trial_takes_a_language_model_in_its_precision_with_checkpointing(tmp_
     assert row["fits"] and row["samples_per_s"] > 0, row["why"]
     assert row["model_class"] == "benchlib.core.gpt.GPT" and row["grad_bytes_at_peak"] >= 0
     assert row["model_source"] == "benchlib/core/gpt.py; model_args"
+
+
+@pytest.mark.distributed
+def test_a_compiled_trial_records_its_cold_compile_and_its_graph_break(tmp_path, monkeypatch):
+    """A compiled trial compiles in a cache of its own (cold, never what an earlier process
+    left): its row says what the compile cost (its warm-up steps less as many timed ones),
+    its graph break and recompiles; the search's record takes them at its largest batch,
+    with no break-even (no eager trial beside it). A warm search is refused."""
+    monkeypatch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")  # no pool of compile processes
+    fields = dict(model="tests.compile_models:blocks_with_break", dataset="synthetic",
+                  input_shape="3x8x8", device="cpu", memory_limit="64GiB", compile="default",
+                  steps=4, warmup_steps=2)
+    row = one_trial(MemoryAndBatchConfig(**fields), 4, tmp_path)
+    assert row["fits"] and row["compile_cache"] == "cold" and row["compile_s"] > 0
+    assert row["compile_s_of"] == "the first 2 step(s) less 2 x the timed steps' mean"
+    assert row["graph_breaks"] == 1 and row["recompiles"] >= 0 and row["cache_misses"] > 0
+    found = search(lambda b: {**row, "batch_size": b, "fits": b <= 4}, 4, 5, 2**36, 1)[2]
+    m = memory_and_batch.compile_figures(found, 4)
+    assert (m["compile_s"], m["graph_breaks"], m["break_even_steps"], m["break_even_why"]) == (
+        row["compile_s"], 1, None, "no eager row of the same work in this row")
+    with pytest.raises(ConfigError, match="compile_cache: warm: each trial compiles cold"):
+        memory_and_batch.preflight(MemoryAndBatchConfig(**{**fields, "compile_cache": "warm"}))
 
 
 @pytest.mark.notebook

@@ -16,7 +16,7 @@ from benchlib.launch.supervise import supervise
 from benchlib.slurm.capacity import check_layout
 from benchlib.slurm.sbatch import training_script
 from benchlib.studies import multinode_lightning
-from benchlib.studies.multinode_lightning import worker_params
+from benchlib.studies.multinode_lightning import launches
 
 
 def ddp_args(*extra):
@@ -85,10 +85,14 @@ def test_multinode_config_names_what_to_change():
 
 
 def test_lightning_gets_its_layout_and_not_the_ddp_only_flags():
-    params = worker_params(MultinodeLightningConfig(trainer="lightning", nnodes=3, nproc_per_node=2))
+    [lightning] = launches(MultinodeLightningConfig(trainer="lightning", nnodes=3, nproc_per_node=2))
+    params = lightning.params
     assert (params["devices"], params["nnodes"]) == (2, 3)
     assert "backend" not in params and "log_interval" not in params
-    assert "devices" not in worker_params(MultinodeLightningConfig(trainer="ddp"))
+    assert (lightning.worker, lightning.nnodes, lightning.nproc) == ("lightning", 3, 2)
+    assert lightning.options == {"join_timeout_s": 120, "srun_torchrun": False}
+    [ddp] = launches(MultinodeLightningConfig(trainer="ddp"))
+    assert "devices" not in ddp.params and ddp.options["srun_torchrun"] is True
 
 
 # ------------------------------------------------------------------ rendered Slurm scripts

@@ -3,24 +3,23 @@ flags generated from it and the workers the study starts agree on names, types a
 defaults."""
 
 import dataclasses
+import functools
 import typing
 
 import pytest
 from conftest import ROOT
 
+from benchlib import studies
 from benchlib.cli.main import build_parser
 from benchlib.config import (
     CONFIGS,
-    CompileConfig,
     DataPrepConfig,
     DpVsDdpConfig,
-    FaultToleranceConfig,
-    FrameworkComparisonConfig,
     MemoryAndBatchConfig,
     MultinodeLightningConfig,
     SingleDeviceIoConfig,
-    TransformerTrainingConfig,
 )
+from benchlib.config import studies as registry
 from benchlib.config.checkpoint import CheckpointConfig
 from benchlib.config.fault_injection import FaultInjectionConfig
 from benchlib.config.flags import field_help
@@ -125,7 +124,7 @@ def test_each_workers_flags_are_its_configs_fields_with_their_defaults_and_help(
 
 def test_the_batch_trial_workers_flags_are_notebook_15s_fields_and_its_study_hands_them():
     from benchlib.config.memory_and_batch import TRIAL_FIELDS
-    from benchlib.studies.memory_and_batch import trial_params
+    from benchlib.studies.memory_and_batch import launches
     from benchlib.workers.batch_trial import parser
     from benchlib.workers.bootstrap import Plain, checked_params
 
@@ -136,7 +135,9 @@ def test_the_batch_trial_workers_flags_are_notebook_15s_fields_and_its_study_han
             assert actions[f.name].default == default(f) and \
                 actions[f.name].help.startswith(helps[f.name]), f.name
     cfg = MemoryAndBatchConfig(model="timm:resnet10t", model_args={"drop_rate": 0.1})
-    params = trial_params(cfg, 8)
+    [trial] = launches(cfg, batch=8)
+    params = trial.params
+    assert (trial.worker, params["batch_size"]) == ("batch_trial", 8)
     assert checked_params(p, params, "run.json") == params
     assert {k: params[k] for k in TRIAL_FIELDS} == {k: getattr(cfg, k) for k in TRIAL_FIELDS}
 
@@ -154,192 +155,174 @@ class WithLabelSmoothing(ModelDataConfig):
     """Deterministic kernels only."""
 
 
-@dataclasses.dataclass
-class DpVsDdpPlus(DpVsDdpConfig, WithLabelSmoothing):
-    """Notebook 20's config on that piece (and the ddp workers' study)."""
+@functools.cache
+def plus(config: type) -> type:
+    """`config` on that piece: as the config would be with the two fields above."""
+    return dataclasses.make_dataclass(f"{config.__name__}Plus", [],
+                                      bases=(config, WithLabelSmoothing))
 
 
-@dataclasses.dataclass
-class MultinodePlus(MultinodeLightningConfig, WithLabelSmoothing):
-    """Notebook 30's config on that piece."""
-
-
-@dataclasses.dataclass
-class FaultTolerancePlus(FaultToleranceConfig, WithLabelSmoothing):
-    """Notebook 35's config on that piece."""
-
-
-@dataclasses.dataclass
-class FrameworkPlus(FrameworkComparisonConfig, WithLabelSmoothing):
-    """Notebook 40's config on that piece."""
-
-
-@dataclasses.dataclass
-class TransformerPlus(TransformerTrainingConfig, WithLabelSmoothing):
-    """Notebook 50's config on that piece."""
-
-
-@dataclasses.dataclass
-class CompilePlus(CompileConfig, WithLabelSmoothing):
-    """Notebook 55's config on that piece."""
-
-
-PLUS = [DpVsDdpPlus, MultinodePlus, FaultTolerancePlus, FrameworkPlus, TransformerPlus,
-        CompilePlus]
-
-
-def worker_parser(worker: str, plus: bool = False):
-    """A worker's parser as the bootstrap runs it; `plus`: as it would be with the two
-    fields above (its flags generated from its study, WithLabelSmoothing composed in)."""
+def worker_parser(worker: str, plus_fields: bool = False):
+    """A worker's parser as the bootstrap runs it; `plus_fields`: as it would be with the
+    two fields above (its flags generated from its study, WithLabelSmoothing composed in),
+    None for a worker whose flags are not generated from a study's config that way."""
     from benchlib.trainers import ddp_flags
-    from benchlib.workers import batch_trial, elastic, lightning
+    from benchlib.workers import allreduce, batch_trial, elastic, jax_resnet, lightning
     from benchlib.workers.bootstrap import Later, Plain
 
     if worker == "lightning":
-        return lightning.parser(MultinodePlus if plus else MultinodeLightningConfig)
+        return lightning.parser(plus(MultinodeLightningConfig) if plus_fields
+                                else MultinodeLightningConfig)
     if worker == "elastic":
-        return elastic.parser(dataclasses.make_dataclass(
-            "Seed001Plus", [], bases=(elastic.Seed001, WithLabelSmoothing)) if plus
-            else elastic.Seed001)
-    if worker == "batch_trial":
-        return Plain(None, batch_trial.parser()).parser()
+        return elastic.parser(plus(elastic.Seed001) if plus_fields else elastic.Seed001)
+    fixed = {"batch_trial": lambda: Plain(None, batch_trial.parser()).parser(),
+             "allreduce": lambda: Plain(None, allreduce.parser()).parser(),
+             "jax_resnet": jax_resnet.parser}
+    if worker in fixed:
+        return None if plus_fields else fixed[worker]()
     return Plain(Later("benchlib.trainers.ddp", "train"),
-                 ddp_flags.parser(worker, DpVsDdpPlus if plus else DpVsDdpConfig)).parser()
+                 ddp_flags.parser(worker, plus(DpVsDdpConfig) if plus_fields
+                                  else DpVsDdpConfig)).parser()
 
 
-def study_launches(config) -> list:
-    """(a config, the worker it starts, the run.json the study writes for it) for every
-    worker a study of `config`'s kind starts, through the study's own parameter function."""
-    from benchlib.studies import (
-        compile,
-        dp_vs_ddp,
-        fault_tolerance,
-        framework_comparison,
-        memory_and_batch,
-        multinode_lightning,
-        transformer_training,
-    )
+@functools.cache
+def table_configs() -> dict[str, list]:
+    """Every row of the project's parameter tables, as its config, by study (the configs
+    the project runs: its launches' kinds, from the sweep's own reader)."""
+    from benchlib.runs.params import load_plan
 
-    if issubclass(config, DpVsDdpConfig):
-        made = [config(strategy=s, nproc_per_node=1) for s in ("single", "dp", "ddp")]
-        return [(c, c.strategy, dp_vs_ddp.trainer_params(c)) for c in made]
-    if issubclass(config, MultinodeLightningConfig):
-        made = [config(trainer=t) for t in ("ddp", "lightning")]
-        return [(c, c.trainer, multinode_lightning.worker_params(c)) for c in made]
-    if issubclass(config, FaultToleranceConfig):
-        made = [config(dataset=d) for d in ("fashion-mnist", "dummy")]
-        return [(c, "elastic", fault_tolerance.worker_params(c, "checkpoints", fail=True))
-                for c in made]
-    if issubclass(config, FrameworkComparisonConfig):
-        made = [config(nproc_per_node=n) for n in (1, 2)]
-        return [(c, "single" if c.nproc_per_node == 1 else "ddp",
-                 framework_comparison.trainer_params(c)) for c in made]
-    if issubclass(config, CompileConfig):  # eager and compiled launches, the first pair's
-        made = [config()]
-        return [(c, "single", compile.trainer_params(c, side, 0)) for c in made
-                for side in ("eager", "compiled")]
-    if issubclass(config, TransformerTrainingConfig):
-        made = [config(strategy=s, nproc_per_node=1 if s == "single" else 2)
-                for s in ("single", "ddp", "fsdp2")]
-        return [(c, c.strategy, transformer_training.trainer_params(c)) for c in made]
-    cfg = config(model="timm:resnet10t", model_args={"drop_rate": 0.1})
-    return [(cfg, "batch_trial", memory_and_batch.trial_params(cfg, 8))]
+    found: dict[str, list] = {}
+    for table in sorted((ROOT / "params").glob("*.yaml")):
+        for row in load_plan(table, read_notebooks=False):
+            found.setdefault(studies.entry_of(row.config).name, []).append(row.config)
+    return found
 
 
-# what a study hands its worker otherwise than its config holds it, on purpose: notebook
-# 40's warm-up is DLPerf's (the trainer leaves out the skipped steps too); notebook 30's
-# repeats are launches, its own loop (the Lightning worker's --repeats, seed 000's, repeats
-# epochs inside one); notebook 35's checkpoint_path holds a folder per launch; and the
-# ranks per node, which the launcher starts (a worker's --nproc-per-node is for a
-# platform's variables, not a study's); notebook 55's eager launches run with compile
-# off, whatever the row's mode
-MAPPED = {FrameworkComparisonConfig: {"warmup_steps"}, MultinodeLightningConfig: {"repeats"},
-          FaultToleranceConfig: {"checkpoint_path"}, CompileConfig: {"compile", "compile_cache"}}
-LAUNCHED = {"nproc_per_node"}
+def kind(launch) -> tuple:
+    """What tells one launch's shape from another's: its worker, role and parameters' names."""
+    names = launch.params if isinstance(launch.params, dict) else \
+        [a for a in launch.params if a.startswith("--")]
+    return launch.worker, launch.role, tuple(sorted(names))
 
 
-def assert_carries(source, given: dict, parser, where: str) -> None:
+@functools.cache
+def study_launches(name: str) -> tuple:
+    """(a config, one launch its study plans for it) for each kind of launch the study's
+    default config and its rows in the parameter tables give (studies.launches)."""
+    config = studies.config_class(registry.named(name))
+    found: dict[tuple, tuple] = {}
+    for cfg in [config(), *table_configs().get(name, [])]:
+        for launch in studies.launches(cfg):
+            found.setdefault(kind(launch), (cfg, launch))
+    return tuple(found.values())
+
+
+# the studies that train a model by starting workers (notebook 10 trains in its kernel)
+LAUNCHING = [s.name for s in registry.registry() if s.module and studies.trains(s.name)
+             and study_launches(s.name)]
+LAUNCHED = {"nproc_per_node"}  # the launcher starts the ranks; a worker's flag is a platform's
+
+
+def given(source, params: dict | list, parser) -> dict:
+    """What a launch gives its worker: its run.json's parameters, or its flags as the
+    worker's own parser reads them (each flag named, and "" given by leaving it out)."""
+    if isinstance(params, dict):
+        return params
+    flags = {a.dest: a for a in parser._actions if a.option_strings}
+    parsed = parser.parse_known_args(params)[0]
+    return {d: getattr(parsed, d) for d, a in flags.items()
+            if getattr(source, d, None) == ""
+            or any(o in params or o.replace("--", "--no-", 1) in params for o in a.option_strings)}
+
+
+def assert_carries(source, given: dict, parser, where: str, handed=()) -> None:
     """Every field of `source` the program has a flag for is given (nothing left to the
-    program's own default), and read back by its own parser it is the config's value."""
+    program's own default), and read back by its own parser it is the config's value;
+    but those the launch hands otherwise on purpose (`handed`: Launch.handed)."""
     from benchlib import paths
     from benchlib.workers.bootstrap import checked_params
 
-    mapped = next((m for k, m in MAPPED.items() if isinstance(source, k)), set())
     takes = {a.dest for a in parser._actions} & set(source.field_names()) - LAUNCHED
     assert takes, where
-    assert takes - mapped <= set(given), f"{where}: not given {sorted(takes - set(given))}"
+    assert takes - set(handed) <= set(given), f"{where}: not given {sorted(takes - set(given))}"
     args = checked_params(parser, given, where)
-    for name in takes - mapped:
+    for name in takes - set(handed):
         want = getattr(source, name)
         want = str(paths.resolve(want)) if name == "path" else want
         assert args[name] == want, f"{where}: {name}"
 
 
-TRAINING_STUDIES = [DpVsDdpConfig, MultinodeLightningConfig, FaultToleranceConfig,
-                    FrameworkComparisonConfig, TransformerTrainingConfig, MemoryAndBatchConfig,
-                    CompileConfig]
-
-
-@pytest.mark.parametrize("config", TRAINING_STUDIES, ids=lambda c: c.study)
-def test_every_field_a_study_composes_reaches_its_workers_run_json_with_its_value(config):
+@pytest.mark.parametrize("name", LAUNCHING)
+def test_every_field_a_study_composes_reaches_its_workers_run_json_with_its_value(name):
     """Every study that starts a worker hands it, by name, every field of its config that
-    the worker has a flag for: the training fields, the performance settings, the faults
-    to inject, notebook 15's trial fields."""
-    for cfg, worker, params in study_launches(config):
-        assert_carries(cfg, params, worker_parser(worker), f"{config.study} -> {worker}")
+    the worker has a flag for (the training fields, the performance settings, the faults
+    to inject, notebook 15's trial fields, notebook 40's JAX fields), each launch as the
+    study plans it (its `launches`); but what a launch hands otherwise on purpose, which
+    it says (`Launch.handed`: the eager side's compile off, DLPerf's warm-up, ...)."""
+    for cfg, launch in study_launches(name):
+        parser = worker_parser(launch.worker)
+        assert_carries(cfg, given(cfg, launch.params, parser), parser,
+                       f"{name} -> {launch.worker} ({launch.role})", launch.handed)
 
 
-def test_the_configs_with_a_parameter_cell_are_every_study_config_that_composes_a_piece():
-    """The studies above and notebook 10 (measured in its kernel: its `benchlib io` flags
-    are generated from its config) are every study built on the shared pieces."""
-    built = {c for c in CONFIGS.values() if issubclass(c, ModelDataConfig)}
-    assert built == {*TRAINING_STUDIES, SingleDeviceIoConfig}
+def test_the_studies_followed_are_every_one_that_trains_but_notebook_10():
+    """A study whose config builds a model trains it in workers it launches, and so is
+    followed above, but notebook 10, which measures in its kernel: a training study that
+    planned no launch would not be followed."""
+    trains = {s.name for s in registry.registry() if s.module and studies.trains(s.name)}
+    assert trains - set(LAUNCHING) == {"single_device_io"}
+    assert {"compile", "memory_and_batch", "dp_vs_ddp"} <= set(LAUNCHING)
+    assert {launch.worker for name in LAUNCHING for _, launch in study_launches(name)} == {
+        "single", "dp", "ddp", "fsdp2", "lightning", "elastic", "batch_trial", "allreduce",
+        "jax_resnet"}
 
 
-@pytest.mark.parametrize("config", PLUS, ids=lambda c: c.study)
-def test_a_field_added_to_a_piece_reaches_the_worker_flags_and_its_run_json(tmp_path, config):
+# the studies whose training workers generate their flags from the study's config
+PLUS = [name for name in LAUNCHING
+        if any(worker_parser(launch.worker, True) for _, launch in study_launches(name))]
+
+
+@pytest.mark.parametrize("name", PLUS)
+def test_a_field_added_to_a_piece_reaches_the_worker_flags_and_its_run_json(tmp_path, name):
     from benchlib.launch import protocol
     from benchlib.workers.bootstrap import parse
 
-    for _, worker, params in study_launches(config):
-        parser = worker_parser(worker, plus=True)
+    for cfg, launch in study_launches(name):
+        parser = worker_parser(launch.worker, plus_fields=True)
+        if parser is None:  # a worker whose flags are its own (all-reduce, JAX)
+            continue
+        [mine] = [x for x in studies.launches(plus(type(cfg))(**cfg.as_dict()))
+                  if kind(x)[:2] == kind(launch)[:2]][:1]
+        params = dict(mine.params)
         text = parser.format_help()
         assert "--label-smoothing LABEL_SMOOTHING" in text and "--deterministic" in text
         assert "Cross-entropy label smoothing. (default 0.1)" in " ".join(text.split())
         assert (params["label_smoothing"], params["deterministic"]) == (0.1, False)
         params.update(label_smoothing=0.25, deterministic=True)
-        run_json = protocol.write_run_config(tmp_path, worker, params)
+        run_json = protocol.write_run_config(tmp_path, launch.worker, params)
         args = parse(parser, ["--config", str(run_json)])
         assert (args.label_smoothing, args.deterministic) == (0.25, True)
 
 
 def test_every_gpu_check_command_carries_its_study_configs_fields(tmp_path):
     """The GPU check's command lines are made from the studies' configs by the studies'
-    own parameter functions: each step of a study (`source`) gives its worker or CLI every
-    field of that config it takes, with the config's value (a run.json read as the
-    worker reads it, or flags read by the program's own parser)."""
+    own launches: each step of a study (`source`) gives its worker or CLI every field of
+    that config it takes, with the config's value (a run.json read as the worker reads it,
+    or flags read by the program's own parser), but what its launch hands otherwise."""
     from benchlib.gpucheck import steps
-    from benchlib.workers import jax_resnet
 
     studied = [s for s in steps.plan(tmp_path) if s.source is not None]
-    assert {type(s.source) for s in studied} == {
-        DpVsDdpConfig, MultinodeLightningConfig, FaultToleranceConfig,
-        FrameworkComparisonConfig, TransformerTrainingConfig, MemoryAndBatchConfig, CompileConfig}
+    assert {studies.entry_of(s.source).name for s in studied} == set(LAUNCHING)
     for step in studied:
         assert step.params.items() >= step.source.as_dict().items(), step.name  # its record
+        handed = step.launch.handed if step.launch is not None else ()
         if step.config is not None:
             _, worker, params = step.config
-            assert_carries(step.source, params, worker_parser(worker), step.name)
+            assert_carries(step.source, params, worker_parser(worker), step.name, handed)
             continue
-        program, argv = ((jax_resnet.parser(), step.argv[3:]) if "jax_resnet" in step.argv[2]
+        program, argv = ((worker_parser("jax_resnet"), step.argv[3:]) if "jax_resnet" in step.argv[2]
                          else (subcommand("maxbatch"), step.argv[step.argv.index("maxbatch") + 1:]))
-        flags, parsed = ({a.dest: a for a in program._actions if a.option_strings},
-                         program.parse_known_args(argv)[0])
-        given = {d: getattr(parsed, d) for d, a in flags.items()  # "" is given by leaving it out
-                 if getattr(step.source, d, None) == ""
-                 or any(o in argv or o.replace("--", "--no-", 1) in argv
-                        for o in a.option_strings)}
-        assert_carries(step.source, given, program, step.name)
+        assert_carries(step.source, given(step.source, argv, program), program, step.name, handed)
 
 
 def test_a_study_names_its_own_defaults_and_keeps_the_fields_type_and_help():

@@ -23,9 +23,15 @@ class FakeLaunch:
     """Stands for launch(): records each call, returns launch r's epochs as a worker would."""
 
     def __init__(self, metrics=None):
-        self.calls, self.metrics = [], metrics or {}
+        self.calls, self.jax, self.metrics = [], [], metrics or {}
 
     def __call__(self, module, args, log_dir, *a, **kw):
+        if module == "jax_resnet":  # JAX's worker: flags, one window a launch
+            self.jax.append(list(args))
+            metrics = {"samples_per_s": 10.0 * len(self.jax), "step_s": 0.1, "compile_s": 2.0,
+                       "timing": "window", "jax_version": "0", "jax_backend": "cpu",
+                       "device_name": "cpu"}
+            return LaunchResult(Path(log_dir), {"metrics": metrics, "details": {}}, 1.0)
         r = len(self.calls)
         self.calls.append((module, dict(args), Path(log_dir)))  # the worker's parameters
         epochs = [{"epoch": e, "samples_per_s": v, "epoch_s": 1.0, "batch_s": 0.1,
@@ -41,9 +47,8 @@ class FakeLaunch:
 def fake(monkeypatch):
     fake = FakeLaunch()
     for module in (dp_vs_ddp, multinode_lightning, framework_comparison):
-        monkeypatch.setattr(module, "launch", fake)
         monkeypatch.setattr(module, "preflight", lambda cfg: None)
-    monkeypatch.setattr(repeats, "launch", fake)  # the launches a study hands to repeats
+    monkeypatch.setattr(repeats, "launch", fake)  # the one loop every study's launches run by
     return fake
 
 
@@ -104,21 +109,41 @@ def test_framework_process_mode_launches_one_window_per_repeat(fake, monkeypatch
     assert epoch.metrics["samples_per_s_n"] == 3  # the windows of the one launch
 
 
-def test_jax_beside_a_process_row_is_launched_per_repeat_too(monkeypatch):
-    calls = []
+def test_jax_beside_a_process_row_is_launched_per_repeat_too(fake):
+    """JAX's launches follow the PyTorch ones, one window each in process mode, and the
+    row's JAX figures are summarized over them."""
+    cfg = FrameworkComparisonConfig(repeats=3, repeat_mode="process", dataset="synthetic",
+                                    model="resnet18")
+    m = framework_comparison.run(cfg, "t").metrics
+    assert len(fake.calls) == 3 and len(fake.jax) == 3
+    assert all(a[a.index("--repeats") + 1] == "1" for a in fake.jax)
+    assert m["jax_skipped"] is None and m["jax_samples_per_s"] == 20.0
+    assert m["jax_samples_per_s_n"] == 3 and m["jax_over_pytorch"] == pytest.approx(20.0 / 200.0)
 
-    def jax_launch(module, args, log_dir, *a, **kw):
-        calls.append(args)
-        r = len(calls)
-        metrics = {"samples_per_s": 10.0 * r, "step_s": 0.1, "compile_s": 2.0, "timing": "window",
-                   "jax_version": "0", "jax_backend": "cpu", "device_name": "cpu"}
-        return LaunchResult(Path(log_dir), {"metrics": metrics, "details": {}}, 1.0)
 
-    monkeypatch.setattr(framework_comparison, "launch", jax_launch)
-    cfg = FrameworkComparisonConfig(repeats=3, repeat_mode="process")
-    jax = framework_comparison.run_jax(cfg, "t")
-    assert len(calls) == 3 and all(a[a.index("--repeats") + 1] == "1" for a in calls)
-    assert jax["jax_samples_per_s"] == 20.0 and jax["jax_samples_per_s_n"] == 3
+def test_a_studys_launches_run_in_their_order_each_in_its_folder_its_fresh_one_emptied(
+        fake, tmp_path):
+    """The one loop: every launch in the order its study planned (notebook 55: eager and
+    compiled interleaved, a warm row's priming launch first), each under its own log
+    folder, a launch's `fresh` folder emptied before it starts."""
+    from benchlib.config import CompileConfig
+    from benchlib.studies import compile
+
+    planned = compile.launches(CompileConfig(repeats=2, compile="default", compile_cache="warm"), "t")
+    assert [(x.role, x.repeat, x.log) for x in planned] == [
+        ("prime", 0, "prime"), ("eager", 0, "eager-0"), ("compiled", 0, "compiled-0"),
+        ("compiled", 1, "compiled-1"), ("eager", 1, "eager-1")]
+    cache = planned[0].params["compile_cache_to"]
+    assert all(x.params.get("compile_cache_from") == cache for x in planned if x.role == "compiled")
+    assert [x.params["seed"] for x in planned] == [0, 0, 0, 1, 1]
+    old = tmp_path / "checkpoints"
+    (old / "step-10").mkdir(parents=True)
+    first = repeats.Launch("single", {"a": 1}, log="one", fresh=str(old))
+    done = repeats.launch_all([first, repeats.Launch("ddp", {"b": 2}, "torchrun", 2, log="two")],
+                              tmp_path / "logs")
+    assert not old.exists() and [c[2] for c in fake.calls] == [tmp_path / "logs" / "one",
+                                                               tmp_path / "logs" / "two"]
+    assert [c[0] for c in fake.calls] == ["single", "ddp"] and len(done) == 2
 
 
 @pytest.mark.parametrize("file", ["dp_vs_ddp_seed002.yaml", "multinode_lightning_seed000.yaml",
@@ -127,3 +152,28 @@ def test_the_seed_tables_repeat_by_process(file):
     rows = params.load_plan(ROOT / "params" / file)
     assert rows and all(r.params["repeat_mode"] == "process" for r in rows)
     assert all(r.params["repeats"] >= 5 for r in rows)  # enough launches for a 95% CI
+
+
+def test_every_study_plans_its_launches_and_one_loop_starts_them():
+    """Every study module of the registry says what it launches (`launches(cfg)`, a list of
+    Launch: none for the studies that measure in their kernel), and in the studies only
+    repeats.launch_all calls launch()."""
+    import ast
+    import importlib
+
+    from benchlib import studies
+    from benchlib.config import studies as registry
+
+    for entry in (s for s in registry.registry() if s.module):
+        planned = importlib.import_module(entry.module).launches(studies.config_class(entry)())
+        assert all(isinstance(x, repeats.Launch) for x in planned), entry.name
+        assert planned == studies.launches(studies.config_class(entry)(), "interactive")
+    callers = set()
+    for path in sorted((ROOT / "benchlib" / "studies").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "benchlib.launch.launcher" \
+                    and any(a.name == "launch" for a in node.names):
+                callers.add(path.name)
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "launch":
+                callers.add(path.name)
+    assert callers == {"repeats.py"}

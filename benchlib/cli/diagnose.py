@@ -70,8 +70,7 @@ def cmd_diagnose(args) -> int:
             shown += 1
             continue
         if rules.column(record) == "":
-            print(f"{record['run_id']}: not a training run with step times "
-                  f"({record.get('study')}): nothing to diagnose")
+            print(f"{record['run_id']}: {rules.why_not(record)}: nothing to diagnose")
             continue
         bed = (record.get("testbed") or {}).get("id")
         same = frame[frame["testbed_id"] == bed] if bed and not frame.empty else None

@@ -1,7 +1,11 @@
 """What a compile costs and whether it pays (notebook 55, the GPU check's part 4): the
 break-even steps with their bootstrap interval over launches, the loss after the same
 steps against eager's own spread, and the sentence for a break-even. Statistics of one
-figure, built on core.stats' bootstrap and its minimum of launches for an interval."""
+figure, built on core.stats' bootstrap and its minimum of launches for an interval.
+
+A compiled launch of any study also says what its compile cost by itself, without an
+eager launch beside it (`in_launch`); a row with no eager launch of the same work has no
+break-even, and its record says why (`no_eager_row`)."""
 
 from __future__ import annotations
 
@@ -65,6 +69,30 @@ def break_even(compiled: list[tuple[float, float]], eager: list[tuple[float, flo
     # no interpolation between resamples: two that never pay off must give inf, not NaN
     low, high = (float(q) for q in np.percentile(boot, [2.5, 97.5], method="nearest"))
     return BreakEven(steps, low, high, compile_s, saved_s, n)
+
+
+NO_EAGER_ROW = "no eager row of the same work in this row"
+
+
+def in_launch(steps_s: list[float], warmup_steps: int) -> dict[str, Any]:
+    """A compiled launch's compile seconds by itself (`compile_s`): its first
+    `warmup_steps` steps (at least one: where torch.compile compiles) less as many of its
+    steady steps (the median of those after them). Whatever else makes a first step slow
+    (the allocator's first requests, the loader's first batch) counts as compile too, so
+    it is at most that much above the compile's own time; notebook 55 takes eager
+    launches' first steps off instead. None where no step follows the first ones."""
+    first = max(warmup_steps, 1)
+    steady = steps_s[first:]
+    how = f"the first {first} step(s) less {first} x the median step after them"
+    if not steady:
+        return {"compile_s": None, "compile_s_of": f"not measured: no step after the first {first}"}
+    return {"compile_s": sum(steps_s[:first]) - first * statistics.median(steady),
+            "compile_s_of": how}
+
+
+def no_eager_row() -> dict[str, Any]:
+    """A compiled row with no eager launch of the same work: no break-even, and why."""
+    return {"break_even_steps": None, "break_even_why": NO_EAGER_ROW}
 
 
 def loss_parity(eager: list[float], compiled: list[float], rounding: float = 1e-5) -> dict[str, Any]:

@@ -42,6 +42,8 @@ from typing import Any
 
 import pandas as pd
 
+from benchlib import studies
+from benchlib.config.studies import GPU_CHECK
 from benchlib.core import hostload
 from benchlib.core.stats import STARTUP_GAP
 from benchlib.core.throughput import startup_text
@@ -54,8 +56,6 @@ COMM_SHARE = 0.30
 COMPUTE_SHARE = 0.70
 LAUNCH_S = 0.002  # 2 ms: below this a CUDA step is mostly launch overhead
 CHECKPOINT_SHARE = 0.05  # saves stalling training this share of its wall time (issue 41)
-TRAINING_STUDIES = ("dp_vs_ddp", "multinode_lightning", "framework_comparison",
-                    "transformer_training", "single_device_io", "gpu_check", "fault_tolerance")
 BOTTLENECKS = ("host-contended", "start-up-bound", "straggler", "input-bound",
                "communication-bound", "memory-bound", "checkpoint-stalled", "launch-bound",
                "compute-bound", "no single bottleneck")
@@ -164,7 +164,7 @@ def _seconds(v: float | None) -> str:
 
 def _evidence(record: dict[str, Any], part: dict[str, Share | None], skewed) -> list[str]:
     m = record.get("metrics") or {}
-    lines = []
+    lines = [f"steps of {m['step_figures_of']}"] if m.get("step_figures_of") else []
     if m.get("epoch_samples_per_s") is not None and m.get("samples_per_s") is not None:
         lines.append(f"start-up: first batch after {_seconds(m.get('first_batch_s'))}; "
                      f"{m['epoch_samples_per_s']:,.0f} samples/s over the whole epoch against "
@@ -331,8 +331,9 @@ def _doctor_command(p: dict, ranks: int) -> str:
 
 
 def column(record: dict[str, Any]) -> str:
-    """The bottleneck as the report's run tables show it ("" for a record it does not apply to)."""
-    if record.get("status") != "ok" or record.get("study") not in TRAINING_STUDIES:
+    """The bottleneck as the report's run tables show it ("" where none applies)."""
+    study = record.get("study")  # a GPU check's step, or a study that trains a model
+    if record.get("status") != "ok" or not (study == GPU_CHECK or study and studies.trains(study)):
         return ""
     m = record.get("metrics") or {}
     if m.get("data_s") is None and m.get("compute_s") is None:
@@ -340,4 +341,10 @@ def column(record: dict[str, Any]) -> str:
     return diagnose(record).bottleneck
 
 
-__all__ = ["BOTTLENECKS", "STARTUP_GAP", "Diagnosis", "column", "diagnose", "shares"]
+def why_not(record: dict[str, Any]) -> str:
+    """Why an ok record gets no bottleneck (`column` gives "")."""
+    return (record.get("metrics") or {}).get("steps_not_judged") or \
+        f"not a training run with step times ({record.get('study')})"
+
+
+__all__ = ["BOTTLENECKS", "STARTUP_GAP", "Diagnosis", "column", "diagnose", "shares", "why_not"]

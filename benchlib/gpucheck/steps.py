@@ -2,10 +2,12 @@
 row turned into a command line, a time box, parameters, a result file and the family of
 figures read from it (gpucheck/figures.py: one function per family). Runs nothing.
 
-A step of a study is made as the study makes its launch: a row of the study's parameter
+A step of a study is the launch the study itself plans: a row of the study's parameter
 table (read as its notebook reads it: `table_rows`) or the study's config from the row's
-`params`, turned into the worker's run.json by the study's own parameter function
-(RUN_JSON), or into flags (FLAGS). `plan(out)` lays the steps out under one output folder.
+`params`, and of the launches its study module lists for that config (`launches(cfg)`) the
+one the row names (`launch_of`): its run.json, or its flags for JAX's worker; a command of
+benchlib's gets flags generated from the config (FLAGS). `plan(out)` lays the steps out
+under one output folder.
 """
 
 from __future__ import annotations
@@ -27,14 +29,8 @@ from benchlib.errors import ConfigError
 from benchlib.gpucheck.figures import FIGURES, FROM_LOG, READS_NEEDED
 from benchlib.launch.protocol import RUN_CONFIG
 from benchlib.runs.params import load_plan
-from benchlib.studies import (
-    compile,
-    dp_vs_ddp,
-    fault_tolerance,
-    framework_comparison,
-    multinode_lightning,
-    transformer_training,
-)
+from benchlib.studies import launches as study_launches
+from benchlib.studies.repeats import Launch
 
 STUDY = "gpu-check"
 PLAN = Path(__file__).with_name("plan.yaml")
@@ -44,20 +40,8 @@ MIN_BOX_S = 60.0
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
             "--nproc-per-node", "1"]
 
-# how each study hands a config to its worker: the run.json's parameters (`work`: the
-# step's own folder), or the worker's or command's flags
-RUN_JSON: dict[str, Callable[[Any, Path], dict[str, Any]]] = {
-    "framework_comparison": lambda cfg, work: framework_comparison.trainer_params(cfg),
-    "transformer_training": lambda cfg, work: transformer_training.trainer_params(cfg),
-    "dp_vs_ddp": lambda cfg, work: dp_vs_ddp.trainer_params(cfg),
-    "multinode_lightning": lambda cfg, work: multinode_lightning.worker_params(cfg),
-    "fault_tolerance": lambda cfg, work: fault_tolerance.worker_params(
-        cfg, str(work / "checkpoints"), True),
-    # notebook 55's compiled launch (plan.yaml's eager rows turn it off in `run_json`)
-    "compile": lambda cfg, work: compile.trainer_params(cfg, "compiled", 0),
-}
-FLAGS: dict[str, Callable[[Any], list[str]]] = {
-    "jax_resnet": framework_comparison.jax_args, "maxbatch": config_argv}
+# a command's flags generated from its study's config
+FLAGS: dict[str, Callable[[Any], list[str]]] = {"maxbatch": config_argv}
 
 
 @dataclass
@@ -77,9 +61,10 @@ class Step:
     # anew before each launch (a dry run writes nothing)
     config: tuple[Path, str, dict[str, Any]] | None = None
     part: int = 1  # the call that runs it (`--part`); 0 for every part, first
-    # the study config its command line was made from, through the study's own parameter
-    # functions (None: a step of no study's); its values are the record's `params`
+    # the study config its command line was made from (None: a step of no study's); its
+    # values are the record's `params`; `launch`, the study's launch of it (launch_of)
     source: Any = None
+    launch: Launch | None = None
     # figures read from the step's own output (a CLI that prints `record: PATH`), where
     # it writes no result file
     from_log: Callable[[str], dict[str, Any]] | None = None
@@ -152,7 +137,7 @@ def _seconds(row: dict[str, Any]) -> tuple[float, float, float, str]:
 
 ROW_KEYS = {"name", "part", "seconds", "table", "match", "overrides", "study", "params", "cli",
             "worker", "module", "args", "torchrun", "figures", "needs", "launches", "target",
-            "run_json"}
+            "run_json", "launch"}
 
 
 def _refused(row: dict[str, Any]) -> str | None:
@@ -196,17 +181,32 @@ def _step(row: dict[str, Any], out: Path, tables: dict[str, list[Any]]) -> Step:
     if "module" in row:
         argv = [sys.executable, "-m", *_arguments(row["module"], where), *args]
         return Step(name, argv, box, params, writes, **kw)
-    worker = row["worker"]
-    if source is not None and worker not in FLAGS:  # its run.json, written before it starts
-        kw["config"] = (work, worker, {**RUN_JSON[source.study](source, work),
-                                       **{k: _fill(v, where) for k, v in
-                                          row.get("run_json", {}).items()}})
-        args = ["--config", str(work / RUN_CONFIG), *args]
-    elif source is not None:
-        args = [*FLAGS[worker](source), *args]
-    argv = _worker(worker, [*args, "--result", result], row.get("torchrun", False),
-                   getattr(source, "max_restarts", 0))
+    worker, restarts = row["worker"], 0
+    if source is not None:
+        planned = kw["launch"] = launch_of(source, row)
+        restarts = planned.options.get("max_restarts", 0)
+        if isinstance(planned.params, dict):  # its run.json, written before it starts
+            kw["config"] = (work, worker, {**planned.params, **{
+                k: _fill(v, where) for k, v in row.get("run_json", {}).items()}})
+            args = ["--config", str(work / RUN_CONFIG), *args]
+        else:
+            args = [*planned.params, *args]
+    argv = _worker(worker, [*args, "--result", result], row.get("torchrun", False), restarts)
     return Step(name, argv, box, params, result, **kw)
+
+
+def launch_of(source: Any, row: dict[str, Any]) -> Launch:
+    """The launch of the row's `worker` that the study plans for `source`, the first in
+    the row's `launch` role (default: the first that is not a warm cache's priming)."""
+    role, planned = row.get("launch"), study_launches(source, f"gpu-check-{row['name']}")
+    found = [x for x in planned if x.worker == row["worker"]
+             and (x.role == role if role else x.role != "prime")]
+    if not found:
+        has = ", ".join(dict.fromkeys(f"{x.worker} ({x.role})" for x in planned)) or "none"
+        raise ConfigError("worker", f"{PLAN.name}: {row['name']}: its study launches no "
+                          f"{row['worker']}{f' as {role}' if role else ''} for this config; "
+                          f"its launches: {has}")
+    return found[0]
 
 
 def _given(args: list | dict | None) -> dict[str, Any]:

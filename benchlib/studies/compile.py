@@ -31,16 +31,21 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from benchlib import paths
 from benchlib.config import CompileConfig
 from benchlib.config.performance import PerformanceConfig, check_compile_device
 from benchlib.core import compile_cost, stats
+from benchlib.core.throughput import SHARES
 from benchlib.distributed.device import check_precision
-from benchlib.launch.launcher import launch
+from benchlib.launch.launcher import LaunchResult
 from benchlib.studies import checks, repeats, training
+from benchlib.studies.repeats import Launch
+
+# a step's figures as the trainer gives them over its timed steps, kept of the first
+# compiled launch so that diagnose can say what holds the compiled step back
+STEP_FIGURES = ("batch_s", "data_s", "compute_s", "alloc_retries", "ooms", "peak_reserved_bytes",
+                *(f"{share}{end}" for share in SHARES for end in ("", "_low", "_high")))
 
 
 @dataclass
@@ -49,7 +54,22 @@ class CompileResult:
     details: dict[str, Any]
 
 
-def trainer_params(cfg: CompileConfig, side: str, repeat: int) -> dict[str, Any]:
+def launches(cfg: CompileConfig, run_id: str = "interactive") -> list[Launch]:
+    """`repeats` launches a side, interleaved: eager first in even rounds, compiled first
+    in odd ones; launch r of each side on seed + r. A warm row's priming launch (a cold
+    compile that keeps its cache) first, every compiled launch starting from a copy."""
+    planned = []
+    for r in range(cfg.repeats):
+        for side in ("eager", "compiled") if r % 2 == 0 else ("compiled", "eager"):
+            handed = (("seed",) if r else ()) + (("compile", "compile_cache") if side == "eager"
+                                                 else ())
+            planned.append(Launch("single", _trainer_params(cfg, side, r), "single",
+                                  timeout_s=cfg.timeout_s, log=f"{side}-{r}", role=side,
+                                  repeat=r, handed=handed))
+    return repeats.warm_start(planned, repeats.row_logs(run_id), cfg, role="compiled")
+
+
+def _trainer_params(cfg: CompileConfig, side: str, repeat: int) -> dict[str, Any]:
     """The worker's parameters for one launch (its run.json): the training fields and the
     performance settings by name, on seed + `repeat`; the eager side with compile off."""
     params = {**training.worker_params(cfg), **training.piece_params(cfg, PerformanceConfig),
@@ -74,30 +94,20 @@ def preflight(cfg: CompileConfig) -> None:
 
 def run(cfg: CompileConfig, run_id: str = "interactive") -> CompileResult:
     preflight(cfg)
-    log_dir = paths.outputs_dir() / "logs" / run_id
-    priming, warm = None, {}
-    if cfg.compile_cache == "warm":  # a cold compile whose cache every timed launch copies
-        cache = log_dir / "compile-cache"
-        priming = _launch(cfg, "compiled", 0, log_dir / "prime", compile_cache="cold",
-                          compile_cache_to=str(cache))
-        warm = {"compile_cache_from": str(cache)}
-    launched = []
-    for r in range(cfg.repeats):
-        for side in ("eager", "compiled") if r % 2 == 0 else ("compiled", "eager"):
-            launched.append(_launch(cfg, side, r, log_dir / f"{side}-{r}",
-                                    **(warm if side == "compiled" else {})))
+    log_dir, planned = repeats.row_logs(run_id), launches(cfg, run_id)
+    read = [_read(cfg, x, out) for x, out in zip(planned, repeats.launch_all(planned, log_dir))]
+    priming = next((x for x, item in zip(read, planned) if item.role == "prime"), None)
+    launched = [x for x, item in zip(read, planned) if item.role != "prime"]
     metrics, details = figures(cfg, launched, priming)
     return CompileResult({**metrics, "log_dir": str(log_dir)}, details)
 
 
-def _launch(cfg: CompileConfig, side: str, repeat: int, log_dir: Path,
-            **extra: Any) -> dict[str, Any]:
-    """One launch of the worker and what the study reads of it."""
-    out = launch("single", {**trainer_params(cfg, side, repeat), **extra}, log_dir, "single",
-                 timeout_s=cfg.timeout_s)
+def _read(cfg: CompileConfig, item: Launch, out: LaunchResult) -> dict[str, Any]:
+    """What the study reads of one launch (a priming launch is a compiled one)."""
     m, d = out.result["metrics"], out.result["details"]
     steps = d["steps_s"]
-    return {"side": side, "repeat": repeat, "seed": cfg.seed + repeat,
+    return {"side": "eager" if item.role == "eager" else "compiled", "repeat": item.repeat,
+            "seed": cfg.seed + item.repeat,
             "samples_per_s": m["samples_per_s"], "step_s": m["global_batch"] / m["samples_per_s"],
             "first_s": sum(steps[:cfg.warmup_steps]), "steps_s": steps,
             "loss_last": m.get("loss_last"), "peak_bytes": m.get("peak_bytes"),
@@ -107,8 +117,9 @@ def _launch(cfg: CompileConfig, side: str, repeat: int, log_dir: Path,
 
 def figures(cfg: CompileConfig, launched: list[dict[str, Any]],
             priming: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(metrics, details) of a row's launches (`_launch`'s dicts): the figures the module
-    docstring names."""
+    """(metrics, details) of a row's launches (`_read`'s dicts): the figures the module
+    docstring names, and the first compiled launch's step figures (its timed steps' data
+    and compute time and their shares: what diagnose judges a row by)."""
     eager = [x for x in launched if x["side"] == "eager"]
     comp = [x for x in launched if x["side"] == "compiled"]
     eager_first = statistics.median(x["first_s"] for x in eager)
@@ -124,7 +135,7 @@ def figures(cfg: CompileConfig, launched: list[dict[str, Any]],
     keep = ("model_params", "model_class", "model_source_sha", "tokens_per_sample",
             "flops_per_sample", "flops_per_token", "flops_per_token_analytic", "device_name",
             "device_type", "global_batch", "world_size", "threads_per_rank", "peak_kind",
-            "graph_breaks", "graphs", "compiled_frames", "timing")
+            "graph_breaks", "graphs", "compiled_frames", "timing", *STEP_FIGURES)
     metrics: dict[str, Any] = {k: first[k] for k in keep if k in first}
     metrics.update({
         **stats.summarize([x["samples_per_s"] for x in comp], "samples_per_s"),

@@ -7,6 +7,12 @@ from typing import Any
 
 from benchlib.config import DataPrepConfig
 from benchlib.data import manifest, prepare
+from benchlib.studies.repeats import Launch
+
+
+def launches(cfg: DataPrepConfig, run_id: str = "interactive") -> list[Launch]:
+    """None: the data sets are prepared in the kernel that asks for them."""
+    return []
 
 
 def run(cfg: DataPrepConfig) -> dict[str, dict[str, Any]]:

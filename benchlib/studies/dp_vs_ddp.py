@@ -2,7 +2,8 @@
 subprocesses, then (optionally) the all-reduce benchmark with the same ranks.
 
 The notebook's kernel never trains: `run()` starts `python -m benchlib.workers.<strategy>`
-through `benchlib.launch`, and every rank's log lands in outputs/logs/<run_id>/.
+through `benchlib.launch` (the launches `launches(cfg)` lists, by the one loop,
+benchlib.studies.repeats), and every rank's log lands in outputs/logs/<run_id>/.
 """
 
 from __future__ import annotations
@@ -10,11 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib import paths
 from benchlib.config import DpVsDdpConfig
 from benchlib.config.fault_injection import FaultInjectionConfig
-from benchlib.launch.launcher import launch
 from benchlib.studies import checks, repeats, training
+from benchlib.studies.repeats import Launch
 
 
 @dataclass
@@ -23,7 +23,24 @@ class DistResult:
     details: dict[str, Any]
 
 
-def trainer_params(cfg: DpVsDdpConfig) -> dict[str, Any]:
+def launches(cfg: DpVsDdpConfig, run_id: str = "interactive") -> list[Launch]:
+    """The trainer `repeats` times (ddp: `nproc_per_node` ranks the row's launcher way;
+    single and dp: one process), then, where asked and there are several ranks, the
+    all-reduce benchmark on the same ranks, once."""
+    launcher = cfg.launcher if cfg.strategy == "ddp" else "single"
+    nproc = cfg.nproc_per_node if cfg.strategy == "ddp" else 1
+    planned = repeats.repeated(Launch(cfg.strategy, _trainer_params(cfg), launcher, nproc,
+                                      timeout_s=cfg.timeout_s), cfg.repeats)
+    if cfg.allreduce and nproc > 1:
+        planned.append(Launch("allreduce", {"max_bytes": cfg.allreduce_max_bytes,
+                                            "device": cfg.device, "backend": cfg.backend,
+                                            "timeout": cfg.timeout_s},
+                              launcher, nproc, timeout_s=cfg.timeout_s, log="allreduce",
+                              role="allreduce"))
+    return planned
+
+
+def _trainer_params(cfg: DpVsDdpConfig) -> dict[str, Any]:
     """The trainer worker's parameters (its run.json) for this row: the training fields
     and the faults to inject (benchlib.studies.training); dp: one process over exactly the
     devices asked for; the traces asked for."""
@@ -48,16 +65,13 @@ def run(cfg: DpVsDdpConfig, run_id: str = "interactive") -> DistResult:
     """`repeats` launches of the trainer; samples/s over epochs or launches as
     `repeat_mode` says (benchlib.studies.repeats); then the all-reduce, once."""
     preflight(cfg)
-    log_dir = paths.outputs_dir() / "logs" / run_id
-    launcher = cfg.launcher if cfg.strategy == "ddp" else "single"
-    nproc = cfg.nproc_per_node if cfg.strategy == "ddp" else 1
-    metrics, details = repeats.launch_all(cfg.strategy, trainer_params(cfg), log_dir, launcher,
-                                          nproc, cfg)
+    log_dir, planned = repeats.row_logs(run_id), launches(cfg, run_id)
+    done = repeats.launch_all(planned, log_dir)
+    metrics, details = repeats.of_launches(cfg.repeat_mode,
+                                           repeats.of_role(planned, done, "train"))
+    metrics["log_dir"] = str(log_dir)
     details["allreduce"] = []
-    if cfg.allreduce and nproc > 1:
-        reduced = launch("allreduce", {"max_bytes": cfg.allreduce_max_bytes, "device": cfg.device,
-                                       "backend": cfg.backend, "timeout": cfg.timeout_s},
-                         log_dir / "allreduce", launcher, nproc, timeout_s=cfg.timeout_s)
+    for reduced in repeats.of_role(planned, done, "allreduce"):
         ar = reduced.result["metrics"]
         metrics.update(busbw_gbps=ar["busbw_gbps"], algbw_gbps=ar["algbw_gbps"],
                        allreduce_latency_s=ar["latency_s"])

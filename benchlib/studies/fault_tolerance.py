@@ -12,7 +12,6 @@ restore cost, and, for the cluster's `mtbf`, the save interval that maximises go
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +21,8 @@ from benchlib.config.checkpoint import CheckpointConfig, parse_duration
 from benchlib.config.fault_injection import FaultInjectionConfig
 from benchlib.core import goodput
 from benchlib.core.metrics import without_params
-from benchlib.launch.launcher import launch
-from benchlib.studies import checks, training
+from benchlib.studies import checks, repeats, training
+from benchlib.studies.repeats import Launch
 
 
 @dataclass
@@ -32,7 +31,27 @@ class FaultResult:
     details: dict[str, Any]
 
 
-def worker_params(cfg: FaultToleranceConfig, checkpoints: str, fail: bool) -> dict[str, Any]:
+def launches(cfg: FaultToleranceConfig, run_id: str = "interactive") -> list[Launch]:
+    """The elastic worker under torchrun with `max_restarts`, one rank killed on purpose
+    (`interrupted`); then, where asked, the same run without the failure (`uninterrupted`).
+    Each launch's logs under `<its name>/logs` of the row's folder, its checkpoints in
+    `<checkpoint_path>/<run_id>/<its name>`, emptied before it starts (a fresh run, not a
+    resume of the last one)."""
+    runs = [("interrupted", True)] + ([("uninterrupted", False)] if cfg.compare_uninterrupted
+                                       else [])
+    planned = []
+    for name, fail in runs:
+        checkpoints = str(paths.resolve(cfg.checkpoint_path) / run_id / name)
+        planned.append(Launch("elastic", _worker_params(cfg, checkpoints, fail), "torchrun",
+                              cfg.nproc_per_node, timeout_s=cfg.timeout_s, log=f"{name}/logs",
+                              role=name, options={"max_restarts": cfg.max_restarts},
+                              fresh=checkpoints,
+                              handed=("checkpoint_path",) if fail else
+                              ("checkpoint_path", "fail_at_step")))
+    return planned
+
+
+def _worker_params(cfg: FaultToleranceConfig, checkpoints: str, fail: bool) -> dict[str, Any]:
     """The elastic worker's parameters (its run.json): the training fields, the faults to
     inject and how to checkpoint (benchlib.studies.training), the cosine schedule, and
     `checkpoints`, this launch's own folder; dummy data (random images, no folder) as many
@@ -45,17 +64,6 @@ def worker_params(cfg: FaultToleranceConfig, checkpoints: str, fail: bool) -> di
     if not fail:
         params["fail_at_step"] = 0
     return params
-
-
-def _launch(cfg: FaultToleranceConfig, run_id: str, name: str, fail: bool) -> dict[str, Any]:
-    """One launch (`name`: interrupted or uninterrupted), its logs under the run's log
-    folder, its checkpoints in `<checkpoint_path>/<run_id>/<name>`."""
-    checkpoints = paths.resolve(cfg.checkpoint_path) / run_id / name
-    shutil.rmtree(checkpoints, ignore_errors=True)  # a fresh run, not a resume of the last one
-    out = launch("elastic", worker_params(cfg, str(checkpoints), fail),
-                 paths.outputs_dir() / "logs" / run_id / name / "logs", "torchrun",
-                 cfg.nproc_per_node, timeout_s=cfg.timeout_s, max_restarts=cfg.max_restarts)
-    return {**out.result, "wall_s": out.wall_s}
 
 
 def how_often(cfg: FaultToleranceConfig, m: dict[str, Any]) -> dict[str, Any]:
@@ -84,17 +92,18 @@ def preflight(cfg: FaultToleranceConfig) -> None:
 
 def run(cfg: FaultToleranceConfig, run_id: str = "interactive") -> FaultResult:
     preflight(cfg)
-    root = paths.outputs_dir() / "logs" / run_id
-    faulty = _launch(cfg, run_id, "interrupted", fail=True)
-    metrics = {**without_params(faulty["metrics"], cfg), "launch_s": faulty["wall_s"],
+    root, planned = repeats.row_logs(run_id), launches(cfg, run_id)
+    done = repeats.launch_all(planned, root)
+    faulty = repeats.of_role(planned, done, "interrupted")[0]
+    metrics = {**without_params(faulty.result["metrics"], cfg), "launch_s": faulty.wall_s,
                "log_dir": str(root)}
     metrics.update(how_often(cfg, metrics))
-    details = {"timeline": faulty["details"]["timeline"], "restarts": faulty["details"]["restarts"]}
-    if cfg.compare_uninterrupted:
-        clean = _launch(cfg, run_id, "uninterrupted", fail=False)
-        metrics["loss_last_uninterrupted"] = clean["metrics"]["loss_last"]
-        metrics["loss_diff"] = abs(metrics["loss_last"] - clean["metrics"]["loss_last"])
-        details["timeline_uninterrupted"] = clean["details"]["timeline"]
+    details = {"timeline": faulty.result["details"]["timeline"],
+               "restarts": faulty.result["details"]["restarts"]}
+    for clean in repeats.of_role(planned, done, "uninterrupted"):
+        metrics["loss_last_uninterrupted"] = clean.result["metrics"]["loss_last"]
+        metrics["loss_diff"] = abs(metrics["loss_last"] - clean.result["metrics"]["loss_last"])
+        details["timeline_uninterrupted"] = clean.result["details"]["timeline"]
     return FaultResult(metrics, details)
 
 

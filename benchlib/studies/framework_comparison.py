@@ -15,18 +15,19 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib import paths, reference
+from benchlib import reference
 from benchlib.config import FrameworkComparisonConfig
 from benchlib.config.choices import ARCHS
 from benchlib.config.flags import config_argv
 from benchlib.config.framework_comparison import JAX_FIELDS
 from benchlib.config.performance import PerformanceConfig, compiled
+from benchlib.core import compile_cost
 from benchlib.core.metrics import mfu, mfu_figures  # noqa: F401 - mfu: the one MFU function, here too
 from benchlib.core.stats import summarize
 from benchlib.distributed.device import check_precision
 from benchlib.errors import ConfigError
-from benchlib.launch.launcher import launch
 from benchlib.studies import checks, repeats, training
+from benchlib.studies.repeats import Launch
 
 
 @dataclass
@@ -39,7 +40,26 @@ def learning_rate(cfg: FrameworkComparisonConfig) -> float:
     return cfg.batch_size * cfg.nproc_per_node / 1000
 
 
-def trainer_params(cfg: FrameworkComparisonConfig) -> dict[str, Any]:
+def launches(cfg: FrameworkComparisonConfig, run_id: str = "interactive") -> list[Launch]:
+    """The PyTorch trainer (one process, or ddp on `nproc_per_node` ranks the row's
+    launcher way) once a window in process mode, once for all windows in epoch mode (a
+    warm compile cache primed first); then, where the row asks for JAX and can have it
+    (`jax_refused`), JAX's worker as many times with the same windows. Whether JAX is
+    installed here is `run`'s to find (`jax_skipped`)."""
+    strategy, launcher = ("ddp", cfg.launcher) if cfg.nproc_per_node > 1 else ("single", "single")
+    count = launch_count(cfg)
+    torch_side = repeats.repeated(Launch(strategy, _trainer_params(cfg), launcher,
+                                         cfg.nproc_per_node, timeout_s=cfg.timeout_s,
+                                         handed=("warmup_steps",)), count, one="")
+    planned = repeats.warm_start(torch_side, repeats.row_logs(run_id), cfg)
+    if jax_refused(cfg) is None:
+        planned += [Launch("jax_resnet", _jax_args(cfg), timeout_s=cfg.timeout_s,
+                           log="jax" if count == 1 else f"jax/launch-{r}", role="jax", repeat=r,
+                           handed=("repeats",)) for r in range(count)]
+    return planned
+
+
+def _trainer_params(cfg: FrameworkComparisonConfig) -> dict[str, Any]:
     """The trainer worker's parameters (its run.json): the training fields and the
     performance settings of the row, by name (benchlib.studies.training), and DLPerf's
     schedule as the trainer counts it: each window an epoch of skipped, warm-up and timed
@@ -83,28 +103,25 @@ def preflight(cfg: FrameworkComparisonConfig) -> None:
 
 def run(cfg: FrameworkComparisonConfig, run_id: str = "interactive") -> FrameworkResult:
     preflight(cfg)
-    strategy, launcher = ("ddp", cfg.launcher) if cfg.nproc_per_node > 1 else ("single", "single")
-    log_dir = paths.outputs_dir() / "logs" / run_id
-    count, params = launch_count(cfg), trainer_params(cfg)
-    params.update(repeats.warm_start(strategy, params, log_dir, launcher, cfg.nproc_per_node, cfg))
-    launched = [launch(strategy, params, log_dir if count == 1 else log_dir / f"train-{r}",
-                       launcher, cfg.nproc_per_node, timeout_s=cfg.timeout_s) for r in range(count)]
-    figures, details = repeats.figures(cfg.repeat_mode, launched)
-    m = {**launched[0].result["metrics"], **figures}
-    m.update(repeats.token_figures(m))
+    skipped = jax_skipped(cfg)
+    planned = [x for x in launches(cfg, run_id) if x.role != "jax" or skipped is None]
+    done = repeats.launch_all(planned, repeats.row_logs(run_id))
+    m, details = repeats.of_launches(cfg.repeat_mode, repeats.of_role(planned, done, "train"))
     m.update(mfu_figures(m["samples_per_s"], m["world_size"], m["device_name"], cfg.precision,
                          counted=m.get("flops_per_sample")))
     m["lr"] = learning_rate(cfg)
     m["samples_per_s_per_device"] = m["samples_per_s"] / m["world_size"]
-    m["jax_skipped"] = jax_skipped(cfg)
-    if m["jax_skipped"] is None:
-        jax = run_jax(cfg, run_id)
+    if compiled(cfg.compile):
+        m.update(compile_cost.no_eager_row())
+    m["jax_skipped"] = skipped
+    if skipped is None:
+        jax = jax_figures([out.result["metrics"] for out in repeats.of_role(planned, done, "jax")])
         wanted = "gpu" if m["device_type"] == "cuda" else "cpu"
         if jax["jax_backend"] != wanted:  # e.g. a CPU-only jaxlib on a GPU node
             m["jax_skipped"] = f"JAX ran on {jax['jax_backend']}, PyTorch on {wanted}: not comparable"
         else:
             m.update(jax, jax_over_pytorch=jax["jax_samples_per_s"] / m["samples_per_s"])
-    return FrameworkResult(m, {**launched[0].result["details"], **details})
+    return FrameworkResult(m, details)
 
 
 JAX_PRECISIONS = ("fp32", "amp_bf16")  # what benchlib.workers.jax_resnet runs
@@ -114,10 +131,16 @@ def jax_skipped(cfg: FrameworkComparisonConfig) -> str | None:
     """Why JAX is not measured beside this row, or None when it is."""
     import importlib.util
 
+    if cfg.compare_jax and importlib.util.find_spec("jax") is None:
+        return "JAX is not installed here (pip install 'benchlib[jax]')"
+    return jax_refused(cfg)
+
+
+def jax_refused(cfg: FrameworkComparisonConfig) -> str | None:
+    """Why the row's settings cannot have JAX beside them (it is off, or JAX's worker does
+    not run them), or None; whatever is installed."""
     if not cfg.compare_jax:
         return "compare_jax is off"
-    if importlib.util.find_spec("jax") is None:
-        return "JAX is not installed here (pip install 'benchlib[jax]')"
     if cfg.model not in ARCHS:
         return f"JAX trains the built-in ResNets only ({', '.join(ARCHS)}), not {cfg.model}"
     if cfg.nproc_per_node != 1 or cfg.dataset != "synthetic":
@@ -127,7 +150,7 @@ def jax_skipped(cfg: FrameworkComparisonConfig) -> str | None:
     return None
 
 
-def jax_args(cfg: FrameworkComparisonConfig) -> list[str]:
+def _jax_args(cfg: FrameworkComparisonConfig) -> list[str]:
     """benchlib.workers.jax_resnet's flags for the same ResNet, batch, image size,
     learning rate and timing window as the row's PyTorch run: the row's own fields, and
     the windows and learning rate its PyTorch launch runs."""
@@ -135,18 +158,14 @@ def jax_args(cfg: FrameworkComparisonConfig) -> list[str]:
             "--lr", str(learning_rate(cfg))]
 
 
-def run_jax(cfg: FrameworkComparisonConfig, run_id: str) -> dict[str, Any]:
-    """The same ResNet, batch, image size, learning rate and timing window in plain JAX
-    (benchlib.core.jaxresnet), as a subprocess; its metrics prefixed `jax_`, and the ratio."""
-    args = jax_args(cfg)
-    log_dir, count = paths.outputs_dir() / "logs" / run_id / "jax", launch_count(cfg)
-    outs = [launch("jax_resnet", args, log_dir if count == 1 else log_dir / f"launch-{r}",
-                   "single", timeout_s=cfg.timeout_s).result["metrics"] for r in range(count)]
-    m = outs[0]
-    if count > 1:  # process: one window per launch, summarized over the launches
-        m = {**m, **summarize([o["samples_per_s"] for o in outs], "samples_per_s"),
-             "step_s": statistics.median(o["step_s"] for o in outs),
-             "compile_s": statistics.median(o["compile_s"] for o in outs)}
+def jax_figures(launched: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JAX launches' figures (each its metrics), prefixed `jax_`: one launch's as it
+    gives them, several (process mode: one window each) summarized over the launches."""
+    m = launched[0]
+    if len(launched) > 1:
+        m = {**m, **summarize([o["samples_per_s"] for o in launched], "samples_per_s"),
+             "step_s": statistics.median(o["step_s"] for o in launched),
+             "compile_s": statistics.median(o["compile_s"] for o in launched)}
     keep = ("samples_per_s", "samples_per_s_p10", "samples_per_s_p90", "samples_per_s_n",
             "step_s", "compile_s", "timing", "jax_version", "jax_backend", "device_name")
     return {("" if k.startswith("jax_") else "jax_") + k: m[k] for k in keep}

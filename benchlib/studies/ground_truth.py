@@ -76,7 +76,7 @@ def _worker_run(nproc: int, delay_ms: float, steps: int, device: str, log_dir: P
     details, and the samples/s the parent's clock gives over each epoch's timed steps
     (median over epochs). On CUDA that clock is the host's after a synchronize (rank 0's
     step line waits for the loss), independent of the CUDA events under test."""
-    from benchlib.launch.launcher import launch
+    from benchlib.studies.repeats import Launch, launch_all
 
     env = dict(os.environ)
     if device == "cpu":  # a step this small gains nothing from a second thread; on a shared
@@ -87,9 +87,9 @@ def _worker_run(nproc: int, delay_ms: float, steps: int, device: str, log_dir: P
     stamps = LogStamps(log_dir / "rank0.log")
     stamps.start()
     try:
-        out = launch("single" if nproc == 1 else "ddp", params, log_dir,
-                     "single" if nproc == 1 else "torchrun", nproc=nproc, timeout_s=timeout_s,
-                     env=env)
+        [out] = launch_all([Launch("single" if nproc == 1 else "ddp", params,
+                                   "single" if nproc == 1 else "torchrun", nproc,
+                                   timeout_s=timeout_s, options={"env": env})], log_dir)
     finally:
         at = stamps.steps()
     warmup, samples = GROUND_TRUTH_RUN["warmup_steps"], nproc * GROUND_TRUTH_RUN["batch_size"]

@@ -17,17 +17,18 @@ from __future__ import annotations
 import argparse
 import math
 import signal
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib import paths
 from benchlib.config import MemoryAndBatchConfig
 from benchlib.config.memory_and_batch import TRIAL_FIELDS, job_fields
 from benchlib.config.performance import compiled
+from benchlib.core import compile_cost
 from benchlib.distributed.device import check_precision, uses_cuda
 from benchlib.errors import ConfigError, LaunchError
-from benchlib.launch.launcher import launch
-from benchlib.studies import batch_search, checks
+from benchlib.studies import batch_search, checks, repeats
+from benchlib.studies.repeats import Launch
 
 
 @dataclass
@@ -36,7 +37,17 @@ class BatchSearch:
     details: dict[str, Any]  # "trials": one row per process, by batch and in the order run
 
 
-def trial_params(cfg: MemoryAndBatchConfig, batch: int) -> dict[str, Any]:
+def launches(cfg: MemoryAndBatchConfig, run_id: str = "interactive", batch: int | None = None,
+             process: int = 1) -> list[Launch]:
+    """The trial of one batch (default `start_batch`), the search's `process`-th: one
+    batch_trial process. The search is adaptive: `run` asks for each trial's launch as the
+    batches measured so far choose it, and runs it by the one loop."""
+    batch = cfg.start_batch if batch is None else batch
+    return [Launch("batch_trial", _trial_params(cfg, batch), timeout_s=cfg.timeout_s,
+                   log=f"batch-{batch}-{process}", role="trial", repeat=process - 1)]
+
+
+def _trial_params(cfg: MemoryAndBatchConfig, batch: int) -> dict[str, Any]:
     """The batch_trial worker's parameters (its run.json) for one batch: the fields its
     flags are generated from, by name (TRIAL_FIELDS), and the batch and the limit in bytes."""
     return {**{name: getattr(cfg, name) for name in TRIAL_FIELDS}, "batch_size": batch,
@@ -56,6 +67,9 @@ def preflight(cfg: MemoryAndBatchConfig) -> None:
     if not cuda and cfg.memory_limit_bytes() is None:
         raise ConfigError("memory_limit", "the CPU search needs a limit (4GiB, 512MiB, ...): "
                           "without one it runs until the OS kills a process")
+    if compiled(cfg.compile) and cfg.compile_cache == "warm":
+        raise ConfigError("compile_cache", "warm: each trial compiles cold, in a cache of its "
+                          "own (no process primes one for the search); use cold")
     from benchlib.trainers.job import build_job
 
     fields = argparse.Namespace(**job_fields(cfg))
@@ -83,16 +97,14 @@ def _killed_row(cfg: MemoryAndBatchConfig, batch: int, error: LaunchError) -> di
 
 def run(cfg: MemoryAndBatchConfig, run_id: str = "interactive") -> BatchSearch:
     preflight(cfg)
-    log_dir = paths.outputs_dir() / "logs" / run_id
+    log_dir = repeats.row_logs(run_id)
     launched = 0
 
     def trial(batch: int) -> dict[str, Any]:
         nonlocal launched
         launched += 1
         try:
-            out = launch("batch_trial", trial_params(cfg, batch),
-                         log_dir / f"batch-{batch}-{launched}", "single", 1,
-                         timeout_s=cfg.timeout_s)
+            [out] = repeats.launch_all(launches(cfg, run_id, batch, launched), log_dir)
             return out.result["details"]["trial"]
         except LaunchError as e:
             row = _killed_row(cfg, batch, e)
@@ -109,10 +121,45 @@ def run(cfg: MemoryAndBatchConfig, run_id: str = "interactive") -> BatchSearch:
         "limit_source": "memory_limit" if cfg.memory_limit else "device memory",
         "device_name": known.get("device_name"),
         **{k: known.get(k) for k in ("model_class", "model_source_sha", "model_source")},
-        "log_dir": str(log_dir)}
+        "log_dir": str(log_dir), **step_figures(found, largest),
+        **compile_figures(found, largest)}
     metrics["boundary"] = boundary_sentence(metrics, cfg.max_batch)
     trials = [{**t, "process": i + 1} for i, t in enumerate(found.order)]
     return BatchSearch(metrics, {"trials": sorted(trials, key=lambda t: t["batch_size"])})
+
+
+def step_figures(found: batch_search.Search, largest: int | None) -> dict[str, Any]:
+    """What diagnose judges a search by: the steps of the largest batch that fits, the
+    median over its processes (a trial makes its batch on the device once, so no step
+    waits for data), and the allocator's retries and OOMs there (CUDA's; None on the
+    CPU); where no batch fits, only why there is nothing to judge (`steps_not_judged`)."""
+    at = [t for t in found.at(largest) if t.get("step_s")] if largest is not None else []
+    if not at:
+        return {"steps_not_judged": "no batch fits, so no trial's steps to judge"}
+    step = statistics.median(t["step_s"] for t in at)
+    counted = [t for t in at if t.get("alloc_retries") is not None]
+    return {"step_figures_of": f"batch {largest}, the largest that fits (median of {len(at)} "
+                               "processes; its batch made on the device once: no data wait)",
+            "batch_s": step, "data_s": 0.0, "compute_s": step,
+            "device_type": "cuda" if at[0].get("device_total_bytes") else "cpu",
+            "alloc_retries": max(t["alloc_retries"] for t in counted) if counted else None,
+            "ooms": max(t["ooms"] or 0 for t in counted) if counted else None,
+            "peak_reserved_bytes": max((t.get("peak_reserved_bytes") or 0 for t in counted),
+                                       default=None)}
+
+
+def compile_figures(found: batch_search.Search, largest: int | None) -> dict[str, Any]:
+    """A compiled search's compile at its largest batch that fits (each trial compiled
+    cold: the median of its processes' compile seconds, the most graph breaks and
+    recompiles of any), and no break-even: no eager trial ran beside them."""
+    at = [t for t in found.at(largest) if t.get("compile_s") is not None] \
+        if largest is not None else []
+    if not at:
+        return {}
+    return {"compile_s": statistics.median(t["compile_s"] for t in at),
+            "compile_s_of": at[0]["compile_s_of"], "compile_cache": at[0]["compile_cache"],
+            "graph_breaks": max(t.get("graph_breaks", 0) for t in at),
+            "recompiles": max(t.get("recompiles", 0) for t in at), **compile_cost.no_eager_row()}
 
 
 def size_text(n: int | None) -> str:

@@ -11,19 +11,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from benchlib import paths
 from benchlib.config import MultinodeLightningConfig
 from benchlib.core.metrics import without_params
 from benchlib.errors import LaunchError
-from benchlib.launch.launcher import launch
 from benchlib.slurm.capacity import check_layout
 from benchlib.studies import checks, repeats, training
 from benchlib.studies.dp_vs_ddp import DistResult
+from benchlib.studies.repeats import Launch
 
 _DDP_ONLY = ("backend", "log_interval")  # the Lightning worker picks these itself
 
 
-def worker_params(cfg: MultinodeLightningConfig) -> dict[str, Any]:
+def launches(cfg: MultinodeLightningConfig, run_id: str = "interactive") -> list[Launch]:
+    """`repeats` launches (seed 000's --repeats, each fresh processes) of the trainer's
+    worker on `nnodes` x `nproc_per_node` ranks the row's launcher way: under srun, raw
+    DDP as `srun torchrun`, Lightning one task per device. The Lightning worker's own
+    `--repeats` (epochs repeated inside one launch) is not the row's."""
+    worker = "lightning" if cfg.trainer == "lightning" else "ddp"
+    return repeats.repeated(Launch(worker, _worker_params(cfg), cfg.launcher, cfg.nproc_per_node,
+                                   cfg.nnodes, timeout_s=cfg.timeout_s, handed=("repeats",),
+                                   options={"join_timeout_s": cfg.join_timeout_s,
+                                            "srun_torchrun": cfg.trainer == "ddp"}),
+                            cfg.repeats)
+
+
+def _worker_params(cfg: MultinodeLightningConfig) -> dict[str, Any]:
     """The worker's parameters (its run.json): the training fields (benchlib.studies.
     training), for Lightning less what it picks itself and with the layout it checks its
     launcher against."""
@@ -52,15 +64,8 @@ def run(cfg: MultinodeLightningConfig, run_id: str = "interactive") -> DistResul
     """`repeats` launches (seed 000's --repeats); samples/s over every epoch of them, or over
     the launches, as `repeat_mode` says (benchlib.studies.repeats)."""
     preflight(cfg)
-    log_dir = paths.outputs_dir() / "logs" / run_id
-    module = "lightning" if cfg.trainer == "lightning" else "ddp"
-    launched = []
-    for repeat in range(cfg.repeats):
-        where = log_dir / ("train" if cfg.repeats == 1 else f"train-{repeat}")
-        launched.append(launch(module, worker_params(cfg), where, cfg.launcher,
-                               cfg.nproc_per_node, timeout_s=cfg.timeout_s, nnodes=cfg.nnodes,
-                               join_timeout_s=cfg.join_timeout_s,
-                               srun_torchrun=cfg.trainer == "ddp"))
+    log_dir = repeats.row_logs(run_id)
+    launched = repeats.launch_all(launches(cfg, run_id), log_dir)
     figures, details = repeats.figures(cfg.repeat_mode, launched)
     figures.update(repeats.token_figures({**launched[0].result["metrics"], **figures}))
     metrics = {**launched[0].result["metrics"], **figures, "log_dir": str(log_dir),

@@ -1,5 +1,12 @@
-"""A run's repeats as its `repeat_mode` says, for the studies that launch workers
-(dp_vs_ddp, multinode_lightning, framework_comparison).
+"""A study's launches and the one loop that runs them; a row's repeats summarized as its
+`repeat_mode` says.
+
+Every study module says what it launches as data: `launches(cfg, run_id)`, a list of
+`Launch` (the worker, its parameters, how its processes start, its log folder, its role
+among the row's launches and its repeat), in the order they run: interleaved where the
+study interleaves (notebook 55's eager and compiled sides), a warm compile cache's priming
+launch first (`warm_start`). `launch_all` runs such a list; nothing else in the studies
+starts a worker. The GPU check's steps, the parameter tests and `run` read the same list.
 
 - `epoch`: every epoch of every launch is one sample of the spread. Epochs inside one
   process share its luck (where its threads landed, what the allocator did, how busy
@@ -13,13 +20,88 @@ launch's figure (`launches`), so the analysis can show both spreads side by side
 
 from __future__ import annotations
 
+import shutil
 import statistics
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from benchlib import paths
 from benchlib.core.stats import summarize
 from benchlib.core.throughput import window_figures
-from benchlib.launch.launcher import launch
+from benchlib.launch.launcher import LaunchResult, launch
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch a study plans: `python -m benchlib.workers.<worker>` with `params` (its
+    run.json, or a list of flags for JAX's worker), `nproc` processes a node on `nnodes`
+    nodes started the `launcher` way, `options` the rest of launch()'s (max_restarts,
+    join_timeout_s, srun_torchrun, env), stopped after `timeout_s`; its logs in `log` under the
+    row's log folder ("" the folder itself). `role` tells it from the row's other launches
+    (train, prime, eager, compiled, interrupted, uninterrupted, allreduce, jax, trial),
+    `repeat` is its index among those of its role. `fresh`: a folder emptied before it
+    starts (the fault study's checkpoints: a new run, not a resume of the last one).
+    `handed`: the config's fields this launch gives its worker otherwise than the config
+    holds them, on purpose (the eager side's compile off, DLPerf's warm-up)."""
+
+    worker: str
+    params: dict[str, Any] | list[str]
+    launcher: str = "single"
+    nproc: int = 1
+    nnodes: int = 1
+    timeout_s: float = 600.0
+    log: str = ""
+    role: str = "train"
+    repeat: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+    fresh: str = ""
+    handed: tuple[str, ...] = ()
+
+
+def row_logs(run_id: str) -> Path:
+    """A row's log folder, which its launches' folders are under."""
+    return paths.outputs_dir() / "logs" / run_id
+
+
+def launch_all(planned: list[Launch], log_dir: Path) -> list[LaunchResult]:
+    """Each launch of `planned` in its order (its `fresh` folder emptied first), its logs
+    under `log_dir`; their results in the same order. A failed launch stops the rest."""
+    done = []
+    for item in planned:
+        if item.fresh:
+            shutil.rmtree(item.fresh, ignore_errors=True)
+        done.append(launch(item.worker, item.params, log_dir / item.log, item.launcher,
+                           item.nproc, timeout_s=item.timeout_s, nnodes=item.nnodes,
+                           **item.options))
+    return done
+
+
+def of_role(planned: list[Launch], done: list[LaunchResult], role: str) -> list[LaunchResult]:
+    """The results of `role`'s launches (`done`: launch_all's of `planned`), in order."""
+    return [out for item, out in zip(planned, done) if item.role == role]
+
+
+def repeated(base: Launch, count: int, one: str = "train") -> list[Launch]:
+    """`count` launches of `base`, each a log folder of its own when there are several
+    (train-0, train-1, ...), `one` when there is one."""
+    return [replace(base, log=one if count == 1 else f"train-{r}", repeat=r)
+            for r in range(count)]
+
+
+def warm_start(planned: list[Launch], root: Path, cfg: Any, role: str = "train") -> list[Launch]:
+    """A row with `compile_cache: warm`: one launch first, the first of `role` compiling
+    cold and keeping its inductor cache folder (`<root>/compile-cache`), and every launch
+    of `role` starting from a copy of it; the list as it is for another row."""
+    if getattr(cfg, "compile_cache", "cold") != "warm":
+        return planned
+    cache = str(root / "compile-cache")
+    first = next(x for x in planned if x.role == role)
+    prime = replace(first, params={**first.params, "compile_cache": "cold",
+                                   "compile_cache_to": cache},
+                    log="prime", role="prime", repeat=0, handed=(*first.handed, "compile_cache"))
+    return [prime, *(replace(x, params={**x.params, "compile_cache_from": cache})
+                     if x.role == role else x for x in planned)]
 
 
 def per_launch(launched: list[Any]) -> list[dict[str, Any]]:
@@ -56,32 +138,6 @@ def token_figures(metrics: dict[str, Any]) -> dict[str, Any]:
             for key, value in metrics.items()
             if key.startswith("samples_per_s") and not key.endswith("_n")
             and isinstance(value, (int, float))}
-
-
-def warm_start(module: str, params: dict[str, Any], log_dir: Path, launcher: str, nproc: int,
-               cfg: Any) -> dict[str, Any]:
-    """A row with `compile_cache: warm`: one launch first that compiles cold and keeps its
-    inductor cache folder (`<log_dir>/compile-cache`), and the parameter that makes every
-    timed launch start from a copy of it; nothing for another row."""
-    if getattr(cfg, "compile_cache", "cold") != "warm":
-        return {}
-    cache = log_dir / "compile-cache"
-    launch(module, {**params, "compile_cache": "cold", "compile_cache_to": str(cache)},
-           log_dir / "prime", launcher, nproc, timeout_s=cfg.timeout_s)
-    return {"compile_cache_from": str(cache)}
-
-
-def launch_all(module: str, params: dict[str, Any], log_dir: Path, launcher: str, nproc: int,
-               cfg: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """`cfg.repeats` launches of a training worker (each its own log folder when there are
-    several; a warm compile cache primed first: `warm_start`), summarized as
-    `cfg.repeat_mode` says: the first launch's metrics with the run's figures (a language
-    model's tokens/s too), and its details with every launch's."""
-    params = {**params, **warm_start(module, params, log_dir, launcher, nproc, cfg)}
-    launched = [launch(module, params, log_dir / ("train" if cfg.repeats == 1 else f"train-{r}"),
-                       launcher, nproc, timeout_s=cfg.timeout_s) for r in range(cfg.repeats)]
-    metrics, details = of_launches(cfg.repeat_mode, launched)
-    return {**metrics, "log_dir": str(log_dir)}, details
 
 
 def of_launches(repeat_mode: str, launched: list[Any]) -> tuple[dict[str, Any], dict[str, Any]]:

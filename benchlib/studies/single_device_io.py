@@ -32,6 +32,12 @@ from benchlib.data import storage
 from benchlib.distributed.device import check_device, device_for
 from benchlib.errors import ConfigError
 from benchlib.studies import checks
+from benchlib.studies.repeats import Launch
+
+
+def launches(cfg: SingleDeviceIoConfig, run_id: str = "interactive") -> list[Launch]:
+    """None: the study measures in the kernel it runs in."""
+    return []
 
 
 @dataclass

@@ -15,12 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib import paths
 from benchlib.config import TransformerTrainingConfig
 from benchlib.config.performance import PerformanceConfig, compiled
+from benchlib.core import compile_cost
 from benchlib.core.metrics import mfu_figures
 from benchlib.distributed.device import check_precision
 from benchlib.studies import checks, repeats, training
+from benchlib.studies.repeats import Launch
 
 
 @dataclass
@@ -29,7 +30,17 @@ class LmResult:
     details: dict[str, Any]
 
 
-def trainer_params(cfg: TransformerTrainingConfig) -> dict[str, Any]:
+def launches(cfg: TransformerTrainingConfig, run_id: str = "interactive") -> list[Launch]:
+    """The strategy's worker `repeats` times (single: one process; ddp and fsdp2:
+    `nproc_per_node` ranks the row's launcher way), a warm compile cache primed first."""
+    launcher, nproc = (cfg.launcher, cfg.nproc_per_node) if cfg.strategy != "single" \
+        else ("single", 1)
+    train = repeats.repeated(Launch(cfg.strategy, _trainer_params(cfg), launcher, nproc,
+                                    timeout_s=cfg.timeout_s), cfg.repeats)
+    return repeats.warm_start(train, repeats.row_logs(run_id), cfg)
+
+
+def _trainer_params(cfg: TransformerTrainingConfig) -> dict[str, Any]:
     """The worker's parameters (its run.json): the training fields and the performance
     settings (checkpointing, compile, precision, ...), by name."""
     return {**training.worker_params(cfg), **training.piece_params(cfg, PerformanceConfig)}
@@ -53,13 +64,16 @@ def preflight(cfg: TransformerTrainingConfig) -> None:
 
 
 def run(cfg: TransformerTrainingConfig, run_id: str = "interactive") -> LmResult:
+    """The launches' tokens/s over epochs or launches as `repeat_mode` says, MFU; a
+    compiled row its compile's seconds (the worker's) and no break-even (no eager row)."""
     preflight(cfg)
-    log_dir = paths.outputs_dir() / "logs" / run_id
-    launcher = cfg.launcher if cfg.strategy != "single" else "single"
-    nproc = cfg.nproc_per_node if cfg.strategy != "single" else 1
-    m, details = repeats.launch_all(cfg.strategy, trainer_params(cfg), log_dir, launcher, nproc,
-                                    cfg)
+    log_dir, planned = repeats.row_logs(run_id), launches(cfg, run_id)
+    done = repeats.launch_all(planned, log_dir)
+    m, details = repeats.of_launches(cfg.repeat_mode, repeats.of_role(planned, done, "train"))
+    m["log_dir"] = str(log_dir)
     m.update(lm_figures(m, cfg.precision))
+    if compiled(cfg.compile):
+        m.update(compile_cost.no_eager_row())
     return LmResult(m, details)
 
 

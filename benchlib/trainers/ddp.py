@@ -28,7 +28,17 @@ from torch.utils.data import DataLoader
 from benchlib import atomic, paths
 from benchlib.config.choices import SYNTHETIC_STEPS
 from benchlib.config.performance import check_compile_device, compile_mode, compiled
-from benchlib.core import compiler, delays, energy, envinfo, hostload, loops, memory, throughput
+from benchlib.core import (
+    compile_cost,
+    compiler,
+    delays,
+    energy,
+    envinfo,
+    hostload,
+    loops,
+    memory,
+    throughput,
+)
 from benchlib.distributed import comm_timer, fsdp
 from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
@@ -134,10 +144,13 @@ def _trace(args: argparse.Namespace, env: DistEnv, loader, sampler, step: loops.
 
 
 def _compile_figures(args: argparse.Namespace, env: DistEnv, job: Job, model: nn.Module,
-                     device: torch.device, cache: Path | None) -> tuple[dict, dict]:
-    """A compiled run's cache kept for a warm start (rank 0, `--compile-cache-to`), its
-    recompiles and its forward's graph breaks with their reasons and lines (every rank
-    traces, as FSDP2's forward gathers on all of them); nothing for an eager run."""
+                     device: torch.device, cache: Path | None,
+                     steps_s: list[float]) -> tuple[dict, dict]:
+    """A compiled run's cache kept for a warm start (rank 0, `--compile-cache-to`), what
+    its compile cost by itself (`compile_s`, from the first epoch's steps: core.
+    compile_cost.in_launch) from a cold or warm cache, its recompiles and its forward's
+    graph breaks with their reasons and lines (every rank traces, as FSDP2's forward
+    gathers on all of them); nothing for an eager run."""
     if cache is None:
         return {}, {}
     if args.compile_cache_to and env.rank == 0:
@@ -145,8 +158,10 @@ def _compile_figures(args: argparse.Namespace, env: DistEnv, job: Job, model: nn
     x, y = (t.to(device) for t in job.batch(2, args.seed))
     plain = model.module if isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)) \
         else model
-    return compiler.figures(plain, x, args.compile, lambda m, b: m(b, labels=y)
-                            if job.objective.labels_kw else m(b))
+    metrics, details = compiler.figures(plain, x, args.compile, lambda m, b: m(b, labels=y)
+                                        if job.objective.labels_kw else m(b))
+    return {**compile_cost.in_launch(steps_s, args.warmup_steps),
+            "compile_cache": args.compile_cache, **metrics}, details
 
 
 def _steps_an_epoch(loader, max_steps: int | None) -> float:
@@ -238,7 +253,8 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     utilisation = utilisation_thread.stop()
     shared = contention.stop() if contention is not None else {}
     own = comm.figures(args.warmup_steps) if comm is not None else {}
-    compile_metrics, compile_details = _compile_figures(args, env, job, model, device, cache)
+    compile_metrics, compile_details = _compile_figures(args, env, job, model, device, cache,
+                                                         steps_s)
     traced = {"trace_dir": _trace(args, env, loader, sampler, step)} if args.export_trace else {}
     ranks = gather_objects({**metered, "samples": window_samples,
                             "comm_exposed_s": own.get("comm_exposed_s")})
@@ -270,7 +286,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         **comm_timer.unknown(args.strategy, env.world_size, comm),
         # rank 0's process CPU seconds a step (its threads, not its DataLoader workers')
         "cpu_s_per_step": cpu_s / max(1, sum(e["steps"] for e in epochs)),
-        **compile_metrics,  # graph breaks and recompiles of a compiled run
+        **compile_metrics,  # its compile's seconds, cache, graph breaks and recompiles
     }
     if args.strategy == "dp" and device.type != "cuda":
         metrics["note"] = "DataParallel without GPUs: ran as one CPU device"

@@ -6,7 +6,9 @@ The model and its batch are the training studies' (benchlib.trainers.job): any m
 they take, a batch of synthetic images or tokens made for it (a prepared data set's
 images as synthetic ones of its shape: the search measures memory, not IO), or the first
 items of a data set of your own through its collate; trained in the row's precision,
-memory format, compiled or not, its blocks checkpointed or not. The window of peak memory
+memory format, compiled or not (each trial in an inductor cache of its own, cold: its
+compile's seconds, graph breaks and recompiles in its row), its blocks checkpointed or
+not. The window of peak memory
 starts before the model reaches the device (on the CPU, the model's own bytes are above
 the RSS the process held before it was built), so parameters, gradients, optimizer state
 and activations all count; one more step, profiled, says what the memory held at its
@@ -24,7 +26,8 @@ import torch
 
 from benchlib.config.flags import add_config_flags
 from benchlib.config.memory_and_batch import TRIAL_FIELDS, MemoryAndBatchConfig, job_fields
-from benchlib.core import memory
+from benchlib.config.performance import compile_mode, compiled
+from benchlib.core import compile_cost, compiler, memory
 from benchlib.core.loops import Stepper
 from benchlib.distributed import fsdp
 from benchlib.distributed.env import DistEnv
@@ -48,11 +51,15 @@ def out_of_memory(error: BaseException) -> bool:
 
 
 def _steps(args: argparse.Namespace, stepper: Stepper, x: torch.Tensor, y: torch.Tensor,
-           device: torch.device) -> float:
-    """The warm-up steps, then the timed ones: seconds per timed step (the device
-    synchronized at both ends)."""
+           device: torch.device) -> tuple[float, list[float]]:
+    """The warm-up steps, each timed (where a compile happens), then the timed ones:
+    (seconds per timed step, each warm-up step's seconds; the device synchronized at the
+    end of each)."""
+    warm = []
     for _ in range(args.warmup_steps):
-        stepper(x, y)
+        start = time.perf_counter()
+        stepper(x, y).item()  # waits for the step
+        warm.append(time.perf_counter() - start)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     start = time.perf_counter()
@@ -60,7 +67,22 @@ def _steps(args: argparse.Namespace, stepper: Stepper, x: torch.Tensor, y: torch
     for _ in range(timed):
         loss = stepper(x, y)
     loss.item()  # waits for the last step
-    return (time.perf_counter() - start) / timed
+    return (time.perf_counter() - start) / timed, warm
+
+
+def _compile_figures(args: argparse.Namespace, stepper: Stepper, job, x: torch.Tensor,
+                     y: torch.Tensor, warm: list[float], step_s: float) -> dict:
+    """A compiled trial's compile: its warm-up steps' seconds less as many timed steps
+    (core.compile_cost.in_launch; no eager process beside it), from its own cold cache,
+    its recompiles and its forward's graph breaks on a batch of 2 (core.compiler)."""
+    own = compile_cost.in_launch([*warm, step_s], args.warmup_steps)
+    if own["compile_s"] is not None:
+        own["compile_s_of"] = (f"the first {len(warm)} step(s) less {len(warm)} x the timed "
+                               "steps' mean")
+    figures, details = compiler.figures(stepper.model, x[:2], args.compile,
+                                        lambda m, b: m(b, labels=y[:2])
+                                        if job.objective.labels_kw else m(b))
+    return {**own, "compile_cache": "cold", **figures, **details}
 
 
 def trial(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
@@ -71,14 +93,18 @@ def trial(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     peak = memory.PeakMemory(device, job.rss_before_model if device.type != "cuda"
                              else memory.baseline_bytes(device))
     peak.reset()
-    stepper, samples_per_s, step_s, error = None, None, None, None
+    stepper, samples_per_s, step_s, error, warm = None, None, None, None, []
+    if compiled(args.compile):  # a cache of its own, empty: never one an earlier process left
+        compiler.own_cache()
     try:
         x, y = (t.to(device) for t in job.batch(args.batch_size, args.seed))
         model = fsdp.checkpoint_blocks(job.model, args.ac)
+        if compile_mode(args.compile) == "regional":  # each block, as the trainers compile it
+            compiler.regions(fsdp.require_blocks(model, "compile", "regional"))
         stepper = Stepper("train", device, model, lr=args.lr, momentum=0.9,
                           precision=args.precision, channels_last=args.channels_last,
                           compile=args.compile, objective=job.objective)
-        step_s = _steps(args, stepper, x, y, device)
+        step_s, warm = _steps(args, stepper, x, y, device)
         samples_per_s = args.batch_size / step_s
     except (torch.OutOfMemoryError, RuntimeError) as e:
         if not out_of_memory(e):
@@ -97,7 +123,9 @@ def trial(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     parts = memory.breakdown(stepper.model, stepper.optimizer, figures["model_peak_bytes"],
                              at_peak) if stepper is not None else {}
     total = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else None
-    row = {"batch_size": args.batch_size, "fits": fits, "why": why,
+    compiling = _compile_figures(args, stepper, job, x, y, warm, step_s) \
+        if fits and compiled(args.compile) else {}
+    row = {"batch_size": args.batch_size, "fits": fits, "why": why, **compiling,
            "samples_per_s": samples_per_s, "step_s": step_s, "memory_limit_bytes": limit,
            "device_total_bytes": total, "device_name": _device_name(device), **figures, **parts,
            **{k: job.described[k] for k in ("model_class", "model_source_sha", "model_source")}}
