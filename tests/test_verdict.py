@@ -149,3 +149,39 @@ def test_three_launches_at_the_target_pass_or_fail_about_one_time_in_eight(truth
             for _ in range(TRIALS)]
     rates = {v: said.count(v) / TRIALS for v in ("pass", "fail")}
     assert passes[0] <= rates["pass"] <= passes[1] and fails[0] <= rates["fail"] <= fails[1]
+
+
+@pytest.mark.parametrize("factor", [1.165, 1.17, 1.175])
+def test_a_verdict_near_its_threshold_is_the_same_at_every_bootstrap_seed(factor):
+    """6 launches a side, the new one about `factor` x the base: its interval's lower bound
+    lands within a hair of the 10% threshold. With 2,000 draws a side the seed decided the
+    verdict (faster at some seeds, inconclusive at others: checked below); the bootstrap
+    now draws more while the threshold lies within 3 Monte-Carlo errors of a bound, and
+    says "at the boundary" where 64,000 do not settle it, so every seed gives one verdict."""
+    from benchlib.core.stats import MAX_RESAMPLES, ratio_interval
+
+    rng = np.random.default_rng(5)
+    base = [[v] for v in 100 * np.exp(rng.normal(0, 0.05, 6))]
+    new = [[v] for v in 100 * factor * np.exp(rng.normal(0, 0.05, 6))]
+    verdicts, fixed = set(), set()
+    for seed in range(20):
+        r = ratio_interval(base, new, seed=seed)
+        verdicts.add(direction_verdict(r.low, r.high, 0.10, 6, at_boundary=r.at_boundary))
+        assert 2000 <= r.mc.resamples <= MAX_RESAMPLES and r.mc.mc_error >= 0
+        low, high = np.percentile(r.boot[:2000], [2.5, 97.5])  # the draws before: 2,000
+        fixed.add(direction_verdict(low, high, 0.10, 6))
+    assert len(verdicts) == 1
+    if factor == 1.17:
+        assert len(fixed) == 2  # the case that shows it: the seed chose before
+        assert ratio_interval(base, new, seed=0).at_boundary
+
+
+def test_a_bound_far_from_the_threshold_takes_the_draws_it_always_took():
+    from benchlib.core.stats import RESAMPLES, ratio_interval
+
+    rng = np.random.default_rng(1)
+    base = [[v] for v in 100 * np.exp(rng.normal(0, 0.05, 8))]
+    new = [[v] for v in 150 * np.exp(rng.normal(0, 0.05, 8))]
+    r = ratio_interval(base, new)
+    assert r.mc.resamples == RESAMPLES and not r.at_boundary
+    assert direction_verdict(r.low, r.high, 0.10, 8) == "faster"

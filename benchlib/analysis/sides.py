@@ -76,23 +76,27 @@ def _get(row: pd.Series, key: str, default: float) -> float:
     return default if value is None or pd.isna(value) else float(value)
 
 
-def interval(a: Side, b: Side, resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float, str]:
+def interval(a: Side, b: Side, resamples: int = RESAMPLES, seed: int = 0,
+             threshold: float = DEFAULT_THRESHOLD) -> tuple[float, float, str]:
     """(low, high, what) of median(a) / median(b): a bootstrap 95% CI from MIN_LAUNCHES or
-    more launches on both sides, else the range low_a/high_b - high_a/low_b."""
+    more launches on both sides ("95% CI at the boundary" where a threshold stayed within
+    its Monte-Carlo error), else the range low_a/high_b - high_a/low_b."""
     if min(len(a.values), len(b.values)) >= MIN_LAUNCHES:
         # each launch one value: the bootstrap `benchlib compare` makes
-        r = ratio_interval([[v] for v in b.values], [[v] for v in a.values], resamples, seed)
-        return r.low, r.high, "95% CI"
+        r = ratio_interval([[v] for v in b.values], [[v] for v in a.values], resamples, seed,
+                           threshold)
+        return r.low, r.high, "95% CI at the boundary" if r.at_boundary else "95% CI"
     return a.low / b.high, a.high / b.low, "range"
 
 
 def call(a: Side, b: Side, threshold: float = DEFAULT_THRESHOLD) -> str:
     """The verdict on speed a / b (core.stats.direction_verdict): faster, slower, no change
     or inconclusive."""
-    low, high, what = interval(a, b)
-    if what != "95% CI":
+    low, high, what = interval(a, b, threshold=threshold)
+    if not what.startswith("95% CI"):
         return "inconclusive"
-    return direction_verdict(low, high, threshold, min(len(a.values), len(b.values)))
+    return direction_verdict(low, high, threshold, min(len(a.values), len(b.values)),
+                             at_boundary=what.endswith("boundary"))
 
 
 def _counts(a: Side, b: Side) -> str:
@@ -115,12 +119,15 @@ def compare(a: Side, b: Side, higher_is_better: bool = True,
     if verdict_ == "slower":
         a, b = b, a
         verdict_ = "faster"
-    low, high, what = interval(a, b)
+    low, high, what = interval(a, b, threshold=threshold)
     ratio = a.median / b.median
     if verdict_ == "faster":
         return (f"**{a.name} x{ratio:.2f} over {b.name}** ({what} {low:.2f}-{high:.2f}, "
                 f"{_counts(a, b)}, beyond the {threshold:.0%} threshold)")
-    if what == "95% CI":
+    if what == "95% CI at the boundary":
+        why = (f"a bound stays within its Monte-Carlo error of the {threshold:.0%} threshold "
+               "after every draw: no seed may decide it")
+    elif what == "95% CI":
         why = ("within" if verdict_ == "no change" else "not clear of") + \
             f" the {threshold:.0%} threshold"
     elif min(a.n, b.n) >= MIN_LAUNCHES:
@@ -139,7 +146,7 @@ def judged(a: Side, b: Side, threshold: float = DEFAULT_THRESHOLD) -> str:
         return compare(a, b, threshold=threshold).replace("**", "")
     if any(math.isnan(v) or v <= 0 for v in (a.median, b.median, a.low, b.low)):
         return f"{a.name} against {b.name}: no usable values"
-    low, high, what = interval(a, b)
+    low, high, what = interval(a, b, threshold=threshold)
     return (f"{a.name} x{a.median / b.median:.2f} of {b.name} ({what} {low:.2f}-{high:.2f}, "
             f"{_counts(a, b)}): no direction from fewer than {MIN_LAUNCHES} launches a side")
 

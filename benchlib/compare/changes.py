@@ -193,7 +193,7 @@ def _metric_row(key: str, name: str, b_recs: list[dict[str, Any]], b_vals: list[
                 n_vals: list[list[float]], metric: str, threshold: float,
                 resamples: int) -> dict[str, Any]:
     """One (row, metric) of the comparison, its verdict before the family's correction."""
-    r = ratio_interval(b_vals, n_vals, resamples)
+    r = ratio_interval(b_vals, n_vals, resamples, threshold=threshold)
     up = DIRECTIONS[metric] > 0
     speed, s_lo, s_hi = (r.ratio, r.low, r.high) if up else (
         1 / r.ratio, None if r.high is None else 1 / r.high,
@@ -212,8 +212,12 @@ def _metric_row(key: str, name: str, b_recs: list[dict[str, Any]], b_vals: list[
         "speed": speed, "speed_low": s_lo, "speed_high": s_hi,
         # the direction's p-value, before the correction; None: not tested for one
         "p": direction_p(r.boot if up else 1 / r.boot, threshold) if tested else None,
-        "verdict": direction_verdict(s_lo, s_hi, threshold, n_launches),
+        "verdict": direction_verdict(s_lo, s_hi, threshold, n_launches,
+                                     at_boundary=r.at_boundary),
         "why": _why(r, s_lo, s_hi, threshold, n_launches),
+        "at_boundary": r.at_boundary,
+        "mc_error": r.mc.mc_error if r.mc is not None else None,
+        "resamples": r.mc.resamples if r.mc is not None else None,
         "key": key,
     }
 
@@ -225,7 +229,7 @@ def _correct(out: list[dict[str, Any]], threshold: float) -> None:
     for row, rejects in zip(tested, holm([row["p"] for row in tested], ALPHA)):
         before = row["verdict"]
         row["verdict"] = direction_verdict(row["speed_low"], row["speed_high"], threshold,
-                                 MIN_LAUNCHES, rejects)
+                                           MIN_LAUNCHES, rejects, row["at_boundary"])
         if row["verdict"] != before:
             row["why"] = f"not after Holm, p={row['p']:.2g}"
 
@@ -279,6 +283,8 @@ def _why(r: Ratio, low: float | None, high: float | None, threshold: float,
         return f"n<{MIN_FOR_CI}"
     if n_launches < MIN_LAUNCHES:
         return f"{n_launches} launch{'es' if n_launches != 1 else ''}"
+    if r.at_boundary:  # a threshold within the bound's Monte-Carlo error after every draw
+        return f"at the boundary ({r.mc.text()})"
     return "spans threshold" if direction_verdict(low, high, threshold, n_launches) == "inconclusive" else ""
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from benchlib.core.stats import MIN_FOR_CI, RESAMPLES
+from benchlib.core.stats import MIN_FOR_CI, RESAMPLES, Boot, percentile_bounds
 
 
 def _resampled_steps(n: int, resamples: int, seed: int):
@@ -114,19 +114,35 @@ def cluster_median_interval(clusters: Sequence[Sequence[float]], draws: int = RE
 
 
 def paired_median_difference(clusters: Sequence[tuple[Sequence[float], Sequence[float]]],
-                             draws: int = RESAMPLES, seed: int = 0) -> tuple[float, float]:
+                             draws: int = RESAMPLES, seed: int = 0) -> Boot:
     """A seeded bootstrap 95% percentile interval of one median absolute value less
     another's, over clusters of (first, second) values, a pair per cluster: the same
-    clusters are resampled for both, so a cluster hard for one is hard for the other too."""
+    clusters are resampled for both, so a cluster hard for one is hard for the other too.
+    Its verdict (which is better) turns on 0: drawn until 0 lies outside the bounds'
+    Monte-Carlo error, or at the boundary (core.stats.percentile_bounds)."""
     import numpy as np
 
-    groups = [(np.abs(np.asarray(a, dtype=float)), np.abs(np.asarray(b, dtype=float)))
-              for a, b in clusters]
-    rng = np.random.default_rng(seed)
-    diffs = []
-    for _ in range(draws):
-        picked = [groups[i] for i in rng.integers(0, len(groups), len(groups))]
-        diffs.append(np.median(np.concatenate([a for a, _ in picked]))
-                     - np.median(np.concatenate([b for _, b in picked])))
-    low, high = np.percentile(diffs, [2.5, 97.5])
-    return float(low), float(high)
+    firsts = [np.abs(np.asarray(a, dtype=float)) for a, _ in clusters]
+    seconds = [np.abs(np.asarray(b, dtype=float)) for _, b in clusters]
+
+    def draw(rng, n):  # each draw's clusters as counts: a weighted median of each side
+        picked = rng.integers(0, len(clusters), (n, len(clusters)))
+        counts = np.stack([np.bincount(row, minlength=len(clusters)) for row in picked])
+        return _weighted_medians(firsts, counts) - _weighted_medians(seconds, counts)
+    return percentile_bounds(draw, (0.0,), draws, seed)
+
+
+def _weighted_medians(groups, counts):
+    """For each row of `counts` (how often each group was drawn), the median of the values
+    of the groups drawn, each as often as it was: np.median of their concatenation."""
+    import numpy as np
+
+    values = np.concatenate(groups)
+    owner = np.concatenate([np.full(len(g), i) for i, g in enumerate(groups)])
+    order = np.argsort(values, kind="stable")
+    values, weights = values[order], counts[:, owner[order]]  # draws x values
+    cum = np.cumsum(weights, axis=1)
+    total = cum[:, -1]
+    low = np.argmax(cum > ((total - 1) // 2)[:, None], axis=1)  # order statistic (T-1)//2
+    high = np.argmax(cum > (total // 2)[:, None], axis=1)  # and T//2: equal for odd T
+    return (values[low] + values[high]) / 2

@@ -1,7 +1,8 @@
 """The statistics every figure and comparison uses, in one place (core.intervals holds
 the intervals of other figures: a step's shares, a rank's skew, two spreads, a model's
-errors over clusters): quantiles, a run's summary (median, p10/p90, min-max, n, and a
-bootstrap interval only from MIN_FOR_CI or more independent values), the bootstrap of
+errors over clusters): quantiles, a run's summary (median, p10/p90, min-max, n, and the
+median's order-statistic interval from 6 or more independent values, with the coverage
+it has; below that, too few for a 95% interval, and what min-max covers), the bootstrap of
 medians (launches resampled first, then values within each launch) and its interval, the
 ratio of two groups' medians with its 95% interval, a model's median absolute error,
 Holm's step-down over several comparisons, and the one rule for a direction
@@ -20,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-MIN_FOR_CI = 5  # fewer independent values than this: the range, not a bootstrap interval
+MIN_FOR_CI = 5  # fewer independent values a side than this: a ratio gets no interval
 # A direction needs an interval over independent launches on both sides, and an interval
 # needs 5 or more of them: repeats inside one process share its luck (on this shared
 # machine whole launches of one setup ran 2x apart; docs/compare.md), and a bootstrap over
@@ -28,6 +29,10 @@ MIN_FOR_CI = 5  # fewer independent values than this: the range, not a bootstrap
 MIN_LAUNCHES = MIN_FOR_CI
 DEFAULT_THRESHOLD = 0.10  # a direction must clear this too (docs/compare.md)
 RESAMPLES = 2000
+# A bootstrap draws more, doubling up to this, while a verdict's boundary lies within
+# MC_MARGIN Monte-Carlo standard errors of an interval bound; past it, "at the boundary"
+MAX_RESAMPLES = 64_000
+MC_MARGIN = 3.0
 ALPHA = 0.05  # the family-wise error rate of the directions one comparison call names
 
 
@@ -40,33 +45,39 @@ def quantile(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
-def median_ci95(values: Sequence[float], resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float]:
-    """95% bootstrap (percentile) interval of the median; seeded, so it is reproducible.
-    With very few values it is wide, as it should be."""
-    if len(values) < 2:
-        return (math.nan, math.nan)
-    import numpy as np  # one array op for all resamples: a per-resample loop took ~1 s a record
+def median_order_interval(ordered: Sequence[float], level: float = 0.95
+                          ) -> tuple[float, float, float]:
+    """(low, high, coverage): the distribution-free interval of the median from the
+    order statistics of `ordered` (sorted, independent, continuous values): the pair
+    x(k), x(n+1-k) with the largest k whose coverage, P(Bin(n, 1/2) in [k, n-k]), is at
+    least `level`; that coverage is exact for any continuous distribution. Below 6 values
+    no pair reaches 95% (5 values: min-max covers 93.75%): NaN bounds, and the coverage
+    min-max would have."""
+    n = len(ordered)
+    if n < 2:
+        return math.nan, math.nan, math.nan
+    below = [math.comb(n, j) / 2 ** n for j in range(n + 1)]  # P(B = j)
+    coverage = lambda k: 1 - 2 * sum(below[:k])  # noqa: E731 - P(k <= B <= n - k)
+    k = max((k for k in range(1, n // 2 + 1) if coverage(k) >= level), default=None)
+    if k is None:
+        return math.nan, math.nan, coverage(1)
+    return float(ordered[k - 1]), float(ordered[n - k]), coverage(k)
 
-    data = np.asarray(values, dtype=float)
-    rng, n = np.random.default_rng(seed), len(data)
-    rows = max(1, 2_000_000 // n)  # resamples per block: at most ~16 MB of indices at once
-    medians = np.concatenate([
-        np.median(data[rng.integers(0, n, size=(min(rows, resamples - done), n))], axis=1)
-        for done in range(0, resamples, rows)])
-    low, high = np.quantile(medians, [0.025, 0.975])  # linear, as quantile() below
-    return float(low), float(high)
+
+MIN_FOR_MEDIAN_CI = 6  # the fewest independent values whose min-max covers the median 95%
 
 
 def summarize(values: Sequence[float], name: str, independent: bool = True) -> dict[str, float]:
     """`name` (median), `name_p10`, `name_p90`, `name_min`, `name_max`, `name_n`, and
-    `name_ci95_low`/`_high`: a bootstrap interval of the median from `MIN_FOR_CI` or more
-    independent values, NaN otherwise. Below that a bootstrap gives back about the range,
-    and calling it a 95% interval would overstate it: read min-max and n instead. Values
-    taken inside one process (its epochs, its repeats, its rounds: `independent=False`)
-    share its luck, so their bootstrap would be too narrow: they get no interval either."""
+    `name_ci95_low`/`_high`: the median's order-statistic interval
+    (`median_order_interval`) from MIN_FOR_MEDIAN_CI or more independent values, NaN
+    otherwise, with `name_ci95_coverage`, the coverage it has (at least 95%; below 6
+    values, what min-max covers: too few for a 95% interval). Values taken inside one
+    process (its epochs, its repeats, its rounds: `independent=False`) share its luck, so
+    any interval would be too narrow: they get none."""
     ordered = sorted(v for v in values if v is not None and math.isfinite(v))
-    enough = independent and len(ordered) >= MIN_FOR_CI
-    low, high = median_ci95(ordered) if enough else (math.nan, math.nan)
+    low, high, coverage = median_order_interval(ordered) if independent \
+        else (math.nan, math.nan, math.nan)
     return {
         name: statistics.median(ordered) if ordered else math.nan,
         f"{name}_p10": quantile(ordered, 0.10),
@@ -75,18 +86,76 @@ def summarize(values: Sequence[float], name: str, independent: bool = True) -> d
         f"{name}_max": ordered[-1] if ordered else math.nan,
         f"{name}_ci95_low": low,
         f"{name}_ci95_high": high,
+        f"{name}_ci95_coverage": coverage,
         f"{name}_n": len(ordered),
     }
 
 
 def spread_text(stats: dict[str, float], name: str, fmt: str = ",.3f") -> str:
-    """'95% CI a-b, n' where summarize made an interval (5 or more independent values),
-    else 'range a-b, n'."""
+    """'95% CI a-b, n' where summarize made an interval (6 or more independent values),
+    else 'range a-b, n', with what the range covers where its values were independent
+    ('range a-b, n=5: too few for a 95% interval (min-max covers the median 93.8%)')."""
     n = stats[f"{name}_n"]
-    if n >= MIN_FOR_CI and math.isfinite(stats[f"{name}_ci95_low"]):
+    if math.isfinite(stats.get(f"{name}_ci95_low", math.nan)):
         return (f"95% CI {stats[f'{name}_ci95_low']:{fmt}}-{stats[f'{name}_ci95_high']:{fmt}}, "
                 f"n={n}")
-    return f"range {stats[f'{name}_min']:{fmt}}-{stats[f'{name}_max']:{fmt}}, n={n}"
+    text = f"range {stats[f'{name}_min']:{fmt}}-{stats[f'{name}_max']:{fmt}}, n={n}"
+    covers = stats.get(f"{name}_ci95_coverage", math.nan)
+    if math.isfinite(covers):
+        text += f": too few for a 95% interval (min-max covers the median {covers:.1%})"
+    return text
+
+
+@dataclass
+class Boot:
+    """A percentile bootstrap's 95% interval and how far a seed can move it: the larger
+    Monte-Carlo standard error of its two bounds, the draws taken, and whether a verdict's
+    boundary still lay within MC_MARGIN of them after MAX_RESAMPLES (`at_boundary`: no
+    seed may decide which side it falls)."""
+
+    low: float
+    high: float
+    mc_error: float
+    resamples: int
+    at_boundary: bool = False
+    values: Any = field(default=None, repr=False)
+
+    def text(self) -> str:
+        return (f"Monte-Carlo error ±{self.mc_error:.2g} over {self.resamples:,} draws"
+                + ("; at the boundary: no seed decides it" if self.at_boundary else ""))
+
+
+def _mc_error(ordered, q: float) -> float:
+    """The Monte-Carlo standard error of the q-quantile of `ordered` (sorted draws): half
+    the distance between the order statistics a binomial standard deviation either side."""
+    n = len(ordered)
+    at, d = q * (n - 1), math.sqrt(n * q * (1 - q))
+    return float(ordered[min(n - 1, math.ceil(at + d))] - ordered[max(0, math.floor(at - d))]) / 2
+
+
+def percentile_bounds(draw, boundaries: Sequence[float], resamples: int = RESAMPLES,
+                      seed: int = 0, most: int = MAX_RESAMPLES) -> Boot:
+    """The 95% percentile interval of `draw(rng, n)`'s resampled statistics (n at a time,
+    one seeded generator), drawing more (doubling, up to `most`) while any of the verdict's
+    `boundaries` is within MC_MARGIN Monte-Carlo errors of a bound: judged by the share of
+    draws at or below the boundary against 2.5% and 97.5% (the binomial error of that share
+    holds where a bound's own error does not: a median of few values has few distinct
+    values, and its bootstrap stands on a lattice)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    values = np.asarray(draw(rng, resamples), dtype=float)
+    tail = 0.025
+    while True:
+        ordered = np.sort(values)
+        low, high = (float(v) for v in np.percentile(ordered, [2.5, 97.5]))
+        error = MC_MARGIN * math.sqrt(tail * (1 - tail) / len(values))
+        shares = [np.searchsorted(ordered, b, side="right") / len(values) for b in boundaries]
+        near = any(abs(share - t) < error for share in shares for t in (tail, 1 - tail))
+        if not near or len(values) >= most:
+            mc = max(_mc_error(ordered, tail), _mc_error(ordered, 1 - tail))
+            return Boot(low, high, mc, len(values), near, values)
+        values = np.concatenate([values, draw(rng, len(values))])
 
 
 @dataclass
@@ -99,6 +168,11 @@ class Ratio:
     n_base: int
     n_new: int
     boot: Any = field(default=None, repr=False)  # the resampled ratios behind low-high
+    mc: Boot | None = field(default=None, repr=False)  # its draws and Monte-Carlo error
+
+    @property
+    def at_boundary(self) -> bool:
+        return self.mc is not None and self.mc.at_boundary
 
 
 def boot_medians(groups: list[list[float]], rng, resamples: int):
@@ -125,21 +199,23 @@ def boot_medians(groups: list[list[float]], rng, resamples: int):
 
 
 def ratio_interval(base: list[list[float]], new: list[list[float]], resamples: int = RESAMPLES,
-                   seed: int = 0) -> Ratio:
+                   seed: int = 0, threshold: float = DEFAULT_THRESHOLD) -> Ratio:
     """new / base of the medians, with a seeded bootstrap 95% percentile interval when
-    both sides have at least MIN_FOR_CI values. `base`, `new`: values per record."""
-    import numpy as np
-
+    both sides have at least MIN_FOR_CI values, drawn until no boundary of the verdict at
+    `threshold` (1 / (1 + t), 1 + t, either way round) lies within its Monte-Carlo error
+    (`percentile_bounds`). `base`, `new`: values per record."""
     flat_b = [v for g in base for v in g]
     flat_n = [v for g in new for v in g]
     ratio = statistics.median(flat_n) / statistics.median(flat_b)
-    low = high = boot = None
+    low = high = boot = mc = None
     if min(len(flat_b), len(flat_n)) >= MIN_FOR_CI:
-        rng = np.random.default_rng(seed)
-        boot = boot_medians(new, rng, resamples) / boot_medians(base, rng, resamples)
-        low, high = (float(q) for q in np.percentile(boot, [2.5, 97.5]))
+        def draw(rng, n):
+            return boot_medians(new, rng, n) / boot_medians(base, rng, n)
+        # the verdict's bounds; a slower-is-better figure's, 1 / ratio's, are the same two
+        mc = percentile_bounds(draw, (1 / (1 + threshold), 1 + threshold), resamples, seed)
+        low, high, boot = mc.low, mc.high, mc.values
     return Ratio(ratio, low, high, min(flat_n) / max(flat_b), max(flat_n) / min(flat_b),
-                 len(flat_b), len(flat_n), boot)
+                 len(flat_b), len(flat_n), boot, mc)
 
 
 def median_interval(groups: list[list[float]], resamples: int = RESAMPLES,
@@ -200,16 +276,18 @@ def holm(pvalues: list[float], alpha: float = ALPHA) -> list[bool]:
 
 
 def direction_verdict(speed_low: float | None, speed_high: float | None, threshold: float,
-                      n_launches: int = MIN_LAUNCHES, holm_rejects: bool = True) -> str:
+                      n_launches: int = MIN_LAUNCHES, holm_rejects: bool = True,
+                      at_boundary: bool = False) -> str:
     """The direction a 95% speed interval supports, the one verdict rule (`benchlib
     compare` and notebook 90): slower / faster / no change / inconclusive for a 95% speed
     interval (new / base performance, > 1 faster)
     over independent launches. A direction only when the interval excludes 1 and clears
     the threshold and, among comparisons judged together, `holm` rejects this one
     (`holm_rejects`; a lone comparison is a family of one: True); None bounds (too few
-    values), or fewer than MIN_LAUNCHES launches on the side with fewest, are
-    inconclusive ("no clear difference", with n)."""
-    if speed_low is None or speed_high is None or n_launches < MIN_LAUNCHES:
+    values), fewer than MIN_LAUNCHES launches on the side with fewest, or an interval whose
+    bound a threshold still lies within the Monte-Carlo error of (`at_boundary`: which side
+    it falls would be the seed's choice) are inconclusive ("no clear difference", with n)."""
+    if speed_low is None or speed_high is None or n_launches < MIN_LAUNCHES or at_boundary:
         return "inconclusive"
     if speed_high < 1 / (1 + threshold):
         return "slower" if holm_rejects else "inconclusive"

@@ -89,7 +89,8 @@ def summary(launches: list[list[dict[str, Any]]]) -> dict[str, Any]:
         n = min(len(values[base]), len(values[(variant, setting)]))
         out["ab"].append({"new": variant, "base": variants[0], "setting": setting,
                           "ratio": r.ratio, "low": r.low, "high": r.high, "launches": n,
-                          "verdict": direction_verdict(r.low, r.high, DEFAULT_THRESHOLD, n)})
+                          "verdict": direction_verdict(r.low, r.high, DEFAULT_THRESHOLD, n,
+                                                      at_boundary=r.at_boundary)})
     return out
 
 

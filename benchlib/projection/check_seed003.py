@@ -205,24 +205,28 @@ def error_interval(table: pd.DataFrame, column: str = "error_%") -> tuple[float,
     return cluster_median_interval(fits(table, column), BOOTSTRAP_DRAWS, BOOTSTRAP_SEED)
 
 
-def paired_difference(table: pd.DataFrame) -> tuple[float, float, float]:
-    """(model's median absolute error less naive's, and its 95% interval) in percentage
-    points, by a paired bootstrap over the fits (core.intervals.paired_median_difference).
-    Below 0: the model is better."""
+def paired_difference(table: pd.DataFrame, seed: int = BOOTSTRAP_SEED):
+    """(model's median absolute error less naive's, and its 95% interval, a Boot) in
+    percentage points, by a paired bootstrap over the fits
+    (core.intervals.paired_median_difference). Below 0: the model is better."""
     pairs = list(zip(fits(table), fits(table, "naive_error_%")))
-    low, high = paired_median_difference(pairs, BOOTSTRAP_DRAWS, BOOTSTRAP_SEED)
+    boot = paired_median_difference(pairs, BOOTSTRAP_DRAWS, seed)
     diff = median_abs_error(table["error_%"]) - median_abs_error(table["naive_error_%"])
-    return diff, low, high
+    return diff, boot
 
 
-def beats_naive(table: pd.DataFrame) -> str:
+def beats_naive(table: pd.DataFrame, seed: int = BOOTSTRAP_SEED) -> str:
     """Whether the model beats the naive baseline on these cells: only where the paired
-    95% interval of the difference excludes 0, else "not distinguishable"."""
-    diff, low, high = paired_difference(table)
-    ci = f"difference {diff:+.1f} points, paired 95% CI {low:+.2f} to {high:+.2f}"
-    if high < 0:
+    95% interval of the difference excludes 0 beyond its Monte-Carlo error, else "not
+    distinguishable" (and "at the boundary" where no number of draws settled it)."""
+    diff, boot = paired_difference(table, seed)
+    ci = (f"difference {diff:+.1f} points, paired 95% CI {boot.low:+.2f} to {boot.high:+.2f}, "
+          f"{boot.text()}")
+    if boot.at_boundary:
+        return f"model beats naive: not distinguishable on these cells ({ci})"
+    if boot.high < 0:
         return f"model beats naive: yes ({ci})"
-    if low > 0:
+    if boot.low > 0:
         return f"model beats naive: no, naive is better ({ci})"
     return f"model beats naive: not distinguishable on these cells ({ci}, which reaches 0)"
 
