@@ -56,8 +56,9 @@ def smoke_set(outputs: Path, label: str = "smoke", env: dict | None = None) -> l
            "device_name": "cpu",
            # a share of a step with its low-high over the run's steps (core/throughput.py)
            "data_share": 0.02, "data_share_low": 0.01, "data_share_high": 0.04}
-    return [write_record(outputs, label, "framework", {"nproc_per_node": n, "path": "/data"},
-                         metrics, env) for n, metrics in ((1, one), (2, two))]
+    return [write_record(outputs, label, "framework",
+                         {"nproc_per_node": n, "model": "resnet18", "path": "/data"}, metrics, env)
+            for n, metrics in ((1, one), (2, two))]
 
 
 def launches_set(outputs: Path, label: str, slow: float = 1.0, env: dict | None = None) -> None:
@@ -66,6 +67,7 @@ def launches_set(outputs: Path, label: str, slow: float = 1.0, env: dict | None 
     for i, level in enumerate((100.0, 200.0 * slow)):
         for launch in range(5):
             value = level * (1 + 0.01 * ((launch * 7) % 5 - 2) / 2)
-            base = results.run_id_for("io", "nb", {"workers": i}, bed(env)["id"])
-            write_record(outputs, label, "io", {"workers": i}, {"samples_per_s": value},
-                         env, run_id=f"{base}-{label}-{launch}")
+            params = {"workers": i, "dataset": "cifar10"}
+            base = results.run_id_for("io", "nb", params, bed(env)["id"])
+            write_record(outputs, label, "io", params, {"samples_per_s": value}, env,
+                         run_id=f"{base}-{label}-{launch}")

@@ -67,8 +67,9 @@ def test_bmf_meets_benchers_schema_with_interval_spread_and_testbed_beside_it(ou
     side = json.loads((folder / "bencher.json").read_text())
     assert side["hash"] == COMMIT and side["testbed"]["name"] == "node7"
     assert side["testbed"]["identity"]["torch"] == "2.14.1"
-    assert side["benchmarks"]["framework: nproc_per_node=2"]["n"] == {"samples_per_s": 3,
-                                                                       "step_s": 3}
+    row = side["benchmarks"]["framework: nproc_per_node=2"]  # named by what varies; all kept
+    assert row["params"] == {"nproc_per_node": 2, "model": "resnet18"}
+    assert row["n"] == {"samples_per_s": 3, "step_s": 3}
     command = f"bencher run --testbed node7 --hash {COMMIT} --adapter json --file {folder}/bmf.json"
     assert side["command"] == command and command in capsys.readouterr().out
 
@@ -187,7 +188,7 @@ def test_compare_reads_a_bmf_export_back(outputs, capsys):
     assert rows.loc["workers=0", "ratio"] == pytest.approx(1.0, abs=0.01)
     assert set(rows["verdict"]) == {"inconclusive"} and set(rows["n_base"]) == {1}
     assert ("testbed torch", "2.14.1", "2.15.0") in c.env_diff
-    # a BMF export beside the records of a set: the same rows
+    # a BMF export beside the records of a set: the same rows (every parameter kept beside)
     assert main(["compare", str(base), "new", "--outputs", str(outputs)]) == 0
     assert "2 rows in common" in capsys.readouterr().out
 

@@ -3,15 +3,15 @@ bmf` writes, so that a set which survives only as what a tracker keeps can still
 compared; and the names that export gives benchmarks and measures, kept here so that the
 writer (benchlib/export/bmf.py) and this reader cannot drift apart.
 
-A benchmark is a row, `<table>: name=value, ...` (its parameters but where the data lives,
-sorted; a value that would read back as another type, or holds ", ", written as JSON), so
-the row reads back exactly. A measure is a metric in Bencher's slug spelling
-(`samples-per-s`); its `lower_value`/`upper_value` are the 95% interval, or, where the
-record had too few launches for one, the p10-p90 spread, and then the measure says so
-(`samples-per-s-p10-p90`; a share of a step's low-high over one run's steps:
-`compute-share-low-high`). The testbed, commit and result set are not BMF's (they are
-`bencher run` arguments): export writes them beside the file (`bencher.json`), and this
-reader takes them from there when it is present.
+A benchmark is a row, `<table>: name=value, ...` (the parameters that tell the table's rows
+apart, sorted; a value that would read back as another type, or holds ", ", written as
+JSON), so the names read back exactly; `bencher.json` keeps each row's every parameter.
+A measure is a metric in Bencher's slug spelling (`samples-per-s`); its `lower_value` and
+`upper_value` are the 95% interval, or, where the record had too few launches for one,
+the p10-p90 spread, and then the measure says so (`samples-per-s-p10-p90`; a share of a
+step's low-high over one run's steps: `compute-share-low-high`). The testbed, commit and
+result set are not BMF's (they are `bencher run` arguments): export writes them beside
+the file (`bencher.json`), and this reader takes them from there when it is present.
 
 BMF keeps one value per row and metric, not the values of each launch, so the ratio of
 the two sides' medians is all a comparison can show: `compare` says n=1 and no verdict.
@@ -51,8 +51,8 @@ def _value_text(value: Any) -> str:
 
 
 def benchmark_name(table: str, params: dict[str, Any]) -> str:
-    """`io_workers: dataset=fashion-mnist, num_workers=0` (the row; `params` without
-    where the data lives); a table without parameters is its name alone."""
+    """`io_workers: dataset=fashion-mnist, num_workers=0` (the row: the parameters that
+    tell it apart); a table of one row is its name alone."""
     pairs = ", ".join(f"{k}={_value_text(params[k])}" for k in sorted(params))
     return f"{table}: {pairs}" if pairs else table
 
@@ -157,8 +157,9 @@ def read(path: Path) -> tuple[str, Path, list[dict[str, Any]], str]:
     rows = side.get("benchmarks") or {}
     records = []
     for i, (name, measures) in enumerate(sorted(doc.items())):
-        table, params = parse_benchmark(name)
         row = rows.get(name) or {}
+        table, params = parse_benchmark(name)
+        params = row.get("params", params)  # every parameter the row has, where kept
         records.append({
             "schema_version": 3, "run_id": f"bmf-{i}", "study": row.get("study", table),
             "table": table, "notebook": row.get("notebook", ""), "params": params,

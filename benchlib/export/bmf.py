@@ -43,15 +43,15 @@ def documents(label: str, records: list[dict[str, Any]],
     bed = one_testbed(records, "bmf")
     doc: dict[str, Any] = {}
     rows: dict[str, Any] = {}
-    for recs in figures.rows(records).values():
-        name = names.benchmark_name(recs[0]["table"], row_params(recs[0]))
+    for name, recs in figures.rows(records).items():
         figs = figures.row_figures(recs)
         measures = _measures(figs)
         if not measures:
             continue
         doc[name] = measures
         rows[name] = {"study": recs[0]["study"], "table": recs[0]["table"],
-                      "notebook": recs[0]["notebook"], "run_ids": [r["run_id"] for r in recs],
+                      "params": row_params(recs[0]), "notebook": recs[0]["notebook"],
+                      "run_ids": [r["run_id"] for r in recs],
                       "n": {f.name: f.n for f in figs if f.n is not None}}
     commit = (bed.get("identity") or {}).get("commit")
     command = ["bencher", "run", "--testbed", bed["name"], *(["--hash", commit] if commit else []),

@@ -6,11 +6,12 @@ figure's unit."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
 
-from benchlib.compare.bmf import BOUNDS
+from benchlib.compare.bmf import BOUNDS, benchmark_name
 from benchlib.compare.sets import row_params
 from benchlib.records import results
 
@@ -74,15 +75,23 @@ def figures(metrics: dict[str, Any]) -> list[Figure]:
     return out
 
 
-def rows(records: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    """(table, row's parameters as compare matches them) -> its records, in order."""
-    import json
-
-    out: dict[tuple[str, str], list[dict[str, Any]]] = {}
+def rows(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Each row's name -> its records, in order. A row is a table and its parameters as
+    compare matches them (where the data lives left out); it is named by the table and
+    the parameters that vary among the table's rows here (compare/bmf.py spells them),
+    as compare and notebook 90 name rows: a record holds every parameter of its study."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in records:
         key = (r["table"], json.dumps(row_params(r), sort_keys=True, default=str))
-        out.setdefault(key, []).append(r)
-    return out
+        groups.setdefault(key, []).append(r)
+    varying: dict[str, set[str]] = {}
+    for table in {t for t, _ in groups}:
+        params = [row_params(recs[0]) for (t, _), recs in groups.items() if t == table]
+        names = {k for p in params for k in p}
+        varying[table] = {k for k in names if len({json.dumps(p.get(k), sort_keys=True,
+                                                               default=str) for p in params}) > 1}
+    return {benchmark_name(t, {k: v for k, v in row_params(recs[0]).items() if k in varying[t]}):
+            recs for (t, _), recs in groups.items()}
 
 
 def row_figures(records: list[dict[str, Any]]) -> list[Figure]:

@@ -15,8 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchlib.compare import bmf as names
-from benchlib.compare.sets import row_params
 from benchlib.compare.verdicts import DIRECTIONS
 from benchlib.errors import UsageError
 from benchlib.export import figures, files
@@ -26,7 +24,7 @@ TOOLS = {+1: "customBiggerIsBetter", -1: "customSmallerIsBetter"}  # the file's 
 
 
 def _extra(fig: figures.Figure, recs: list[dict[str, Any]], bed: dict[str, str]) -> str:
-    n = f"n={fig.n}" if fig.n is not None else "n unknown"
+    n = f"n={fig.n}" if fig.n is not None else "n unknown" if fig.bounds else "one value"
     lines = [f"{n} ({'over ' + str(len(recs)) + ' records' if len(recs) > 1 else 'one record'})",
              f"testbed {bed['name']} ({bed['id']}): {bed['hardware']}",
              f"torch {bed.get('torch', '?')}, CUDA {bed.get('cuda', 'none')}, "
@@ -39,8 +37,7 @@ def entries(records: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
     """direction -> its BenchmarkResult entries, for records all on one testbed."""
     one_testbed(records, "github-action-benchmark")
     out: dict[int, list[dict[str, Any]]] = {+1: [], -1: []}
-    for recs in figures.rows(records).values():
-        row = names.benchmark_name(recs[0]["table"], row_params(recs[0]))
+    for row, recs in figures.rows(records).items():
         bed = figures.testbed(recs[-1])
         for fig in figures.row_figures(recs):
             if fig.name not in DIRECTIONS:

@@ -94,7 +94,8 @@ def tags(record: dict[str, Any]) -> dict[str, str]:
         f"benchlib record {record['run_id']} of result set {record['label']} ({record['study']}, "
         f"table {record['table']}) on testbed {bed['name']}: {bed['hardware']}. Metrics are "
         "medians; X_ci95_low/X_ci95_high a 95% interval, X_p10/X_p90 the spread where there were "
-        "too few launches for one, X_n the values behind it.")
+        "too few launches for one, X_low/X_high a share's low-high over one run's steps, X_n the "
+        "values behind it.")
     return out
 
 
@@ -170,12 +171,13 @@ def _quiet():
             os.environ[name] = before
 
 
-def _create(client, experiment_id: str, record: dict[str, Any], results_dir: Path) -> None:
+def _create(client, experiment_id: str, record: dict[str, Any], results_dir: Path,
+            name: str) -> None:
     """The record's run, written whole or deleted."""
     from mlflow.entities import Metric, Param
 
     run = client.create_run(experiment_id, start_time=_ms(record["started_at"]),
-                            tags=tags(record), run_name=record["run_id"])
+                            tags=tags(record), run_name=name)
     run_id = run.info.run_id
     try:
         when = _ms(record["finished_at"])
@@ -198,6 +200,9 @@ def export(records: list[dict[str, Any]], results_dir: Path, uri: str) -> list[s
     client = _client(uri)
     from mlflow.exceptions import MlflowException
 
+    # a run is named by its row's parameters that vary (its experiment is its table)
+    names = {id(r): name.partition(": ")[2] or name
+             for name, recs in figures.rows(records).items() for r in recs}
     known: dict[str, str] = {}
     runs: dict[str, dict[str, list[Any]]] = {}
     made = kept = 0
@@ -212,7 +217,7 @@ def export(records: list[dict[str, Any]], results_dir: Path, uri: str) -> list[s
                 continue
             for stale in found:  # an earlier export stopped half-way
                 client.delete_run(stale.info.run_id)
-            _create(client, exp, record, results_dir)
+            _create(client, exp, record, results_dir, names[id(record)])
             made += 1
     except MlflowException as e:
         raise BenchlibError(f"tracking_uri: {uri} refused the export after {made} new runs: "

@@ -91,7 +91,7 @@ def _layout(layout_pb2, figs: list[figures.Figure]):
             low, high = BOUND_TAGS[kind]
             series = layout_pb2.MarginChartContent.Series(value=f.name, lower=f"{f.name}/{low}",
                                                     upper=f"{f.name}/{high}")
-            charts.append(layout_pb2.Chart(title=f"{f.name} ({title.split(': ')[1]})",
+            charts.append(layout_pb2.Chart(title=f"{f.name} (median, {figures.WORDS[kind]})",
                                      margin=layout_pb2.MarginChartContent(series=[series])))
         if charts:
             layout.category.add(title=title, chart=charts)
