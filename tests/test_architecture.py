@@ -36,6 +36,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("analysis", ("benchlib.analysis",)),
     ("diagnose", ("benchlib.diagnose",)),
     ("compare", ("benchlib.compare",)),
+    ("export", ("benchlib.export",)),  # reads records as compare opens them, writes elsewhere
     ("report", ("benchlib.report",)),
     ("cli", ("benchlib.cli", "benchlib.__main__")),
     ("gpucheck", ("benchlib.gpucheck",)),  # drives the CLIs, as a user would

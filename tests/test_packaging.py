@@ -77,8 +77,21 @@ def test_the_traces_extra_is_declared_pinned_and_installed_by_make_setup():
         recipe = subprocess.run(["make", "-n", "-W", "constraints.txt", "setup", f"INSTALLER={installer}"],
                                 cwd=ROOT, capture_output=True, text=True, check=True).stdout
         installs = [line for line in recipe.splitlines() if command in line and " -e " in line]
-        assert installs and all("-e '.[dev,jax,models,traces]'" in line for line in installs), recipe
-    assert "- -e .[jax,models,traces]" in (ROOT / "environment.yml").read_text()
+        assert installs and all("-e '.[dev,jax,models,traces,export]'" in line
+                                for line in installs), recipe
+    assert "- -e .[jax,models,traces,export]" in (ROOT / "environment.yml").read_text()
+
+
+def test_the_export_extra_is_declared_pinned_and_installed_by_make_setup():
+    """MLflow (the full package: its tests run `mlflow server`) and TensorBoard for `benchlib
+    export`: open ranges in pyproject, the tested versions in constraints.txt and
+    environment.yml; make setup installs them (the test above), so CI runs their tests."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["export"] == ["mlflow>=3.17", "tensorboard>=2.21"]
+    constraints = pins((ROOT / "constraints.txt").read_text().splitlines())
+    assert (constraints["mlflow"], constraints["tensorboard"]) == ("3.17.2", "2.21.0")
+    env = (ROOT / "environment.yml").read_text()
+    assert "- mlflow==3.17.2" in env and "- tensorboard==2.21.0" in env
 
 
 @pytest.fixture(scope="module")

@@ -1,8 +1,8 @@
-"""`python -m benchlib ...`: data, env, sweep, run, report, compare, io, maxbatch, allreduce,
-doctor, calibrate, overhead, project. The commands live beside their flags, by family:
-workbook_commands (the workbook's own), study_commands (a study's one setting: io,
+"""`python -m benchlib ...`: data, env, sweep, run, report, compare, export, io, maxbatch,
+allreduce, doctor, calibrate, overhead, project. The commands live beside their flags, by
+family: workbook_commands (the workbook's own), study_commands (a study's one setting: io,
 maxbatch), distributed_commands (allreduce, doctor), benchmark_commands (calibrate,
-overhead), diagnose and project; this module builds the parser and runs one.
+overhead), diagnose, export and project; this module builds the parser and runs one.
 
 Bad input prints one line naming the parameter and what is allowed, and exits 2.
 """
@@ -18,6 +18,7 @@ import threading
 import benchlib.cli.benchmark_commands as benchmark_commands
 import benchlib.cli.diagnose as diagnose
 import benchlib.cli.distributed_commands as distributed_commands
+import benchlib.cli.export as export
 import benchlib.cli.study_commands as study_commands
 import benchlib.cli.workbook_commands as workbook_commands
 from benchlib.errors import BenchlibError, Terminated
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     for family in (study_commands, distributed_commands, benchmark_commands):
         family.add_parsers(sub)
     diagnose.add_parser(sub)
+    export.add_parser(sub)
     # listed here for --help; main() hands its arguments to benchlib.cli.project
     sub.add_parser("project", help="scaling projection to more devices and nodes, and its "
                    "check against seed 003 (project --help)")

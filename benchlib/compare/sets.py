@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchlib.compare import bmf
 from benchlib.errors import UsageError
 from benchlib.records import results
 
@@ -70,9 +71,12 @@ class Reader:
 
 def open_set(spec: str, results_dir: Path, read: Reader | None = None) -> ResultSet:
     """A label in `results_dir`, or a folder: an outputs folder (its results/) or a
-    results folder, whose newest result set is taken when it holds several."""
+    results folder, whose newest result set is taken when it holds several; or a BMF
+    file `benchlib export` wrote (or its folder): one value per row and metric."""
     read = read or Reader()
     path = Path(spec).expanduser()
+    if bmf.bmf_file(path):
+        return ResultSet(*bmf.read(bmf.bmf_file(path)))
     if path.is_dir():
         folder = path / "results" if (path / "results").is_dir() else path
         records = read(folder)
