@@ -232,6 +232,8 @@ EXTENSIONS = {"py", "md", "html", "zip", "json", "yaml", "yml", "ipynb", "png", 
               "csv", "j2", "toml", "log", "sh"}
 # record fields written like a module's names ("testbed.hosts": the record's testbed)
 RECORD_FIELDS = {"testbed", "env", "params"}
+# the keys `benchlib export` gives MLflow's tags and metrics ("benchlib.run_id"): not modules
+EXPORT_KEYS = {"run_id", "label", "study", "table", "testbed", "metric", "bounds"}
 DOTTED = re.compile(r"(?<![\w./-])(benchlib|" + "|".join(SUBPACKAGES) + r")((?:\.[A-Za-z_]\w*)+)")
 SHORT = re.compile(r"(?<![\w./-])([a-z_][a-z_0-9]*)\.([A-Za-z_]\w*)")
 PATH = re.compile(r"(?<![\w/.-])((?:benchlib/)?(?:" + "|".join(SUBPACKAGES) + r")/[\w/]+\.py)\b")
@@ -281,6 +283,8 @@ def stale_names(text: str, index: ModuleIndex) -> list[str]:
     for m in DOTTED.finditer(text):
         parts = [m.group(1), *m.group(2).strip(".").split(".")]
         if parts[-1] in EXTENSIONS or len(parts[-1]) == 1:  # a file, or benchlib.config.x
+            continue
+        if parts[0] == "benchlib" and parts[1] in EXPORT_KEYS:
             continue
         # `studies.x` may be the subpackage's or config/studies.py's (a module's own name)
         owners = [m.split(".") for m in index.by_own_name.get(parts[0], [])]

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 from benchlib.cli import main
-from benchlib.compare import verdicts
+from benchlib.compare import changes
 from benchlib.core.stats import summarize
 from benchlib.export import figures
 from benchlib.export.files import SCHEMAS
@@ -33,10 +33,10 @@ def test_a_figure_keeps_its_interval_or_names_its_spread_never_one_for_the_other
     five, three = smoke_set(outputs)
     [launches, mfu, rate] = figures.figures(five["metrics"])
     ci = summarize(LAUNCHES, "samples_per_s")
-    assert (rate.name, rate.bounds, rate.n) == ("samples_per_s", figures.CI95, 5)
+    assert (rate.name, rate.bounds, rate.n) == ("samples_per_s", figures.CI95, 6)
     assert (rate.low, rate.value, rate.high) == (ci["samples_per_s_ci95_low"], 402.0,
                                                  ci["samples_per_s_ci95_high"])
-    assert launches == figures.Figure("launches", 5.0) and mfu == figures.Figure("mfu", 0.31)
+    assert launches == figures.Figure("launches", 6.0) and mfu == figures.Figure("mfu", 0.31)
     by_name = {f.name: f for f in figures.figures(three["metrics"])}
     assert sorted(by_name) == ["data_share", "launches", "mfu", "samples_per_s", "step_s"]
     assert by_name["data_share"] == figures.Figure("data_share", 0.02, 0.01, 0.04, figures.STEPS)
@@ -46,7 +46,7 @@ def test_a_figure_keeps_its_interval_or_names_its_spread_never_one_for_the_other
     assert (spread.bounds, spread.low, spread.high, spread.n) == (
         figures.SPREAD, pytest.approx(118.4), pytest.approx(124.0), 3)
     assert spread.bounds_text() == "p10-p90 spread 118.4-124 (no interval: n=3)"
-    assert rate.bounds_text().startswith("95% CI ") and rate.bounds_text().endswith("n=5")
+    assert rate.bounds_text().startswith("95% CI ") and rate.bounds_text().endswith("n=6")
 
 
 def test_bmf_meets_benchers_schema_with_interval_spread_and_testbed_beside_it(outputs, capsys):
@@ -88,7 +88,7 @@ def test_github_action_benchmark_files_meet_its_interface_one_per_direction(outp
                              "framework: nproc_per_node=2 [samples_per_s]"]
     rate = names["framework: nproc_per_node=1 [samples_per_s]"]
     assert rate["value"] == 402.0 and rate["unit"] == "samples/s"
-    assert rate["range"].startswith("95% CI ") and rate["range"].endswith(", n=5")
+    assert rate["range"].startswith("95% CI ") and rate["range"].endswith(", n=6")
     assert "range" not in names["framework: nproc_per_node=1 [mfu]"]
     assert f"commit {COMMIT}" in rate["extra"] and "torch 2.14.1" in rate["extra"]
     [step] = smaller
@@ -121,10 +121,10 @@ def test_tensorboard_events_read_back_by_tensorboards_own_reader(outputs):
 
     scalars, info, layout, event = read(five)
     ci = summarize(LAUNCHES, "samples_per_s")
-    assert scalars == pytest.approx({"samples_per_s": 402.0, "mfu": 0.31, "launches": 5.0,
+    assert scalars == pytest.approx({"samples_per_s": 402.0, "mfu": 0.31, "launches": 6.0,
                                      "samples_per_s/ci95_low": ci["samples_per_s_ci95_low"],
                                      "samples_per_s/ci95_high": ci["samples_per_s_ci95_high"],
-                                     "samples_per_s/n": 5.0}, rel=1e-6)
+                                     "samples_per_s/n": 6.0}, rel=1e-6)
     assert event.step == 0 and event.wall_time == pytest.approx(
         figures_time(five["finished_at"]))
     hp = {k: v.string_value or v.number_value for k, v in info.hparams.items()}
@@ -178,9 +178,9 @@ def test_compare_reads_a_bmf_export_back(outputs, capsys):
         assert export(label, "--to", "bmf") == 0
     base = outputs / "export" / "base" / "bmf"
     doc = json.loads((base / "bmf.json").read_text())
-    pooled = doc["io: workers=1"]["samples-per-s"]  # 5 records of the row: an interval over them
+    pooled = doc["io: workers=1"]["samples-per-s"]  # 6 records of the row: an interval over them
     assert pooled["lower_value"] < pooled["value"] < pooled["upper_value"]
-    c = verdicts.compare_sets(str(base), str(outputs / "export" / "new" / "bmf" / "bmf.json"),
+    c = changes.compare_sets(str(base), str(outputs / "export" / "new" / "bmf" / "bmf.json"),
                               outputs / "results")
     assert "read back from BMF" in c.base.describe() and c.base.label == "base"
     rows = c.rows.set_index("row")

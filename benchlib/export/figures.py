@@ -17,7 +17,8 @@ from benchlib.records import results
 
 # the parts core.stats.summarize and core.throughput add beside a figure `X`: folded into
 # X, not figures of their own
-PARTS = ("_p10", "_p90", "_min", "_max", "_ci95_low", "_ci95_high", "_low", "_high", "_n")
+PARTS = ("_p10", "_p90", "_min", "_max", "_ci95_low", "_ci95_high", "_ci95_coverage", "_low", "_high",
+         "_n")
 # what a figure's bounds are (compare/bmf.py's BOUNDS, in the order a record's are taken)
 CI95, SPREAD, STEPS = "ci95", "p10_p90", "low_high"
 WORDS = {CI95: "95% CI", SPREAD: "p10-p90 spread", STEPS: "low-high over one run's steps"}

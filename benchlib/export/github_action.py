@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchlib.compare.verdicts import DIRECTIONS
+from benchlib.compare.changes import DIRECTIONS
 from benchlib.errors import UsageError
 from benchlib.export import figures, files
 from benchlib.export.select import one_testbed
