@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from benchlib.compare import bmf as names
-from benchlib.compare.sets import row_params
 from benchlib.compare.changes import DIRECTIONS
+from benchlib.compare.sets import row_params
 from benchlib.errors import UsageError
 from benchlib.export import figures, files
 from benchlib.export.select import one_testbed
