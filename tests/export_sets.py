@@ -1,8 +1,8 @@
 """Result sets for the export tests, written as a sweep writes them (records.results), with
-figures summarized by core.stats as the studies summarize theirs: one row with an
-interval (6 independent launches: the fewest whose median gets a 95% interval), one with only its spread (3 values inside one process),
-a figure with a direction but no spread, a count, a text metric, and an executed notebook
-beside each record."""
+figures summarized by core.stats as the studies summarize theirs: one row with an interval
+(6 independent launches: the fewest whose median gets a 95% interval), one with only its
+spread (3 values inside one process), a figure with a direction but no spread, a count, a
+text metric, and an executed notebook beside each record."""
 
 from __future__ import annotations
 
