@@ -28,7 +28,7 @@ from benchlib.config.model_data import ModelDataConfig
 from benchlib.config.performance import CompileCacheConfig, PerformanceConfig
 from benchlib.config.training import TrainingConfig, training_fields
 from benchlib.config.worker import WorkerConfig
-from benchlib.errors import ConfigError
+from benchlib.errors import ConfigError, UsageError
 from benchlib.runs.params import NotebookSpec
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -382,3 +382,32 @@ def test_a_study_names_its_own_defaults_and_keeps_the_fields_type_and_help():
         @dataclasses.dataclass
         class Bad(TrainingConfig):
             defaults: typing.ClassVar[dict] = {"lr_max": 1.0}
+
+
+def test_benchlib_projects_flags_are_generated_from_its_configs():
+    """`benchlib project` writes no flag by hand: each is a field of its configs, with
+    that field's help; an input left out is None (the projection names what it misses),
+    a repeated flag adds to its list, and the help names every model and what-if the
+    projection knows."""
+    from benchlib.cli import project
+    from benchlib.config.project import CheckpointPlanConfig, ProjectConfig
+    from benchlib.projection.scaling import MODEL_PARAMS, WHAT_IF
+
+    parser = project.build_parser()
+    owners = (ProjectConfig, CheckpointPlanConfig)
+    for action in parser._actions:
+        if action.dest == "help":
+            continue
+        owner = next((c for c in owners if action.dest in c.field_names()), None)
+        assert owner is not None, f"--{action.dest} is not a config's field"
+        assert action.help.startswith(field_help(owner)[action.dest]), action.dest
+    args = parser.parse_args(["--samples-per-s", "120", "--what-if", "inter_bw=2x",
+                              "--what-if", "batch_size=256", "--check-dlperf"])
+    assert (args.samples_per_s, args.what_if, args.check_dlperf) == \
+        (120.0, ["inter_bw=2x", "batch_size=256"], True)
+    assert (args.batch_size, args.mtbf, args.source, args.strategy) == (None, None, [], "ddp")
+    assert parser.parse_args([]).what_if == []  # a new list each time, not the last one's
+    text = " ".join(parser.format_help().split())
+    assert all(name in text for name in [*MODEL_PARAMS, *WHAT_IF])
+    with pytest.raises(UsageError, match=r"--strategy: invalid choice: 'zero3' \(choose from"):
+        parser.parse_args(["--strategy", "zero3"])
