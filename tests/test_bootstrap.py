@@ -44,7 +44,7 @@ def test_the_elastic_and_lightning_workers_read_a_run_json_too(tmp_path, worker)
 
 @pytest.mark.parametrize("params, error, message", [
     ({"batch_sise": 8}, ConfigError, "config: {path}: 'batch_sise' is not a parameter of "
-                                     "benchlib.workers.ddp; it takes ac, alpha, backend, batch_size"),
+                                     "benchlib.workers.ddp; it takes ac, alpha, augment, backend"),
     ({"precision": "fp8"}, ConfigError, "precision: 'fp8' (in {path}) is not one of fp32, "
                                         "tf32, amp_bf16, amp_fp16"),
     ({"channels_last": 1}, ConfigError, "channels_last: 1 (in {path}) must be true or false"),

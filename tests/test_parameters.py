@@ -21,12 +21,13 @@ from benchlib.config import (
 )
 from benchlib.config import studies as registry
 from benchlib.config.checkpoint import CheckpointConfig
-from benchlib.config.fault_injection import FaultInjectionConfig
+from benchlib.config.fault_injection import FaultInjectionConfig, WorkerFaultsConfig
 from benchlib.config.flags import field_help
 from benchlib.config.model_data import ModelDataConfig
-from benchlib.config.performance import PerformanceConfig
+from benchlib.config.performance import CompileCacheConfig, PerformanceConfig
 from benchlib.config.training import TrainingConfig, training_fields
-from benchlib.errors import ConfigError
+from benchlib.config.worker import WorkerConfig
+from benchlib.errors import ConfigError, UsageError
 from benchlib.runs.params import NotebookSpec
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -91,12 +92,14 @@ def training_workers():
 
     return {
         "ddp": (ddp_flags.parser("ddp"), DpVsDdpConfig, ddp_flags.NOT_HERE,
-                {PerformanceConfig: None, FaultInjectionConfig: None, CheckpointConfig: None}),
+                {PerformanceConfig: None, FaultInjectionConfig: None, CheckpointConfig: None,
+                 **dict.fromkeys(ddp_flags.OWN_PIECES)}),
         "lightning": (lightning.parser(), MultinodeLightningConfig, lightning.NOT_HERE + ("epochs",),
-                      {PerformanceConfig: lightning.PERFORMANCE, FaultInjectionConfig: lightning.FAULTS}),
+                      {PerformanceConfig: lightning.PERFORMANCE, FaultInjectionConfig: lightning.FAULTS,
+                       WorkerConfig: lightning.WORKER}),
         "elastic": (elastic.parser(), elastic.Seed001, elastic.NOT_HERE,
                     {PerformanceConfig: elastic.PERFORMANCE, FaultInjectionConfig: None,
-                     CheckpointConfig: None}),
+                     CheckpointConfig: None, WorkerConfig: elastic.WORKER}),
     }
 
 
@@ -118,8 +121,33 @@ def test_each_workers_flags_are_its_configs_fields_with_their_defaults_and_help(
         assert actions[name].default == default(field), name
         assert actions[name].help.startswith(field_help(source)[name]), name
     pieces_fields = {f.name for p in (PerformanceConfig, FaultInjectionConfig, CheckpointConfig,
-                                      TrainingConfig) for f in dataclasses.fields(p)}
+                                      TrainingConfig, *OWN_PIECES) for f in dataclasses.fields(p)}
     assert {d for d in actions if d in pieces_fields} - set(not_here) == set(wanted)
+
+
+OWN_PIECES = (WorkerConfig, WorkerFaultsConfig, CompileCacheConfig)
+
+
+@pytest.mark.parametrize("strategy", ["single", "dp", "ddp", "fsdp2"])
+def test_every_flag_of_the_ddp_workers_is_a_config_field_with_its_help(strategy):
+    """Nothing of benchlib.workers.single, dp, ddp and fsdp2 is written by hand: each flag
+    (but --help) is a field of its study's config or of a piece no study composes (what a
+    launch or a test sets, seed 002's switches), typed, defaulted and helped by it; and no
+    study's config composes those pieces, so no notebook has them as parameters."""
+    from benchlib.trainers import ddp_flags
+
+    parser = ddp_flags.parser(strategy)
+    owners = (DpVsDdpConfig, PerformanceConfig, CheckpointConfig, *OWN_PIECES)
+    for action in parser._actions:
+        if action.dest == "help":
+            continue
+        owner = next((c for c in owners if action.dest in c.field_names()), None)
+        assert owner is not None, f"--{action.dest} is not a config's field"
+        field = next(f for f in dataclasses.fields(owner) if f.name == action.dest)
+        assert action.default == default(field), action.dest
+        assert action.help.startswith(field_help(owner)[action.dest]), action.dest
+    assert set(ddp_flags.OWN_PIECES) == set(OWN_PIECES)
+    assert not any(issubclass(c, OWN_PIECES) for c in CONFIGS.values())
 
 
 def test_the_batch_trial_workers_flags_are_notebook_15s_fields_and_its_study_hands_them():
@@ -337,3 +365,32 @@ def test_a_study_names_its_own_defaults_and_keeps_the_fields_type_and_help():
         @dataclasses.dataclass
         class Bad(TrainingConfig):
             defaults: typing.ClassVar[dict] = {"lr_max": 1.0}
+
+
+def test_benchlib_projects_flags_are_generated_from_its_configs():
+    """`benchlib project` writes no flag by hand: each is a field of its configs, with
+    that field's help; an input left out is None (the projection names what it misses),
+    a repeated flag adds to its list, and the help names every model and what-if the
+    projection knows."""
+    from benchlib.cli import project
+    from benchlib.config.project import CheckpointPlanConfig, ProjectConfig
+    from benchlib.projection.scaling import MODEL_PARAMS, WHAT_IF
+
+    parser = project.build_parser()
+    owners = (ProjectConfig, CheckpointPlanConfig)
+    for action in parser._actions:
+        if action.dest == "help":
+            continue
+        owner = next((c for c in owners if action.dest in c.field_names()), None)
+        assert owner is not None, f"--{action.dest} is not a config's field"
+        assert action.help.startswith(field_help(owner)[action.dest]), action.dest
+    args = parser.parse_args(["--samples-per-s", "120", "--what-if", "inter_bw=2x",
+                              "--what-if", "batch_size=256", "--check-dlperf"])
+    assert (args.samples_per_s, args.what_if, args.check_dlperf) == \
+        (120.0, ["inter_bw=2x", "batch_size=256"], True)
+    assert (args.batch_size, args.mtbf, args.source, args.strategy) == (None, None, [], "ddp")
+    assert parser.parse_args([]).what_if == []  # a new list each time, not the last one's
+    text = " ".join(parser.format_help().split())
+    assert all(name in text for name in [*MODEL_PARAMS, *WHAT_IF])
+    with pytest.raises(UsageError, match=r"--strategy: invalid choice: 'zero3' \(choose from"):
+        parser.parse_args(["--strategy", "zero3"])

@@ -221,6 +221,16 @@ table:
     assert rows[0].overrides["model"] == "resnet18"
     err = capsys.readouterr().err.splitlines()
     assert err == [f"note: {file}: arch: now called model; read as model (write model instead)"]
+    # the table's row as written is what a record keeps beside its params, Slurm's too
+    defaults = {"device": "cpu", "arch": "resnet18", "image_size": 64, "compare_jax": False}
+    assert [r.params_raw for r in rows] == [{**defaults, "nproc_per_node": 1},
+                                            {**defaults, "nproc_per_node": 1,
+                                             "arch": "timm:resnet10t"}]
+    from benchlib.runs import slurm_sweep
+
+    slurm_sweep.write_plan(rows, tmp_path / "plan.json")
+    assert [r.params_raw for r in slurm_sweep.read_plan(tmp_path / "plan.json")] == \
+        [r.params_raw for r in rows]
 
 
 def test_an_old_name_beside_its_new_one_is_refused_naming_both(tmp_path):
@@ -249,7 +259,7 @@ def test_a_row_carries_the_config_it_built_to_the_preflight_and_the_kernel(tmp_p
     assert row.config == DpVsDdpConfig.from_params(row.params) and row.config.max_steps == 5
     notebook.unlink()
     params.preflight([row])
-    assert sweep.kernel_parameters(row) == row.config.as_dict()
+    assert sweep.kernel_parameters(row) == row.config.as_dict() == row.params  # its record's
     [trivial] = load_plan(write_params(tmp_path, f"name: t\nnotebook: {TRIVIAL}\n"
                                                  "table: [{x: 1}]\n", "t.yaml"))
     assert trivial.config is None and sweep.kernel_parameters(trivial) == {"x": 1}

@@ -173,3 +173,36 @@ def test_records_of_the_wrong_shape_are_skipped_with_a_warning_naming_each(tmp_p
     for path, why in wrong:
         with pytest.raises(results.UnreadableRecord, match=why.replace("(", r"\(").replace(")", r"\)")):
             results.read_record(path)
+
+
+def test_a_record_written_before_a_rename_reads_as_the_same_row_as_one_written_after(tmp_path):
+    """Notebook 40's `arch` is now `model` and `compile: true` is `default`: a record that
+    still holds them reads with its params as a row is read now and what it held as
+    params_raw, so latest_ok keeps one record of the row (the newer), and its frame has
+    the model's column; a record without old names reads as it was written."""
+    now = {"model": "resnet18", "compile": "default", "device": "cpu"}
+    old = record(run_id="0ld0ld0ld0ld", table="fw", notebook="40_framework_comparison.ipynb",
+                 params={"arch": "resnet18", "compile": True, "device": "cpu"},
+                 started_at="2026-01-01T00:00:00.000+00:00")
+    new = record(run_id="111111111111", table="fw", notebook="40_framework_comparison.ipynb",
+                 params=now, started_at="2026-02-01T00:00:00.000+00:00")
+    old["finished_at"], new["finished_at"] = ("2026-01-01T00:10:00.000+00:00",
+                                              "2026-02-01T00:10:00.000+00:00")
+    for rec in (old, new):
+        results.write_record(tmp_path, rec)
+    read = {r["run_id"]: r for r in results.read_records(tmp_path)}
+    assert read["0ld0ld0ld0ld"]["params"] == now
+    assert read["0ld0ld0ld0ld"]["params_raw"] == old["params"]
+    assert read["111111111111"] == new and "params_raw" not in new
+    assert [r["run_id"] for r in results.latest_ok(list(read.values()))] == ["111111111111"]
+    df = results.load_results(tmp_path)
+    assert list(df["model"]) == ["resnet18", "resnet18"] and "arch" not in df
+
+
+def test_a_records_params_raw_must_be_a_mapping(tmp_path, capsys):
+    path = results.write_record(tmp_path, record(params_raw={"arch": "resnet18"}))
+    assert results.read_record(path)["params_raw"] == {"arch": "resnet18"}
+    rec = json.loads(path.read_text())
+    path.write_text(json.dumps({**rec, "params_raw": ["arch"]}))
+    assert results.read_records(tmp_path) == []
+    assert "params_raw is a list, not a mapping" in capsys.readouterr().err

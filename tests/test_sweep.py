@@ -1,4 +1,6 @@
 import json
+import os
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -167,3 +169,78 @@ def test_a_notebook_written_without_a_kernelspec_runs_with_pythons_kernel(tmp_pa
     summary = run_plan([row], outputs, progress=False)
     assert (summary.ok, summary.failed) == (1, 0)
     assert results.find_record(outputs / "results", "mine", row.run_id)["metrics"] == {"y": 8}
+
+
+JAR_CONFIG = '''"""A study whose parameters were renamed: `beans` is now `count`, `lid: true` closed."""
+
+import dataclasses
+from typing import Any, ClassVar
+
+from benchlib.config.base import StudyConfig
+
+
+@dataclasses.dataclass
+class JarConfig(StudyConfig):
+    renamed: ClassVar[dict[str, str]] = {"beans": "count"}
+    old_values: ClassVar[dict[str, dict[Any, Any]]] = {"lid": {True: "closed", False: "open"}}
+
+    count: int = 3
+    """Beans put in the jar."""
+    lid: str = "open"
+    """open or closed."""
+'''
+
+
+def jar_study(tmp_path, monkeypatch) -> Path:
+    """A study of one's own (joined through BENCHLIB_STUDIES, as tests/toystudy is) whose
+    config reads an old name and an old value; its notebook publishes what it received."""
+    package = tmp_path / "jarstudy"
+    package.mkdir()
+    (package / "config.py").write_text(JAR_CONFIG)
+    (package / "__init__.py").write_text(
+        "from benchlib.config.studies import Study\n\nSTUDIES = (Study('jar', '70_jar.ipynb', "
+        "'How full is the jar?', config='jarstudy.config:JarConfig', module='', analysis='', "
+        "preflight=False),)\n")
+    nbformat.write(nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell('count: int = 3\nlid: str = "open"',
+                                  metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(
+            "from benchlib.records import results\nfrom jarstudy.config import JarConfig\n\n"
+            "cfg = JarConfig.from_params(globals())\n"
+            "results.publish({'fill': cfg.count * (2 if cfg.lid == 'closed' else 1)})")]),
+        package / "70_jar.ipynb")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [
+        str(tmp_path), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("BENCHLIB_STUDIES", "jarstudy")
+    return write_params(tmp_path, f"name: jar\nnotebook: {package / '70_jar.ipynb'}\n"
+                                  "table:\n  - {beans: 4, lid: true}\n")
+
+
+def test_a_rows_record_holds_what_its_kernel_received_and_the_tables_row_beside_it(
+        tmp_path, outputs, monkeypatch):
+    """A row written with an old name and an old value: its kernel receives them as they
+    are now, and its record's params are those (the row's identity: a rerun skips it),
+    with the table's row as written beside them in params_raw."""
+    file = jar_study(tmp_path, monkeypatch)
+    [row] = load_plan(file)
+    summary = run_plan([row], outputs, progress=False)
+    assert (summary.ok, summary.failed) == (1, 0)
+    rec = results.find_record(outputs / "results", "jar", row.run_id)
+    assert rec["params"] == {"count": 4, "lid": "closed"}
+    assert rec["params_raw"] == {"beans": 4, "lid": True}
+    assert rec["metrics"] == {"fill": 8}  # the kernel's config was built from the new ones
+    executed = nbformat.read(outputs / rec["executed_notebook"], 4)
+    [injected] = [c.source for c in executed.cells
+                  if "injected-parameters" in c.metadata.get("tags", [])]
+    assert "count = 4" in injected and 'lid = "closed"' in injected and "beans" not in injected
+    assert results.latest_ok(results.read_records(outputs / "results")) == [rec]
+
+    summary = run_plan(load_plan(file), outputs, progress=False)
+    assert (summary.ok, summary.failed, summary.skipped) == (0, 0, 1)
+    # the same row written as it is now: the same row, and nothing raw to keep
+    now = write_params(tmp_path, f"name: jar\nnotebook: {row.notebook}\n"
+                                 "table:\n  - {count: 4, lid: closed}\n", "now.yaml")
+    [same] = load_plan(now)
+    assert (same.run_id, same.params_raw) == (row.run_id, None)
+    assert run_plan([same], outputs, progress=False).skipped == 1

@@ -12,17 +12,15 @@ import sys
 
 from benchlib import paths
 from benchlib.config.checkpoint import parse_duration
+from benchlib.config.flags import add_config_flags
+from benchlib.config.project import CheckpointPlanConfig, ProjectConfig
 from benchlib.core import goodput
 from benchlib.errors import BenchlibError, UsageError
 from benchlib.projection import check_seed003, check_torchtitan
 from benchlib.projection.scaling import (
     DEFAULT_BUCKET_MB,
     HOW,
-    MAX_DEVICES_PER_NODE,
-    MAX_NODES,
     MODEL_PARAMS,
-    STRATEGIES,
-    WHAT_IF,
     Inputs,
     _positive,
     default_sizes,
@@ -33,8 +31,6 @@ from benchlib.projection.scaling import (
     what_if,
 )
 
-CHECKS = ("dlperf", "torchtitan")
-
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line through UsageError, like every other bad input
@@ -42,70 +38,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command's flags, generated from its configs (benchlib.config.project): the
+    projection's inputs, then how often to checkpoint."""
     p = _Parser(prog="benchlib project", description="Project throughput, speedup and "
                 "efficiency to more devices and nodes; see docs/projection.md.")
-    p.add_argument("--check-dlperf", action="store_true",
-                   help="fit 1-node rows, predict 16/32-GPU rows: seed 003 in-sample and "
-                   "leave-one-framework-out, DLPerf's pages out-of-sample, beside a naive baseline")
-    p.add_argument("--check", choices=CHECKS,
-                   help="dlperf: as --check-dlperf; torchtitan: fsdp2 from torchtitan's 8-GPU "
-                   "Llama 3.1 8B rows to its 128-GPU rows")
-    p.add_argument("--samples-per-s", type=float, help="one device's training samples/s")
-    p.add_argument("--step-s", type=float, help="or one device's step time (s)")
-    p.add_argument("--tokens-per-s", type=float, help="or one device's training tokens/s "
-                   "(with --seq-len; --batch-size in sequences)")
-    p.add_argument("--mfu", type=float, help="or its compute as MFU (0-1) of --peak-tflops, "
-                   "over --flops-per-token")
-    p.add_argument("--peak-tflops", type=float, help="the device's dense peak TFLOP/s")
-    p.add_argument("--flops-per-token", type=float, help="training FLOPs per token (default: "
-                   "6 params + 12 layers d_model seq_len, PaLM appendix B)")
-    p.add_argument("--batch-size", type=int, help="per device")
-    p.add_argument("--model", help=f"parameter count from: {', '.join(MODEL_PARAMS)}")
-    p.add_argument("--params", type=float, help="or the parameter count")
-    p.add_argument("--layers", type=int, help="a language model's blocks (FLOPs; fsdp2's units)")
-    p.add_argument("--d-model", type=int, help="a language model's hidden size (FLOPs)")
-    p.add_argument("--seq-len", type=int, help="a language model's tokens per sequence")
-    p.add_argument("--grad-bytes", type=float, help="or the gradient size in bytes")
-    p.add_argument("--reduce-bytes", type=float, help="bytes per gradient element all-reduced "
-                   "or reduce-scattered (default 4: fp32)")
-    p.add_argument("--param-bytes", type=float, help="fsdp2: bytes per parameter all-gathered "
-                   "(default 2: bf16)")
-    p.add_argument("--bucket-mb", type=float, help=f"all-reduce bucket (default {DEFAULT_BUCKET_MB:g})")
-    p.add_argument("--overlap", type=float, help="share of the all-reduce backward hides (default 0)")
-    p.add_argument("--intra-busbw", type=float, help="GB/s among a node's devices")
-    p.add_argument("--inter-busbw", type=float, help="GB/s between nodes")
-    p.add_argument("--input-ceiling", help="samples/s the data path of one node delivers, or none")
-    p.add_argument("--devices-per-node", type=int,
-                   help=f"devices (or CPU ranks) per node, 1 to {MAX_DEVICES_PER_NODE}")
-    p.add_argument("--nodes", help=f"comma-separated node counts, each 1 to {MAX_NODES} "
-                   "(default: up to 1024 devices)")
-    p.add_argument("--strategy", choices=["ddp", "dp", *STRATEGIES[1:]], default="ddp",
-                   help="ddp: gradient all-reduce; dp: ddp capped by one process per node; "
-                   "fsdp2: parameter all-gathers and gradient reduce-scatter")
-    p.add_argument("--single-process-limit", type=float, help="dp: samples/s of one process per node")
-    p.add_argument("--host-cores", type=float,
-                   help="CPU ranks: the cores free for one node's ranks (may be a fraction)")
-    p.add_argument("--compute-threads", type=int,
-                   help="CPU ranks: the threads the one-device figure was measured with")
-    p.add_argument("--what-if", action="append", default=[], metavar="NAME=VALUE|NAME=Nx",
-                   help=f"repeatable; NAME one of {', '.join(WHAT_IF)}")
-    p.add_argument("--source", action="append", default=[], metavar="INPUT=TEXT",
-                   help="where an input came from (a run id, a data sheet); repeatable")
-    c = p.add_argument_group("how often to checkpoint (--mtbf)")
-    c.add_argument("--mtbf", help="the cluster's mean time between failures (12h, 30m, 2d): "
-                   "print Daly's interval and the exact goodput at it (exponential failures)")
-    c.add_argument("--checkpoint-run", metavar="RUN_ID|newest",
-                   help="the record C, R, D and the run's own interval are read from: its median "
-                   "blocking seconds a save (or what its rate lost a save, where more), its "
-                   "recovery per restart, an asynchronous save's time to durable, "
-                   "checkpoint_every x step_s")
-    c.add_argument("--checkpoint-s", type=float, help="or C: seconds of training a save costs")
-    c.add_argument("--durable-s", type=float, help="D: seconds from resuming training until "
-                   "an asynchronous save is durable (default: the record's, else 0)")
-    c.add_argument("--restart-s", type=float, help="R: seconds from a failure back to "
-                   "training (default: the record's recovery, else 0)")
-    c.add_argument("--interval-s", type=float, help="a run's own seconds between saves, to "
-                   "compare (default: the record's)")
+    add_config_flags(p, ProjectConfig)
+    add_config_flags(p.add_argument_group("how often to checkpoint (--mtbf)"),
+                     CheckpointPlanConfig)
     return p
 
 

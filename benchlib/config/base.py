@@ -102,7 +102,8 @@ class StudyConfig:
                 type_name = typing.get_origin(hint).__name__
             check_type(f.name, getattr(self, f.name), type_name)
         for name, values in self.allowed_values().items():
-            require_choice(name, getattr(self, name), values)
+            if getattr(self, name) is not None:  # a field typed `X | None`: not given
+                require_choice(name, getattr(self, name), values)
         self.validate()
 
     @classmethod

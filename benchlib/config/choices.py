@@ -85,6 +85,9 @@ def dataset_kind(name: str) -> str | None:
     if name in TRAIN_DATASETS:
         return "builtin"
     return "entry" if is_entry_point(name) else None
+# how the rank an injected failure names fails: an exception (its marker and log line), or
+# SIGKILL from itself, as the OOM killer does (no exception, no cleanup)
+FAIL_HOWS = ("raise", "kill")
 # how an injected delay varies by step, epoch and rank (benchlib.core.delays.delay_factor):
 # the ground truth's cases, each one a figure could get wrong
 DELAY_PATTERNS = ("uniform", "slow_warmup", "heavy_tail", "slow_epoch", "slow_rank")

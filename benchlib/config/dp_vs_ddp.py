@@ -6,29 +6,26 @@ import dataclasses
 from typing import Any, ClassVar
 
 from benchlib.config.base import require_min
-from benchlib.config.choices import LAUNCHERS, STRATEGIES
+from benchlib.config.choices import STRATEGIES
 from benchlib.config.fault_injection import FaultInjectionConfig
-from benchlib.config.training import RepeatsConfig, TrainingConfig
+from benchlib.config.training import LauncherConfig, RepeatsConfig, TrainingConfig
 from benchlib.errors import ConfigError
 
 
 @dataclasses.dataclass
-class DpVsDdpConfig(TrainingConfig, RepeatsConfig, FaultInjectionConfig):
+class DpVsDdpConfig(TrainingConfig, RepeatsConfig, FaultInjectionConfig, LauncherConfig):
     """DataParallel vs DDP (notebook 20): seed 002's single_gpu.py, data_parallel.py and
     distributed_data_parallel.py, launched as subprocesses. The training and repeat
-    parameters, with their seed 002 defaults, are benchlib.config.training's; the faults
-    it can inject (a rank that dies, a straggler: `benchlib diagnose`'s tests)
-    benchlib.config.fault_injection's."""
+    parameters, with their seed 002 defaults, are benchlib.config.training's, and so are
+    the launcher and the ranks on this host (ddp: ranks; dp: the GPUs its one process
+    spans; single: 1); the faults it can inject (a rank that dies, a straggler:
+    `benchlib diagnose`'s tests) benchlib.config.fault_injection's."""
 
-    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"strategy": STRATEGIES,
-                                                     "launcher": LAUNCHERS}
+    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"strategy": STRATEGIES}
+    defaults: ClassVar[dict[str, Any]] = {"nproc_per_node": 2}
 
     strategy: str = "ddp"
     """single (one device), dp (DataParallel over `nproc_per_node` GPUs) or ddp."""
-    launcher: str = "torchrun"
-    """How DDP ranks start: torchrun, mp_spawn or tcp (one process per rank, tcp:// init)."""
-    nproc_per_node: int = 2
-    """ddp: ranks on this host; dp: the GPUs its one process spans; single: 1."""
     allreduce: bool = False
     """Also measure all-reduce bus bandwidth with the same ranks."""
     allreduce_max_bytes: int = 16777216
@@ -39,9 +36,8 @@ class DpVsDdpConfig(TrainingConfig, RepeatsConfig, FaultInjectionConfig):
     Analysis on a CUDA run (the `traces` extra)."""
 
     def validate(self) -> None:
-        require_min("nproc_per_node", self.nproc_per_node, 1)
+        super().validate()
         if self.strategy == "single" and self.nproc_per_node != 1:
             raise ConfigError("nproc_per_node", "single runs one process on one device: set 1 "
                               "(dp: the GPUs its one process spans; ddp: ranks per node)")
-        super().validate()
         require_min("allreduce_max_bytes", self.allreduce_max_bytes, 1024)

@@ -2,7 +2,9 @@
 rank that is slower at every step. Declared once; notebooks 20 and 35 compose them, and
 the training workers generate their flags from them (benchlib.config.flags), each
 taking those its loop injects. The tests, `benchlib calibrate --ground-truth` and
-`benchlib diagnose` make their failures and stragglers with them."""
+`benchlib diagnose` make their failures and stragglers with them; the faults only a
+worker's flags inject (how the failing rank fails, a slower link) are `WorkerFaultsConfig`,
+which no study composes: a notebook never sets them."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import dataclasses
 from typing import Any, ClassVar
 
 from benchlib.config.base import StudyConfig, require_min
-from benchlib.config.choices import DELAY_PATTERNS
+from benchlib.config.choices import DELAY_PATTERNS, FAIL_HOWS
 
 
 @dataclasses.dataclass
@@ -42,10 +44,30 @@ class FaultInjectionConfig(StudyConfig):
         check_faults(self)
 
 
+@dataclasses.dataclass
+class WorkerFaultsConfig(StudyConfig):
+    """Faults the tests and `benchlib diagnose`'s cases inject through a ddp worker's flags
+    (the study hands them in its run.json), never a notebook: off by default."""
+
+    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"fail_how": FAIL_HOWS}
+
+    fail_how: str = "raise"
+    """How `fail_at_step`'s rank fails: raise (an exception: its marker and log line) or
+    kill (it SIGKILLs itself, as the OOM killer does: no exception, no cleanup)."""
+    inject_comm_delay_ms: float = 0.0
+    """DDP on more than one rank: the last gradient bucket of every step waits this many
+    ms inside its all-reduce, a slower link made on purpose (`benchlib diagnose`'s
+    tests), never a real run."""
+
+    def validate(self) -> None:
+        super().validate()
+        check_faults(self)
+
+
 def check_faults(values: Any) -> None:
     """The injected faults' counts, in a config or a worker's parsed flags. A rank is not
     bounded by the ranks asked for here: a run that leaves it out keeps it."""
-    for name in ("fail_at_step", "fail_rank", "inject_step_delay_ms"):
+    for name in ("fail_at_step", "fail_rank", "inject_step_delay_ms", "inject_comm_delay_ms"):
         if hasattr(values, name):
             require_min(name, getattr(values, name), 0)
     if hasattr(values, "delay_rank"):

@@ -12,6 +12,7 @@ import functools
 import inspect
 import json
 import textwrap
+import types
 import typing
 from collections.abc import Iterable
 from typing import Any
@@ -69,11 +70,14 @@ def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
                      choices: dict[str, Any] | None = None, only: Iterable[str] | None = None,
                      aliases: dict[str, tuple[str, ...]] | None = None) -> None:
     """One flag per field of `cls` (`batch_size` -> `--batch-size`), typed and defaulted
-    as the field is, its choices the field's allowed values (`choices` overrides them) and
-    its help the field's docstring. `only`: just these fields; `positional` fields come
+    as the field is (`float | None`: None when not given; `list[str]`: a flag given
+    again adds to it), its choices the field's allowed values (`choices` overrides them),
+    its metavar the class's `metavars` where it names one, and its help the field's
+    docstring. `only`: just these fields; `positional` fields come
     first, in that order, and `required` ones have no default (as the seeds' scripts had
     them); `aliases`: more spellings of a flag (a seed's `--batch_size`)."""
     hints, helps = typing.get_type_hints(cls), field_help(cls)
+    metavars = getattr(cls, "metavars", {})
     fields = {f.name: f for f in dataclasses.fields(cls)}
     if only is not None:
         wanted = set(only)
@@ -84,10 +88,12 @@ def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
     allowed = cls.allowed_values() if hasattr(cls, "allowed_values") else {}  # a StudyConfig's
     choices = {**allowed, **(choices or {})}
     for name in [*positional, *(n for n in fields if n not in positional)]:
-        f, kind = fields[name], hints[name]
+        f, kind = fields[name], _given(hints[name])
         kw: dict[str, Any] = {"help": helps.get(name, "")}
         if name in choices:
             kw["choices"] = choices[name]
+        if name in metavars:
+            kw["metavar"] = metavars[name]
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING \
             else f.default
         if kind is dict:
@@ -95,6 +101,10 @@ def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
         was_switch = _old_values(cls, name).get(True)  # `--compile` alone, as it was
         if kind is bool:
             kw.update(action=argparse.BooleanOptionalAction, default=default)
+        elif typing.get_origin(kind) is list:  # a flag given again adds to the list
+            kw.update(action="append", type=typing.get_args(kind)[0], default=default)
+        elif default is None and name not in positional:  # not given: None, no default shown
+            kw.update(type=kind, default=None)
         elif was_switch is not None and name not in positional:
             kw.update(type=kind, default=default, nargs="?", const=was_switch)
             kw["help"] += f" (default {default}; the flag alone: {was_switch})"
@@ -110,6 +120,16 @@ def add_config_flags(parser: argparse.ArgumentParser | argparse._ArgumentGroup, 
         else:
             flags = ["--" + name.replace("_", "-"), *(aliases or {}).get(name, ())]
             parser.add_argument(*flags, dest=name, **kw)
+
+
+def _given(hint: Any) -> Any:
+    """The type a flag converts its text to: `float | None` (a field that is None when
+    its flag is not given) converts as float."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        kinds = [k for k in typing.get_args(hint) if k is not type(None)]
+        if len(kinds) == 1:
+            return kinds[0]
+    return hint
 
 
 def _old_values(cls: type, name: str) -> dict[Any, Any]:

@@ -9,13 +9,12 @@ from benchlib.config.base import require_min
 from benchlib.config.choices import (
     DATASET_FORMS,
     FRAMEWORK_DATASETS,
-    LAUNCHERS,
     REPEAT_MODES,
     dataset_kind,
 )
 from benchlib.config.model_data import OwnDataConfig
 from benchlib.config.performance import PerformanceConfig
-from benchlib.config.training import LaunchConfig, LoaderConfig
+from benchlib.config.training import LaunchConfig, LauncherConfig, LoaderConfig
 from benchlib.errors import ConfigError
 
 # the fields benchlib.workers.jax_resnet takes of a row, its flags generated from them (its
@@ -25,27 +24,24 @@ JAX_FIELDS = ("model", "batch_size", "image_size", "skip_steps", "warmup_steps",
 
 
 @dataclasses.dataclass
-class FrameworkComparisonConfig(PerformanceConfig, LaunchConfig, LoaderConfig, OwnDataConfig):
+class FrameworkComparisonConfig(PerformanceConfig, LaunchConfig, LoaderConfig, OwnDataConfig,
+                                LauncherConfig):
     """ResNet throughput measured the DLPerf way (notebook 40, seed 003): skip the first
     `skip_steps`, warm up `warmup_steps` more, average the next `timed_steps`.
 
-    The model and data, the loader and the launch are the training studies' (benchlib.
-    config.model_data, benchlib.config.training), the performance settings benchlib.
+    The model and data, the loader, the launch and the launcher (with several devices,
+    one rank each) are the training studies' (benchlib.config.model_data, benchlib.
+    config.training), the performance settings benchlib.
     config.performance's; the schedule is DLPerf's own (its window, its learning rate
     of global batch / 1000), and so are its repeats: windows, in one launch or each in
     its own. `arch`, this study's old name for `model`, is still read in a table."""
 
-    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"launcher": LAUNCHERS,
-                                                     "repeat_mode": REPEAT_MODES}
+    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"repeat_mode": REPEAT_MODES}
     defaults: ClassVar[dict[str, Any]] = {"model": "resnet50", "dataset": "synthetic",
                                           "batch_size": 128, "num_workers": 4,
                                           "timeout_s": 1800}
     renamed: ClassVar[dict[str, str]] = {"arch": "model"}
 
-    nproc_per_node: int = 1
-    """Devices (one rank each) on this host."""
-    launcher: str = "torchrun"
-    """How ranks start when there are several: torchrun, mp_spawn or tcp."""
     skip_steps: int = 5
     """DLPerf: iterations skipped first."""
     warmup_steps: int = 20
@@ -65,7 +61,7 @@ class FrameworkComparisonConfig(PerformanceConfig, LaunchConfig, LoaderConfig, O
             raise ConfigError("dataset", f"{self.dataset!r} is not one of "
                               f"{', '.join(FRAMEWORK_DATASETS)}, nor {DATASET_FORMS}")
         super().validate()
-        for name in ("nproc_per_node", "timed_steps", "repeats"):
+        for name in ("timed_steps", "repeats"):
             require_min(name, getattr(self, name), 1)
         for name in ("skip_steps", "warmup_steps"):
             require_min(name, getattr(self, name), 0)

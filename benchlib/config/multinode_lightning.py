@@ -7,15 +7,17 @@ from typing import Any, ClassVar
 
 from benchlib.config.base import require_min
 from benchlib.config.choices import MULTINODE_LAUNCHERS, MULTINODE_TRAINERS
-from benchlib.config.training import RepeatsConfig, TrainingConfig
+from benchlib.config.training import LauncherConfig, RepeatsConfig, TrainingConfig
 from benchlib.errors import ConfigError
 
 
 @dataclasses.dataclass
-class MultinodeLightningConfig(TrainingConfig, RepeatsConfig):
+class MultinodeLightningConfig(TrainingConfig, RepeatsConfig, LauncherConfig):
     """Lightning DDP against raw DDP across nodes (notebook 30, seeds 000 and 001):
-    the same model and data, `nnodes` x `nproc_per_node` ranks. The training and repeat
-    parameters are benchlib.config.training's, with seed 000's defaults."""
+    the same model and data, `nnodes` x `nproc_per_node` ranks (`nproc_per_node`: the
+    seed's --gpus). The training and repeat parameters are benchlib.config.training's,
+    with seed 000's defaults, and so are the launcher and the ranks per node; the
+    launchers it runs are its own (torchrun, lightning, srun)."""
 
     allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"trainer": MULTINODE_TRAINERS,
                                                      "launcher": MULTINODE_LAUNCHERS}
@@ -24,13 +26,8 @@ class MultinodeLightningConfig(TrainingConfig, RepeatsConfig):
 
     trainer: str = "lightning"
     """lightning (a LightningModule, Trainer(strategy="ddp")) or ddp (benchlib's DDP loop)."""
-    launcher: str = "torchrun"
-    """torchrun (one agent per node, c10d rendezvous), lightning (Lightning's own: one
-    process per node, it starts the local ranks) or srun (inside a Slurm job)."""
     nnodes: int = 2
     """Nodes; locally, each is its own agent or process group on this host."""
-    nproc_per_node: int = 1
-    """Devices (ranks) per node: the seed's --gpus."""
     join_timeout_s: int = 120
     """How long the nodes wait for each other at the rendezvous before failing."""
 
@@ -39,7 +36,6 @@ class MultinodeLightningConfig(TrainingConfig, RepeatsConfig):
             raise ConfigError("launcher", "lightning is Lightning's own launcher; trainer ddp "
                               "starts with torchrun or srun")
         require_min("nnodes", self.nnodes, 1)
-        require_min("nproc_per_node", self.nproc_per_node, 1)
         require_min("join_timeout_s", self.join_timeout_s, 1)
         super().validate()
 

@@ -2,6 +2,8 @@
 torch.compile and its cache, the memory format, activation checkpointing and the input's
 side. Declared once; notebooks 40, 50 and 55 compose them, and the training workers
 generate their flags from them (benchlib.config.flags), each taking those its loop applies.
+The folders a warm start's cache comes from and goes to are `CompileCacheConfig`'s, set
+by a study's launch and never a notebook's parameters.
 
 `compile` was a switch; a table's old `compile: true` is read as `default` and `false`
 as `off`, with a note, as parameter tables read an old name (`StudyConfig.old_values`,
@@ -60,6 +62,32 @@ class PerformanceConfig(StudyConfig):
         device = getattr(self, "device", "auto")  # a config that composes the device
         if device == "cpu":
             check_compile_device(self.compile, "cpu")
+
+
+@dataclasses.dataclass
+class CompileCacheConfig(StudyConfig):
+    """The inductor cache folders of one compiled launch: set by the study's launch for a
+    row's `compile_cache` warm (benchlib.studies.repeats.warm_start, the compile study:
+    one launch fills a folder, the timed ones start from a copy), never by a row, so no
+    study composes this piece; "" for none."""
+
+    compile_cache_from: str = ""
+    """compile_cache warm: the inductor cache folder an earlier process filled, copied into
+    this process's own before it compiles (the study's launch sets it)."""
+    compile_cache_to: str = ""
+    """After training, keep this process's inductor cache folder here (rank 0), for a warm
+    start later (the study's launch that fills one sets it)."""
+
+
+def check_compile_cache(values: Any) -> None:
+    """A warm start and its folder, in a worker's parsed flags: warm needs the folder an
+    earlier process filled, and a folder to start from is a warm start's."""
+    if values.compile_cache == "warm" and not values.compile_cache_from:
+        raise ConfigError("compile_cache", "warm needs the cache an earlier process filled: "
+                          "--compile-cache-from DIR (notebooks 40, 50 and 55 pass it; fill one "
+                          "with --compile-cache-to DIR)")
+    if values.compile_cache_from and values.compile_cache == "cold":
+        raise ConfigError("compile_cache_from", "is a warm start's; compile_cache is cold")
 
 
 def check_compile_device(mode: str, device_type: str) -> None:

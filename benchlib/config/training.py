@@ -1,8 +1,9 @@
 """The parameters every training study shares, declared once: the model and data
 (benchlib.config.model_data), how batches reach it (`LoaderConfig`), how long and how
 fast it learns (`ScheduleConfig`), how its ranks join (`LaunchConfig`), composed into
-what a training worker trains with (`TrainingConfig`); and how often a study launches
-it (`RepeatsConfig`). A study's config builds on them, so a notebook's parameters cell
+what a training worker trains with (`TrainingConfig`); how often a study launches it
+(`RepeatsConfig`), and how many ranks it starts on a host and with what (`RanksConfig`,
+`LauncherConfig`: the study's, not the worker's). A study's config builds on them, so a notebook's parameters cell
 stays flat; the training workers generate their flags from the same fields
 (benchlib.config.flags) and the studies hand them the fields by name
 (`training_params`).
@@ -18,7 +19,7 @@ import dataclasses
 from typing import Any, ClassVar
 
 from benchlib.config.base import StudyConfig, require_counts, require_min
-from benchlib.config.choices import BACKENDS, REPEAT_MODES
+from benchlib.config.choices import BACKENDS, LAUNCHERS, REPEAT_MODES
 from benchlib.config.model_data import OwnDataConfig
 from benchlib.config.studies import of_config
 from benchlib.errors import ConfigError
@@ -97,6 +98,36 @@ class LaunchConfig(StudyConfig):
     def validate(self) -> None:
         super().validate()
         require_min("timeout_s", self.timeout_s, 1)
+
+
+@dataclasses.dataclass
+class RanksConfig(StudyConfig):
+    """How many ranks a study starts on each host: the study's, not the worker's (the
+    launcher starts them; a worker's own --nproc-per-node is for a platform's variables).
+    A study that runs more on a host by default says so in its `defaults`."""
+
+    nproc_per_node: int = 1
+    """Processes (ranks) started on each host, one device each (a strategy that runs one
+    process asks for 1; DataParallel's one process spans this many GPUs)."""
+
+    def validate(self) -> None:
+        super().validate()
+        require_min("nproc_per_node", self.nproc_per_node, 1)
+
+
+@dataclasses.dataclass
+class LauncherConfig(RanksConfig):
+    """How a study starts its ranks on each host, and how many. The launchers a study
+    runs are its `allowed` ones (notebook 30's: torchrun, lightning and srun), checked
+    where every choice is (StudyConfig)."""
+
+    allowed: ClassVar[dict[str, tuple[Any, ...]]] = {"launcher": LAUNCHERS}
+
+    launcher: str = "torchrun"
+    """How the ranks start: torchrun (an agent per node, c10d rendezvous), mp_spawn (one
+    process spawns the rest), tcp (one process per rank, tcp:// init), lightning
+    (Lightning's own: a process per node, which starts its local ranks) or srun (inside
+    a Slurm job), as the study allows."""
 
 
 @dataclasses.dataclass

@@ -1,5 +1,6 @@
 """Records read back: where a row's record file is, one file read and checked (a version 1
-record upgraded to the current schema on the way: testbed.upgrade_v1), every record under
+record upgraded to the current schema on the way: testbed.upgrade_v1; parameters under a
+name or value their study has since renamed read as now, `params_now`), every record under
 a results folder, one row's records, whether the row is done, and the id its next record
 takes. An unreadable file, or a record of the wrong shape (a field of the wrong type, a
 testbed without an id, a schema newer than this benchlib's), is skipped with one warning
@@ -16,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchlib.config import studies
-from benchlib.errors import UnreadableRecord
+from benchlib.config import CONFIGS, studies
+from benchlib.errors import ConfigError, UnreadableRecord
 from benchlib.records import testbed
 
 # 2: every record has a testbed and a result-set label (version 1 records get them on
@@ -33,7 +34,7 @@ REQUIRED = ("schema_version", "run_id", "study", "notebook", "params", "env", "m
 # the fields' types: text, a mapping, or either of those or null
 _TEXT = ("run_id", "study", "notebook", "method_version", "started_at", "finished_at")
 _MAPPING = ("params", "env", "metrics")
-_MAPPING_OR_NULL = ("error", "details", "executor", "host_load")
+_MAPPING_OR_NULL = ("error", "details", "executor", "host_load", "params_raw")
 _TYPE_NAMES = {dict: "a mapping", list: "a list", str: "text", bool: "true or false",
                type(None): "null"}
 
@@ -58,7 +59,26 @@ def read_record(path: Path) -> dict[str, Any]:
         raise UnreadableRecord(f"{path}: {why}")
     if record["schema_version"] == 1:
         record = testbed.upgrade_v1(record)
-    return upgrade_v2(record) if record["schema_version"] == 2 else record
+    return params_now(upgrade_v2(record) if record["schema_version"] == 2 else record)
+
+
+def params_now(record: dict[str, Any]) -> dict[str, Any]:
+    """A record whose parameters hold a name or value its study's config has renamed since
+    (`StudyConfig.renamed`, `old_values`: notebook 40's `arch`, `compile: true`), with them
+    read as a row of a table is now, and what it held kept as `params_raw`: a record
+    written before the rename is the same row as one written after, for `latest_ok`,
+    `compare` and the analysis. Any other record as it is."""
+    entry = studies.of_notebook_entry(record["notebook"])
+    config = CONFIGS.get(entry.config.rpartition(":")[2]) if entry and entry.config else None
+    if config is None or not (config.renamed_fields() or config.old_field_values()):
+        return record
+    try:
+        params, changed = config.read_old_names(record["params"])
+    except ConfigError:  # an old name beside its new one: no reading of it is sure
+        return record
+    if not changed:
+        return record
+    return {**record, "params": params, "params_raw": record.get("params_raw") or record["params"]}
 
 
 def upgrade_v2(record: dict[str, Any]) -> dict[str, Any]:

@@ -77,11 +77,14 @@ def make_record(*, run_id: str, table: str, notebook: str, params: dict, env: di
                 executed_notebook: str | None = None,
                 executor: dict | None = None, label: str | None = None,
                 testbed: dict | None = None,
-                host_load: dict | None = None) -> dict[str, Any]:
+                host_load: dict | None = None,
+                params_raw: dict | None = None) -> dict[str, Any]:
     """A record of a row of `table` that ran `notebook` (its study is the notebook's:
     config.studies.of_notebook); `testbed` defaults to the one `env` describes, `label` to
     that testbed's default result set dated today; `host_load` is core.hostload.span()
-    (None: unknown)."""
+    (None: unknown). `params` are the values the run received (an old name or value read
+    as now: its identity); `params_raw`, the table's row as written, is kept only where
+    it says something else (runs.params.Row.params_raw)."""
     if status not in STATUSES:
         raise RecordError(f"status: {status!r} is not one of {', '.join(STATUSES)}")
     clash = sorted(set(metrics or {}) & set(params))
@@ -94,6 +97,7 @@ def make_record(*, run_id: str, table: str, notebook: str, params: dict, env: di
         "table": table,
         "notebook": notebook,
         "params": params,
+        **({"params_raw": params_raw} if params_raw is not None else {}),
         "env": env,
         "method_version": METHOD_VERSION,
         "started_at": started_at,

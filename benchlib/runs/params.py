@@ -15,7 +15,10 @@ or several under `studies:` (a list of the above). `study:` is the older spellin
 Every row is checked against the parameters the notebook declares (names and types, read
 by papermill) and against the study's config class (ranges and choices): the one its
 registry entry names (benchlib.config.studies), or for a notebook of one's own the one its
-metadata names (`benchlib: {config: ...}`).
+metadata names (`benchlib: {config: ...}`). A row's parameters are the values its config
+holds, an old name or value (`StudyConfig.renamed`, `old_values`) read as now: what its
+kernel receives, what its record stores and what makes its identity; the table's row as
+written is kept beside them (`Row.raw`) for the record, where the two differ.
 """
 
 from __future__ import annotations
@@ -105,8 +108,10 @@ class Row:
 
     table: str  # the parameter table's name: its records' folder and part of their run id
     notebook: Path
-    params: dict[str, Any]  # everything the notebook runs with, its own defaults included
-    overrides: dict[str, Any] = field(default_factory=dict)  # what the table sets
+    # everything the notebook runs with, its own defaults included, each as the row's config
+    # holds it (an old name or value read as now): what the kernel receives and the record stores
+    params: dict[str, Any]
+    overrides: dict[str, Any] = field(default_factory=dict)  # what the table sets, read as now
     source: str = ""  # where the row came from, for messages: "params/x.yaml: row 2"
     timeout_s: float | None = None
     testbed: dict[str, Any] | None = None  # where it runs (benchlib.records.testbed); None: here
@@ -114,6 +119,18 @@ class Row:
     # the study config built from `params` when the row was checked (None: a notebook
     # without one), carried to the preflight, the Slurm plan and the kernel: built once
     config: StudyConfig | None = field(default=None, compare=False)
+    # what the table sets as it is written (its defaults and the row's own), before an old
+    # name or value was read as now: not the row's identity, which is `params`
+    raw: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def params_raw(self) -> dict[str, Any] | None:
+        """The table's row as written, where it says something `params` does not (an old
+        name, an old value): what the record keeps beside its params; None where they
+        agree."""
+        differs = any(name not in self.params or self.params[name] != value
+                      for name, value in self.raw.items())
+        return dict(self.raw) if differs else None
 
     @property
     def row_id(self) -> str:
@@ -145,8 +162,10 @@ def find_notebook(name: str, where: str) -> Path:
 def check_row(spec: NotebookSpec, overrides: dict[str, Any],
               where: str) -> tuple[dict[str, Any], StudyConfig | None]:
     """The row's full parameters and the config built from them (None for a notebook
-    without one), or a UsageError naming the row, parameter and what is allowed. Values
-    only: what needs the machine is `preflight`, where the row runs."""
+    without one), or a UsageError naming the row, parameter and what is allowed. The
+    parameters are the notebook's names, each with the value the config holds (what the
+    kernel's config is built from). Values only: what needs the machine is `preflight`,
+    where the row runs."""
     for name, value in overrides.items():
         if name not in spec.parameters:
             raise UsageError(f"{where}: {name}: not a parameter of {spec.path.name}; "
@@ -162,9 +181,11 @@ def check_row(spec: NotebookSpec, overrides: dict[str, Any],
         raise UsageError(f"{spec.path.name}: metadata names config {spec.config!r}; "
                          f"known: {', '.join(CONFIGS)}")
     try:
-        return params, CONFIGS[spec.config].from_params(params)
+        cfg = CONFIGS[spec.config].from_params(params)
     except UsageError as e:
         raise UsageError(f"{where}: {e}") from e
+    built = cfg.as_dict()
+    return {name: built.get(name, value) for name, value in params.items()}, cfg
 
 
 def expand(study: dict[str, Any], where: str) -> list[dict[str, Any]]:
@@ -212,10 +233,11 @@ def study_rows(study: Any, where: str, notebooks: dict[Path, NotebookSpec],
         raise UsageError(f"{where}: execution_timeout: must be a positive number of seconds")
     rows, config, notes = [], CONFIGS.get(spec.config or ""), {}
     for i, row in enumerate(expand(study, where), start=1):
-        row_where = f"{where}: row {i}"
-        overrides = read_old_names(config, {**defaults, **row}, row_where, notes)
+        row_where, raw = f"{where}: row {i}", {**defaults, **row}
+        overrides = read_old_names(config, raw, row_where, notes)
         params, cfg = check_row(spec, overrides, row_where)
-        rows.append(Row(study["name"], path, params, overrides, row_where, timeout, config=cfg))
+        rows.append(Row(study["name"], path, params, overrides, row_where, timeout, config=cfg,
+                        raw=raw))
     say_notes(notes, where)
     return rows
 
@@ -296,8 +318,9 @@ def preflight(rows: list[Row]) -> None:
 def single_row(notebook: str, overrides: dict[str, Any], table: str | None = None) -> Row:
     """One run of one notebook (`python -m benchlib run`), checked like a table row."""
     path = find_notebook(notebook, "run")
-    spec, notes = NotebookSpec.read(path), {}
+    spec, notes, raw = NotebookSpec.read(path), {}, dict(overrides)
     overrides = read_old_names(CONFIGS.get(spec.config or ""), overrides, "run", notes)
     say_notes(notes, "run")
     params, cfg = check_row(spec, overrides, "run")
-    return Row(table or path.stem, path, params, overrides, f"run {path.name}", config=cfg)
+    return Row(table or path.stem, path, params, overrides, f"run {path.name}", config=cfg,
+               raw=raw)

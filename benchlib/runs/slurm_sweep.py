@@ -112,7 +112,8 @@ def read_plan(plan: Path) -> list[Row]:
     values the submitting side built it with; a file that is not one is a UsageError."""
     try:
         return [Row(r["table"], Path(r["notebook"]), r["params"], r["overrides"], r["source"],
-                    r["timeout_s"], r.get("testbed"), r.get("label", ""), _config(r))
+                    r["timeout_s"], r.get("testbed"), r.get("label", ""), _config(r),
+                    r.get("raw", {}))
                 for r in json.loads(Path(plan).read_text())["rows"]]
     except OSError as e:
         raise UsageError(f"plan: cannot read {plan} ({e.strerror})") from None
@@ -296,7 +297,7 @@ def _lost_row(row: Row, outputs: Path, info: dict[str, Any], started_at: str) ->
     run_id = results.free_run_id(outputs / "results", row.table, row.run_id, row.label)
     record = results.make_record(
         run_id=run_id, table=row.table, notebook=row.notebook.name, params=row.params,
-        env=envinfo.collect(), started_at=started_at, status="failed",
+        params_raw=row.params_raw, env=envinfo.collect(), started_at=started_at, status="failed",
         label=row.label, testbed=row.testbed,
         error={"type": "SlurmTaskFailed",
                "message": f"array task {info['array_task_id']} of job {info['job_id']} ended "

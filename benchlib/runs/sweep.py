@@ -110,10 +110,11 @@ def execute(notebook: Path, output: Path, parameters: dict[str, Any], env: dict[
 
 
 def kernel_parameters(row: Row) -> dict[str, Any]:
-    """What papermill gives the row's kernel: the config the row built, every field (the
-    kernel's `from_params(globals())` builds it from exactly these values, and the
-    executed notebook shows them all); a notebook without a config gets the table's."""
-    return row.config.as_dict() if row.config is not None else dict(row.overrides)
+    """What papermill gives the row's kernel: every parameter, as the config the row built
+    holds it (the kernel's `from_params(globals())` builds the same config from exactly
+    these values, the executed notebook shows them all, and the record stores them as its
+    params); a notebook without a config gets the table's, beside its own defaults."""
+    return dict(row.params) if row.config is not None else dict(row.overrides)
 
 
 def run_row(row: Row, outputs: Path, executor: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -142,7 +143,8 @@ def run_row(row: Row, outputs: Path, executor: dict[str, Any] | None = None) -> 
     published = json.loads(metrics_file.read_text()) if metrics_file.exists() else {}
     metrics_file.unlink(missing_ok=True)
     fields = dict(run_id=run_id, table=row.table, notebook=row.notebook.name,
-                  params=row.params, env=envinfo.collect(), started_at=started_at,
+                  params=row.params, params_raw=row.params_raw, env=envinfo.collect(),
+                  started_at=started_at,
                   executed_notebook=str(rel_notebook), executor=executor, label=row.label,
                   testbed=testbed.where_it_ran(row.testbed), host_load=load)
     if error and executor and executor.get("log"):

@@ -96,9 +96,9 @@ def _loader(args: argparse.Namespace, env: DistEnv, job: Job, batch: int, device
         from torch.utils.data.distributed import DistributedSampler
 
         sampler = DistributedSampler(dataset, num_replicas=env.world_size, rank=env.rank,
-                                     shuffle=not args.no_shuffle, seed=args.seed)
+                                     shuffle=args.shuffle, seed=args.seed)
     return DataLoader(dataset, batch_size=batch, sampler=sampler,
-                      shuffle=sampler is None and not args.no_shuffle,
+                      shuffle=sampler is None and args.shuffle,
                       num_workers=args.num_workers, collate_fn=collate,
                       pin_memory=device.type == "cuda",
                       generator=torch.Generator().manual_seed(args.seed)), sampler
@@ -198,7 +198,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     losses: list[float] = []
     # DDP's all-reduce per step, and what backward hides (unless turned off: its cost,
     # docs/diagnose.md)
-    comm = None if args.no_comm_timer else \
+    comm = None if not args.comm_timer else \
         comm_timer.attach(model, args.inject_comm_delay_ms / 1e3)
     saves = Checkpoints(args, env.world_size, model, step.optimizer) \
         if args.checkpoint_every else None

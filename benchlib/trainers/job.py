@@ -193,7 +193,7 @@ class Job:
 def build_job(args: argparse.Namespace | Any) -> Job:
     """The job the training fields describe (a worker's parsed flags or a study config)."""
     image_size = getattr(args, "image_size", 224)
-    augment = not getattr(args, "no_augment", False)
+    augment = getattr(args, "augment", True)  # a study config: on
     tokens = args.seq_len > 0 or args.dataset in TOKEN_DATASETS
     seq_len, vocab = args.seq_len, args.vocab_size
     if args.dataset in TOKEN_DATASETS and args.model in GPT_MODELS:  # the model's own, unless given

@@ -89,7 +89,7 @@ def trial(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     if device.type != "cuda":  # libraries' code loaded on first use: not the model's bytes
         memory.warm_kernels()
     torch.manual_seed(args.seed)
-    job = build_job(argparse.Namespace(**job_fields(args), no_augment=True))
+    job = build_job(argparse.Namespace(**job_fields(args), augment=False))
     peak = memory.PeakMemory(device, job.rss_before_model if device.type != "cuda"
                              else memory.baseline_bytes(device))
     peak.reset()

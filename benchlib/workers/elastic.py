@@ -36,6 +36,7 @@ from benchlib.config.flags import add_config_flags, add_piece_flags
 from benchlib.config.model_data import check_own_code
 from benchlib.config.performance import PerformanceConfig
 from benchlib.config.training import TrainingConfig, training_fields
+from benchlib.config.worker import WorkerConfig
 from benchlib.distributed.device import check_precision, choose_backend, device_for
 from benchlib.distributed.env import DistEnv, resolve
 from benchlib.distributed.group import init
@@ -65,6 +66,7 @@ class Seed001(TrainingConfig, CheckpointConfig):
 # timeout_s is the whole launch's
 NOT_HERE = ("timeout_s",)
 PERFORMANCE = ("precision", "channels_last", "image_size")  # what its loop applies
+WORKER = ("augment", "log_interval")  # of a worker's own settings, those its loop applies
 
 
 def parser(study: type[TrainingConfig] = Seed001) -> argparse.ArgumentParser:
@@ -79,12 +81,11 @@ def parser(study: type[TrainingConfig] = Seed001) -> argparse.ArgumentParser:
     p.add_argument("--dummy", action="store_true", help="random images, no files (seed 001)")
     p.add_argument("--dummy-size", type=int, default=IMAGENET_TRAIN, help="samples per --dummy epoch")
     p.add_argument("--val-path", help="validate each epoch: the folder of the val split")
-    p.add_argument("--no-augment", action="store_true")
+    add_piece_flags(p, WorkerConfig, only=WORKER)
     p.add_argument("--weight-decay", type=float, default=1e-4)
     p.add_argument("--lr-schedule", default="step", choices=["step", "cosine", "constant"])
     p.add_argument("--lr-step-epochs", type=int, default=30, help="step: x gamma every N epochs")
     p.add_argument("--lr-gamma", type=float, default=0.1)
-    p.add_argument("--log-interval", type=int, default=20)
     g = p.add_argument_group("checkpoints")
     add_piece_flags(g, CheckpointConfig, study, aliases={"checkpoint_path": ("--checkpoints-path",)})
     g.add_argument("--keep-checkpoints", type=int, default=2)
@@ -149,12 +150,12 @@ def build_data(args: argparse.Namespace):
     if args.dataset == "imagefolder":
         shape = (3, args.image_size, args.image_size)
         train = ImageFolder(_class_folders(path, "train"),
-                            transforms.imagefolder(args.image_size, not args.no_augment))
+                            transforms.imagefolder(args.image_size, args.augment))
         val = ImageFolder(_class_folders(args.val_path, "val"),
                           transforms.imagefolder(args.image_size, augment=False)) \
             if args.val_path else None
         return train, val, default_collate, shape
-    train, collate, shape = job.build_dataset(args.dataset, path, not args.no_augment)
+    train, collate, shape = job.build_dataset(args.dataset, path, args.augment)
     if not args.val_path:
         return train, None, collate, shape
     if args.dataset == "mydataset":

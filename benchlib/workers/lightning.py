@@ -26,6 +26,7 @@ from benchlib.config.flags import add_config_flags, add_piece_flags
 from benchlib.config.model_data import check_own_code
 from benchlib.config.performance import PerformanceConfig
 from benchlib.config.training import TrainingConfig, training_fields
+from benchlib.config.worker import WorkerConfig
 from benchlib.distributed.lightning_env import Layout, global_rank, layout, read_int
 from benchlib.errors import ConfigError
 from benchlib.workers.bootstrap import Early, Worker, fail, run
@@ -39,6 +40,7 @@ NOT_HERE = ("backend", "timeout_s")
 SEED_SPELLINGS = {"batch_size": ("--batch_size",), "num_workers": ("--num_workers",)}
 # what its LightningModule applies of the performance settings and the injected faults
 PERFORMANCE, FAULTS = ("image_size",), ("fail_at_step", "fail_rank")
+WORKER = ("augment",)  # of a worker's own settings, the one its module applies
 
 
 def parser(study: type[TrainingConfig] = STUDY) -> argparse.ArgumentParser:
@@ -58,7 +60,7 @@ def parser(study: type[TrainingConfig] = STUDY) -> argparse.ArgumentParser:
     p.add_argument("--nnodes", type=int, help="nodes; default: the launcher's, else 1")
     p.add_argument("--repeats", type=int, default=1, help="the run is epochs x repeats epochs, "
                    "every epoch one sample")
-    p.add_argument("--no-augment", action="store_true")
+    add_piece_flags(p, WorkerConfig, only=WORKER)
     p.add_argument("--timeout", type=float, default=120.0,
                    help="seconds for the rendezvous and every collective")
     p.add_argument("--log-dir", help="each rank writes <log-dir>/rank<R>.log")
