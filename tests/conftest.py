@@ -95,10 +95,18 @@ def tmpdir_short(monkeypatch) -> Iterator[Path]:
 
 @pytest.fixture(autouse=True)
 def fresh_env_capture():
-    """envinfo.collect() caches per process; tests that change variables need a fresh one."""
+    """envinfo.collect() caches per process; tests that change variables need a fresh one.
+    And a command run in this process with --outputs sets BENCHLIB_OUTPUTS for the rest of
+    the process (cli/common.outputs, as a command should): undone after each test, so that
+    no later test on the same worker resolves `outputs/` into another test's folder."""
     envinfo.collect.cache_clear()
+    before = os.environ.get("BENCHLIB_OUTPUTS")
     yield
     envinfo.collect.cache_clear()
+    if before is None:  # monkeypatch.delenv would record nothing for a variable not set
+        os.environ.pop("BENCHLIB_OUTPUTS", None)
+    else:
+        os.environ["BENCHLIB_OUTPUTS"] = before
 
 
 def write_params(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
