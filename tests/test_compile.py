@@ -110,22 +110,42 @@ def test_break_even_is_compile_seconds_over_the_steady_saving_with_its_interval(
     assert be.saved_s == pytest.approx(0.010, rel=0.05)
     assert be.steps == pytest.approx(be.compile_s / be.saved_s) == pytest.approx(200, rel=0.1)
     assert be.low < be.steps < be.high < 250 and be.n == 5
-    assert compile_cost.break_even_text(be.steps, be.low, be.high, be.n).startswith(
+    assert compile_cost.break_even_text(be.steps, be.low, be.high, be.n, "faster").startswith(
         f"pays off after {be.steps:,.0f} steps (95% CI {be.low:,.0f} to {be.high:,.0f}, n=5")
     slower = compile_cost.break_even([(2.1, 300.0)] * 5, eager, batch=8)
     assert math.isinf(slower.steps) and math.isinf(slower.low)
-    assert compile_cost.break_even_text(slower.steps, slower.low, slower.high, 5).startswith(
-        "never pays off: the compiled step is not faster")
+    assert compile_cost.break_even_text(slower.steps, slower.low, slower.high, 5,
+                                        "slower").startswith(
+        "never pays off: the compiled step is slower")
     # as fast, give or take: some resamples never pay off, so the interval reaches "never"
     level = compile_cost.break_even([(2.1, 400 * (1 + 0.02 * rng.standard_normal())) for _ in range(5)],
                              eager, batch=8)
     assert math.isinf(level.high)
-    assert "to never" in compile_cost.break_even_text(level.steps, level.low, level.high, 5)
+    assert "to never" in compile_cost.break_even_text(level.steps, level.low, level.high, 5,
+                                                      "inconclusive")
     few = compile_cost.break_even(comp[:2], eager[:2], batch=8)
     assert few.low is None and "n=2 launches a side: an interval needs 5" in \
-        compile_cost.break_even_text(few.steps, few.low, few.high, 2)
+        compile_cost.break_even_text(few.steps, few.low, few.high, 2, "inconclusive")
     cheap = compile_cost.break_even([(0.05, 800.0)] * 5, eager, batch=8)  # a compile that cost nothing
     assert cheap.steps == 0
+
+
+@pytest.mark.parametrize("steps, low, high, verdict, says", [
+    # the issue's: "never pays off: the compiled step is not faster" beside x0.74 (0.38-1.70)
+    (math.inf, 243.0, math.inf, "inconclusive", "not settled: 243 steps to never"),
+    # and "11 steps" for x6.15 (0.86-16.53): a point the interval does not support
+    (11.0, 2.0, math.inf, "inconclusive", "not settled: 2 steps to never"),
+    (11.0, None, None, "inconclusive", "not settled: 11 steps at the medians, but n=3"),
+    (math.inf, math.inf, math.inf, "no change", "does not pay off: the compiled step is no "
+     "faster"),
+    (195.0, 175.0, 216.0, "faster", "pays off after 195 steps (95% CI 175 to 216"),
+])
+def test_a_break_even_names_a_direction_only_where_the_speedups_verdict_does(
+        steps, low, high, verdict, says):
+    text = compile_cost.break_even_text(steps, low, high, 3 if low is None else 5, verdict)
+    assert text.startswith(says), text
+    if verdict == "inconclusive":
+        assert "pays off after" not in text and "never pays off" not in text
 
 
 def test_a_record_reads_never_back_from_its_nulls():
@@ -136,14 +156,18 @@ def test_a_record_reads_never_back_from_its_nulls():
                                 "break_even_low": None}) == (120.0, None, None, 2)
 
 
-def test_loss_parity_is_judged_against_eagers_spread_over_seeds():
-    same = compile_cost.loss_parity([2.30, 2.25, 2.34], [2.31, 2.25, 2.33])
-    assert same["loss_parity"] == "same" and same["loss_spread_eager"] == pytest.approx(0.09)
-    worse = compile_cost.loss_parity([2.30, 2.29, 2.31], [2.60, 2.61, 2.58])
-    assert worse["loss_parity"] == "differs" and worse["loss_delta"] == pytest.approx(0.3)
-    assert compile_cost.loss_parity([2.3], [2.3])["loss_parity"] == "not judged"
-    # bit-identical eager runs have no spread: float rounding is the bound then
-    assert compile_cost.loss_parity([2.3, 2.3], [2.3 + 1e-7, 2.3])["loss_parity"] == "same"
+def test_loss_parity_is_judged_pair_by_pair_on_the_same_seed_within_a_stated_tolerance():
+    """The issue's case: simplecnn's eager losses over 3 seeds spread 2.0-2.6, so a compiled
+    loss 14% off its own seed's read "same" against that spread; judged against eager on
+    the same seed within 1%, it differs. Float rounding stays same; one pair is judged."""
+    eager = [2.0, 2.3, 2.6]
+    off = compile_cost.loss_parity(eager, [2.0 * 1.14, 2.3, 2.6])
+    assert off["loss_parity"] == "differs" and off["loss_delta_relative_max"] == pytest.approx(0.14)
+    same = compile_cost.loss_parity(eager, [2.0 + 1e-6, 2.3 - 2e-6, 2.6])
+    assert same["loss_parity"] == "same" and same["loss_tolerance"] == 0.01
+    assert compile_cost.loss_parity([2.3], [2.3 * 1.02])["loss_parity"] == "differs"
+    assert compile_cost.loss_parity([2.3], [2.3])["loss_parity"] == "same"
+    assert compile_cost.loss_parity([], [])["loss_parity"] == "not judged"
 
 
 # ------------------------------------------------------------------ notebook 55, for real
@@ -212,13 +236,14 @@ def test_the_records_break_even_follows_from_its_own_figures(warm_run):
     assert m["step_s"] == pytest.approx(8 / m["samples_per_s"])
     assert m["speedup"] == pytest.approx(m["samples_per_s"] / m["eager_samples_per_s"])
     if saved > 0:
-        assert m["pays_off"] == "yes"
         assert m["break_even_steps"] == pytest.approx(max(m["compile_s"], 0) / saved)
     else:
-        assert m["pays_off"] == "never" and m["break_even_steps"] is None
+        assert m["break_even_steps"] is None
     assert m["break_even_low"] is None and m["speedup_verdict"] == "inconclusive"  # 1 launch
+    assert m["pays_off"] == "not settled"  # no direction from 1 launch a side, whatever the point
     # the same seed and data: the compiled loss is eager's, up to float rounding
-    assert abs(m["loss_delta"]) < 1e-4 and m["loss_parity"] == "not judged"
+    assert abs(m["loss_delta"]) < 1e-4 and m["loss_parity"] == "same"
+    assert m["compiled_in_warmup"] is True and m["compile_remote_caches_off"] is None
 
 
 def test_notebook_90s_section_and_the_landing_pages_finding_from_the_record(warm_run):
@@ -372,12 +397,15 @@ def test_diagnose_gives_the_measured_break_even_of_the_same_work_else_the_comman
         "study": "compile", "status": "ok", "run_id": "c1", "started_at": "2026-11-28T10:00",
         "model": "gpt-tiny", "dataset": "tokens", "batch_size": 8, "seq_len": 128,
         "precision": "fp32", "compile": "default", "compile_cache": "warm",
-        "break_even_steps": 120.0, "break_even_low": 80.0, "break_even_high": None,
-        "break_even_n": 5}])
+        "break_even_steps": 120.0, "break_even_low": 80.0, "break_even_high": 160.0,
+        "break_even_n": 5, "speedup_verdict": "faster"}])
     advice = rules.diagnose(rec, same).advice
     assert advice.endswith("; torch.compile on this testbed for the same work: default, warm: "
-                           "pays off after 120 steps (95% CI 80 to never, n=5 launches a side) "
+                           "pays off after 120 steps (95% CI 80 to 160, n=5 launches a side) "
                            "(run c1)")
+    unsettled = same.assign(break_even_high=None, speedup_verdict="inconclusive")
+    assert "default, warm: not settled: 80 steps to never (95% CI 80 to never" in \
+        rules.diagnose(rec, unsettled).advice
     other = rules.diagnose(compute_bound(model="resnet18"), same).advice
     assert "not measured here for this work" in other  # another model's break-even is not this one's
     assert "torch.compile" not in rules.diagnose(compute_bound(compile="default"), same).advice
@@ -391,3 +419,61 @@ def test_calibrate_lm_runs_the_same_arithmetic_in_both_loops():
     check = calibrate_lm.same_work(2, torch.device("cpu"), tiny)
     assert check["same_work"] and check["max_weight_diff"] == 0.0
     assert check["benchlib_loss"] == check["bare_loss"]
+
+
+# ------------------------------------------------------------------ the cache and the window
+
+def test_a_warm_start_whose_cache_is_gone_compiles_cold_and_says_so(tmp_path):
+    """Before: `compile_cache_from: ... is not a cache folder an earlier process filled;
+    run one with --compile-cache-to`, a failed row naming a worker flag the notebook user
+    never set. Now the launch compiles cold and its record says why."""
+    folder, used = compiler.own_cache(str(tmp_path / "gone"))
+    assert folder.is_dir() and used["compile_cache_used"] == "cold"
+    assert used["compile_cache_note"].startswith("warm start missed: the cache the priming "
+                                                 "launch filled") and "--" not in used["compile_cache_note"]
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "fxgraph").mkdir()
+    _, warm = compiler.own_cache(str(tmp_path / "kept"))
+    assert warm["compile_cache_used"] == "warm" and "compile_cache_note" not in warm
+    # a warm start that found its folder but still missed: named, with the misses
+    assert compiler.warm_missed({"cache_misses": 7}, "warm")["compile_cache_note"].startswith(
+        "warm start missed: 7 cache misses")
+    assert compiler.warm_missed({"cache_misses": 0}, "warm") == {}
+    assert compiler.warm_missed({"cache_misses": 7}, "cold") == {}
+
+
+def test_a_sites_remote_inductor_cache_is_turned_off_and_named(monkeypatch):
+    """A cluster that turns on a remote FX-graph cache for everyone would make a cold row
+    warm: the launch turns it off and its record names it."""
+    from torch._inductor import config
+
+    monkeypatch.setenv("TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE", "1")
+    monkeypatch.setenv("TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE", "0")
+    for name in compiler.REMOTE_CACHE_CONFIG:
+        monkeypatch.setattr(config, name, getattr(config, name))
+    for var in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+        monkeypatch.setenv(var, os.environ.get(var, ""))
+    _, used = compiler.own_cache()
+    assert used["compile_remote_caches_off"] == "fx_graph_remote_cache"
+    assert os.environ["TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE"] == "0"
+    assert config.fx_graph_remote_cache is False and config.autotune_remote_cache is False
+    assert compiler.own_cache()[1]["compile_remote_caches_off"] is None  # all off now
+
+
+def test_a_recompile_inside_the_timed_window_is_counted_and_named():
+    """A compile that finished in the warm-up leaves the window clean; a recompile after
+    the window began (a new batch shape: a last, smaller batch) is named with its seconds:
+    the steady figure includes it, which a median over launches would hide."""
+    import time
+
+    torch._dynamo.reset()
+    f = torch.compile(torch.nn.Linear(4, 4), backend="eager")
+    f(torch.ones(2, 4))
+    start = time.time()
+    clean, _ = compiler.recompiles(start)
+    assert clean["compiled_in_warmup"] is True and clean["compiles_in_window"] == 0
+    f(torch.ones(3, 4))  # a guard fails: the batch dimension changed
+    late, where = compiler.recompiles(start)
+    assert late["compiled_in_warmup"] is False and late["compiles_in_window"] == 1
+    assert late["compile_in_window_s"] >= 0 and "size mismatch" in where["compiles_in_window"][0]
+    torch._dynamo.reset()

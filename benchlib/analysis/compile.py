@@ -52,9 +52,11 @@ def name(run: pd.Series) -> str:
 
 
 def pays_off(run: pd.Series) -> str:
-    """The row's break-even as a phrase (core.compile_cost.break_even_text)."""
+    """The row's break-even as a phrase (core.compile_cost.break_even_text), a direction
+    only where the speedup's verdict names one."""
     return break_even_text(run["steps_to_pay_off"], run["pays_off_low"], run["pays_off_high"],
-                           int(metric(run, "break_even_n") or 0))
+                           int(metric(run, "break_even_n") or 0),
+                           value(run, "speedup_verdict") or "inconclusive")
 
 
 def table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -80,11 +82,19 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
         if value(run, "compile_s") is None:
             continue
         n = int(metric(run, "break_even_n") or 0)
-        shown = "never" if math.isinf(steps) else fmt(max(steps, 1.0))
+        verdict = value(run, "speedup_verdict") or "inconclusive"
         spread = (f"95% CI {_count(low)} to {_count(high)}, " if _known(low) and
                   math.isfinite(low) else "") + f"n={n} launch{'' if n == 1 else 'es'} a side"
-        figure = Figure(shown, "steps to pay off" if math.isfinite(steps) else
-                        "(the compiled step is not faster)", None, spread, [("", run["run_id"])])
+        if verdict == "faster" and math.isfinite(steps):
+            figure = Figure(fmt(max(steps, 1.0)), "steps to pay off", None, spread,
+                            [("", run["run_id"])])
+        elif verdict in ("slower", "no change"):
+            figure = Figure("never", f"(the compiled step is not faster: {verdict})", None,
+                            f"n={n} launch{'' if n == 1 else 'es'} a side", [("", run["run_id"])])
+        else:  # no direction: the range the launches allow, never a point
+            figure = Figure("not settled", f"({_count(low)} steps to {_count(high)})"
+                            if _known(low) else "(too few launches for an interval)", None,
+                            spread, [("", run["run_id"])])
         speed = metric(run, "speedup")
         note = "; ".join(filter(None, [
             f"compile {metric(run, 'compile_s'):.1f} s",
@@ -96,8 +106,9 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
                 f"{value(run, 'precision')}, on {value(run, 'device_name') or value(run, 'device')}")
         claims.append(Claim(f"compile {name(run)}, {work}", figure, note))
     differs = runs[runs["loss_parity"] == "differs"] if "loss_parity" in runs else runs.iloc[:0]
-    caveat = (f"In {len(differs)} row(s) the compiled loss after the same steps lies outside "
-              "eager's own spread over seeds: read those speedups with that in mind."
+    caveat = (f"In {len(differs)} row(s) the compiled loss after the same steps, on the same "
+              "seed, is more than the stated tolerance from eager's: read those speedups with "
+              "that in mind."
               if len(differs) else "")
     return claims, caveat
 

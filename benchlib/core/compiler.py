@@ -34,7 +34,6 @@ import torch
 from torch import nn
 
 from benchlib.config.performance import compile_mode, compiled
-from benchlib.errors import ConfigError
 
 CACHE_VARS = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 REASONS_KEPT = 10  # graph breaks and recompile reasons a record names (each once)
@@ -56,21 +55,58 @@ def regions(blocks: nn.ModuleList) -> int:
     return len(blocks)
 
 
-def own_cache(warm_from: str = "") -> Path:
+# a site's remote inductor caches (a shared FX-graph or autotune cache a cluster turns on
+# for everyone): one would make a "cold" row warm, and a warm row warm from something else
+REMOTE_CACHE_VARS = ("TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE", "TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE",
+                     "TORCHINDUCTOR_BUNDLED_AUTOTUNE_REMOTE_CACHE")
+REMOTE_CACHE_CONFIG = ("fx_graph_remote_cache", "autotune_remote_cache",
+                       "bundled_autotune_remote_cache")
+
+
+def own_cache(warm_from: str = "") -> tuple[Path, dict[str, Any]]:
     """This process's own inductor cache folder, made now (before anything compiles) and
     removed at exit: empty (cold), or a copy of `warm_from`, the folder an earlier process
-    kept (`keep_cache`)."""
+    kept (`keep_cache`). A warm start whose folder is gone or empty starts cold and says
+    so; a site's remote caches are turned off either way, and named where one was on.
+    (folder, the record's figures: `compile_cache_used`, `compile_cache_note`,
+    `compile_remote_caches_off`)."""
     folder = Path(tempfile.mkdtemp(prefix="benchlib-compile-cache-"))
     atexit.register(shutil.rmtree, folder, True)
+    figures: dict[str, Any] = {"compile_cache_used": "warm" if warm_from else "cold"}
     if warm_from:
         source = Path(warm_from)
-        if not source.is_dir() or not any(source.iterdir()):
-            raise ConfigError("compile_cache_from", f"{source} is not a cache folder an earlier "
-                              "process filled (none, or empty); run one with --compile-cache-to")
-        shutil.copytree(source, folder, dirs_exist_ok=True)
+        if source.is_dir() and any(source.iterdir()):
+            shutil.copytree(source, folder, dirs_exist_ok=True)
+        else:
+            figures.update(compile_cache_used="cold", compile_cache_note=(
+                f"warm start missed: the cache the priming launch filled ({source}) is gone "
+                "or empty, so this launch compiled cold"))
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
     os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
-    return folder
+    figures["compile_remote_caches_off"] = ", ".join(_remote_caches_off()) or None
+    return folder, figures
+
+
+def _remote_caches_off() -> list[str]:
+    """Turn inductor's remote caches off for this process; the ones that were on."""
+    from torch._inductor import config
+
+    were = [name for name, var in zip(REMOTE_CACHE_CONFIG, REMOTE_CACHE_VARS)
+            if os.environ.get(var, "") not in ("", "0") or getattr(config, name, None)]
+    for name, var in zip(REMOTE_CACHE_CONFIG, REMOTE_CACHE_VARS):
+        os.environ[var] = "0"
+        setattr(config, name, False)
+    return were
+
+
+def warm_missed(figures: dict[str, Any], cache: str) -> dict[str, Any]:
+    """A warm launch that still missed its cache (filled by other work, another torch, a
+    model since edited): 'warm start missed: N misses', as a note; nothing otherwise."""
+    misses = figures.get("cache_misses") or 0
+    if cache == "warm" and misses and "compile_cache_note" not in figures:
+        return {"compile_cache_note": f"warm start missed: {misses} cache misses (its cache "
+                "was filled by other work, another torch or an older model)"}
+    return {}
 
 
 def keep_cache(folder: Path, to: str) -> None:
@@ -126,11 +162,13 @@ def _user_frame(stack: list[Any]) -> Any:
     return (mine or stack or [None])[-1]
 
 
-def recompiles() -> tuple[dict[str, Any], dict[str, Any]]:
+def recompiles(window_start: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(metrics, details): the frames this process compiled, how many of those compiles
     were recompiles (a guard failed: a new shape, a new value) and their reasons, and the
     compile caches' hits and misses (FX graphs, AOTAutograd): a warm start hits, a cold
-    one misses."""
+    one misses. With `window_start` (time.time() where the timed steps began): whether
+    every compile finished before it (`compiled_in_warmup`), and those that did not, with
+    their seconds and reasons: inside the window, they are in its steady figure."""
     from torch._dynamo.utils import counters, get_compilation_metrics
 
     done = list(get_compilation_metrics())
@@ -138,16 +176,32 @@ def recompiles() -> tuple[dict[str, Any], dict[str, Any]]:
     cache = {name: sum(n for group in ("inductor", "aot_autograd")
                        for key, n in counters[group].items() if key.endswith(suffix))
              for name, suffix in (("cache_hits", "cache_hit"), ("cache_misses", "cache_miss"))}
-    return ({"compiled_frames": len(done), "recompiles": len(reasons), **cache},
-            {"recompile_reasons": list(dict.fromkeys(reasons))[:REASONS_KEPT]})
+    metrics = {"compiled_frames": len(done), "recompiles": len(reasons), **cache}
+    details = {"recompile_reasons": list(dict.fromkeys(reasons))[:REASONS_KEPT]}
+    if window_start is not None:
+        late = [m for m in done if (m.start_time or 0) >= window_start]
+        metrics.update(compiled_in_warmup=not late, compiles_in_window=len(late),
+                       compile_in_window_s=sum(_seconds(m) for m in late))
+        details["compiles_in_window"] = list(dict.fromkeys(
+            m.recompile_reason or "a first compile" for m in late))[:REASONS_KEPT]
+    return metrics, details
+
+
+def _seconds(m: Any) -> float:
+    """A compile's own seconds (its start to its end, as dynamo timed it)."""
+    if getattr(m, "end_time_us", None) and getattr(m, "start_time_us", None):
+        return (m.end_time_us - m.start_time_us) / 1e6
+    return float(getattr(m, "entire_frame_compile_time_s", None) or 0.0)
 
 
 def figures(model: nn.Module, x: torch.Tensor, mode: str,
-            forward: Callable[..., Any] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A compiled run's recompiles, then its graph breaks (explain resets dynamo, so it
-    comes after the timed window and after the recompiles are read); nothing when off."""
+            forward: Callable[..., Any] | None = None,
+            window_start: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A compiled run's recompiles (and whether any fell inside the timed window that
+    began at `window_start`), then its graph breaks (explain resets dynamo, so it comes
+    after the timed window and after the recompiles are read); nothing when off."""
     if not compiled(mode):
         return {}, {}
-    metrics, details = recompiles()
+    metrics, details = recompiles(window_start)
     breaks, where = graph_breaks(model, x, forward)
     return {**metrics, **breaks}, {**details, **where}

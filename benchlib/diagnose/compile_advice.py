@@ -56,5 +56,6 @@ def sentence(record: dict[str, Any], same_testbed: pd.DataFrame | None) -> str:
     for _, row in found.sort_values("started_at").iterrows():
         steps, low, high, n = break_even_of(row.to_dict())
         said.append(f"{compile_mode(row.get('compile'))}, {row.get('compile_cache')}: "
-                    f"{break_even_text(steps, low, high, n)} (run {row['run_id']})")
+                    f"{break_even_text(steps, low, high, n, row.get('speedup_verdict') or 'inconclusive')}"
+                    f" (run {row['run_id']})")
     return "; torch.compile on this testbed for the same work: " + "; ".join(said)

@@ -145,7 +145,8 @@ def _compile(result: dict[str, Any], cfg: Any, needed: list[str]) -> dict[str, A
             "eager_first_steps_s": _first_s(eager, warmup), "compile_s": be.compile_s,
             "eager_samples_per_s": e["samples_per_s"],
             "speedup": m["samples_per_s"] / e["samples_per_s"],
-            "break_even": compile_cost.break_even_text(be.steps, None, None, 1),
+            # one launch a side: no verdict, so no direction ("not settled", with n)
+            "break_even": compile_cost.break_even_text(be.steps, None, None, 1, "inconclusive"),
             "break_even_steps": be.steps}
 
 

@@ -21,7 +21,7 @@ compile happens) and its steady step (global batch over its samples/s). Then:
                       ("never pays off") where the compiled step is not faster
     peak_mem_ratio    compiled peak memory over eager's (medians)
     loss_parity       the loss after the run's steps, compiled against eager on the same
-                      seed, judged against eager's spread over the seeds (core.stats)
+                      seed, pair by pair within a stated relative tolerance (core.compile_cost)
     graph_breaks      in the model's forward, each with its reason and source line; and
                       recompiles, with their reasons (benchlib.core.compiler)
 """
@@ -112,7 +112,8 @@ def _read(cfg: CompileConfig, item: Launch, out: LaunchResult) -> dict[str, Any]
             "first_s": sum(steps[:cfg.warmup_steps]), "steps_s": steps,
             "loss_last": m.get("loss_last"), "peak_bytes": m.get("peak_bytes"),
             "launch_s": out.wall_s, "epochs": d["epochs"], "metrics": m,
-            **{k: d[k] for k in ("graph_break_reasons", "recompile_reasons") if k in d}}
+            **{k: d[k] for k in ("graph_break_reasons", "recompile_reasons",
+                                 "compiles_in_window") if k in d}}
 
 
 def figures(cfg: CompileConfig, launched: list[dict[str, Any]],
@@ -131,6 +132,8 @@ def figures(cfg: CompileConfig, launched: list[dict[str, Any]],
     speed = stats.ratio_interval([[x["samples_per_s"]] for x in eager],
                                  [[x["samples_per_s"]] for x in comp])
     n = min(len(eager), len(comp))
+    verdict = stats.direction_verdict(speed.low, speed.high, stats.DEFAULT_THRESHOLD, n,
+                                      at_boundary=speed.at_boundary)
     first = comp[0]["metrics"]
     keep = ("model_params", "model_class", "model_source_sha", "tokens_per_sample",
             "flops_per_sample", "flops_per_token", "flops_per_token_analytic", "device_name",
@@ -149,13 +152,22 @@ def figures(cfg: CompileConfig, launched: list[dict[str, Any]],
         "eager_first_steps_s": eager_first,
         "speedup": speed.ratio, "speedup_ci95_low": speed.low, "speedup_ci95_high": speed.high,
         "speedup_range_low": speed.range_low, "speedup_range_high": speed.range_high,
-        "speedup_verdict": stats.direction_verdict(speed.low, speed.high, stats.DEFAULT_THRESHOLD,
-                                                   n, at_boundary=speed.at_boundary),
+        "speedup_verdict": verdict,
         "break_even_steps": be.steps, "break_even_low": be.low, "break_even_high": be.high,
         "break_even_n": be.n, "saved_s_per_step": be.saved_s,
-        "pays_off": "never" if math.isinf(be.steps) else "maybe never"
-        if be.high is not None and math.isinf(be.high) else "yes",
+        # a direction only where the speedup's verdict names one (core.compile_cost)
+        "pays_off": {"faster": "yes", "slower": "no", "no change": "no"}.get(verdict,
+                                                                            "not settled"),
         "recompiles": max(x["metrics"].get("recompiles", 0) for x in comp),
+        # a compile inside a launch's timed window is in its steady figure, not its compile_s
+        "compiled_in_warmup": all(x["metrics"].get("compiled_in_warmup", True) for x in comp),
+        "launches_compiling_in_window": sum(not x["metrics"].get("compiled_in_warmup", True)
+                                            for x in comp),
+        "compile_in_window_s": max(x["metrics"].get("compile_in_window_s") or 0 for x in comp),
+        "compile_cache_note": "; ".join(dict.fromkeys(
+            x["metrics"]["compile_cache_note"] for x in comp
+            if x["metrics"].get("compile_cache_note"))) or None,
+        "compile_remote_caches_off": first.get("compile_remote_caches_off"),
         "cache_hits": statistics.median(x["metrics"].get("cache_hits", 0) for x in comp),
         "cache_misses": statistics.median(x["metrics"].get("cache_misses", 0) for x in comp),
         "loss_last": statistics.median(x["loss_last"] for x in comp),
@@ -181,7 +193,9 @@ def figures(cfg: CompileConfig, launched: list[dict[str, Any]],
                           for x in comp for e in x["epochs"]],
                "graph_break_reasons": comp[0].get("graph_break_reasons", []),
                "recompile_reasons": list(dict.fromkeys(
-                   r for x in comp for r in x.get("recompile_reasons", [])))}
+                   r for x in comp for r in x.get("recompile_reasons", []))),
+               "compiles_in_window": list(dict.fromkeys(
+                   r for x in comp for r in x.get("compiles_in_window", [])))}
     return metrics, details
 
 
@@ -216,16 +230,23 @@ def describe(cfg: CompileConfig, result: CompileResult) -> str:
     where = (f"{cfg.model} on {m.get('device_name', cfg.device)}, compile {cfg.compile}, "
              f"{cfg.compile_cache} cache")
     pays = compile_cost.break_even_text(m["break_even_steps"], m["break_even_low"],
-                                 m["break_even_high"], m["break_even_n"])
+                                        m["break_even_high"], m["break_even_n"],
+                                        m["speedup_verdict"])
     if m["speedup_ci95_low"] is not None:
         spread = f"95% CI {m['speedup_ci95_low']:.2f}-{m['speedup_ci95_high']:.2f}"
     else:
         spread = f"range {m['speedup_range_low']:.2f}-{m['speedup_range_high']:.2f}"
     cold = (f"; the cold compile that filled its cache {m['cold_compile_s']:.1f} s"
             if m.get("cold_compile_s") is not None else "")
-    spread_loss = (f" (eager's spread over seeds {m['loss_spread_eager']:.2g})"
-                   if m.get("loss_spread_eager") is not None else "")
-    return (f"{where}: {pays}.\n"
+    spread_loss = (f" (the worst pair {m['loss_delta_relative_max']:.2%} apart on the same "
+                   f"seed, within {m['loss_tolerance']:.0%} is the same)"
+                   if m.get("loss_delta_relative_max") is not None else "")
+    late = (f" A compile ran inside the timed window in {m['launches_compiling_in_window']} "
+            f"of {m['break_even_n']} compiled launch(es) ({m['compile_in_window_s']:.2f} s at "
+            "most): their steady figures include it; more warmup_steps keep it out."
+            if not m.get("compiled_in_warmup", True) else "")
+    note = f" {m['compile_cache_note']}." if m.get("compile_cache_note") else ""
+    return (f"{where}: {pays}.{late}{note}\n"
             f"compile {m['compile_s']:.1f} s (p10 {m['compile_s_p10']:.1f}, p90 "
             f"{m['compile_s_p90']:.1f}){cold}; steady step {m['step_s'] * 1e3:.2f} ms against "
             f"eager's {m['eager_step_s'] * 1e3:.2f} ms: x{m['speedup']:.2f} ({spread}, "

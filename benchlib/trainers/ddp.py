@@ -144,24 +144,27 @@ def _trace(args: argparse.Namespace, env: DistEnv, loader, sampler, step: loops.
 
 
 def _compile_figures(args: argparse.Namespace, env: DistEnv, job: Job, model: nn.Module,
-                     device: torch.device, cache: Path | None,
-                     steps_s: list[float]) -> tuple[dict, dict]:
+                     device: torch.device, cache: tuple[Path, dict] | None,
+                     steps_s: list[float], window_start: float | None) -> tuple[dict, dict]:
     """A compiled run's cache kept for a warm start (rank 0, `--compile-cache-to`), what
     its compile cost by itself (`compile_s`, from the first epoch's steps: core.
-    compile_cost.in_launch) from a cold or warm cache, its recompiles and its forward's
-    graph breaks with their reasons and lines (every rank traces, as FSDP2's forward
-    gathers on all of them); nothing for an eager run."""
+    compile_cost.in_launch) from a cold or warm cache (and whether a warm one was found
+    and hit), whether every compile finished before the timed window (`window_start`),
+    its recompiles and its forward's graph breaks with their reasons and lines (every
+    rank traces, as FSDP2's forward gathers on all of them); nothing for an eager run."""
     if cache is None:
         return {}, {}
+    cache, used = cache
     if args.compile_cache_to and env.rank == 0:
         compiler.keep_cache(cache, args.compile_cache_to)
     x, y = (t.to(device) for t in job.batch(2, args.seed))
     plain = model.module if isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)) \
         else model
     metrics, details = compiler.figures(plain, x, args.compile, lambda m, b: m(b, labels=y)
-                                        if job.objective.labels_kw else m(b))
-    return {**compile_cost.in_launch(steps_s, args.warmup_steps),
-            "compile_cache": args.compile_cache, **metrics}, details
+                                        if job.objective.labels_kw else m(b), window_start)
+    figures = {**compile_cost.in_launch(steps_s, args.warmup_steps),
+               "compile_cache": args.compile_cache, **used, **metrics}
+    return {**figures, **compiler.warm_missed(figures, used["compile_cache_used"])}, details
 
 
 def _steps_an_epoch(loader, max_steps: int | None) -> float:
@@ -230,11 +233,16 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     # the energy window opens where samples/s's does: past the prefetched batches too
     timed_from = throughput.window_start(args.warmup_steps, prefetched,
                                          _steps_an_epoch(loader, args.max_steps))
+    window_start: list[float] = []  # when the first epoch's timed steps began (wall clock)
+
+    def on_timed() -> None:  # the energy meter's edge, and where a compile should be done
+        window_start.append(time.time())
+        meter.timed()
     for epoch in range(args.epochs):
         if sampler is not None:
             sampler.set_epoch(epoch)
         times = loops.run_epoch(loader, step, timed_from, max_steps=args.max_steps or None,
-                                on_step=on_step, on_timed=meter.timed)
+                                on_step=on_step, on_timed=on_timed)
         meter.untimed()  # the window's energy ends with its last step, before any save
         waits = comm.epoch_waits(len(times.samples)) if comm is not None else None
         if saves is not None:
@@ -254,7 +262,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     shared = contention.stop() if contention is not None else {}
     own = comm.figures(args.warmup_steps) if comm is not None else {}
     compile_metrics, compile_details = _compile_figures(args, env, job, model, device, cache,
-                                                         steps_s)
+                                                         steps_s, (window_start or [None])[0])
     traced = {"trace_dir": _trace(args, env, loader, sampler, step)} if args.export_trace else {}
     ranks = gather_objects({**metered, "samples": window_samples,
                             "comm_exposed_s": own.get("comm_exposed_s")})
