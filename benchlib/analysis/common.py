@@ -59,6 +59,17 @@ def whole_epoch_rate(runs: pd.DataFrame, part: str = "") -> pd.Series:
         projected(runs), _column(runs, f"epoch_samples_per_s{part}"))
 
 
+WHOLE_EPOCH_RATE = "whole_epoch_samples_per_s"
+
+
+def with_whole_epoch(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with WHOLE_EPOCH_RATE and its spread (`_p10`, `_p90`, `_min`, `_max`, `_n`):
+    each run's `whole_epoch_rate`, for a side that compares whole-epoch rates
+    (analysis/sides.side reads a single launch's min, max and n)."""
+    return runs.assign(**{f"{WHOLE_EPOCH_RATE}{part}": whole_epoch_rate(runs, part)
+                          for part in ("", "_p10", "_p90", "_min", "_max", "_n")})
+
+
 def hides_startup(runs: pd.DataFrame) -> pd.Series:
     """Each run whose steady rate hides its start-up (the record's `startup_hidden`: more
     than STARTUP_GAP times its whole-epoch rate, of the data set's epoch where projected)."""
