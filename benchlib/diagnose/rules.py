@@ -36,9 +36,9 @@ these rules that holds:
 A share (or the skew, the start-up gap over epochs, the stall share over saves, a CUDA
 step over epochs, the contention) holds its rule when its whole spread is on the rule's
 side of the threshold; where the spread straddles it the verdict is "borderline: X or Y"
-(Y what the rules after it give), never X alone. Where a run's communication is unknown (FSDP2, Lightning, DDP
-without the comm hook) no communication verdict is drawn, and a compute share that would
-hold is "borderline: compute-bound or communication-bound". The thresholds' basis and the
+(Y what the rules after it give), never X alone. Where a run's communication is unknown
+(FSDP2, Lightning, DDP without the comm hook) no communication verdict is drawn, and a
+compute share that would hold is "borderline: compute-bound or communication-bound". The thresholds' basis and the
 cases built to check them are in docs/diagnose.md. The advice (benchlib.diagnose.advice)
 quotes what records of the same work measured, else the command that measures it; for
 checkpoint stalls, an asynchronous save or Young/Daly's interval (`benchlib project --mtbf`).
