@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from benchlib.core import hostload
 from benchlib.core.models import build_model
 from benchlib.core.stats import direction_verdict, ratio_interval
 from benchlib.distributed import comm_timer
@@ -88,7 +89,7 @@ def main() -> None:
     p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = p.parse_args()
     plain, hooked, pairs = [], [], []
-    print(f"load before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    print(f"load before: {os.getloadavg()[0]:.2f} on the job's {hostload.job_cores()} cores")
     ctx = mp.get_context("spawn")
     for i in range(args.launches):
         out = ctx.SimpleQueue()

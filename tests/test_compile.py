@@ -396,7 +396,8 @@ def test_diagnose_gives_the_measured_break_even_of_the_same_work_else_the_comman
     same = pd.DataFrame([{
         "study": "compile", "status": "ok", "run_id": "c1", "started_at": "2026-11-28T10:00",
         "model": "gpt-tiny", "dataset": "tokens", "batch_size": 8, "seq_len": 128,
-        "precision": "fp32", "compile": "default", "compile_cache": "warm",
+        "precision": "fp32", "compile": "default", "compile_cache": "warm", "device": "cpu",
+        "num_workers": 0,
         "break_even_steps": 120.0, "break_even_low": 80.0, "break_even_high": 160.0,
         "break_even_n": 5, "speedup_verdict": "faster"}])
     advice = rules.diagnose(rec, same).advice

@@ -15,6 +15,7 @@ import time
 import pytest
 
 from benchlib.analysis import sides
+from benchlib.analysis.common import WHOLE_EPOCH_RATE, with_whole_epoch
 from benchlib.cli import main
 from benchlib.core import envinfo, hostload
 from benchlib.diagnose import rules, traces
@@ -97,11 +98,19 @@ def test_each_share_is_printed_with_its_spread():
     record(data_s=0.06, compute_s=0.04),  # input-bound's
 ])
 def test_a_busy_host_is_the_verdict_before_any_other_cause(rec):
-    quiet = rules.diagnose(rec).bottleneck
+    """A record older than the count during the run: the start sample is judged, and says
+    so. The figures' own verdict is the second line, its advice and change stand beside
+    rerunning on a quiet host (before, --try had no change to measure on a shared host)."""
+    quiet = rules.diagnose(rec)
     rec["host_load"] = {"busy": True, "start": {"load_1m": 5.0, "cpus": 2}}
     found = rules.diagnose(rec)
-    assert found.bottleneck == "host-contended" and "host at start: load 5 on 2 cores" in found.text()
-    assert f"its figures alone would read {quiet}" in found.advice and found.try_params == {}
+    assert found.bottleneck == "host-contended" and ("host at start: load 5 on 2 cores; no "
+                                                     "count during the timed steps in this "
+                                                     "record: judged from the start") in found.text()
+    assert found.text().splitlines()[1] == f"  its figures alone: {quiet.bottleneck}"
+    assert found.advice == (f"{rules.QUIET}: its figures include the contention; for what they "
+                            f"alone read ({quiet.bottleneck}): {quiet.advice}")
+    assert found.try_params == quiet.try_params
 
 
 def test_a_window_of_prefetched_batches_draws_no_input_verdict():
@@ -123,6 +132,10 @@ def test_a_start_up_the_steady_rate_hides_is_said_in_words():
     assert found.bottleneck == "start-up-bound" and "amp_bf16" not in found.advice
     assert ("start-up: first batch after 119 s; 150 samples/s over the whole epoch against "
             "1,549 steady (10.3x); the steady rate hides it") in found.text()
+    rec["metrics"].update(window_steps=27, window_samples=864, epoch_samples=960)
+    assert ("start-up: first batch after 119 s; 150 samples/s over the whole epoch of 960 "
+            "samples against 1,549 steady over 27 steps, 864 samples timed an epoch (10.3x); "
+            "the steady rate hides it") in rules.diagnose(rec).text()
     assert "the first batch came after 119 s" in found.advice
     assert "8 workers each read their first batches at once" in found.advice
     # behind a busy host, the start-up is still said in words
@@ -316,8 +329,14 @@ def ran(folder, module, params, nproc):
 
 def recorded(out, params, run, host_load=None, run_id="constructed"):
     """`run` (from `ran`) as a record in `out`/results, with `host_load` as sampled around
-    it, else the host recorded as quiet; `out`."""
+    it and the other tasks counted during its timed steps, else the host recorded as quiet
+    (the case as built, not the suite's neighbours: its count during the run left out);
+    `out`."""
     started_at, done = run
+    if host_load is None and done.get("metrics"):
+        done = {**done, "metrics": {k: v for k, v in done["metrics"].items()
+                                    if not k.startswith(("host_others", "host_contention",
+                                                         "host_cores"))}}
     rec = results.make_record(run_id=run_id, table="t", notebook="20_dp_vs_ddp.ipynb",
                               params=params, env=envinfo.collect(), started_at=started_at,
                               host_load=host_load or {"busy": False, "start": {}}, **done)
@@ -353,25 +372,25 @@ def busy_loops(n: int):
 
 
 SLOWED = {"model": "simplecnn", "dataset": "synthetic", "image_size": 32, "batch_size": 8,
-          "epochs": 1, "max_steps": 8, "warmup_steps": 2, "inject_step_delay_ms": 150.0,
+          "epochs": 1, "max_steps": 12, "warmup_steps": 2, "inject_step_delay_ms": 150.0,
           "delay_rank": 1}
 
 
 @pytest.fixture(scope="module")
 def slowed_rank(tmp_path_factory):
-    """Rank 1 of 2 slowed 150 ms a step, launched once and recorded twice: as on a quiet
-    host (the case as built), and as a row is recorded when it starts beside a busy loop on
-    every core, its load sampled as a row's is (start and end). One launch serves both:
-    whether a host was busy is read from the sample at the start (hostload.busy), and what
-    the busy case asserts is that verdict put before what the same figures alone read,
-    the straggler; so the loops spin while the start is sampled, not through the launch
-    (a second launch and 2 cores spun through it cost 25 CPU s)."""
+    """Rank 1 of 2 slowed 150 ms a step, launched twice: recorded as on a quiet host (the
+    case as built), and launched beside a busy loop on every core the job may use, through
+    its timed steps (whose other tasks rank 0 counts: hostload.Contention), its load sampled
+    as a row's is (start and end). The busy case's 10 timed steps of 150 ms give its
+    sampler (every 0.5 s or more) a few samples; the loops run at the lowest priority, so
+    they take what the ranks leave (a second launch with them cost about 10 CPU s)."""
     root = tmp_path_factory.mktemp("slowed")
-    with busy_loops(os.cpu_count()):
+    quiet = ran(root / "quiet", "ddp", SLOWED, nproc=2)
+    with busy_loops(hostload.job_cores()):
         start = hostload.sample()
-    run = ran(root, "ddp", SLOWED, nproc=2)
-    busy_load = hostload.span(start, hostload.sample())
-    return recorded(root / "quiet", SLOWED, run), recorded(root / "busy", SLOWED, run, busy_load)
+        busy = ran(root / "busy", "ddp", SLOWED, nproc=2)
+        busy_load = hostload.span(start, hostload.sample())
+    return recorded(root / "quiet", SLOWED, quiet), recorded(root / "busy", SLOWED, busy, busy_load)
 
 
 @pytest.mark.distributed
@@ -387,15 +406,18 @@ def test_a_rank_slowed_on_a_quiet_host_is_named_the_straggler_with_its_spread(sl
 @pytest.mark.distributed
 def test_the_same_slowed_rank_on_a_busy_host_is_host_contended_first(slowed_rank, capsys):
     """The issue's 2 ranks at load 5, called a straggler and sent to doctor --health with
-    the busy host as a caveat: the busy host is the verdict, the straggler what its figures
-    alone would say."""
+    the busy host as a caveat: the busy host is the verdict, counted during the timed steps
+    (the loops, not the run's own ranks), and the straggler what its figures alone read,
+    the second line, with its advice beside rerunning on a quiet host."""
     text = diagnose_text(capsys, slowed_rank[1])
     print(text)
-    assert "constructed: host-contended" in text and "rerun on a quiet host" in text
-    assert "its figures alone would read straggler" in text and "doctor --health" not in text
-    [line] = [li for li in text.splitlines() if li.startswith("  host at start: load ")]
-    others = int(line.split(", ")[1].split()[0])
-    assert others >= os.cpu_count(), line  # the loops, at least
+    assert text.splitlines()[:2] == ["constructed: host-contended",
+                                     "  its figures alone: straggler"], text
+    assert "rerun on a quiet host" in text and "doctor --health" in text
+    during = re.search(r"  other tasks runnable on the job's (\d+) cores during the timed steps: "
+                       r"([\d.]+) on average \(p90 \d+, (\d+) samples\): contended", text)
+    assert during and int(during[3]) >= 1, text
+    assert float(during[2]) >= hostload.CONTENDED * int(during[1]), text  # the loops, at least
 
 
 SLOW_START = """import os
@@ -477,7 +499,8 @@ def test_a_slow_start_read_by_several_workers_is_a_figure_and_the_verdict(slow_s
     print(text)
     assert "constructed: start-up-bound" in text
     assert re.search(r"start-up: first batch after [\d.]+ s; [\d,]+ samples/s over the whole "
-                     r"epoch against [\d,]+ steady \([\d.]+x\); the steady rate hides it", text)
+                     r"epoch of 128 samples against [\d,]+ steady over [\d,]+ steps, [\d,]+ "
+                     r"samples timed an epoch \([\d.]+x\); the steady rate hides it", text), text
     assert "2 workers each read their first batches at once" in text
 
 
@@ -638,20 +661,32 @@ def test_try_relaunches_the_row_beside_the_change_and_names_no_direction_from_on
     item waits 20 ms for slow storage), then `diagnose --try`: the row as it ran and the
     row with 4 workers, launched in turn, their records side by side; the sentence gives
     the ratio with its range and n, and no direction from one launch a side. Its window
-    (24 steps, 8 of them prefetched by 4 workers) is longer than what they prefetch."""
+    (24 steps, 8 of them prefetched by 4 workers) is longer than what they prefetch. The
+    row ran on a shared host (its count of other tasks during the timed steps says
+    contended): --try measures what its figures alone suggest, and says the host was
+    shared (before: "no change to measure")."""
     params = {"strategy": "single", "nproc_per_node": 1, "model": "tinyhead:build",
               "dataset": "slowread:build", "batch_size": 4, "num_workers": 0, "max_steps": 24,
               "warmup_steps": 2, "epochs": 2, "device": "cpu"}
     out = launched(tmp_path, "single", params, nproc=1)
+    [kept] = list((out / "results").glob("*/*.json"))
+    rec = json.loads(kept.read_text())
+    rec["metrics"].update(host_others_running=1.3, host_others_running_p90=2, host_cores=2,
+                          host_contention_samples=15, host_contention="contended")
+    kept.write_text(json.dumps(rec))
     text = diagnose_text(capsys, out, "constructed", "--try")
     print(text)
-    assert "constructed: input-bound" in text
+    assert text.startswith("constructed: host-contended\n  its figures alone: input-bound\n")
     [line] = [li for li in text.splitlines() if li.startswith("  try num_workers=4 (1 launch a side")]
+    assert ("; the host was shared (other tasks on the job's cores during the timed steps): the "
+            "original run contended") in line
     frame = results.load_results(out / "results")
     tried = frame[frame["table"] == "t_try"].sort_values("started_at")
     assert list(tried["num_workers"]) == [0, 4]  # the row as it ran first, then the change
-    # whole-epoch rates where a side's steady rate hid its start-up (4 workers starting, here)
-    col = "epoch_samples_per_s" if "whole-epoch samples/s" in line else "samples_per_s"
+    # whole-epoch rates where a side's steady rate hid its start-up (4 workers starting,
+    # here), of the data set's epoch: 24 of its 32 steps ran, the rest projected
+    col = WHOLE_EPOCH_RATE if "whole-epoch samples/s" in line else "samples_per_s"
+    tried = with_whole_epoch(tried)
     low, high, what = sides.interval(
         sides.side("num_workers=4", tried[tried["num_workers"] == 4], col),
         sides.side("as it ran", tried[tried["num_workers"] == 0], col))

@@ -2,6 +2,8 @@
 flagged in the record and the report's run table (issue 17, item 10)."""
 
 import os
+import subprocess
+import sys
 
 import pytest
 from conftest import TRIVIAL, write_params
@@ -113,3 +115,17 @@ def test_contention_is_judged_per_core_the_job_may_use():
     assert hostload.state(0.4, 2) == "alone" and hostload.state(1.0, 64) == "alone"
     assert hostload.state(None, 2) is None
     assert 1 <= hostload.job_cores() <= (os.cpu_count() or 1)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2,
+                    reason="needs CPU affinity and 2 or more cores to confine a job to 1")
+def test_a_job_confined_to_one_core_is_judged_and_threaded_on_that_core():
+    """A Slurm cpuset (here: taskset to one core of the host's): ranks fit and threads per
+    rank are counted on the cores the job may use, not os.cpu_count()."""
+    code = ("import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+            "from benchlib.launch.argv import thread_env\n"
+            "from benchlib.studies import checks\n"
+            "env = thread_env(1, {})\n"
+            "print(env['OMP_NUM_THREADS'], checks.visible_devices(False))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "1"], out

@@ -42,12 +42,19 @@ def test_run_summarises_repeats_with_spread(small_data):
     assert m["startup_gap"] == pytest.approx(m["samples_per_s"] / m["epoch_samples_per_s"])
     assert m["data_share_low"] <= m["data_share"] <= m["data_share_high"]
     assert "over the whole epoch, first batch after" in single_device_io.describe(cfg, result)
+    # the window each figure is of: the steps timed, the epoch's; the gap over 8 epochs
+    assert m["window_steps"] + m["warmup_steps_excluded"] == m["epoch_steps"] == 5
+    assert m["epoch_samples"] == 300 and m["startup_gap_n"] == 8 and m["epoch_samples_per_s_n"] == 8
+    assert m["startup_gap_low"] <= m["startup_gap_high"]
     # io's summary says it in words where the steady rate hides the start-up
     m.update(samples_per_s=1549.0, epoch_samples_per_s=150.0, startup_gap=10.3,
-             startup_hidden=True, first_batch_s=119.0, warmup_s=119.4)
+             startup_gap_low=9.8, startup_gap_high=11.0, startup_hidden=True,
+             first_batch_s=119.0, warmup_s=119.4)
     assert single_device_io.describe(cfg, result).splitlines()[1] == (
-        "  start-up hidden by the steady rate: 1,549 samples/s steady, 150 over the whole "
-        "epoch (10.3x); the first batch came after 119 s, the warm-up left out 119 s")
+        f"  start-up hidden by the steady rate: 1,549 samples/s steady ({m['window_steps']} "
+        f"steps, {m['window_samples']} samples timed an epoch), 150 over the whole epoch of 300 "
+        "samples (10.3x, 9.8-11.0 over 8 epochs); the first batch came after 119 s, the "
+        "warm-up left out 119 s")
 
 
 def test_warmup_that_leaves_no_timed_step_is_refused(small_data):

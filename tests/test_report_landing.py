@@ -179,6 +179,35 @@ def test_no_training_speedup_is_taken_from_a_steady_rate_that_hides_the_start_up
     assert "spent so long starting that the steady rate hides it" in text
 
 
+def epochs_of(name: str, median: float, p10: float, p90: float, n: int) -> dict:
+    return {name: median, f"{name}_p10": p10, f"{name}_p90": p90, f"{name}_n": n}
+
+
+def test_a_whole_epoch_speedup_carries_its_spread_and_n_and_reads_the_projected_epoch():
+    """Whole-epoch ratios were published with no spread and no n. DDP's start-up hides
+    behind its steady rate: its speedup is of whole-epoch rates, paired p10 over p90 as the
+    steady one is, over the epochs each rate is of. Where a run stopped at max_steps short
+    of its data set's epoch, the rate compared is the whole epoch projected for the data
+    set, not the cut epoch's."""
+    single, ddp = dist_records()
+    ddp["metrics"].update(startup_gap=113 / 30, startup_hidden=True, devices=2,
+                          threads_per_rank=1, **epochs_of("epoch_samples_per_s", 30, 27, 33, 3))
+    single["metrics"].update(startup_gap=100 / 90, startup_hidden=False, devices=1,
+                             threads_per_rank=1, **epochs_of("epoch_samples_per_s", 90, 88, 92, 3))
+    [finding] = landing.findings([single, ddp])
+    assert finding.claims[0].text() == (
+        "DDP via torchrun on 2 gloo ranks, pyramidnet on cifar10, batch 32, on cpu: 0.33x over "
+        "one process (whole-epoch rates, start-up included: a steady rate hides it) (p10-p90 "
+        "0.29-0.38, n=3 epochs each)")
+    # the 30 samples/s of a cut epoch; a whole epoch of the data set, projected: 50 and 95
+    ddp["metrics"].update(**epochs_of("full_epoch_samples_per_s", 50, 45, 55, 3))
+    single["metrics"].update(**epochs_of("full_epoch_samples_per_s", 95, 93, 97, 3))
+    [finding] = landing.findings([single, ddp])
+    assert "0.53x over one process (whole-epoch rates" in finding.claims[0].text()
+    assert "(p10-p90 0.46-0.59, n=3 epochs each)" in finding.claims[0].text()
+    assert "over a whole epoch of its data set, projected" in finding.caveat
+
+
 def test_io_compares_only_within_the_same_data_set_and_mode():
     runs = [record("io_variants", IO, {"dataset": "fashion-mnist", "mode": m, "variant": v,
                                         "device": "cpu", "model": "toynet", "batch_size": 64},

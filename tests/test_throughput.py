@@ -75,8 +75,9 @@ def test_start_up_is_a_figure_beside_the_steady_rate():
     assert run["epoch_samples_per_s"] == pytest.approx(80 / 10.9)
     assert run["startup_gap"] == pytest.approx(10.9) and run["startup_hidden"] is True
     assert run["startup_note"] == throughput.startup_text(run) == (
-        "start-up hidden by the steady rate: 80 samples/s steady, 7 over the whole epoch "
-        "(10.9x); the first batch came after 10 s, the warm-up left out 10 s")
+        "start-up hidden by the steady rate: 80 samples/s steady (9 steps, 72 samples timed "
+        "an epoch), 7 over the whole epoch of 80 samples (10.9x); the first batch came after "
+        "10 s, the warm-up left out 10 s")
     quick = throughput.rank_share([8] * 10, [0.1] + [0.02] * 9, [0.08] * 10, epoch_s=1.0,
                                   loss_last=1.0, warmup_steps=1)
     run = throughput.run_figures([throughput.across_ranks([quick])])
@@ -111,3 +112,54 @@ def test_a_slowed_rank_shows_as_skew_with_its_interval():
     assert epoch["skew_rank"] == 1 and epoch["rank_skew"] == pytest.approx(3.0)
     assert epoch["rank_skew_low"] == pytest.approx(3.0) and epoch["rank_own_s"] == \
         pytest.approx([0.1, 0.3])
+
+
+def slow_start(steps=30, full_steps=None, full_samples=None, start_s=10.0):
+    """`start_s` of start-up before the first batch, then steps of 0.1 s, 32 samples each."""
+    return throughput.rank_share([32] * steps, [start_s] + [0.0] * (steps - 1), [0.1] * steps,
+                                 epoch_s=start_s + 0.1 * steps, loss_last=1.0, warmup_steps=1,
+                                 full_steps=full_steps, full_samples=full_samples)
+
+
+def test_a_run_cut_by_max_steps_judges_its_start_up_on_a_whole_epoch_of_its_data_set():
+    """The issue's case: 10 s of start-up and 0.1 s steps. Over the 30 steps run the steady
+    rate is 4.3x the epoch's; over a 50,000-sample epoch (1,563 steps of 32) the same
+    start-up is 1.06x: no note, and the window each figure is of is named."""
+    run = throughput.run_figures([throughput.across_ranks([slow_start(30, 1563, 50_000)])])
+    assert run["window_steps"] == 29 and run["window_samples"] == 928
+    assert run["epoch_steps"] == 30 and run["epoch_samples"] == 960
+    assert run["full_epoch_steps"] == 1563 and run["full_epoch_samples"] == 50_000
+    # the epoch as run, then the 1,533 steps it did not run at the 0.1 s steady step
+    assert run["full_epoch_samples_per_s"] == pytest.approx(50_000 / (13.0 + 1533 * 0.1))
+    assert run["window_startup_gap"] == pytest.approx(4.33, abs=0.01)
+    assert run["startup_gap"] == pytest.approx(1.06, abs=0.01) and run["startup_projected"]
+    assert run["startup_hidden"] is False and "startup_note" not in run
+    # a start-up that a whole epoch still feels: the note names the projected epoch
+    slow = throughput.run_figures([throughput.across_ranks([slow_start(30, 1563, 50_000, 400)])])
+    assert slow["startup_hidden"] is True
+    assert slow["startup_note"].startswith(
+        "start-up hidden by the steady rate: 320 samples/s steady (29 steps, 928 samples "
+        "timed an epoch), 90 over a whole epoch of 50,000 samples, projected from the 30 steps "
+        "run and 1,533 more at the steady step (3.6x; the 30 steps run: 134.3x)")
+
+
+def test_a_run_whose_epoch_ran_whole_projects_nothing():
+    """Synthetic batches, or a loader whose every step ran: the epoch as run is the data
+    set's."""
+    for mine in (slow_start(30), slow_start(30, 30, 960)):
+        run = throughput.run_figures([throughput.across_ranks([mine])])
+        assert "full_epoch_samples_per_s" not in run and "startup_projected" not in run
+        assert run["startup_gap"] == pytest.approx(4.33, abs=0.01) and run["startup_hidden"]
+
+
+def test_the_start_up_gap_and_the_whole_epoch_rate_carry_their_spread_and_n():
+    """Three epochs whose start-up took 1, 3 and 10 s: the gap's spread is the epochs'
+    lowest and highest gap, the whole-epoch rate keeps its p10, p90 and n."""
+    epochs = [throughput.across_ranks([slow_start(30, start_s=s)]) for s in (1.0, 3.0, 10.0)]
+    run = throughput.run_figures(epochs)
+    gaps = [320 / (960 / (s + 3.0)) for s in (1.0, 3.0, 10.0)]
+    assert run["startup_gap_low"] == pytest.approx(gaps[0])
+    assert run["startup_gap_high"] == pytest.approx(gaps[2]) and run["startup_gap_n"] == 3
+    assert run["epoch_samples_per_s_n"] == 3
+    assert run["epoch_samples_per_s_p10"] < run["epoch_samples_per_s"] < \
+        run["epoch_samples_per_s_p90"]

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from benchlib.analysis.common import WHOLE_EPOCH, hides_startup
+from benchlib.analysis.common import WHOLE_EPOCH, hides_startup, projected, whole_epoch_rate
 
 # parameters shown as their value alone in a run's label ("preload traverse"), the rest
 # as name=value ("num_workers=2")
@@ -113,9 +113,12 @@ def samples_figure(row: Row, unit: str) -> Figure | None:
     lo, hi = metric(row, "samples_per_s_p10"), metric(row, "samples_per_s_p90")
     spread = (fmt(lo), fmt(hi)) if lo is not None and hi is not None else None
     what = "samples/s"
-    if hides_startup(row.to_frame().T).iloc[0]:  # the frames' rule, for this one run
-        what = (f"samples/s steady, {fmt(metric(row, 'epoch_samples_per_s'))} over the whole "
-                "epoch: the steady rate hides the start-up")
+    one = row.to_frame().T
+    if hides_startup(one).iloc[0]:  # the frames' rule, for this one run
+        epoch = "a whole epoch of its data set (projected)" if projected(one).iloc[0] \
+            else "the whole epoch"
+        what = (f"samples/s steady, {fmt(float(whole_epoch_rate(one).iloc[0]))} over {epoch}: "
+                "the steady rate hides the start-up")
     return Figure(fmt(sps), what, spread, _n(row, "samples_per_s", unit), [("", row["run_id"])])
 
 
@@ -124,7 +127,7 @@ def ratio_figure(row: Row, runs: pd.DataFrame, what: str, unit: str,
     """The run's ratio over the baselines of its work as the study's frame holds it
     (common.with_ratio's `name` columns: the ratio, its spread, what rates it is of and the
     baselines' run ids, looked up in `runs` for their n), or None where it has none.
-    Whole-epoch rates are said so, without a spread."""
+    Whole-epoch rates are said so, with their spread and n over epochs."""
     ratio = metric(row, name)
     if ratio is None:
         return None
@@ -132,32 +135,39 @@ def ratio_figure(row: Row, runs: pd.DataFrame, what: str, unit: str,
     by_id = {r["run_id"]: r for r in rows(runs[runs["run_id"].isin(ids)])}
     bases = [by_id[i] for i in ids if i in by_id]
     sources = [("", row["run_id"]), *(("baseline", i) for i in ids)]
-    if value(row, f"{name}_of") == WHOLE_EPOCH:
-        return Figure(f"{ratio:.2f}x", f"{what} ({WHOLE_EPOCH_NOTE})", None, "", sources)
+    whole = value(row, f"{name}_of") == WHOLE_EPOCH
     low, high = metric(row, f"{name}_p10"), metric(row, f"{name}_p90")
     spread = (f"{low:.2f}", f"{high:.2f}") if low is not None and high is not None else None
-    n = "" if not bases else _pair_n(row, bases[0], unit) if len(bases) == 1 \
-        else _many_n(row, bases, unit)
-    return Figure(f"{ratio:.2f}x", what, spread, n, sources)
+    n = "" if not bases else _pair_n(row, bases[0], unit, whole) if len(bases) == 1 \
+        else _many_n(row, bases, unit, whole)
+    return Figure(f"{ratio:.2f}x", f"{what} ({WHOLE_EPOCH_NOTE})" if whole else what, spread, n,
+                  sources)
 
 
-def _pair_n(row: Row, base: Row, unit: str) -> str:
+def _count(row: Row, unit: str, whole: bool) -> tuple[float | None, str]:
+    """(how many values a run's compared rate is over, of what): a whole-epoch rate's
+    epochs, else its samples/s's (epochs, repeats or launches)."""
+    if whole:
+        return number(float(whole_epoch_rate(row.to_frame().T, "_n").iloc[0])), "epochs"
+    return metric(row, "samples_per_s_n"), spread_unit(row, unit)
+
+
+def _pair_n(row: Row, base: Row, unit: str, whole: bool = False) -> str:
     """'n=12 epochs each', 'n=3 and 5 epochs', 'n=3 launches and 12 epochs' ('' unknown)."""
-    na, nb = metric(row, "samples_per_s_n"), metric(base, "samples_per_s_n")
-    ua, ub = spread_unit(row, unit), spread_unit(base, unit)
+    (na, ua), (nb, ub) = _count(row, unit, whole), _count(base, unit, whole)
     return "" if not (na and nb) else f"n={int(na)} {ua} each" if (na, ua) == (nb, ub) \
         else f"n={int(na)} and {int(nb)} {ua}" if ua == ub \
         else f"n={int(na)} {ua} and {int(nb)} {ub}"
 
 
-def _many_n(row: Row, bases: list[Row], unit: str) -> str:
+def _many_n(row: Row, bases: list[Row], unit: str, whole: bool = False) -> str:
     """'n=12 epochs; 2 baselines, 12+12 epochs' ('' where a count is unknown)."""
-    na, nb = metric(row, "samples_per_s_n"), [metric(b, "samples_per_s_n") for b in bases]
-    if not na or not all(nb):
+    (na, ua), counted = _count(row, unit, whole), [_count(b, unit, whole) for b in bases]
+    if not na or not all(n for n, _ in counted):
         return ""
-    units = {spread_unit(b, unit) for b in bases}
-    return (f"n={int(na)} {spread_unit(row, unit)}; {len(bases)} baselines, "
-            + "+".join(str(int(v)) for v in nb) + f" {'/'.join(sorted(units))}")
+    units = {u for _, u in counted}
+    return (f"n={int(na)} {ua}; {len(bases)} baselines, "
+            + "+".join(str(int(n)) for n, _ in counted) + f" {'/'.join(sorted(units))}")
 
 
 def work_text(row: Row, names: tuple[str, ...] = ("model", "dataset", "batch_size")) -> str:

@@ -41,14 +41,41 @@ def with_hardware(runs: pd.DataFrame) -> pd.DataFrame:
 STEADY, WHOLE_EPOCH = "steady", "whole epoch"
 
 
+def _column(runs: pd.DataFrame, name: str) -> pd.Series:
+    return runs[name].astype(float) if name in runs else pd.Series(float("nan"), index=runs.index)
+
+
+def projected(runs: pd.DataFrame) -> pd.Series:
+    """Each run whose whole-epoch rate is projected for its data set's epoch (it stopped
+    at max_steps short of it: core.throughput.full_epoch)."""
+    return _column(runs, "full_epoch_samples_per_s").gt(0)
+
+
+def whole_epoch_rate(runs: pd.DataFrame, part: str = "") -> pd.Series:
+    """Each run's whole-epoch rate (`part` "": the median; "_p10", "_p90", "_n": its
+    spread and count over epochs): of a whole epoch of its data set, projected where the
+    run stopped short of it, else of its epoch as run. NaN where the record has none."""
+    return _column(runs, f"full_epoch_samples_per_s{part}").where(
+        projected(runs), _column(runs, f"epoch_samples_per_s{part}"))
+
+
+WHOLE_EPOCH_RATE = "whole_epoch_samples_per_s"
+
+
+def with_whole_epoch(runs: pd.DataFrame) -> pd.DataFrame:
+    """`runs` with WHOLE_EPOCH_RATE and its spread (`_p10`, `_p90`, `_min`, `_max`, `_n`):
+    each run's `whole_epoch_rate`, for a side that compares whole-epoch rates
+    (analysis/sides.side reads a single launch's min, max and n)."""
+    return runs.assign(**{f"{WHOLE_EPOCH_RATE}{part}": whole_epoch_rate(runs, part)
+                          for part in ("", "_p10", "_p90", "_min", "_max", "_n")})
+
+
 def hides_startup(runs: pd.DataFrame) -> pd.Series:
     """Each run whose steady rate hides its start-up (the record's `startup_hidden`: more
-    than STARTUP_GAP times its whole-epoch rate)."""
+    than STARTUP_GAP times its whole-epoch rate, of the data set's epoch where projected)."""
     if "startup_hidden" not in runs:
         return pd.Series(False, index=runs.index)
-    epoch = runs["epoch_samples_per_s"] if "epoch_samples_per_s" in runs else \
-        pd.Series(float("nan"), index=runs.index)
-    return runs["startup_hidden"].eq(True) & epoch.notna()
+    return runs["startup_hidden"].eq(True) & whole_epoch_rate(runs).notna()
 
 
 def work_keys(runs: pd.DataFrame, same_work: list[str]) -> pd.Series:
@@ -70,8 +97,7 @@ def comparable_rate(runs: pd.DataFrame, same_work: list[str]) -> tuple[pd.Series
     if runs.empty:
         return pd.Series(dtype=float), pd.Series(dtype=bool)
     whole = hides_startup(runs).groupby(work_keys(runs, same_work)).transform("any").astype(bool)
-    epoch = runs["epoch_samples_per_s"] if "epoch_samples_per_s" in runs else float("nan")
-    return runs["samples_per_s"].where(~whole, epoch).astype(float), whole
+    return runs["samples_per_s"].where(~whole, whole_epoch_rate(runs)).astype(float), whole
 
 
 def with_ratio(runs: pd.DataFrame, same_work: list[str], baseline: pd.Series,
@@ -84,8 +110,9 @@ def with_ratio(runs: pd.DataFrame, same_work: list[str], baseline: pd.Series,
         name_of         what the rates are: steady, or whole epoch where any run of the
                         work hides its start-up
         name_p10/_p90   its spread: the run's p10 over the baselines' highest p90 and its
-                        p90 over their lowest p10 (the widest the spreads allow); NaN where
-                        a p10 or p90 is missing, and for whole-epoch rates (they have none)
+                        p90 over their lowest p10 (the widest the spreads allow), of the
+                        rates compared (whole-epoch ones over epochs); NaN where a p10 or
+                        p90 is missing
         name_baselines  the baselines' run ids, comma-joined, in the frame's order
         name_n          how many baseline runs the median is over (0: none)
 
@@ -95,8 +122,8 @@ def with_ratio(runs: pd.DataFrame, same_work: list[str], baseline: pd.Series,
         return runs.assign(**{c: None for c in _ratio_columns(name)})
     work = work_keys(runs, same_work)
     rate, whole = comparable_rate(runs, same_work)
-    p10, p90 = (runs[c].astype(float) if c in runs else pd.Series(float("nan"), index=runs.index)
-                for c in ("samples_per_s_p10", "samples_per_s_p90"))
+    p10, p90 = (_column(runs, f"samples_per_s{part}").where(~whole, whole_epoch_rate(runs, part))
+                for part in ("_p10", "_p90"))
     bases = baseline.reindex(runs.index, fill_value=False).astype(bool) & rate.gt(0)
     per_work = {}
     for key, group in runs[bases].groupby(work[bases], sort=False):
@@ -108,12 +135,12 @@ def with_ratio(runs: pd.DataFrame, same_work: list[str], baseline: pd.Series,
     none = (float("nan"), "", 0, float("nan"), float("nan"))
     median, ids, n, base_p10, base_p90 = (pd.Series(col, index=runs.index) for col in
                                           zip(*(per_work.get(k, none) for k in work)))
-    steady = ~whole & p10.gt(0) & p90.gt(0)
+    spread = p10.gt(0) & p90.gt(0)
     return runs.assign(**{
         name: rate / median.astype(float),
         f"{name}_of": whole.map({True: WHOLE_EPOCH, False: STEADY}),
-        f"{name}_p10": (p10 / base_p90.astype(float)).where(steady),
-        f"{name}_p90": (p90 / base_p10.astype(float)).where(steady),
+        f"{name}_p10": (p10 / base_p90.astype(float)).where(spread),
+        f"{name}_p90": (p90 / base_p10.astype(float)).where(spread),
         f"{name}_baselines": ids, f"{name}_n": n.astype(int)})
 
 
@@ -148,10 +175,14 @@ def startup_sentence(runs: pd.DataFrame) -> str:
     hidden = runs[hides_startup(runs)] if not runs.empty else runs
     if hidden.empty:
         return ""
-    worst = hidden.loc[(hidden["samples_per_s"] / hidden["epoch_samples_per_s"]).idxmax()]
+    whole = whole_epoch_rate(hidden)
+    worst = (hidden["samples_per_s"] / whole).idxmax()
+    row = hidden.loc[worst]
+    epoch = "a whole epoch of its data set, projected" if projected(hidden)[worst] \
+        else "the whole epoch"
     return (f"{len(hidden)} run(s) spent so long starting that the steady rate hides it (e.g. "
-            f"{worst['run_id']}: {worst['samples_per_s']:,.0f} samples/s steady, "
-            f"{worst['epoch_samples_per_s']:,.0f} over the whole epoch): speedups of their work "
+            f"{row['run_id']}: {row['samples_per_s']:,.0f} samples/s steady, "
+            f"{whole[worst]:,.0f} over {epoch}): speedups of their work "
             "are of whole-epoch rates, start-up included.")
 
 

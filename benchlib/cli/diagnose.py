@@ -1,8 +1,11 @@
 """`benchlib diagnose RUN_ID|LABEL ... [--try [--launches N]]`: what holds each run back,
 the evidence, and the change that helps (benchlib.diagnose.rules); on a failed run, its
 error and its log. `--try` relaunches the run's own row and the row with that change,
-interleaved (original, changed, original, ...), N launches a side, and reports the
-measured difference by the one verdict rule: a direction only from 5 or more a side."""
+interleaved in alternating order (original, changed, then changed, original, ...: drift
+falls on both sides, as the compile study interleaves), N launches a side, and reports the
+measured difference by the one verdict rule: a direction only from 5 or more a side. A
+run on a shared host is tried too (the change its figures alone suggest), and the line
+says which launches shared their cores."""
 
 from __future__ import annotations
 
@@ -94,9 +97,37 @@ def _prefetched_only(params: dict[str, Any]) -> str:
     return ""
 
 
+def order(launches: int) -> list[int]:
+    """The sides of `--try` in the order they launch (0: the row as it ran, 1: changed):
+    0 1 1 0 0 1 ..., each round the other side first, so that a host that drifts (warms,
+    fills its caches, gets busier) does not favour one side."""
+    return [side for r in range(launches) for side in ((0, 1) if r % 2 == 0 else (1, 0))]
+
+
+def shared(original: dict[str, Any], runs: dict[int, list[dict[str, Any]]]) -> str:
+    """'; the host was shared: the original run contended; as it ran, 1 of 2 launches
+    contended; changed, 2 of 2 contended' from each record's contention during its timed
+    steps (the start sample's busy flag for a record without one), '' where none was."""
+    def state(r: dict[str, Any]) -> str | None:
+        measured = (r.get("metrics") or {}).get("host_contention")
+        return measured or ("contended" if (r.get("host_load") or {}).get("busy") else None)
+
+    parts = []
+    if state(original) in ("contended", "borderline"):
+        parts.append(f"the original run {state(original)}")
+    for name, side in (("as it ran", runs[0]), ("changed", runs[1])):
+        counts = [f"{sum(state(r) == s for r in side)} {s}" for s in ("contended", "borderline")
+                  if any(state(r) == s for r in side)]
+        if counts:
+            parts.append(f"{name}, {' and '.join(counts)} of {len(side)} launches")
+    return ("; the host was shared (other tasks on the job's cores during the timed steps): "
+            + "; ".join(parts)) if parts else ""
+
+
 def try_change(record: dict[str, Any], found, args) -> str:
     """The record's row and the row with the diagnosis' change, relaunched in turn
     (`--launches` a side), and the verdict on the two."""
+    from benchlib.analysis.common import WHOLE_EPOCH_RATE, projected, with_whole_epoch
     from benchlib.analysis.sides import judged, side
     from benchlib.config import studies
     from benchlib.records import results
@@ -116,9 +147,8 @@ def try_change(record: dict[str, Any], found, args) -> str:
     rows = [params.single_row(entry.notebook, p, table) for p in (record["params"], tried)]
     params.preflight(rows)
     runs: dict[int, list[dict[str, Any]]] = {0: [], 1: []}
-    for _ in range(args.launches):  # original, changed, original, changed, ...
-        for i, row in enumerate(rows):
-            runs[i].append(sweep.run_row(row, common.outputs(args)))
+    for i in order(args.launches):  # original, changed, changed, original, ...
+        runs[i].append(sweep.run_row(rows[i], common.outputs(args)))
     failed = [r for r in runs[0] + runs[1] if r["status"] != "ok"]
     if failed:
         return (f"  try {change}: {len(failed)} launch(es) failed "
@@ -128,11 +158,14 @@ def try_change(record: dict[str, Any], found, args) -> str:
     if prefetched:
         return (f"  try {change}: no figure: the timed windows of {', '.join(prefetched)} held "
                 "only batches prefetched at start-up")
-    before, after = (results.frame(runs[i]) for i in (0, 1))
+    before, after = (with_whole_epoch(results.frame(runs[i])) for i in (0, 1))
     col, unit = "samples_per_s", "samples/s"
     if any((r.get("metrics") or {}).get("startup_hidden") for r in runs[0] + runs[1]):
-        col, unit = "epoch_samples_per_s", "whole-epoch samples/s (a steady rate hides start-up)"
+        col, unit = WHOLE_EPOCH_RATE, "whole-epoch samples/s (a steady rate hides start-up)"
+        if projected(before).any() or projected(after).any():
+            unit = "whole-epoch samples/s of the data set, projected (a steady rate hides start-up)"
     text = judged(side(change, after, col), side("as it ran", before, col))
     ids = ", ".join(r["run_id"] for r in runs[1])
     return (f"  try {change} ({args.launches} launch{'es' if args.launches > 1 else ''} a side, "
-            f"interleaved with the row as it ran; runs {ids}): {unit} {text}")
+            f"interleaved with the row as it ran; runs {ids}): {unit} {text}"
+            + shared(record, runs))

@@ -2,7 +2,9 @@
 
 A "measured" figure comes only from records of the same work: the same study, testbed and
 parameters (model, data set, variant and mode, batch, device, precision, ranks, ...) but
-for the one knob the advice changes, judged by the one verdict rule
+for the one knob the advice changes, on both records' parameters (a parameter only one of
+them has, such as a `channels_last: True` the other record lacks, is a difference), judged
+by the one verdict rule
 (benchlib.analysis.sides: the ratio of medians with its interval and n; a direction only
 from 5 or more launches a side). Where no such records exist the advice says "not
 measured here" and gives the command that measures it (`diagnose RUN --try --launches 5`).
@@ -11,6 +13,8 @@ No advice names a parameter the run's study does not have.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 from typing import Any
 
@@ -18,7 +22,10 @@ import pandas as pd
 
 from benchlib.analysis import sides
 from benchlib.analysis.claims import value
+from benchlib.analysis.common import WHOLE_EPOCH_RATE, projected, with_whole_epoch
+from benchlib.config import CONFIGS, studies
 from benchlib.core.stats import MIN_LAUNCHES
+from benchlib.errors import ConfigError
 
 # parameters that say how a row was run or kept, not what work it did
 NOT_WORK = ("repeats", "repeat_mode", "seed", "timeout_s", "log_interval", "export_trace",
@@ -35,17 +42,49 @@ def _plain(v: Any) -> str:
     return repr(v)
 
 
+@functools.cache
+def param_names(study: str = "") -> frozenset[str]:
+    """The parameters a record of `study` holds: its config's fields; every study's
+    without one (a frame's row mixes them with its metrics: these are the names that can
+    say what work it did)."""
+    try:
+        configs = [studies.config_class(studies.named(study))] if study else list(CONFIGS.values())
+    except ConfigError:  # a GPU check's step, a study of one's own gone: any study's
+        configs = list(CONFIGS.values())
+    return frozenset(f.name for c in configs for f in dataclasses.fields(c))
+
+
+def work_of(row: pd.Series, names: Any) -> dict[str, Any]:
+    """The parameters of `names` a frame's row has a value of."""
+    return {k: value(row, k) for k in names if k in row.index and value(row, k) is not None}
+
+
+def names_of(record: dict[str, Any]) -> set[str]:
+    """What can be a parameter of a row of the record's study: any study's parameter name
+    and the record's own, less what the record holds as a metric (the same study's rows
+    hold it as one too: Lightning's `strategy`)."""
+    return (set(param_names()) | set(record.get("params") or {})) - \
+        set(record.get("metrics") or {})
+
+
+def differs(mine: dict[str, Any], theirs: dict[str, Any], knobs: tuple[str, ...]) -> list[str]:
+    """The parameters, of either side, whose values differ (one side lacking it is a
+    difference), NOT_WORK's and `knobs` left out."""
+    keys = (set(mine) | set(theirs)) - set(NOT_WORK) - set(knobs)
+    return sorted(k for k in keys if _plain(mine.get(k)) != _plain(theirs.get(k)))
+
+
 def same_work(frame: pd.DataFrame | None, record: dict[str, Any], knob: str) -> pd.DataFrame:
     """The ok records of `frame` (one testbed's) that did the record's work: its study and
-    every parameter of it but `knob` (and NOT_WORK's) equal; their steady rate not taken
-    from a window of prefetched batches only."""
+    every parameter of either record but `knob` (and NOT_WORK's) equal; their steady rate
+    not taken from a window of prefetched batches only."""
     if frame is None or frame.empty or "study" not in frame:
         return pd.DataFrame()
-    params = {k: v for k, v in (record.get("params") or {}).items()
-              if k not in NOT_WORK and k != knob}
-    rows = frame[(frame["study"] == record.get("study")) & (frame["status"] == "ok")]
+    study, names = record.get("study"), names_of(record)
+    mine = {k: v for k, v in (record.get("params") or {}).items() if v is not None}
+    rows = frame[(frame["study"] == study) & (frame["status"] == "ok")]
     keep = [i for i, row in rows.iterrows()
-            if all(_plain(value(row, k)) == _plain(v) for k, v in params.items())
+            if not differs(mine, work_of(row, names), (knob,))
             and value(row, "window_prefetched_only") is not True]
     return rows.loc[keep]
 
@@ -64,9 +103,14 @@ def measured(record: dict[str, Any], same: pd.DataFrame | None, knob: str,
     if base.empty or new.empty:
         return ""
     col, what = "samples_per_s", "samples/s"
-    hidden = pd.concat([base, new]).get("startup_hidden")
+    both = pd.concat([base, new])
+    hidden = both.get("startup_hidden")
     if hidden is not None and hidden.eq(True).any():
-        col, what = "epoch_samples_per_s", "whole-epoch samples/s (a steady rate hides start-up)"
+        base, new = with_whole_epoch(base), with_whole_epoch(new)
+        col, what = WHOLE_EPOCH_RATE, "whole-epoch samples/s (a steady rate hides start-up)"
+        if projected(both).any():
+            what = ("whole-epoch samples/s of the data set, projected (a steady rate hides "
+                    "start-up)")
     a, b = sides.side(f"{knob}={wanted}", new, col), sides.side(f"{knob}={now}", base, col)
     return f"measured here, {what}: {sides.judged(a, b)}"
 

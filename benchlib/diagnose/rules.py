@@ -3,16 +3,25 @@ column of the report's run tables).
 
 A training record carries the evidence: the start-up beside the steady rate (the first
 batch's wait, the whole-epoch rate), each share of a step (waiting for data, DDP's
-all-reduce nothing hid, the rank's own compute) and the slowest rank's skew over the
-others, each with its spread over steps and ranks (benchlib.core.throughput), CUDA's
-allocation retries and OOMs, and how busy the host was at the start; where the run left
-Kineto traces (`export_trace`), Holistic Trace Analysis' breakdowns of them on a CUDA run
-(benchlib.diagnose.traces). The bottleneck is the first of these rules that holds:
+all-reduce nothing hid, the rank's own compute, split into forward and backward) and the
+slowest rank's skew over the others, each with its spread over steps and ranks
+(benchlib.core.throughput), CUDA's allocation retries and OOMs, and the other tasks that
+shared the job's cores during the timed steps; where the run left Kineto traces
+(`export_trace`), Holistic Trace Analysis' breakdowns of them on a CUDA run
+(benchlib.diagnose.traces). The figures with their spread are benchlib.diagnose.figures',
+the lines that show them benchlib.diagnose.evidence's. The bottleneck is the first of
+these rules that holds:
 
-  host-contended        at the start, the host's 1-minute load exceeded its cores or other
-                        tasks were running on every core (benchlib.core.hostload): named
-                        before any other cause, whose figures include the contention
+  host-contended        during the timed steps, other tasks ran on the job's cores
+                        (hostload.CONTENDED a core, on average; borderline from
+                        hostload.BORDERLINE); a record older than that count: at the start,
+                        the 1-minute load exceeded the cores or other tasks ran on every
+                        core. Named before any other cause, whose figures include the
+                        contention; what the figures alone read is the second line, and
+                        its advice (and `--try`'s change) is given beside "rerun on a quiet
+                        host"
   start-up-bound        the steady rate is more than STARTUP_GAP x the whole-epoch rate
+                        (of a whole epoch of the data set, projected where max_steps cut it)
   straggler             one rank's own work a step >= STRAGGLER x the other ranks' median,
                         its extra time >= STRAGGLER_SHARE of a step
   input-bound           >= INPUT_SHARE of each step waits for data (not from a window of
@@ -24,11 +33,12 @@ Kineto traces (`export_trace`), Holistic Trace Analysis' breakdowns of them on a
   compute-bound         >= COMPUTE_SHARE of each step computes
   no single bottleneck  none of the above
 
-A share (or the skew) holds its rule when its whole spread is at or above the threshold;
-where the spread straddles it the verdict is "borderline: X or Y" (Y what the rules after
-it give), never X alone. Where a run's communication is unknown (FSDP2, Lightning, DDP
-without the comm hook) no communication verdict is drawn, and a compute share that would
-hold is "borderline: compute-bound or communication-bound". The thresholds' basis and the
+A share (or the skew, the start-up gap over epochs, the stall share over saves, a CUDA
+step over epochs, the contention) holds its rule when its whole spread is on the rule's
+side of the threshold; where the spread straddles it the verdict is "borderline: X or Y"
+(Y what the rules after it give), never X alone. Where a run's communication is unknown
+(FSDP2, Lightning, DDP without the comm hook) no communication verdict is drawn, and a
+compute share that would hold is "borderline: compute-bound or communication-bound". The thresholds' basis and the
 cases built to check them are in docs/diagnose.md. The advice (benchlib.diagnose.advice)
 quotes what records of the same work measured, else the command that measures it; for
 checkpoint stalls, an asynchronous save or Young/Daly's interval (`benchlib project --mtbf`).
@@ -36,7 +46,6 @@ checkpoint stalls, an asynchronous save or Young/Daly's interval (`benchlib proj
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +56,20 @@ from benchlib.config.studies import GPU_CHECK
 from benchlib.core import hostload
 from benchlib.core.stats import STARTUP_GAP
 from benchlib.core.throughput import startup_text
-from benchlib.diagnose import advice, compile_advice, traces
+from benchlib.diagnose import advice, compile_advice, evidence
+from benchlib.diagnose.figures import (
+    FAILS,
+    HOLDS,
+    STRADDLES,
+    Share,
+    contention,
+    cuda_step,
+    rank_steps,
+    shares,
+    skew_of,
+    stall_share,
+    startup_gap,
+)
 
 STRAGGLER = 1.25  # a rank this many times the other ranks' median
 STRAGGLER_SHARE = 0.20  # and its extra time at least this share of a step (not noise)
@@ -59,7 +81,7 @@ CHECKPOINT_SHARE = 0.05  # saves stalling training this share of its wall time (
 BOTTLENECKS = ("host-contended", "start-up-bound", "straggler", "input-bound",
                "communication-bound", "memory-bound", "checkpoint-stalled", "launch-bound",
                "compute-bound", "no single bottleneck")
-HOLDS, STRADDLES, FAILS = "holds", "straddles", "fails"
+QUIET = "rerun on a quiet host (or a node of its own: sbatch --exclusive)"
 
 
 @dataclass
@@ -70,9 +92,13 @@ class Diagnosis:
     advice: str = ""
     caveat: str = ""
     try_params: dict[str, Any] = field(default_factory=dict)  # the change `--try` runs
+    figures: str = ""  # what the figures alone read, where the host was shared
 
     def text(self) -> str:
-        lines = [f"{self.run_id}: {self.bottleneck}", *(f"  {e}" for e in self.evidence)]
+        lines = [f"{self.run_id}: {self.bottleneck}"]
+        if self.figures:
+            lines.append(f"  its figures alone: {self.figures}")
+        lines += [f"  {e}" for e in self.evidence]
         if self.advice:
             lines.append(f"  advice: {self.advice}")
         if self.caveat:
@@ -80,162 +106,32 @@ class Diagnosis:
         return "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class Share:
-    """A share of a step (or the skew) with its spread; low = high where none was kept."""
-
-    value: float
-    low: float
-    high: float
-    spread: bool = True
-
-    def state(self, threshold: float) -> str:
-        return HOLDS if self.low >= threshold else FAILS if self.high < threshold else STRADDLES
-
-    def pct(self) -> str:
-        return f"{self.value:.0%}" + (f" ({self.low:.0%}-{self.high:.0%})" if self.spread else "")
-
-
-def _share(m: dict[str, Any], name: str, fallback: float | None) -> Share | None:
-    """`name` with its spread as the record keeps it, else the point `fallback` (an older
-    record, or one built by hand)."""
-    if m.get(name) is not None and m.get(f"{name}_low") is not None:
-        return Share(m[name], m[f"{name}_low"], m[f"{name}_high"])
-    return None if fallback is None else Share(fallback, fallback, fallback, spread=False)
-
-
-def shares(m: dict[str, Any]) -> dict[str, Share | None]:
-    """data, compute and exposed communication as shares of a step, with their spread over
-    steps and ranks where the record keeps it; else from rank 0's mean times."""
-    data, compute = m.get("data_s"), m.get("compute_s")
-    point = {"data": None, "compute": None, "comm": None}
-    if data is not None and compute is not None and data + compute > 0:
-        step = data + compute
-        exposed = m.get("comm_exposed_s")  # inside compute_s: the step's wait for the all-reduce
-        point = {"data": data / step, "compute": max(compute - (exposed or 0.0), 0.0) / step,
-                 "comm": exposed / step if exposed is not None else None}
-    return {"data": _share(m, "data_share", point["data"]),
-            "compute": _share(m, "compute_share", point["compute"]),
-            "comm": _share(m, "comm_share", point["comm"])}
-
-
-def rank_steps(record: dict[str, Any]) -> list[float]:
-    """Each rank's own work per step, the median over the record's epochs: as each epoch
-    keeps it (`rank_own_s`), else its mean step less the all-reduce time nothing hid on
-    that rank. In synchronous DDP every rank's step lasts as long as the slowest's, the
-    fast ones waiting inside the all-reduce: without that wait taken out, a straggler
-    would not show."""
-    kept = (record.get("details") or {}).get("epochs", [])
-    own = [e["rank_own_s"] for e in kept if isinstance(e.get("rank_own_s"), list) and e["rank_own_s"]]
-    if own:
-        return [statistics.median(o[r] for o in own) for r in range(len(own[0]))]
-    epochs = [e.get("rank_step_s") for e in kept]
-    epochs = [e for e in epochs if isinstance(e, list) and e]
-    if not epochs:
-        return []
-    steps = [statistics.median(e[r] for e in epochs if r < len(e)) for r in range(len(epochs[0]))]
-    waits = (record.get("details") or {}).get("rank_comm_exposed_s")
-    if isinstance(waits, list) and len(waits) == len(steps) and None not in waits:
-        steps = [max(s - w, 0.0) for s, w in zip(steps, waits)]
-    return steps
-
-
-def skew_of(record: dict[str, Any]) -> tuple[int, Share, float] | None:
-    """(the slowest rank, its skew over the others with its spread, its extra time as a
-    share of a step), for a run of several ranks."""
-    m, steps = record.get("metrics") or {}, rank_steps(record)
-    if len(steps) < 2:
-        return None
-    slowest = max(range(len(steps)), key=steps.__getitem__)
-    others = statistics.median(s for r, s in enumerate(steps) if r != slowest)
-    # the others did nothing of their own (all waiting): any work of the slowest's stands out
-    point = steps[slowest] / others if others > 0 else (float("inf") if steps[slowest] else 1.0)
-    skew = _share(m, "rank_skew", point)
-    step = (m.get("data_s") or 0) + (m.get("compute_s") or 0)
-    return slowest, skew, (steps[slowest] - others) / step if step > 0 else 0.0
-
-
-def _seconds(v: float | None) -> str:
-    """'2.15 s', '3.2 ms', '6 µs'."""
-    if v is None:
-        return "?"
-    return f"{v:.3g} s" if v >= 1 else f"{v * 1e3:.3g} ms" if v >= 1e-3 else f"{v * 1e6:.3g} µs"
-
-
-def _evidence(record: dict[str, Any], part: dict[str, Share | None], skewed) -> list[str]:
-    m = record.get("metrics") or {}
-    lines = [f"steps of {m['step_figures_of']}"] if m.get("step_figures_of") else []
-    if m.get("epoch_samples_per_s") is not None and m.get("samples_per_s") is not None:
-        lines.append(f"start-up: first batch after {_seconds(m.get('first_batch_s'))}; "
-                     f"{m['epoch_samples_per_s']:,.0f} samples/s over the whole epoch against "
-                     f"{m['samples_per_s']:,.0f} steady ({m.get('startup_gap', 0):.1f}x)"
-                     + ("; the steady rate hides it" if m.get("startup_hidden") else ""))
-    if m.get("window_prefetched_only"):
-        lines.append(f"the timed window held only batches the workers prefetched at start-up "
-                     f"({m.get('steps')} steps an epoch): no input verdict from it; a longer "
-                     "window (max_steps) measures what the workers supply")
-    if part["data"] is not None:
-        spread = " (95% interval over steps and ranks)" if part["data"].spread else ""
-        lines.append(f"each step: {part['data'].pct()} waiting for data, "
-                     f"{part['compute'].pct()} computing{spread} (data "
-                     f"{m['data_s'] * 1e3:.1f} ms, compute {m['compute_s'] * 1e3:.1f} ms, rank 0)")
-    if m.get("comm_s") is not None:
-        hidden = m.get("comm_hidden_fraction")
-        lines.append(f"all-reduce {m['comm_s'] * 1e3:.1f} ms a step, "
-                     f"{m['comm_exposed_s'] * 1e3:.1f} ms of it not hidden by backward"
-                     + (f" ({hidden:.0%} hidden)" if hidden is not None else "")
-                     + (f": {part['comm'].pct()} of a step" if part["comm"] else ""))
-    if m.get("comm_unknown"):
-        lines.append(f"communication unknown: {m['comm_unknown']}; the compute share includes it")
-    trace_dir = (record.get("details") or {}).get("trace_dir")
-    if trace_dir:  # HTA's view of the same steps, where it can see them
-        lines += traces.evidence(trace_dir)
-    if skewed is not None:
-        slowest, skew, _ = skewed
-        lines.append(f"each rank's own work a step: "
-                     f"{', '.join(f'{s * 1e3:.0f}' for s in rank_steps(record))} ms; the slowest "
-                     f"(rank {slowest}) {skew.value:.2f}x the others' median"
-                     + (f" ({skew.low:.2f}-{skew.high:.2f} over steps)" if skew.spread else ""))
-    if m.get("alloc_retries") is not None:
-        lines.append(f"CUDA allocator: {m['alloc_retries']} retries, {m.get('ooms')} OOMs, "
-                     f"peak reserved {m.get('peak_reserved_bytes', 0) / 2**30:.1f} GiB")
-    load = (record.get("host_load") or {}).get("start") or {}
-    if load:
-        lines.append(f"host at start: {hostload.figures(load)}")
-    stalled = m.get("checkpoint_stall_share")
-    if stalled is not None:
-        lines.append(f"checkpoint saves stalled training {stalled:.1%} of its wall time "
-                     f"({m.get('checkpoints_written')} saves, {m.get('checkpoint_mode')}, "
-                     f"{_seconds(m.get('checkpoint_blocking_s') or 0)} each)")
-    return lines
-
-
 def _rules(record: dict[str, Any], part: dict[str, Share | None], skewed) -> list[tuple]:
     """(bottleneck, state, its borderline partner or None) of each rule, in order."""
     m = record.get("metrics") or {}
-    busy = bool((record.get("host_load") or {}).get("busy"))
     unknown = bool(m.get("comm_unknown"))
 
-    def by(share: Share | None, threshold: float) -> str:
-        return FAILS if share is None else share.state(threshold)
+    def by(share: Share | None, threshold: float, **how) -> str:
+        return FAILS if share is None else share.state(threshold, **how)
 
     straggler = FAILS
     if skewed is not None and skewed[2] >= STRAGGLER_SHARE:
         straggler = skewed[1].state(STRAGGLER)
-    cuda_step = m.get("batch_s") if m.get("device_type") == "cuda" else None
+    gap = startup_gap(m)
+    startup = by(gap, STARTUP_GAP, strict=True) if gap is not None else \
+        HOLDS if m.get("startup_hidden") else FAILS
     compute = by(part["compute"], COMPUTE_SHARE)
     return [
-        ("host-contended", HOLDS if busy else FAILS, None),
-        ("start-up-bound", HOLDS if m.get("startup_hidden") else FAILS, None),
+        ("host-contended", contention(record)[0], None),
+        ("start-up-bound", startup, None),
         ("straggler", straggler, None),
         ("input-bound", FAILS if m.get("window_prefetched_only")
          else by(part["data"], INPUT_SHARE), None),
         ("communication-bound", FAILS if unknown else by(part["comm"], COMM_SHARE), None),
         ("memory-bound", HOLDS if (m.get("alloc_retries") or 0) > 0 or (m.get("ooms") or 0) > 0
          else FAILS, None),
-        ("checkpoint-stalled", HOLDS if (m.get("checkpoint_stall_share") or 0) > CHECKPOINT_SHARE
-         else FAILS, None),
-        ("launch-bound", HOLDS if cuda_step is not None and cuda_step < LAUNCH_S else FAILS, None),
+        ("checkpoint-stalled", by(stall_share(m), CHECKPOINT_SHARE, strict=True), None),
+        ("launch-bound", by(cuda_step(record), LAUNCH_S, above=False), None),
         # the compute share of a run whose communication is unknown includes it
         ("compute-bound", STRADDLES if unknown and compute != FAILS else compute,
          "communication-bound" if unknown else None),
@@ -257,67 +153,109 @@ def first_bottleneck(rules: list[tuple]) -> tuple[str, str]:
 
 def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -> Diagnosis:
     """The bottleneck of one record, its evidence lines and the advice (measured where
-    `same_testbed`, a frame of this testbed's records, holds the same work changed)."""
-    m, p = record.get("metrics") or {}, record.get("params") or {}
+    `same_testbed`, a frame of this testbed's records, holds the same work changed). Where
+    the host was shared (or may have been: borderline), what the figures alone read is a
+    line of its own, and its advice and change stand beside rerunning on a quiet host."""
+    m = record.get("metrics") or {}
     part, skewed = shares(m), skew_of(record)
     rules = _rules(record, part, skewed)
     bottleneck, rule = first_bottleneck(rules)
-    d = Diagnosis(record.get("run_id", "?"), bottleneck, _evidence(record, part, skewed))
-    if bottleneck.startswith("borderline"):
-        d.advice = _borderline_advice(rule, part, skewed, m)
-    elif rule == "host-contended":
-        rest, _ = first_bottleneck(rules[1:])
-        d.advice = ("rerun on a quiet host (or a node of its own: sbatch --exclusive); its "
-                    f"figures alone would read {rest}, which the contention may have made")
-    elif rule == "start-up-bound":
-        d.advice = advice.startup_advice(record)
-    elif rule == "straggler":
-        slowest, skew, _ = skewed
-        nproc = len(rank_steps(record))
-        d.advice = (f"rank {slowest} is {skew.value:.2f}x the other ranks: find the slow device "
-                    f"or node with {_doctor_command(p, nproc)}, then leave it out or fix it")
-        # one node whose last rank is the slow one: fewer ranks per node leave exactly it out
-        if p.get("nproc_per_node") == nproc and slowest == nproc - 1 and nproc > 1:
-            d.try_params = {"nproc_per_node": nproc - 1}
-    elif rule == "input-bound":
-        d.advice, d.try_params = advice.input_advice(record, same_testbed)
-    elif rule == "communication-bound":
-        d.advice, d.try_params = advice.comm_advice(record, part["comm"].value, same_testbed)
-    elif rule == "memory-bound":
-        d.advice = (f"the allocator retried {m.get('alloc_retries')} times: the batch is near "
-                    f"the memory's edge; `python -m benchlib maxbatch --model {p.get('model')}` "
-                    "finds the largest that trains, activation checkpointing (notebook 50) "
-                    "trades compute for memory")
-    elif rule == "checkpoint-stalled":
-        d.advice, d.try_params = advice.checkpoint_advice(m, p, record.get("run_id", "RUN"))
-    elif rule == "launch-bound":
-        d.advice = (f"a step takes {m['batch_s'] * 1e3:.2f} ms: too little work per kernel "
-                    "launch; a larger batch, or torch.compile (fewer, fused kernels)")
-    elif rule == "compute-bound":
-        d.advice, d.try_params = advice.compute_advice(record, same_testbed)
-        d.advice += compile_advice.sentence(record, same_testbed)  # measured, or its command
+    d = Diagnosis(record.get("run_id", "?"), bottleneck,
+                  evidence.lines(record, part, skewed, contention(record)[1]))
+    if rule == "host-contended":
+        d.figures, figures_rule = first_bottleneck(rules[1:])
+        said, d.try_params = _advice(record, d.figures, figures_rule, part, skewed, same_testbed)
+        why = _borderline_advice(rule, record, part, skewed) + "; " \
+            if bottleneck.startswith("borderline") else ""
+        d.advice = (f"{why}{QUIET}: its figures include the contention; for what they alone "
+                    f"read ({d.figures}): {said or 'nothing to change'}")
+    else:
+        d.advice, d.try_params = _advice(record, bottleneck, rule, part, skewed, same_testbed)
     hidden = startup_text(m)
     if hidden and rule != "start-up-bound":
         d.caveat = hidden
     return d
 
 
-def _borderline_advice(rule: str, part: dict, skewed, m: dict[str, Any]) -> str:
-    """Why no verdict: the share whose spread straddles its threshold, and what narrows it."""
+def _advice(record: dict[str, Any], bottleneck: str, rule: str, part: dict, skewed,
+            same: pd.DataFrame | None) -> tuple[str, dict[str, Any]]:
+    """(advice, the change `--try` runs) for `bottleneck`, from the rule it came from."""
+    m, p = record.get("metrics") or {}, record.get("params") or {}
+    if bottleneck.startswith("borderline"):
+        return _borderline_advice(rule, record, part, skewed), {}
+    if rule == "start-up-bound":
+        return advice.startup_advice(record), {}
+    if rule == "straggler":
+        slowest, skew, _ = skewed
+        nproc = len(rank_steps(record))
+        said = (f"rank {slowest} is {skew.value:.2f}x the other ranks: find the slow device "
+                f"or node with {_doctor_command(p, nproc)}, then leave it out or fix it")
+        # one node whose last rank is the slow one: fewer ranks per node leave exactly it out
+        if p.get("nproc_per_node") == nproc and slowest == nproc - 1 and nproc > 1:
+            return said, {"nproc_per_node": nproc - 1}
+        return said, {}
+    if rule == "input-bound":
+        return advice.input_advice(record, same)
+    if rule == "communication-bound":
+        return advice.comm_advice(record, part["comm"].value, same)
+    if rule == "memory-bound":
+        return (f"the allocator retried {m.get('alloc_retries')} times: the batch is near "
+                f"the memory's edge; `python -m benchlib maxbatch --model {p.get('model')}` "
+                "finds the largest that trains, activation checkpointing (notebook 50) "
+                "trades compute for memory"), {}
+    if rule == "checkpoint-stalled":
+        return advice.checkpoint_advice(m, p, record.get("run_id", "RUN"))
+    if rule == "launch-bound":
+        return (f"a step takes {m['batch_s'] * 1e3:.2f} ms: too little work per kernel "
+                "launch; a larger batch, or torch.compile (fewer, fused kernels)"), {}
+    if rule == "compute-bound":
+        said, change = advice.compute_advice(record, same)
+        return said + compile_advice.sentence(record, same), change  # measured, or its command
+    return "", {}
+
+
+def _spans(what: str, shown: str, over: str, limit: str) -> str:
+    return (f"{what} spans {shown} {over}, across the {limit} threshold: no verdict from this "
+            "run")
+
+
+def _borderline_advice(rule: str, record: dict[str, Any], part: dict, skewed) -> str:
+    """Why no verdict: the figure whose spread straddles its threshold, and what narrows it."""
+    m = record.get("metrics") or {}
     if rule == "compute-bound" and m.get("comm_unknown"):
         return (f"{m['comm_unknown']}, so computing and communicating are not told apart "
                 f"({part['compute'].pct()} of a step is both)")
+    if rule == "host-contended":
+        cores = m.get("host_cores") or 1
+        return (f"other tasks ran on the job's {cores} cores during the timed steps, "
+                f"{m.get('host_others_running', 0) / cores:.2f} a core on average: from "
+                f"{hostload.BORDERLINE:.2f} a core the figures may include them, from "
+                f"{hostload.CONTENDED:.2f} they do")
+    more = "; more steps (max_steps) or a quieter host narrow it"
+    if rule == "start-up-bound":
+        gap = startup_gap(m)
+        return _spans("the start-up gap", f"{gap.low:.1f}-{gap.high:.1f}x", f"over {gap.n} "
+                      "epochs", f"{STARTUP_GAP:.1f}x") + "; more epochs (or launches) narrow it"
+    if rule == "checkpoint-stalled":
+        stall = stall_share(m)
+        return _spans("the checkpoint stall share", f"{stall.low:.1%}-{stall.high:.1%}",
+                      f"at the p10-p90 of a save's stall ({stall.n} saves)",
+                      f"{CHECKPOINT_SHARE:.0%}") + "; more saves narrow it"
+    if rule == "launch-bound":
+        step = cuda_step(record)
+        return _spans("a CUDA step", f"{step.low * 1e3:.2f}-{step.high * 1e3:.2f} ms",
+                      f"over {step.n} epochs", f"{LAUNCH_S * 1e3:g} ms") + more
+    if rule == "straggler":
+        skew = skewed[1]
+        return _spans("the slowest rank's skew", f"{skew.low:.2f}-{skew.high:.2f}x",
+                      "over steps and ranks", f"{STRAGGLER:.2f}x") + more
     share, threshold, what = {
-        "straggler": (skewed[1] if skewed else None, STRAGGLER, "the slowest rank's skew"),
         "input-bound": (part["data"], INPUT_SHARE, "the data share"),
         "communication-bound": (part["comm"], COMM_SHARE, "the all-reduce share"),
         "compute-bound": (part["compute"], COMPUTE_SHARE, "the compute share"),
     }[rule]
-    shown = f"{share.low:.2f}-{share.high:.2f}x" if rule == "straggler" else \
-        f"{share.low:.0%}-{share.high:.0%}"
-    limit = f"{threshold:.2f}x" if rule == "straggler" else f"{threshold:.0%}"
-    return (f"{what} spans {shown} over steps and ranks, across the {limit} threshold: no "
-            "verdict from this run; more steps (max_steps) or a quieter host narrow it")
+    return _spans(what, f"{share.low:.0%}-{share.high:.0%}", "over steps and ranks",
+                  f"{threshold:.0%}") + more
 
 
 def _doctor_command(p: dict, ranks: int) -> str:
@@ -347,4 +285,5 @@ def why_not(record: dict[str, Any]) -> str:
         f"not a training run with step times ({record.get('study')})"
 
 
-__all__ = ["BOTTLENECKS", "STARTUP_GAP", "Diagnosis", "column", "diagnose", "shares", "why_not"]
+__all__ = ["BOTTLENECKS", "FAILS", "HOLDS", "STARTUP_GAP", "STRADDLES", "Diagnosis", "column",
+           "diagnose", "shares", "why_not"]

@@ -10,6 +10,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from benchlib.core import hostload
 from benchlib.distributed.env import first_host
 
 
@@ -55,11 +56,13 @@ def torchrun_argv(module: str, args: list[str], nproc_per_node: int, port: int,
 
 
 def thread_env(nproc: int, env: dict[str, str] | None = None) -> dict[str, str]:
-    """The ranks share this host's cores: OMP_NUM_THREADS = cores // ranks, unless the
-    user set it. torchrun alone would set 1, mp.spawn and tcp nothing; oversubscribed
-    ranks on a CPU run several times slower, and that is not what a launcher costs."""
+    """The ranks share the cores the job may use (its affinity and cgroup quota:
+    hostload.job_cores, not the host's count, which a Slurm cpuset of 4 of 64 cores
+    would oversubscribe 16 times): OMP_NUM_THREADS = cores // ranks, unless the user set
+    it. torchrun alone would set 1, mp.spawn and tcp nothing; oversubscribed ranks on a
+    CPU run several times slower, and that is not what a launcher costs."""
     env = dict(os.environ if env is None else env)
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+    env.setdefault("OMP_NUM_THREADS", str(max(1, hostload.job_cores() // nproc)))
     return env
 
 

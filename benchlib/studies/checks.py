@@ -5,10 +5,10 @@ is only loaded (a Slurm login node)."""
 from __future__ import annotations
 
 import math
-import os
 from typing import Any
 
 from benchlib.config.choices import MADE_ON_DEVICE, SYNTHETIC_STEPS
+from benchlib.core import hostload
 from benchlib.data.manifest import describe
 from benchlib.distributed.device import choose_backend, uses_cuda
 from benchlib.errors import ConfigError
@@ -24,14 +24,14 @@ def device_and_backend(device: str, backend: str) -> bool:
 def visible_devices(cuda: bool) -> int:
     import torch
 
-    return torch.cuda.device_count() if cuda else (os.cpu_count() or 1)
+    return torch.cuda.device_count() if cuda else hostload.job_cores()  # a Slurm cpuset's
 
 
 def ranks_fit(field: str, ranks: int, cuda: bool) -> None:
     """One rank per GPU, or per CPU core: more would share a device and measure that."""
     visible = visible_devices(cuda)
     if ranks > visible:
-        what = "GPUs are visible" if cuda else "CPU cores are there (one rank each)"
+        what = "GPUs are visible" if cuda else "CPU cores are this job's (one rank each)"
         raise ConfigError(field, f"{ranks} ranks asked for on this host, but only {visible} {what}")
 
 

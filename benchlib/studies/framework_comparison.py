@@ -86,7 +86,7 @@ def preflight(cfg: FrameworkComparisonConfig) -> None:
     check_precision(cfg.precision, "cuda" if cuda else "cpu")
     visible = checks.visible_devices(cuda)
     if cfg.nproc_per_node > visible:
-        what = "GPUs are visible" if cuda else "CPU cores are there (one rank each)"
+        what = "GPUs are visible" if cuda else "CPU cores are this job's (one rank each)"
         raise ConfigError("nproc_per_node", f"{cfg.nproc_per_node} asked for, but only "
                           f"{visible} {what}")
     own = checks.own_code_trains(cfg)

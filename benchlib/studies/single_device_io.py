@@ -178,7 +178,11 @@ def _measure(cfg: SingleDeviceIoConfig, prepared: storage.Prepared, device: torc
             total_s += times.epoch_s
             epochs.append({"epoch_s": times.epoch_s, "first_batch_s": times.data_s[0],
                            "warmup_s": sum(times.data_s[:warmup]) + sum(times.compute_s[:warmup]),
-                           "epoch_samples_per_s": sum(times.samples) / times.epoch_s})
+                           "epoch_samples_per_s": sum(times.samples) / times.epoch_s,
+                           # the window this epoch timed: its steady rate and start-up gap
+                           "samples_per_s": sum(n) / (sum(d) + sum(c)),
+                           "epoch_steps": len(times.samples), "window_steps": len(n),
+                           "window_samples": sum(n), "epoch_samples": sum(times.samples)})
             if not first_steps:
                 first_steps = {"data_s": times.data_s, "compute_s": times.compute_s,
                                "warmup": times.warmup}

@@ -177,6 +177,18 @@ def _steps_an_epoch(loader, max_steps: int | None) -> float:
     return min(steps, max_steps) if max_steps else steps
 
 
+def _data_set_epoch(loader, sampler, job: Job) -> tuple[int | None, int | None]:
+    """(steps, samples) of this rank's epoch of the data set, whatever `max_steps` cut:
+    what a run that stopped short projects its whole epoch from; (None, None) for
+    synthetic batches (their epoch is the window) or a loader without a length."""
+    if job.dataset is None:
+        return None, None
+    try:
+        return len(loader), len(sampler if sampler is not None else job.dataset)
+    except TypeError:
+        return None, None
+
+
 def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend: str) -> dict:
     if device.type != "cuda":  # libraries' code loaded on first use: not the model's bytes
         memory.warm_kernels()
@@ -233,6 +245,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     # the energy window opens where samples/s's does: past the prefetched batches too
     timed_from = throughput.window_start(args.warmup_steps, prefetched,
                                          _steps_an_epoch(loader, args.max_steps))
+    full = _data_set_epoch(loader, sampler, job)
     window_start: list[float] = []  # when the first epoch's timed steps began (wall clock)
 
     def on_timed() -> None:  # the energy meter's edge, and where a compile should be done
@@ -249,7 +262,8 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
             saves.end_epoch(times, args.warmup_steps)
         mine = throughput.rank_share(times.samples, times.data_s, times.compute_s,
                                      times.epoch_s, times.loss_last, args.warmup_steps,
-                                     waits, prefetched, times.forward_s, times.backward_s)
+                                     waits, prefetched, times.forward_s, times.backward_s,
+                                     *full)
         epochs.append({"epoch": epoch, **throughput.across_ranks(gather_objects(mine), env.rank)})
         window_samples += sum(times.timed()[2])  # the samples the energy window saw
         if epoch == 0:  # every step, the warm-up ones too: where a compile's time goes

@@ -170,7 +170,8 @@ class ThroughputTimer(pl.Callback):
         compute_s = [self.marks.seconds(h, e) for h, e in zip(self.handed, self.ends[1:])]
         mine = throughput.rank_share(self.samples, data_s, compute_s, epoch_s,
                                      self.loss.item(), self.warmup_steps,
-                                     prefetched=self.prefetched)
+                                     prefetched=self.prefetched,
+                                     **_data_set_epoch(trainer.train_dataloader))
         everyone = gather_objects(mine)
         if trainer.global_rank != 0:
             return
@@ -178,6 +179,15 @@ class ThroughputTimer(pl.Callback):
         self.epochs.append({"repeat": index // self.epochs_per_repeat,
                             "epoch": index % self.epochs_per_repeat,
                             **throughput.across_ranks(everyone)})
+
+
+def _data_set_epoch(loader: Any) -> dict[str, int]:
+    """This rank's epoch of its data (steps, samples), whatever `limit_train_batches` cut:
+    what a run that stopped short projects its whole epoch from; {} where unknown."""
+    try:
+        return {"full_steps": len(loader), "full_samples": len(loader.sampler)}
+    except (TypeError, AttributeError):
+        return {}
 
 
 class FailFast(pl.Callback):
