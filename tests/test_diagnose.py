@@ -532,12 +532,22 @@ def io_runs(tmp_path_factory, small_data):
     flags = ["io", "1", "cpu", "--path", str(small_data), "--variant", "raw", "--mode",
              "traverse", "--repeats", "1", "--batch-size", "32"]
     crossed, same = root / "crossed", root / "same"
-    for table, dataset, workers in (("fashion0", "fashion-mnist", 0), ("mine2", "mydataset", 2)):
-        assert main([*flags, "--dataset", dataset, "--num-workers", str(workers), "--table", table,
-                     "--outputs", str(crossed)]) == 0
-    shutil.copytree(crossed, same)
-    assert main([*flags, "--dataset", "fashion-mnist", "--num-workers", "2", "--table",
-                 "fashion2", "--outputs", str(same)]) == 0
+    # a command run here with --outputs sets BENCHLIB_OUTPUTS for this process: put back
+    # after, or every other module's test on this worker would resolve outputs/ in here
+    before = os.environ.get("BENCHLIB_OUTPUTS")
+    try:
+        for table, dataset, workers in (("fashion0", "fashion-mnist", 0),
+                                        ("mine2", "mydataset", 2)):
+            assert main([*flags, "--dataset", dataset, "--num-workers", str(workers), "--table",
+                         table, "--outputs", str(crossed)]) == 0
+        shutil.copytree(crossed, same)
+        assert main([*flags, "--dataset", "fashion-mnist", "--num-workers", "2", "--table",
+                     "fashion2", "--outputs", str(same)]) == 0
+    finally:
+        if before is None:
+            os.environ.pop("BENCHLIB_OUTPUTS", None)
+        else:
+            os.environ["BENCHLIB_OUTPUTS"] = before
     for record_file in [*crossed.glob("results/*/*.json"), *same.glob("results/*/*.json")]:
         rec = json.loads(record_file.read_text())  # the case as built, not the suite's neighbours
         record_file.write_text(json.dumps({**rec, "host_load": {"busy": False, "start": {}}}))

@@ -4,6 +4,7 @@ defaults."""
 
 import dataclasses
 import functools
+import os
 import typing
 
 import pytest
@@ -245,9 +246,11 @@ def study_launches(name: str) -> tuple:
     return tuple(found.values())
 
 
-# the studies that train a model by starting workers (notebook 10 trains in its kernel)
+# the studies that train a model by starting workers (notebook 10 trains in its kernel);
+# their launches are planned here, at collection, with `outputs/` resolved where it is now
 LAUNCHING = [s.name for s in registry.registry() if s.module and studies.trains(s.name)
              and study_launches(s.name)]
+PLANNED_OUTPUTS = os.environ.get("BENCHLIB_OUTPUTS")
 LAUNCHED = {"nproc_per_node"}  # the launcher starts the ranks; a worker's flag is a platform's
 
 
@@ -281,12 +284,19 @@ def assert_carries(source, given: dict, parser, where: str, handed=()) -> None:
 
 
 @pytest.mark.parametrize("name", LAUNCHING)
-def test_every_field_a_study_composes_reaches_its_workers_run_json_with_its_value(name):
+def test_every_field_a_study_composes_reaches_its_workers_run_json_with_its_value(
+        name, monkeypatch):
     """Every study that starts a worker hands it, by name, every field of its config that
     the worker has a flag for (the training fields, the performance settings, the faults
     to inject, notebook 15's trial fields, notebook 40's JAX fields), each launch as the
     study plans it (its `launches`); but what a launch hands otherwise on purpose, which
     it says (`Launch.handed`: the eager side's compile off, DLPerf's warm-up, ...)."""
+    # the paths are read back as the launches were planned (a module fixture on this
+    # worker may have moved BENCHLIB_OUTPUTS since)
+    if PLANNED_OUTPUTS is None:
+        monkeypatch.delenv("BENCHLIB_OUTPUTS", raising=False)
+    else:
+        monkeypatch.setenv("BENCHLIB_OUTPUTS", PLANNED_OUTPUTS)
     for cfg, launch in study_launches(name):
         parser = worker_parser(launch.worker)
         assert_carries(cfg, given(cfg, launch.params, parser), parser,
