@@ -18,7 +18,10 @@ from benchlib.launch.protocol import JOINED
 from benchlib.records import results
 from benchlib.report import publish
 
-pytestmark = pytest.mark.notebook
+# the module's one sweep (19 rows of real launches and a report) runs inside its first
+# test's time box: 4-5 minutes on a quiet 2-core host, 10 beside a busy suite; the box is
+# there to catch a hang, not to time the sweep
+pytestmark = [pytest.mark.notebook, pytest.mark.timeout(1500)]
 
 PLAN = """
 studies:
