@@ -49,6 +49,22 @@ def find_or_install_chromium() -> tuple[str | None, str]:
     return (found, "") if found else (None, "apt-get installed chromium but it is not on PATH")
 
 
+@contextlib.contextmanager
+def chromium_browser():
+    """Debian's chromium, headless, under Playwright (`skip` where it cannot be had: no
+    root to install it); the report tests share one per module (their `headless_chromium`)."""
+    import pytest
+    from playwright.sync_api import sync_playwright
+
+    path, why = find_or_install_chromium()
+    if path is None:
+        pytest.skip(why)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=path, headless=True)
+        yield browser
+        browser.close()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -109,6 +109,15 @@ def fresh_env_capture():
         os.environ["BENCHLIB_OUTPUTS"] = before
 
 
+@pytest.fixture(scope="module")
+def headless_chromium():
+    """One headless chromium for a module's browser tests (tests/browser.py)."""
+    from browser import chromium_browser
+
+    with chromium_browser() as browser:
+        yield browser
+
+
 def write_params(tmp_path: Path, text: str, name: str = "study.yaml") -> Path:
     path = tmp_path / name
     path.write_text(text)

@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from browser import ROOT, broken_images, find_or_install_chromium, open_offline, screenshot
+from browser import ROOT, broken_images, open_offline, screenshot
 from conftest import TRIVIAL
 
 from benchlib.cli import main
@@ -276,17 +276,6 @@ def test_pages_are_kept_when_nothing_changed_and_redone_when_the_header_does(sit
 
 # ---------------------------------------------------------------- in a browser
 
-@pytest.fixture(scope="module")
-def headless_chromium():
-    path, why = find_or_install_chromium()
-    if path is None:
-        pytest.skip(why)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=path, headless=True)
-        yield browser
-        browser.close()
 
 
 def test_landing_and_run_pages_render_from_file_offline_with_every_plot(site, headless_chromium):

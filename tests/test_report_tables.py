@@ -10,7 +10,7 @@ import html
 import re
 
 import pytest
-from browser import ROOT, find_or_install_chromium, open_offline
+from browser import ROOT, open_offline
 
 from benchlib.core import envinfo
 from benchlib.projection.inputs import build_inputs
@@ -98,17 +98,6 @@ def test_every_finding_names_the_model_data_set_batch_and_device_it_measured(smo
     assert shown(first["data_prep"]).startswith("fashion-mnist: 6,000 samples, generated")
 
 
-@pytest.fixture(scope="module")
-def headless_chromium():
-    path, why = find_or_install_chromium()
-    if path is None:
-        pytest.skip(why)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=path, headless=True)
-        yield browser
-        browser.close()
 
 
 # per run table: where its key columns (all but took, finished, error) end, the part of its
