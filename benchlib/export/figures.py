@@ -98,7 +98,8 @@ def rows(records: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 def row_figures(records: list[dict[str, Any]]) -> list[Figure]:
     """One row's figures: a lone record's own; over several records (launches, as
     `sweep --force` adds them and compare counts them), each figure's median over them
-    with a 95% interval from 5 or more, else their p10-p90 spread (core.stats.summarize)."""
+    with the median's 95% interval from 6 or more, else their p10-p90 spread
+    (core.stats.summarize)."""
     if len(records) == 1:
         return figures(records[0]["metrics"])
     from benchlib.core.stats import summarize
