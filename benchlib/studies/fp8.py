@@ -42,7 +42,8 @@ LOSS_TOLERANCE = 0.02  # FP8's loss after the run's steps within 2% of bf16's, s
 BF16_HANDS = {"precision": BASELINE, "fp8_filter": "auto", "fp8_all_gather": False}
 # figures of speed: none is drawn from an emulated run
 SPEED = ("samples_per_s", "tokens_per_s", "mfu", "fp8_speedup", "bf16_samples_per_s",
-         "bf16_tokens_per_s", "step_s", "bf16_step_s", "speedup")
+         "bf16_tokens_per_s", "step_s", "bf16_step_s", "eager_step_s", "eager_samples_per_s",
+         "speedup", "break_even", "pays_off", "jax_over_pytorch")
 
 
 def is_fp8(cfg: Any) -> bool:
@@ -125,13 +126,28 @@ def figures(m: dict[str, Any], bf16: list[dict[str, Any]],
     return {**out, **mfu_fp8_weighted(m.get("mfu"), m["device_name"], m.get("fp8_flops_share"))}
 
 
+def of_worker(m: dict[str, Any]) -> dict[str, Any]:
+    """What a worker's metrics say of float8 (`fp8`, `fp8_*`): a study that keeps only
+    some of them keeps these."""
+    return {k: v for k, v in m.items() if k == "fp8" or k.startswith("fp8_")}
+
+
+def emulated_line(m: dict[str, Any]) -> str | None:
+    """An emulated row's one line in place of its speed (None for any other row)."""
+    if m.get("fp8") != "emulated":
+        return None
+    return (f"{m.get('fp8_why')}; {m.get('fp8_converted', 0)} linears in FP8, "
+            f"{m.get('fp8_kept', 0)} kept in bf16")
+
+
 def withhold(metrics: dict[str, Any], details: dict[str, Any]) -> tuple[dict, dict]:
     """An emulated row's record: no figure of speed (samples/s, tokens/s, MFU, a speedup,
     its verdict, a steady step), in its metrics or its launches' and epochs' details; its
     `fp8_why` says why. A native row as it is."""
     if metrics.get("fp8") != "emulated":
         return metrics, details
-    speedy = lambda k: k.startswith(SPEED) or k.startswith(("break_even", "pays_off"))  # noqa: E731
+    def speedy(key: str) -> bool:  # a figure of SPEED, or one of its spread's (_p10, ...)
+        return key in SPEED or key.startswith(tuple(f"{s}_" for s in SPEED))
     kept = {k: v for k, v in metrics.items() if not speedy(k)}
     slim = {k: [{a: b for a, b in item.items() if not speedy(a)} if isinstance(item, dict)
                 else item for item in v] if isinstance(v, list) else v

@@ -100,8 +100,16 @@ def lm_figures(m: dict[str, Any], precision: str) -> dict[str, Any]:
 
 def describe(cfg: TransformerTrainingConfig, result: LmResult) -> str:
     m = result.metrics
-    if fp8.is_fp8(cfg):
-        return fp8.sentence(m, cfg.model, cfg.precision)
+    if fp8.is_fp8(cfg):  # the A/B's answer first; an emulated row has no more to say
+        answer = fp8.sentence(m, cfg.model, cfg.precision)
+        if m.get("fp8") == "emulated":
+            return answer
+        return answer + "\n" + _line(cfg, m)
+    return _line(cfg, m)
+
+
+def _line(cfg: TransformerTrainingConfig, m: dict[str, Any]) -> str:
+    """tokens/s with its spread, per device, MFU, the two FLOP counts, peak memory."""
     unit = "launches" if cfg.repeat_mode == "process" else "epochs"
     how = cfg.strategy + (f" on {m['world_size']} ranks" if cfg.strategy != "single" else "")
     saver = ", ".join(filter(None, [f"ac {cfg.ac}" if cfg.ac != "none" else "",

@@ -245,7 +245,7 @@ class Converted:
     fp8_filter: str
     layers: list[Layer]
     emulated: str | None
-    all_gather: bool = False
+    gathered: int = 0  # weights FSDP2 all-gathers in float8 (torchao's weight wrapper)
 
     def figures(self, flops_per_step: float | None) -> dict[str, Any]:
         """What a record says: native or emulated (and why), the recipe and filter, the
@@ -257,6 +257,7 @@ class Converted:
         return {"fp8": "emulated" if self.emulated else "native",
                 "fp8_recipe": FP8_RECIPES[self.precision], "fp8_converted": len(converted),
                 "fp8_kept": len(self.layers) - len(converted), "fp8_flops_share": share,
+                "fp8_all_gather_weights": self.gathered,
                 **({"fp8_why": self.emulated} if self.emulated else {})}
 
     def details(self) -> dict[str, Any]:
@@ -278,13 +279,15 @@ def convert(model: nn.Module, precision: str, fp8_filter: str, device_type: str,
     float8.convert_to_float8_training(model, config=float8_config(precision, why is not None,
                                                                   all_gather),
                                       module_filter_fn=lambda m, fqn: fqn in chosen)
-    if device_type != "cuda":
-        from torchao.float8.float8_linear import Float8Linear
+    from torchao.float8.float8_linear import Float8Linear
+    from torchao.float8.fsdp_utils import WeightWithDynamicFloat8CastTensor
 
-        for m in model.modules():
-            if isinstance(m, Float8Linear):
-                m.register_forward_pre_hook(_cpu_autocast)
-    return Converted(precision, fp8_filter, layers, why, all_gather)
+    converted = [m for m in model.modules() if isinstance(m, Float8Linear)]
+    if device_type != "cuda":
+        for m in converted:
+            m.register_forward_pre_hook(_cpu_autocast)
+    gathered = sum(isinstance(m.weight, WeightWithDynamicFloat8CastTensor) for m in converted)
+    return Converted(precision, fp8_filter, layers, why, gathered)
 
 
 def for_job(args: Any, job: Any, device: torch.device) -> Converted | None:
