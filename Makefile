@@ -66,9 +66,10 @@ test-fast: lint
 report: setup
 	$(PY) -m benchlib report
 
-# Every GPU path on a single-GPU machine (scripts/gpu-check.sh), in five parts of one call of
+# Every GPU path on a single-GPU machine (scripts/gpu-check.sh), in six parts of one call of
 # under 10 minutes each (GPU_CHECK_PART=2: the language model, timm and transformers models;
-# 3: IO, traces, the comm hook's cost; 4: torch.compile cold and warm; 5: the largest batch); the
+# 3: IO, traces, the comm hook's cost; 4: torch.compile cold and warm; 5: the largest batch;
+# 6: float8 training); the
 # image's own python is enough: it installs nothing.
 GPU_CHECK_OUT ?= outputs/gpu-check
 GPU_CHECK_PART ?= 1

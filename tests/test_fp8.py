@@ -136,7 +136,7 @@ def test_a_shape_pays_only_where_its_interval_clears_one_and_an_emulated_one_is_
     same = fp8_layers.judged({"bf16": bf16, "fp8": list(reversed(bf16))}, None)
     assert not same["pays"] and same["decision"] == "keep in bf16" and same["low"] <= 1
     emulated = fp8_layers.judged({"bf16": bf16, "fp8": bf16}, "emulated here")
-    assert emulated["pays"] is None and emulated["speedup"] is None
+    assert emulated["pays"] is None and emulated["speedup"] is None and emulated["fp8_ms"] is None
     assert emulated["decision"] == "not judged: emulated"
 
 
@@ -242,7 +242,9 @@ def test_an_emulated_row_publishes_no_speed_and_one_line_says_why(emulated_row):
              "fp8_speedup_verdict", "step_s", "bf16_step_s", "bf16_samples_per_s",
              "tokens_per_s_per_device"}
     assert not speed & set(m) and m["tokens_per_sample"] == 32  # what a sample is, kept
-    assert all("samples_per_s" not in e for e in details["epochs"] + details["launches"])
+    assert all("samples_per_s" not in e and "epoch_samples_per_s" not in e
+               for e in details["epochs"] + details["launches"] + details["fp8_ab"]["fp8"])
+    assert "epoch_samples_per_s" not in m and details["fp8_ab"]["bf16"][0]["loss_last"] > 0
     assert (m["fp8_converted"], m["fp8_kept"]) == (4, 1) and m["world_size"] == 2
     assert [x["reason"] for x in details["fp8_layers"] if not x["convert"]] == [
         "named in fp8_filter (head)"]

@@ -31,7 +31,7 @@ import statistics
 from dataclasses import replace
 from typing import Any
 
-from benchlib.config.choices import FP8_RECIPES
+from benchlib.config.choices import FP8_RECIPES, TOKEN_DATASETS
 from benchlib.core import stats
 from benchlib.core.metrics import mfu_fp8_weighted
 from benchlib.studies.repeats import Launch
@@ -41,9 +41,10 @@ LOSS_TOLERANCE = 0.02  # FP8's loss after the run's steps within 2% of bf16's, s
 # what an FP8 side hands its bf16 twin otherwise than the row holds it (Launch.handed)
 BF16_HANDS = {"precision": BASELINE, "fp8_filter": "auto", "fp8_all_gather": False}
 # figures of speed: none is drawn from an emulated run
-SPEED = ("samples_per_s", "tokens_per_s", "mfu", "fp8_speedup", "bf16_samples_per_s",
-         "bf16_tokens_per_s", "step_s", "bf16_step_s", "eager_step_s", "eager_samples_per_s",
-         "speedup", "break_even", "pays_off", "jax_over_pytorch")
+SPEED = ("samples_per_s", "tokens_per_s", "epoch_samples_per_s", "mfu", "fp8_speedup",
+         "bf16_samples_per_s", "bf16_tokens_per_s", "step_s", "bf16_step_s", "eager_step_s",
+         "eager_samples_per_s", "speedup", "break_even", "pays_off", "jax_over_pytorch",
+         "startup_gap", "energy_j_per_sample", "cost_per_million_samples")
 
 
 def is_fp8(cfg: Any) -> bool:
@@ -148,11 +149,13 @@ def withhold(metrics: dict[str, Any], details: dict[str, Any]) -> tuple[dict, di
         return metrics, details
     def speedy(key: str) -> bool:  # a figure of SPEED, or one of its spread's (_p10, ...)
         return key in SPEED or key.startswith(tuple(f"{s}_" for s in SPEED))
+
+    def slim(value: Any) -> Any:  # the details' launches and epochs, at any depth
+        if isinstance(value, dict):
+            return {k: slim(v) for k, v in value.items() if not speedy(k)}
+        return [slim(v) for v in value] if isinstance(value, list) else value
     kept = {k: v for k, v in metrics.items() if not speedy(k)}
-    slim = {k: [{a: b for a, b in item.items() if not speedy(a)} if isinstance(item, dict)
-                else item for item in v] if isinstance(v, list) else v
-            for k, v in details.items()}
-    return {**kept, "speed_withheld": metrics.get("fp8_why")}, slim
+    return {**kept, "speed_withheld": metrics.get("fp8_why")}, slim(details)
 
 
 def sentence(m: dict[str, Any], model: str, precision: str) -> str:
@@ -174,3 +177,33 @@ def sentence(m: dict[str, Any], model: str, precision: str) -> str:
               f"range {m['fp8_speedup_range_low']:.2f}-{m['fp8_speedup_range_high']:.2f}")
     return (f"{precision} x{m['fp8_speedup']:.2f} ({spread}, n={n} launches a side: "
             f"{m['fp8_speedup_verdict']}) over bf16 for {where}, {loss}; {layers}")
+
+
+def layer_table(cfg: Any) -> dict[str, Any] | None:
+    """A float8 row's per-layer table at its own model, batch and sequence (trainers/
+    fp8_layers.py: only the data's shape matters, so a tokenfile row is timed on tokens
+    made on the device), measured in the notebook's kernel before its launches and kept
+    where `fp8_filter: measured` reads it; None for any other row."""
+    if not is_fp8(cfg):
+        return None
+    from benchlib.config.fp8_layers import Fp8LayersConfig
+    from benchlib.config.performance import compiled
+    from benchlib.trainers import fp8_layers
+
+    shape = {"dataset": "tokens"} if cfg.dataset in TOKEN_DATASETS else \
+        {"dataset": cfg.dataset, "input_shape": cfg.input_shape, "num_classes": cfg.num_classes}
+    layers = Fp8LayersConfig(model=cfg.model, model_args=cfg.model_args, seq_len=cfg.seq_len,
+                             vocab_size=cfg.vocab_size if cfg.dataset == "tokens" else 0,
+                             batch_size=cfg.batch_size, precision=cfg.precision,
+                             device=cfg.device, seed=cfg.seed, compile=compiled(cfg.compile),
+                             **shape)
+    table = fp8_layers.measure(layers)
+    fp8_layers.write(table)
+    return table
+
+
+def ab_rows(details: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each launch of the A/B (`details["fp8_ab"]`), side by side: its seed, steady
+    samples/s and step (none where emulated), compile seconds, loss and peak memory."""
+    return [{"side": side, **x} for side, launched in details.get("fp8_ab", {}).items()
+            for x in sorted(launched, key=lambda x: x["seed"])]

@@ -17,7 +17,8 @@ converts the linears whose shape pays (trainers/fp8.py), from the table this wri
 outputs/fp8/, named by model, shape, recipe and device (`fp8.table_file`).
 
 On a device without FP8 tensor cores (a CPU, a GPU before sm_89) the FP8 side runs
-emulated: the table keeps its times, and draws no speedup or decision ("not judged").
+emulated: each shape is run once (the conversion and both GEMMs' backward checked), and
+the table keeps no time, speedup or decision ("not judged").
 """
 
 from __future__ import annotations
@@ -82,13 +83,14 @@ def time_shape(layer: fp8.Layer, precision: str, device: torch.device, emulated:
 
 
 def judged(times: dict[str, list[float]], emulated: str | None) -> dict[str, Any]:
-    """The shape's figures: each side's median ms a step; where native, FP8's speedup
-    over bf16 with its interval over rounds and whether it pays (the lower bound above 1)."""
+    """The shape's figures: where native, each side's median ms a step, FP8's speedup over
+    bf16 with its interval over rounds, and whether it pays (the lower bound above 1);
+    emulated, none of them (its times say nothing of FP8)."""
+    if emulated:
+        return {"bf16_ms": None, "fp8_ms": None, "speedup": None, "low": None, "high": None,
+                "pays": None, "decision": "not judged: emulated"}
     out: dict[str, Any] = {"bf16_ms": statistics.median(times["bf16"]) * 1e3,
                            "fp8_ms": statistics.median(times["fp8"]) * 1e3}
-    if emulated:
-        return {**out, "speedup": None, "low": None, "high": None, "pays": None,
-                "decision": "not judged: emulated"}
     speed = stats.ratio_interval([[1 / t] for t in times["bf16"]], [[1 / t] for t in times["fp8"]])
     pays = speed.low is not None and speed.low > 1
     return {**out, "speedup": speed.ratio, "low": speed.low, "high": speed.high, "pays": pays,
@@ -115,6 +117,8 @@ def measure(cfg: Any) -> dict[str, Any]:
     rows = fp8.job_rows(job, cfg.batch_size, cfg.seed)
     layers = fp8.plan(job.model, cfg.precision, "none", rows)
     emulated = fp8.fp8_emulated(cfg.precision, device.type)
+    # emulated, a time says nothing of FP8: each shape is run once, and not judged
+    rounds, iters = (1, 1) if emulated else (cfg.rounds, cfg.iters)
     seq_len = job.shape[0] if job.vocab_size else 0
     table_rows = []
     for layer, names in shapes(layers):
@@ -123,7 +127,7 @@ def measure(cfg: Any) -> dict[str, Any]:
                "count": len(names), "torchao": layer.auto}
         if layer.convert:
             row.update(judged(time_shape(layer, cfg.precision, device, emulated is not None,
-                                         cfg.compile, cfg.rounds, cfg.iters, cfg.seed), emulated))
+                                         cfg.compile, rounds, iters, cfg.seed), emulated))
         else:
             row.update(bf16_ms=None, fp8_ms=None, speedup=None, low=None, high=None, pays=False,
                        decision=f"keep in bf16: {layer.reason}")
@@ -135,7 +139,7 @@ def measure(cfg: Any) -> dict[str, Any]:
             "seq_len": seq_len, "precision": cfg.precision,
             "recipe": fp8.FP8_RECIPES[cfg.precision], "device_name": device_name,
             "fp8": "emulated" if emulated else "native", "fp8_why": emulated,
-            "compiled": cfg.compile, "rounds": cfg.rounds, "iters": cfg.iters,
+            "compiled": cfg.compile, "rounds": rounds, "iters": iters,
             "interval": "bootstrap 95% over rounds in one process", "rows": table_rows,
             "file": str(fp8.table_file(cfg.model, cfg.model_args, cfg.batch_size, seq_len,
                                    cfg.precision, device_name))}
