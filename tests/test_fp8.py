@@ -6,6 +6,7 @@ refused in one line."""
 
 import copy
 import os
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -262,6 +263,48 @@ def test_an_emulated_row_publishes_no_speed_and_one_line_says_why(emulated_row):
         "fp8_tensorwise over bf16 for gpt-tiny at 32 tokens, fsdp2 on 2 ranks, on ")
     assert "no speed: fp8_tensorwise emulated" in claim.text()
     assert [c.figure for c in lm_analysis.headline(pd.DataFrame([run]))[0]] == [None]
+
+
+@pytest.mark.distributed
+def test_notebook_90_and_the_landing_page_read_emulated_rows_without_a_speed(emulated_row,
+                                                                             tmp_path):
+    """Two emulated records of the same work, FSDP2 and DDP: the analysis' table, sentences,
+    figure and headline are drawn without a speed, and none is compared."""
+    from benchlib.core import envinfo
+    from benchlib.records import results
+
+    cfg, result = emulated_row
+    for strategy in ("fsdp2", "ddp"):
+        results.write_record(tmp_path, results.make_record(
+            run_id=strategy, table="fp8", notebook="50_transformer_training.ipynb",
+            params={**cfg.as_dict(), "strategy": strategy}, env=envinfo.collect(),
+            started_at=results.now(), status="ok", metrics=result.metrics,
+            details=result.details))
+    df = results.load_results(tmp_path)
+    runs = lm_analysis.runs(df)
+    assert len(runs) == 2 and runs["tokens_per_s"].isna().all()
+    assert list(lm_analysis.table(runs)["fp8"]) == ["emulated", "emulated"]
+    said = lm_analysis.conclusions(runs)
+    assert "FSDP2 on" not in said and said.count("no speed: fp8_tensorwise emulated") == 2
+    assert lm_analysis.figure(SimpleNamespace(df=df)) is None  # no speed: nothing to draw
+    claims, _ = lm_analysis.headline(runs)
+    assert [c.figure for c in claims] == [None, None]
+
+
+def test_a_native_rows_claim_is_its_ab_by_the_one_rule_with_its_loss_and_layers():
+    run = pd.Series({"run_id": "r9", "precision": "fp8_tensorwise", "model": "gpt2-350m",
+                     "tokens_per_sample": 1024, "strategy": "single", "world_size": 1,
+                     "ac": "none", "compile": "regional", "device_name": "NVIDIA H100 80GB HBM3",
+                     "fp8": "native", "fp8_speedup": 1.18, "fp8_speedup_ci95_low": 1.12,
+                     "fp8_speedup_ci95_high": 1.25, "fp8_launches": 5,
+                     "fp8_speedup_verdict": "faster", "fp8_loss_parity": "same",
+                     "fp8_loss_tolerance": 0.02, "fp8_converted": 48, "fp8_kept": 49,
+                     "mfu": 0.41, "mfu_fp8_weighted": 0.29})
+    assert lm_analysis.fp8_claim(run).text() == (
+        "fp8_tensorwise: x1.18 over bf16 for gpt2-350m at 1,024 tokens, single compiled "
+        "(regional), on NVIDIA H100 80GB HBM3 (95% CI 1.12-1.25, n=5 launches a side: faster); "
+        "loss same (within 2% of bf16's on the same seeds); 48 linears in FP8, 49 kept in bf16; "
+        "MFU 41.0% of the dense bf16 peak; 29.0% of the FP8-weighted peak")
 
 
 @pytest.mark.distributed

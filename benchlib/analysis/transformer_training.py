@@ -37,7 +37,10 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
     runs = ok_runs(df, STUDY, ("nproc_per_node", "batch_size", "world_size", "seq_len"))
     if runs.empty:
         return runs
-    runs = with_columns(runs, [*SAME_WORK, *CONFIG, "model_peak_bytes", "model_peak_kind"])
+    # an emulated float8 run keeps no speed: its tokens/s and MFU are None, not missing
+    runs = with_columns(runs, [*SAME_WORK, *CONFIG, "model_peak_bytes", "model_peak_kind",
+                               "tokens_per_s", "tokens_per_s_p10", "tokens_per_s_p90", "mfu",
+                               "mfu_peak_source", "samples_per_s"])
     runs["compile"] = runs["compile"].map(compile_mode)  # an old record's true: default
     runs["peak_mib"] = runs["peak_bytes"] / 2**20
     runs["model_mib"] = pd.to_numeric(runs["model_peak_bytes"], errors="coerce") / 2**20
@@ -84,7 +87,8 @@ def conclusions(runs: pd.DataFrame) -> str:
     if runs.empty:
         return "No transformer runs yet (notebook 50)."
     parts = []
-    for key, group in runs.groupby(SAME_WORK, dropna=False):
+    timed = runs[runs["tokens_per_s"].notna()]  # an emulated float8 run has no speed to compare
+    for key, group in timed.groupby(SAME_WORK, dropna=False):
         work = dict(zip(SAME_WORK, key))
         head = f"{work['model']}, seq {int(work['seq_len'])}, batch {int(work['batch_size'])}, " \
                f"{work['precision']}"
@@ -222,7 +226,8 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
 
 def figure(records: Records):
     lm = runs(records.df)
-    return plot(lm) if not lm.empty else None
+    timed = lm[lm["tokens_per_s"].notna()] if not lm.empty else lm  # emulated: no speed
+    return plot(timed) if not timed.empty else None
 
 
 def section(records: Records):
