@@ -87,7 +87,8 @@ def conclusions(runs: pd.DataFrame) -> str:
     if runs.empty:
         return "No transformer runs yet (notebook 50)."
     parts = []
-    timed = runs[runs["tokens_per_s"].notna()]  # an emulated float8 run has no speed to compare
+    # an emulated float8 run has no speed to compare
+    timed = runs[runs["tokens_per_s"].notna()] if "tokens_per_s" in runs else runs
     for key, group in timed.groupby(SAME_WORK, dropna=False):
         work = dict(zip(SAME_WORK, key))
         head = f"{work['model']}, seq {int(work['seq_len'])}, batch {int(work['batch_size'])}, " \
@@ -111,7 +112,8 @@ def conclusions(runs: pd.DataFrame) -> str:
                                side("no checkpointing", none, within=repeat_spread.within(none)))
                 parts.append(f"- {head}, {strategy} on {int(ranks)} rank(s): tokens/s {text}; "
                              f"peak memory {memory_ratio(saved, none)} without checkpointing.")
-    for run in rows(runs[runs["precision"].isin(list(FP8_RECIPES))]):
+    for run in rows(runs[runs["precision"].isin(list(FP8_RECIPES))] if "precision" in runs
+                    else runs.iloc[:0]):
         parts.append(f"- {fp8_claim(run).text()}.")
     ratios = runs["flop_count_ratio"].dropna()
     if len(ratios):

@@ -171,7 +171,8 @@ def _measured(layer: Layer, table: dict[str, Any] | None) -> tuple[bool, str]:
     if row["pays"] is None:
         raise ConfigError("fp8_filter", f"measured: {table['path']} was measured emulated "
                           f"({table['fp8_why']}); it decides nothing: use auto, none or names")
-    speed = f"x{row['speedup']:.2f} (95% CI {row['low']:.2f}-{row['high']:.2f})"
+    speed = f"x{row['speedup']:.2f}" + (f" (95% CI {row['low']:.2f}-{row['high']:.2f})"
+                                        if row["low"] is not None else " (no interval)")
     return row["pays"], (f"measured {speed}: pays" if row["pays"] else
                          f"measured {speed}: does not pay, kept in bf16")
 
@@ -306,8 +307,10 @@ def for_job(args: Any, job: Any, device: torch.device) -> Converted | None:
                               f"python -m benchlib fp8-layers {args.model} --batch-size "
                               f"{args.batch_size} --seq-len {seq_len} --precision "
                               f"{args.precision}, on this device")
-    return convert(job.model, args.precision, args.fp8_filter, device.type,
-                   job_rows(job, args.batch_size, args.seed), args.fp8_all_gather, table)
+    rows = job_rows(job, args.batch_size, args.seed)  # on the CPU, as the job was built
+    job.model.to(device)  # converted where it trains: torchao's weights made on the device
+    return convert(job.model, args.precision, args.fp8_filter, device.type, rows,
+                   args.fp8_all_gather, table)
 
 
 def converted_count(model: nn.Module) -> int:

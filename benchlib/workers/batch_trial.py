@@ -92,10 +92,11 @@ def trial(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         memory.warm_kernels()
     torch.manual_seed(args.seed)
     job = build_job(argparse.Namespace(**job_fields(args), augment=False))
-    float8 = fp8.for_job(args, job, device)  # its linears swapped, before the blocks wrapped
     peak = memory.PeakMemory(device, job.rss_before_model if device.type != "cuda"
                              else memory.baseline_bytes(device))
     peak.reset()
+    # its linears swapped (on the device, inside the window), before the blocks are wrapped
+    float8 = fp8.for_job(args, job, device)
     stepper, samples_per_s, step_s, error, warm = None, None, None, None, []
     if compiled(args.compile):  # a cache of its own, empty: never one an earlier process left
         compiler.own_cache()
