@@ -291,6 +291,16 @@ def test_notebook_90_and_the_landing_page_read_emulated_rows_without_a_speed(emu
     assert [c.figure for c in claims] == [None, None]
 
 
+def test_notebooks_40_and_55s_analyses_take_no_emulated_row_into_a_table_of_speeds():
+    from benchlib.analysis import compile as compile_analysis
+    from benchlib.analysis import framework_comparison
+
+    row = {"status": "ok", "fp8": "emulated", "batch_size": 2, "model": "gpt-tiny",
+           "nproc_per_node": 1, "image_size": 32}
+    df = pd.DataFrame([{**row, "study": "compile"}, {**row, "study": "framework_comparison"}])
+    assert compile_analysis.runs(df).empty and framework_comparison.runs(df).empty
+
+
 def test_a_native_rows_claim_is_its_ab_by_the_one_rule_with_its_loss_and_layers():
     run = pd.Series({"run_id": "r9", "precision": "fp8_tensorwise", "model": "gpt2-350m",
                      "tokens_per_sample": 1024, "strategy": "single", "world_size": 1,
