@@ -10,12 +10,12 @@ SMOKE_DATA ?= --offline --size 6000 --fashion-size 6000 --cifar-size 2048 --imag
 .PHONY: setup run test test-fast lint lab report clean-outputs gpu-check screenshot
 
 # Create or update .venv with the pinned versions in constraints.txt (torch 2.14.1,
-# torchvision 0.29.1, timm, transformers, HTA, MLflow, TensorBoard, ...). Re-runs only when the pins or pyproject.toml change.
+# torchvision 0.29.1, timm, transformers, HTA, MLflow, TensorBoard, torchao, ...). Re-runs only when the pins or pyproject.toml change.
 # uv (pinned, installed into the venv by pip) does the install: about 3x faster than pip
 # here, figures in docs/commands.md. uv reads no pip.conf: where pip must go through a
 # mirror of your own, `make setup INSTALLER=pip` (or set UV_DEFAULT_INDEX).
 INSTALLER ?= uv
-EXTRAS := .[dev,jax,models,traces,export]
+EXTRAS := .[dev,jax,models,traces,export,fp8]
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
@@ -66,9 +66,10 @@ test-fast: lint
 report: setup
 	$(PY) -m benchlib report
 
-# Every GPU path on a single-GPU machine (scripts/gpu-check.sh), in five parts of one call of
+# Every GPU path on a single-GPU machine (scripts/gpu-check.sh), in six parts of one call of
 # under 10 minutes each (GPU_CHECK_PART=2: the language model, timm and transformers models;
-# 3: IO, traces, the comm hook's cost; 4: torch.compile cold and warm; 5: the largest batch); the
+# 3: IO, traces, the comm hook's cost; 4: torch.compile cold and warm; 5: the largest batch;
+# 6: float8 training); the
 # image's own python is enough: it installs nothing.
 GPU_CHECK_OUT ?= outputs/gpu-check
 GPU_CHECK_PART ?= 1

@@ -49,7 +49,7 @@ def test_dry_run_lists_every_gpu_path_the_check_must_cover(tmp_path):
     assert f"{'resnet50_amp_bf16_cl':30} ~ 51 s (box  60 s a launch)" in done.stdout
     assert "seconds: 3 launches, each 17 s measured (H100 run 4)" in done.stdout
     assert done.stdout.splitlines()[-1] == (
-        "15 steps (part 1 of 5), about 414 s: 414 s as measured, 0 s estimated "
+        "15 steps (part 1 of 6), about 414 s: 414 s as measured, 0 s estimated "
         "(docs/gpus.md); a step starts only while its expected time fits in the 540 s budget")
     assert not (tmp_path / "out").exists()
 
@@ -67,10 +67,10 @@ def test_part_2_lists_the_language_model_and_the_outside_models(tmp_path, capsys
     assert "seconds: 55 s measured (H200 run 5 and 5b: 44-53 s, a cold compile), then 2 x " \
         "40 s estimate (inductor's cache warm from the first launch;" in done.stdout
     assert done.stdout.splitlines()[-1].startswith(
-        "8 steps (part 2 of 5), about 412 s: 102 s as measured, 310 s estimated")
-    for bad in ("6", "2,2", "two"):
+        "8 steps (part 2 of 6), about 412 s: 102 s as measured, 310 s estimated")
+    for bad in ("7", "2,2", "two"):
         assert in_process(capsys, str(tmp_path), "--dry-run", "--part", bad).stderr == (
-            "gpu-check: part: must be 1 to 5, or several once each in the order to run them "
+            "gpu-check: part: must be 1 to 6, or several once each in the order to run them "
             f"(2,1), got {bad}\n")
     both = in_process(capsys, str(tmp_path / "out"), "--dry-run", "--part", "2,1")
     both_names = _names(both.stdout)
@@ -95,7 +95,7 @@ def test_part_3_lists_the_io_study_and_the_traces_and_part_5_the_largest_batch(t
         in done.stdout
     assert "seconds: 75 s estimate (5 launches of 8 settings" in done.stdout
     assert done.stdout.splitlines()[-1].startswith(
-        "7 steps (part 3 of 5), about 215 s: 40 s as measured, 175 s estimated")
+        "7 steps (part 3 of 6), about 215 s: 40 s as measured, 175 s estimated")
     # the search with its 3-process confirmations (420 s on an H200): a call of its own
     done = in_process(capsys, str(tmp_path / "out"), "--dry-run", "--part", "5")
     assert _names(done.stdout) == ["env", "maxbatch_resnet50"]
@@ -104,7 +104,7 @@ def test_part_3_lists_the_io_study_and_the_traces_and_part_5_the_largest_batch(t
     assert "--start-batch 256 --max-batch 8192 --steps 4 --warmup-steps 1" in done.stdout
     assert "--confirm 3" in done.stdout
     assert done.stdout.splitlines()[-1].startswith(
-        "2 steps (part 5 of 5), about 432 s: 432 s as measured, 0 s estimated")
+        "2 steps (part 5 of 6), about 432 s: 432 s as measured, 0 s estimated")
 
 
 def test_without_cuda_it_says_so_in_one_line_exits_2_and_writes_nothing(tmp_path):
@@ -179,7 +179,7 @@ def test_each_part_fits_its_default_budget_in_one_call_and_each_box_leaves_room(
     plan = steps.plan(ROOT / "outputs" / "gpu-check")
     for part in steps.parts():  # a call: 600 s; room left in each for a step or two more
         assert sum(s.expected_s for s in steps.part_of(plan, part)) <= gpucheck.BUDGET_S - 100
-    assert gpucheck.BUDGET_S <= 540 and {s.part for s in plan} == {0, 1, 2, 3, 4, 5}
+    assert gpucheck.BUDGET_S <= 540 and {s.part for s in plan} == {0, 1, 2, 3, 4, 5, 6}
     for s in plan:  # an honest box: each launch gets twice what it took, or more
         assert s.timeout_s >= 2 * s.expected_s / s.launches, s.name
     # a target is judged on 3 launches or more, each a fresh process
@@ -704,4 +704,39 @@ def test_the_plan_is_made_without_the_notebook_tooling(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "compile_resnet50_warm" in done.stdout and "(part 4 of 5)" in done.stdout
+    assert "compile_resnet50_warm" in done.stdout and "(part 4 of 6)" in done.stdout
+
+
+def test_part_6_measures_fp8s_per_layer_tables_then_notebook_50s_ab_as_the_notebook_runs_it(
+        tmp_path):
+    """Issue 54 item 6: `benchlib fp8-layers` for gpt2-124m and gpt2-350m at 8 x 1,024
+    tokens, then the float8 row of params/transformer_training_fp8_gpu.yaml (fp8_tensorwise,
+    auto) through the study's own run, 3 launches a side; its figures read from what each
+    writes (a table and an A/B here as they would be)."""
+    part = [s for s in steps.plan(tmp_path) if s.part == 6]
+    assert [s.name for s in part] == ["fp8_layers_gpt2_124m", "fp8_layers_gpt2_350m",
+                                      "fp8_ab_gpt2_350m"]
+    layers, ab = part[0], part[2]
+    assert layers.argv[3:6] == ["fp8-layers", "gpt2-124m", "--batch-size"]
+    assert ab.argv[1:6] == ["-m", "benchlib.gpucheck.fp8_ab",
+                            "params/transformer_training_fp8_gpu.yaml", "fp8_tensorwise", "auto"]
+    assert (ab.source.precision, ab.source.fp8_filter, ab.source.repeats) == (
+        "fp8_tensorwise", "auto", 3)
+    assert ab.params["model"] == "gpt2-350m" and ab.params["compile"] == "regional"
+    row = {"shape": "8192x768x2304", "speedup": 1.3, "low": 1.2, "high": 1.4, "pays": True,
+           "decision": "fp8", "torchao": True, "differs": False}
+    table = {"model": "gpt2-124m", "batch_size": 8, "seq_len": 1024, "device_name": "H200",
+             "precision": "fp8_tensorwise", "fp8": "native",
+             "rows": [row, {**row, "shape": "8192x768x768", "speedup": 0.9, "low": 0.85,
+                            "high": 0.95, "pays": False, "decision": "keep in bf16",
+                            "torchao": True, "differs": True}]}
+    figures = layers.figures(table)
+    assert (figures["pay"], figures["differ"]) == (["8192x768x2304"], ["8192x768x768"])
+    assert figures["8192x768x768_decision"] == "keep in bf16"
+    assert summary.headline("fp8_layers_gpt2_124m", figures) == (
+        "shapes 2, pay ['8192x768x2304'], differ ['8192x768x768'], fp8 native")
+    said = ab.figures({"metrics": {"answer": "fp8_tensorwise x1.18 (range ...)",
+                                   "fp8_speedup": 1.18, "compile_s": 21.0, "bf16_compile_s": 18.0}})
+    assert said["fp8_speedup"] == 1.18 and said["mfu_fp8_weighted"] is None
+    assert summary.headline("fp8_ab_gpt2_350m", said) == (
+        "answer fp8_tensorwise x1.18 (range ...), compile_s 21, bf16_compile_s 18")

@@ -77,9 +77,9 @@ def test_the_traces_extra_is_declared_pinned_and_installed_by_make_setup():
         recipe = subprocess.run(["make", "-n", "-W", "constraints.txt", "setup", f"INSTALLER={installer}"],
                                 cwd=ROOT, capture_output=True, text=True, check=True).stdout
         installs = [line for line in recipe.splitlines() if command in line and " -e " in line]
-        assert installs and all("-e '.[dev,jax,models,traces,export]'" in line
+        assert installs and all("-e '.[dev,jax,models,traces,export,fp8]'" in line
                                 for line in installs), recipe
-    assert "- -e .[jax,models,traces,export]" in (ROOT / "environment.yml").read_text()
+    assert "- -e .[jax,models,traces,export,fp8]" in (ROOT / "environment.yml").read_text()
 
 
 def test_the_export_extra_is_declared_pinned_and_installed_by_make_setup():
@@ -92,6 +92,23 @@ def test_the_export_extra_is_declared_pinned_and_installed_by_make_setup():
     assert (constraints["mlflow"], constraints["tensorboard"]) == ("3.17.2", "2.21.0")
     env = (ROOT / "environment.yml").read_text()
     assert "- mlflow==3.17.2" in env and "- tensorboard==2.21.0" in env
+
+
+def test_the_fp8_extra_is_declared_pinned_and_importable_with_the_pinned_torch():
+    """torchao for float8 training (docs/fp8.md): an open range in pyproject, the tested
+    version in constraints.txt and environment.yml (make setup installs it: the test above),
+    and that version is the one here, its float8 training API importable beside our torch."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["fp8"] == ["torchao>=0.18"]
+    constraints = pins((ROOT / "constraints.txt").read_text().splitlines())
+    assert constraints["torchao"] == "0.18.0"
+    assert "- torchao==0.18.0" in (ROOT / "environment.yml").read_text()
+    from importlib.metadata import version
+
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training  # noqa: F401
+
+    assert version("torchao") == constraints["torchao"]
+    assert version("torch") == constraints["torch"]
 
 
 @pytest.fixture(scope="module")

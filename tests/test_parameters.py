@@ -358,6 +358,14 @@ def test_every_gpu_check_command_carries_its_study_configs_fields(tmp_path):
             _, worker, params = step.config
             assert_carries(step.source, params, worker_parser(worker), step.name, handed)
             continue
+        if "benchlib.gpucheck.fp8_ab" in step.argv:  # the study's own run of a table's row
+            at = step.argv.index("benchlib.gpucheck.fp8_ab")
+            table, precision, fp8_filter = step.argv[at + 1:at + 4]
+            [row] = [c for c in steps.table_rows(table)
+                     if (c.precision, c.fp8_filter) == (precision, fp8_filter)]
+            repeats = int(step.argv[step.argv.index("--repeats") + 1])
+            assert dataclasses.replace(row, repeats=repeats) == step.source, step.name
+            continue
         program, argv = ((worker_parser("jax_resnet"), step.argv[3:]) if "jax_resnet" in step.argv[2]
                          else (subcommand("maxbatch"), step.argv[step.argv.index("maxbatch") + 1:]))
         assert_carries(step.source, given(step.source, argv, program), program, step.name, handed)

@@ -157,6 +157,12 @@ def with_speedup(runs: pd.DataFrame, same_work: list[str], baseline: pd.Series,
     return runs.assign(efficiency=runs["speedup"] / count)
 
 
+def speed_kept(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs that kept a speed: an emulated float8 run (`fp8: emulated`, a CPU or a GPU
+    before sm_89) keeps none, so no table of speeds, ratio or figure takes it."""
+    return runs[runs["fp8"] != "emulated"] if "fp8" in runs else runs
+
+
 def with_columns(runs: pd.DataFrame, names: list[str]) -> pd.DataFrame:
     """`runs` with every column of `names`, None where the records have none (a record
     from before a parameter existed, a frame built by hand)."""

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from benchlib.analysis.claims import Claim, Figure, fmt, metric, rows, value
-from benchlib.analysis.common import ok_runs, with_columns
+from benchlib.analysis.common import ok_runs, speed_kept, with_columns
 from benchlib.analysis.sides import compare, side
 from benchlib.config import studies
 from benchlib.config.performance import compile_mode
@@ -34,7 +34,7 @@ CONFIG = ["mode", "compile_cache"]
 
 def runs(df: pd.DataFrame) -> pd.DataFrame:
     """The ok runs of notebook 55, with `mode` (an old record's compile: true is default)."""
-    runs = ok_runs(df, STUDY, ("batch_size", "repeats", "first_steps", "break_even_n"))
+    runs = speed_kept(ok_runs(df, STUDY, ("batch_size", "repeats", "first_steps", "break_even_n")))
     if runs.empty:
         return runs
     runs = with_columns(runs, [*SAME_WORK, "compile", "compile_cache", "cold_compile_s"])

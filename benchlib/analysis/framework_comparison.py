@@ -25,6 +25,7 @@ from benchlib.analysis.common import (
     model_column,
     ok_runs,
     shared_cores_caveat,
+    speed_kept,
     speedup_of_text,
     startup_sentence,
     with_speedup,
@@ -55,7 +56,7 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
     """The ok runs of notebook 40, with `variant` (precision, channels_last, compile) and
     speedup and efficiency against the one-device run of the same work (SAME_WORK;
     common.with_speedup: its spread and baselines' run ids too)."""
-    runs = ok_runs(df, STUDY, ("nproc_per_node", "batch_size", "image_size"))
+    runs = speed_kept(ok_runs(df, STUDY, ("nproc_per_node", "batch_size", "image_size")))
     if runs.empty:
         return runs
     runs["model"] = model_column(runs)

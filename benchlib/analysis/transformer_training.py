@@ -13,6 +13,7 @@ from benchlib.analysis.claims import Claim, Figure, fmt, metric, rows, value
 from benchlib.analysis.common import ok_runs, shared_cores_caveat, with_columns
 from benchlib.analysis.sides import compare, side
 from benchlib.config import studies
+from benchlib.config.choices import FP8_RECIPES
 from benchlib.config.performance import compile_mode
 
 if TYPE_CHECKING:
@@ -26,13 +27,20 @@ ABOUT = ("Tokens/s, MFU and peak memory per configuration of one language model;
 SAME_WORK = ["table", "model", "model_args", "seq_len", "batch_size", "precision", "hardware"]
 CONFIG = ["strategy", "world_size", "ac", "compile"]
 FLOP_TOLERANCE = 0.05  # the analytic and counted FLOPs per token agree within this
+# a float8 row's A/B against bf16 (studies/fp8.py)
+FP8_COLUMNS = ["fp8", "fp8_filter", "fp8_converted", "fp8_kept", "fp8_speedup",
+               "fp8_speedup_ci95_low", "fp8_speedup_ci95_high", "fp8_speedup_verdict",
+               "fp8_loss_parity", "fp8_peak_mem_ratio", "mfu_fp8_weighted"]
 
 
 def runs(df: pd.DataFrame) -> pd.DataFrame:
     runs = ok_runs(df, STUDY, ("nproc_per_node", "batch_size", "world_size", "seq_len"))
     if runs.empty:
         return runs
-    runs = with_columns(runs, [*SAME_WORK, *CONFIG, "model_peak_bytes", "model_peak_kind"])
+    # an emulated float8 run keeps no speed: its tokens/s and MFU are None, not missing
+    runs = with_columns(runs, [*SAME_WORK, *CONFIG, "model_peak_bytes", "model_peak_kind",
+                               "tokens_per_s", "tokens_per_s_p10", "tokens_per_s_p90", "mfu",
+                               "mfu_peak_source", "samples_per_s"])
     runs["compile"] = runs["compile"].map(compile_mode)  # an old record's true: default
     runs["peak_mib"] = runs["peak_bytes"] / 2**20
     runs["model_mib"] = pd.to_numeric(runs["model_peak_bytes"], errors="coerce") / 2**20
@@ -57,7 +65,8 @@ def memory_ratio(a: pd.DataFrame, b: pd.DataFrame) -> str:
 def table(runs: pd.DataFrame) -> pd.DataFrame:
     cols = [*CONFIG, "precision", "tokens_per_s", "tokens_per_s_p10", "tokens_per_s_p90",
             "tokens_per_s_per_device", "mfu", "peak_mib", "peak_kind", "model_mib", "param_bytes",
-            "flops_per_token_analytic", "flops_per_token", "flop_count_ratio"]
+            "flops_per_token_analytic", "flops_per_token", "flop_count_ratio",
+            *FP8_COLUMNS]
     if runs.empty:
         return pd.DataFrame(columns=cols)
     return runs.reindex(columns=cols).sort_values(CONFIG).round(3).reset_index(drop=True)
@@ -78,7 +87,9 @@ def conclusions(runs: pd.DataFrame) -> str:
     if runs.empty:
         return "No transformer runs yet (notebook 50)."
     parts = []
-    for key, group in runs.groupby(SAME_WORK, dropna=False):
+    # an emulated float8 run has no speed to compare
+    timed = runs[runs["tokens_per_s"].notna()] if "tokens_per_s" in runs else runs
+    for key, group in timed.groupby(SAME_WORK, dropna=False):
         work = dict(zip(SAME_WORK, key))
         head = f"{work['model']}, seq {int(work['seq_len'])}, batch {int(work['batch_size'])}, " \
                f"{work['precision']}"
@@ -101,6 +112,9 @@ def conclusions(runs: pd.DataFrame) -> str:
                                side("no checkpointing", none, within=repeat_spread.within(none)))
                 parts.append(f"- {head}, {strategy} on {int(ranks)} rank(s): tokens/s {text}; "
                              f"peak memory {memory_ratio(saved, none)} without checkpointing.")
+    for run in rows(runs[runs["precision"].isin(list(FP8_RECIPES))] if "precision" in runs
+                    else runs.iloc[:0]):
+        parts.append(f"- {fp8_claim(run).text()}.")
     ratios = runs["flop_count_ratio"].dropna()
     if len(ratios):
         worst = (ratios - 1).abs().max()
@@ -156,11 +170,45 @@ def plot(runs: pd.DataFrame):
     return fig
 
 
+def fp8_claim(run: pd.Series) -> Claim:
+    """A float8 row's A/B (studies/fp8.py): "fp8_tensorwise: x1.18 over bf16 for gpt2-350m
+    at 1,024 tokens (95% CI 1.12-1.25, n=5 launches a side: faster); loss same (within 2%
+    of bf16's)"; an emulated row's claim has no figure, and says why."""
+    tokens = metric(run, "tokens_per_sample")
+    work = f"{value(run, 'model')}" + (f" at {int(tokens):,} tokens" if tokens else "") + \
+        f", {_name(run)}, on {value(run, 'device_name') or value(run, 'device')}"
+    loss = (f"loss {value(run, 'fp8_loss_parity') or 'not judged'} (within "
+            f"{metric(run, 'fp8_loss_tolerance') or 0:.0%} of bf16's on the same seeds)")
+    layers = (f"{int(metric(run, 'fp8_converted') or 0)} linears in FP8, "
+              f"{int(metric(run, 'fp8_kept') or 0)} kept in bf16")
+    speedup = metric(run, "fp8_speedup")
+    if value(run, "fp8") == "emulated" or speedup is None:
+        why = value(run, "fp8_why") or "no speed recorded"
+        return Claim(f"{value(run, 'precision')} over bf16 for {work}", None,
+                     f"no speed: {why}; {loss}; {layers}")
+    low, high = metric(run, "fp8_speedup_ci95_low"), metric(run, "fp8_speedup_ci95_high")
+    spread = f"95% CI {low:.2f}-{high:.2f}" if low is not None and high is not None else \
+        f"range {metric(run, 'fp8_speedup_range_low'):.2f}-" \
+        f"{metric(run, 'fp8_speedup_range_high'):.2f}"
+    n = f"{spread}, n={int(metric(run, 'fp8_launches'))} launches a side: " \
+        f"{value(run, 'fp8_speedup_verdict')}"
+    mfu, weighted = metric(run, "mfu"), metric(run, "mfu_fp8_weighted")
+    mfus = "; ".join(filter(None, [f"MFU {mfu:.1%} of the dense bf16 peak" if mfu else "",
+                                   f"{weighted:.1%} of the FP8-weighted peak" if weighted else ""]))
+    figure = Figure(f"x{speedup:.2f}", f"over bf16 for {work}", None, n, [("", run["run_id"])])
+    return Claim(str(value(run, "precision")), figure,
+                 "; ".join(filter(None, [loss, layers, mfus])))
+
+
 def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
     """Per configuration: tokens/s with its spread, the work (model, data set, sequence,
-    batch, precision, device) in its subject; its MFU and peak memory per rank in the note."""
+    batch, precision, device) in its subject; its MFU and peak memory per rank in the note.
+    A float8 row: its A/B against bf16 (`fp8_claim`)."""
     claims = []
     for run in rows(runs.sort_values(["model", "strategy", "ac", "compile"], kind="stable")):
+        if value(run, "precision") in FP8_RECIPES:
+            claims.append(fp8_claim(run))
+            continue
         tps = metric(run, "tokens_per_s")
         if tps is None:
             continue
@@ -180,7 +228,8 @@ def headline(runs: pd.DataFrame) -> tuple[list[Claim], str]:
 
 def figure(records: Records):
     lm = runs(records.df)
-    return plot(lm) if not lm.empty else None
+    timed = lm[lm["tokens_per_s"].notna()] if not lm.empty else lm  # emulated: no speed
+    return plot(timed) if not timed.empty else None
 
 
 def section(records: Records):

@@ -1,8 +1,9 @@
 """`python -m benchlib ...`: data, env, sweep, run, report, compare, export, io, maxbatch,
-allreduce, doctor, calibrate, overhead, project. The commands live beside their flags, by
-family: workbook_commands (the workbook's own), study_commands (a study's one setting: io,
-maxbatch), distributed_commands (allreduce, doctor), benchmark_commands (calibrate,
-overhead), diagnose, export and project; this module builds the parser and runs one.
+allreduce, doctor, calibrate, overhead, fp8-layers, project. The commands live beside their
+flags, by family: workbook_commands (the workbook's own), study_commands (a study's one
+setting: io, maxbatch), distributed_commands (allreduce, doctor), benchmark_commands
+(calibrate, overhead), fp8_layers, diagnose, export and project; this module builds the
+parser and runs one.
 
 Bad input prints one line naming the parameter and what is allowed, and exits 2.
 """
@@ -19,6 +20,7 @@ import benchlib.cli.benchmark_commands as benchmark_commands
 import benchlib.cli.diagnose as diagnose
 import benchlib.cli.distributed_commands as distributed_commands
 import benchlib.cli.export as export
+import benchlib.cli.fp8_layers as fp8_layers
 import benchlib.cli.study_commands as study_commands
 import benchlib.cli.workbook_commands as workbook_commands
 from benchlib.errors import BenchlibError, Terminated
@@ -41,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         family.add_parsers(sub)
     diagnose.add_parser(sub)
     export.add_parser(sub)
+    fp8_layers.add_parser(sub)
     # listed here for --help; main() hands its arguments to benchlib.cli.project
     sub.add_parser("project", help="scaling projection to more devices and nodes, and its "
                    "check against seed 003 (project --help)")

@@ -35,7 +35,17 @@ MODEL_FORMS = "pkg.module:function, timm:NAME or hf:NAME"
 DATASET_FORMS = "pkg.module:function"
 IO_MODELS = ("toynet", "simplecnn", "pyramidnet")  # 1x28x28 inputs
 ARCHS = ("resnet18", "resnet50")
-PRECISIONS = ("fp32", "tf32", "amp_bf16", "amp_fp16")
+# float8 training (torchao's convert_to_float8_training, benchlib.trainers.fp8): each
+# precision a torchao recipe, by the recipe's name (Float8LinearConfig.from_recipe_name):
+# dynamic scales per tensor, per row, or per row with the weight's gradient in bf16;
+# its converted linears in FP8, everything else in bf16 (autocast, FSDP2's bf16 params)
+FP8_RECIPES = {"fp8_tensorwise": "tensorwise", "fp8_rowwise": "rowwise",
+               "fp8_rowwise_gw_hp": "rowwise_with_gw_hp"}
+PRECISIONS = ("fp32", "tf32", "amp_bf16", "amp_fp16", *FP8_RECIPES)
+# which linears FP8 converts: torchao's static filter (auto: thresholds from H100
+# benchmarks), the per-layer table `benchlib fp8-layers` measured at the model's own shapes
+# (measured), every linear (none), or module names kept in bf16 (comma-separated)
+FP8_FILTERS = ("auto", "measured", "none")
 
 STRATEGIES = ("single", "dp", "ddp")
 # the transformer study's (notebook 50): FSDP2 shards parameters, gradients and optimizer

@@ -12,6 +12,7 @@ beside `renamed`: notebook 40's `arch`, read as `model`)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, ClassVar
 
 from benchlib.config.base import StudyConfig, require_min
@@ -20,6 +21,8 @@ from benchlib.config.choices import (
     COMPILE_CACHES,
     COMPILE_MODES,
     CUDA_ONLY_COMPILE_MODES,
+    FP8_FILTERS,
+    FP8_RECIPES,
     PRECISIONS,
 )
 from benchlib.errors import ConfigError
@@ -36,7 +39,15 @@ class PerformanceConfig(StudyConfig):
                                                                    False: "off"}}
 
     precision: str = "fp32"
-    """fp32, tf32 (Ampere+), amp_bf16 or amp_fp16 (CUDA)."""
+    """fp32, tf32 (Ampere+), amp_bf16, amp_fp16 (CUDA), or float8 training by torchao's
+    recipe: fp8_tensorwise, fp8_rowwise or fp8_rowwise_gw_hp (its linears in FP8, the rest
+    bf16; emulated, and no speed drawn, on a CPU or a GPU before sm_89)."""
+    fp8_filter: str = "auto"
+    """FP8's linears: auto (torchao's static filter), measured (`benchlib fp8-layers`'
+    table at this shape), none (every linear), or module names kept in bf16, comma-separated."""
+    fp8_all_gather: bool = False
+    """fsdp2 with fp8_tensorwise: all-gather the weights in float8 (torchao's
+    enable_fsdp_float8_all_gather)."""
     compile: str = "off"
     """torch.compile: off, default, reduce-overhead (CUDA graphs: a GPU's), max-autotune,
     or regional (each block compiled on its own); its compile falls in the warm-up steps
@@ -62,6 +73,7 @@ class PerformanceConfig(StudyConfig):
         device = getattr(self, "device", "auto")  # a config that composes the device
         if device == "cpu":
             check_compile_device(self.compile, "cpu")
+        check_fp8(self)
 
 
 @dataclasses.dataclass
@@ -88,6 +100,35 @@ def check_compile_cache(values: Any) -> None:
                           "with --compile-cache-to DIR)")
     if values.compile_cache_from and values.compile_cache == "cold":
         raise ConfigError("compile_cache_from", "is a warm start's; compile_cache is cold")
+
+
+FP8_NAMES = re.compile(r"\w[\w.]*(,\w[\w.]*)*")
+
+
+def check_fp8(values: Any) -> None:
+    """FP8's settings, in a config or a worker's parsed flags: a filter is auto, measured,
+    none or module names; torchao has no static filter for fp8_rowwise_gw_hp, and float8
+    all-gather is FSDP2's, with the tensorwise recipe only."""
+    precision, chosen = values.precision, values.fp8_filter
+    if chosen not in FP8_FILTERS and not FP8_NAMES.fullmatch(chosen):
+        raise ConfigError("fp8_filter", f"{chosen!r} is not one of {', '.join(FP8_FILTERS)}, "
+                          "nor module names kept in bf16, comma-separated (blocks.0.fc,head)")
+    if precision not in FP8_RECIPES:
+        if chosen != "auto" or values.fp8_all_gather:
+            field = "fp8_filter" if chosen != "auto" else "fp8_all_gather"
+            raise ConfigError(field, f"is float8 training's; precision is {precision}: set "
+                              f"precision to one of {', '.join(FP8_RECIPES)}, or leave {field}")
+        return
+    if chosen == "auto" and precision == "fp8_rowwise_gw_hp":
+        raise ConfigError("fp8_filter", "auto is torchao's static filter, which has no rule "
+                          "for fp8_rowwise_gw_hp; use measured, none or module names")
+    if values.fp8_all_gather and precision != "fp8_tensorwise":
+        raise ConfigError("fp8_all_gather", f"torchao gathers float8 weights with the "
+                          f"tensorwise recipe only; precision is {precision}: use "
+                          "fp8_tensorwise, or no fp8_all_gather")
+    strategy = getattr(values, "strategy", "single")  # a study without one: one process
+    if values.fp8_all_gather and strategy != "fsdp2":
+        raise ConfigError("fp8_all_gather", f"is FSDP2's all-gather; strategy is {strategy}")
 
 
 def check_compile_device(mode: str, device_type: str) -> None:

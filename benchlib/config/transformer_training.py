@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar
 
-from benchlib.config.choices import LM_STRATEGIES
+from benchlib.config.choices import FP8_RECIPES, LM_STRATEGIES
 from benchlib.config.performance import PerformanceConfig
 from benchlib.config.training import LauncherConfig, RepeatsConfig, TrainingConfig
 from benchlib.errors import ConfigError
@@ -37,6 +37,9 @@ class TransformerTrainingConfig(TrainingConfig, RepeatsConfig, PerformanceConfig
         super().validate()
         if self.strategy == "single" and self.nproc_per_node != 1:
             raise ConfigError("nproc_per_node", "single runs one process on one device: set 1")
+        if self.precision in FP8_RECIPES and self.compile_cache == "warm":
+            raise ConfigError("compile_cache", "an FP8 row's A/B compiles both sides, bf16 and "
+                              "FP8, from an empty cache; warm would prime one side only")
         if self.strategy == "fsdp2" and self.precision == "amp_fp16":
             raise ConfigError("precision", "fsdp2 here runs fp32, tf32 or amp_bf16 (its mixed "
                               "precision policy); amp_fp16 needs a gradient scaler FSDP2 "

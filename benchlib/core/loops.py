@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from benchlib.config.choices import MODES
+from benchlib.config.choices import FP8_RECIPES, MODES
 from benchlib.core import compiler
 from benchlib.core.delays import StepDelay
 from benchlib.core.timing import StepMarks
@@ -123,7 +123,9 @@ def make_loader(dataset, collate_fn, batch_size: int, num_workers: int, device: 
                       generator=generator, drop_last=False)
 
 
-AUTOCAST = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}
+# float8 training: what its recipe does not convert runs in bf16 (benchlib.trainers.fp8)
+AUTOCAST = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16,
+            **dict.fromkeys(FP8_RECIPES, torch.bfloat16)}
 
 
 def set_matmul_precision(precision: str) -> None:

@@ -3,7 +3,7 @@ CUDA is an error, never a silent fall back to the CPU; nccl on CUDA, gloo on CPU
 
 from __future__ import annotations
 
-from benchlib.config.choices import BACKENDS, PRECISIONS
+from benchlib.config.choices import BACKENDS, FP8_RECIPES, PRECISIONS
 from benchlib.errors import ConfigError, UsageError
 
 
@@ -41,6 +41,27 @@ def check_precision(precision: str, device_type: str) -> None:
         if torch.cuda.get_device_capability()[0] < 8:
             raise ConfigError("precision", f"{precision} needs an Ampere or newer GPU "
                               f"(this one is sm_{''.join(map(str, torch.cuda.get_device_capability()))})")
+
+
+FP8_CAPABILITY = (8, 9)  # FP8 tensor cores: Ada (sm_89) and Hopper (sm_90) on
+
+
+def fp8_emulated(precision: str, device_type: str) -> str | None:
+    """Why a float8 precision runs only emulated here (torchao's `emulate`: the FP8 GEMMs
+    as float32 matmuls of FP8-rounded values, a check of the arithmetic and never a
+    speed), or None where the device has FP8 tensor cores (or the precision is not FP8)."""
+    if precision not in FP8_RECIPES:
+        return None
+    if device_type != "cuda":
+        return (f"{precision} emulated: the {device_type.upper()} has no FP8 GEMMs, so no "
+                "speed, MFU or verdict is drawn from this run")
+    import torch
+
+    capability = torch.cuda.get_device_capability()
+    if capability < FP8_CAPABILITY:
+        return (f"{precision} emulated: sm_{''.join(map(str, capability))} has no FP8 tensor "
+                "cores (sm_89 and on), so no speed, MFU or verdict is drawn from this run")
+    return None
 
 
 def gpu_index(local_rank: int, device_count: int) -> int:

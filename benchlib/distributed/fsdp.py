@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from benchlib.config.choices import FP8_RECIPES
 from benchlib.errors import ConfigError
 
 # where the blocks are: benchlib's GPT and most models (`blocks`), transformers' GPT-2
@@ -95,11 +96,13 @@ def checkpoint_blocks(model: nn.Module, mode: str) -> nn.Module:
 def shard(model: nn.Module, precision: str) -> nn.Module:
     """FSDP2 over the process group: each block its own unit, then the root (the
     embeddings and head). amp_bf16: parameters gathered and computed in bf16, gradients
-    reduced in fp32 (torchtitan's default policy); otherwise fp32 throughout."""
+    reduced in fp32 (torchtitan's default policy), as for float8 training (what it does not
+    convert runs in bf16; with float8 all-gather, torchao's weights gather in FP8 instead);
+    otherwise fp32 throughout."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
-        if precision == "amp_bf16" else MixedPrecisionPolicy()
+        if precision == "amp_bf16" or precision in FP8_RECIPES else MixedPrecisionPolicy()
     for block in require_blocks(model, "strategy", "fsdp2"):
         fully_shard(block, mp_policy=policy)
     fully_shard(model, mp_policy=policy)

@@ -1,2 +1,2 @@
-"""The GPU check: every GPU path of the workbook on one GPU machine in four calls (its
+"""The GPU check: every GPU path of the workbook on one GPU machine in six calls (its
 steps a table, plan.yaml; their figures, targets, records and summary)."""

@@ -150,8 +150,36 @@ def _compile(result: dict[str, Any], cfg: Any, needed: list[str]) -> dict[str, A
             "break_even_steps": be.steps}
 
 
+def _fp8_layers(table: dict[str, Any], cfg: Any = None) -> dict[str, Any]:
+    """`benchlib fp8-layers`' table (trainers/fp8_layers.py), flat: each shape's speedup
+    with its interval and decision, torchao's static choice, and where the two differ."""
+    figures: dict[str, Any] = {k: table[k] for k in ("model", "batch_size", "seq_len",
+                                                      "precision", "device_name", "fp8")}
+    for row in table["rows"]:
+        figures.update({f"{row['shape']}_{k}": row[k] for k in ("speedup", "low", "high",
+                                                                "decision", "torchao")})
+    figures["shapes"] = len(table["rows"])
+    figures["pay"] = [r["shape"] for r in table["rows"] if r["pays"]]
+    figures["differ"] = [r["shape"] for r in table["rows"] if r["differs"]]
+    return figures
+
+
+FP8_AB = ("answer", "fp8", "fp8_speedup", "fp8_speedup_ci95_low", "fp8_speedup_ci95_high",
+          "fp8_speedup_range_low", "fp8_speedup_range_high", "fp8_speedup_verdict",
+          "fp8_launches", "step_s", "bf16_step_s", "compile_s", "bf16_compile_s",
+          "fp8_loss_parity", "fp8_loss_rel_delta_max", "fp8_peak_mem_ratio", "fp8_converted",
+          "fp8_kept", "fp8_flops_share", "mfu", "mfu_peak_source", "mfu_fp8_weighted",
+          "mfu_fp8_weighted_peak_source", "tokens_per_s", "bf16_tokens_per_s", "device_name")
+
+
+def _fp8_ab(result: dict[str, Any], cfg: Any = None) -> dict[str, Any]:
+    """Notebook 50's float8 row (gpucheck/fp8_ab.py): the A/B's figures."""
+    return {k: result["metrics"].get(k) for k in FP8_AB}
+
+
 FIGURES = {"metrics": metrics, "calibrate": _calibrate, "framework": _framework, "lm": _lm,
-           "io_ab": _ab, "compile_eager": _compile_eager, "compile": _compile}
+           "io_ab": _ab, "compile_eager": _compile_eager, "compile": _compile,
+           "fp8_layers": _fp8_layers, "fp8_ab": _fp8_ab}
 # families whose function also reads the result files of the steps the row `needs`
 READS_NEEDED = {"compile"}
 FROM_LOG = {"io": io_figures, "maxbatch": maxbatch_figures, "hta": hta_figures,

@@ -31,6 +31,8 @@ HEADLINE = {  # the figures a summary row shows, per kind of step
     "compile": ("samples_per_s", "eager_samples_per_s", "speedup", "compile_s", "first_steps_s",
                 "break_even", "peak_alloc_bytes"),
     "checkpoint": ("summary", "state_bytes_per_rank"),
+    "fp8_layers": ("shapes", "pay", "differ", "fp8"),
+    "fp8_ab": ("answer", "compile_s", "bf16_compile_s", "mfu_fp8_weighted"),
     "hta": ("hta_idle_pct", "hta_compute_pct", "hta_non_compute_pct", "hta_overlap_pct",
             "hta_missing"),
     "env": ("gpus", "nvidia_driver", "torch", "torch_cuda", "cudnn", "nccl"),

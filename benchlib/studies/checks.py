@@ -144,3 +144,29 @@ def image_model_takes(build: Any, name: str, shape: tuple[int, ...], classes: in
         got = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ConfigError("model", f"{name} gives {got} for {where}; training needs (2, >= "
                           f"{classes}) scores (set num_classes or in_channels in model_args)")
+
+
+def fp8_fits(cfg: Any, cuda: bool, job: Any = None) -> None:
+    """A float8 row: torchao installed, a model with linear layers to convert (the user's,
+    as own_job built it; else built on the meta device), and a measured filter only where
+    the per-layer table can decide (a CPU's FP8 runs emulated)."""
+    from benchlib.config.choices import FP8_RECIPES
+
+    if getattr(cfg, "precision", "") not in FP8_RECIPES:
+        return
+    from benchlib.trainers import fp8
+
+    fp8.torchao()
+    if job is not None:
+        model = job.model
+    else:
+        import torch
+
+        from benchlib.trainers.job import build_job
+
+        with torch.device("meta"):
+            model = build_job(cfg).model
+    fp8.require_linears(model, cfg.precision)
+    if cfg.fp8_filter == "measured" and not cuda:
+        raise ConfigError("fp8_filter", "measured: on a CPU the per-layer table's FP8 side "
+                          "runs emulated and decides nothing; use auto, none or names")

@@ -39,7 +39,7 @@ from benchlib.core import compile_cost, stats
 from benchlib.core.throughput import SHARES
 from benchlib.distributed.device import check_precision
 from benchlib.launch.launcher import LaunchResult
-from benchlib.studies import checks, repeats, training
+from benchlib.studies import checks, fp8, repeats, training
 from benchlib.studies.repeats import Launch
 
 # a step's figures as the trainer gives them over its timed steps, kept of the first
@@ -89,6 +89,7 @@ def preflight(cfg: CompileConfig) -> None:
     job = checks.own_job(cfg)
     samples = checks.own_code_trains(cfg, job)
     checks.blocks_fit(cfg, job)
+    checks.fp8_fits(cfg, cuda, job)
     checks.steps_fit(cfg, cfg.batch_size, samples)
 
 
@@ -99,6 +100,8 @@ def run(cfg: CompileConfig, run_id: str = "interactive") -> CompileResult:
     priming = next((x for x, item in zip(read, planned) if item.role == "prime"), None)
     launched = [x for x, item in zip(read, planned) if item.role != "prime"]
     metrics, details = figures(cfg, launched, priming)
+    # a float8 row: its layers; emulated, no speed, speedup, break-even or verdict
+    metrics, details = fp8.withhold({**metrics, **fp8.of_worker(launched[0]["metrics"])}, details)
     return CompileResult({**metrics, "log_dir": str(log_dir)}, details)
 
 
@@ -229,6 +232,8 @@ def describe(cfg: CompileConfig, result: CompileResult) -> str:
     m = result.metrics
     where = (f"{cfg.model} on {m.get('device_name', cfg.device)}, compile {cfg.compile}, "
              f"{cfg.compile_cache} cache")
+    if fp8.emulated_line(m):
+        return f"{where}: {fp8.emulated_line(m)}"
     pays = compile_cost.break_even_text(m["break_even_steps"], m["break_even_low"],
                                         m["break_even_high"], m["break_even_n"],
                                         m["speedup_verdict"])

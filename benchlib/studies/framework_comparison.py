@@ -22,11 +22,15 @@ from benchlib.config.flags import config_argv
 from benchlib.config.framework_comparison import JAX_FIELDS
 from benchlib.config.performance import PerformanceConfig, compiled
 from benchlib.core import compile_cost
-from benchlib.core.metrics import mfu, mfu_figures  # noqa: F401 - mfu: the one MFU function, here too
+from benchlib.core.metrics import (  # noqa: F401 - mfu: the one MFU function, here too
+    mfu,
+    mfu_figures,
+    mfu_fp8_weighted,
+)
 from benchlib.core.stats import summarize
 from benchlib.distributed.device import check_precision
 from benchlib.errors import ConfigError
-from benchlib.studies import checks, repeats, training
+from benchlib.studies import checks, fp8, repeats, training
 from benchlib.studies.repeats import Launch
 
 
@@ -90,6 +94,7 @@ def preflight(cfg: FrameworkComparisonConfig) -> None:
         raise ConfigError("nproc_per_node", f"{cfg.nproc_per_node} asked for, but only "
                           f"{visible} {what}")
     own = checks.own_code_trains(cfg)
+    checks.fp8_fits(cfg, cuda)
     if cfg.dataset != "synthetic":
         have = own if own is not None else \
             checks.data_prepared(cfg.path, "imagefolder")["samples"]["train"]
@@ -113,6 +118,8 @@ def run(cfg: FrameworkComparisonConfig, run_id: str = "interactive") -> Framewor
     m["samples_per_s_per_device"] = m["samples_per_s"] / m["world_size"]
     if compiled(cfg.compile):
         m.update(compile_cost.no_eager_row())
+    if m.get("fp8") == "native":  # MFU over the peak its FP8 share could reach, too
+        m.update(mfu_fp8_weighted(m["mfu"], m["device_name"], m.get("fp8_flops_share")))
     m["jax_skipped"] = skipped
     if skipped is None:
         jax = jax_figures([out.result["metrics"] for out in repeats.of_role(planned, done, "jax")])
@@ -121,7 +128,7 @@ def run(cfg: FrameworkComparisonConfig, run_id: str = "interactive") -> Framewor
             m["jax_skipped"] = f"JAX ran on {jax['jax_backend']}, PyTorch on {wanted}: not comparable"
         else:
             m.update(jax, jax_over_pytorch=jax["jax_samples_per_s"] / m["samples_per_s"])
-    return FrameworkResult(m, details)
+    return FrameworkResult(*fp8.withhold(m, details))  # emulated FP8: no speed, no MFU
 
 
 JAX_PRECISIONS = ("fp32", "amp_bf16")  # what benchlib.workers.jax_resnet runs
@@ -183,7 +190,7 @@ def beside_published(cfg: FrameworkComparisonConfig, result: FrameworkResult):
     rows = [{"framework": f"PyTorch here ({m['device_name']}, "
                           f"{cfg.precision}{', NHWC' if cfg.channels_last else ''})",
              "batch_size": cfg.batch_size, "devices": cfg.nproc_per_node,
-             "samples_per_s": m["samples_per_s"], "status": "measured", "source": "this run"}]
+             "samples_per_s": m.get("samples_per_s"), "status": "measured", "source": "this run"}]
     if m.get("jax_samples_per_s") is not None:
         rows.append({**rows[0], "framework": f"JAX {m['jax_version']} here ({m['jax_backend']}, "
                                              f"{cfg.precision})",
@@ -194,6 +201,9 @@ def beside_published(cfg: FrameworkComparisonConfig, result: FrameworkResult):
 
 def describe(cfg: FrameworkComparisonConfig, result: FrameworkResult) -> str:
     m = result.metrics
+    if fp8.emulated_line(m):
+        return (f"{cfg.model} {cfg.dataset}, batch {cfg.batch_size} x {m['world_size']} on "
+                f"{m['device_name']}: {fp8.emulated_line(m)}")
     mfu_text = f"MFU {m['mfu']:.1%}" if m["mfu"] is not None else f"MFU unknown ({m['mfu_peak_source']})"
     text = (f"{cfg.model} {cfg.dataset} {cfg.image_size}px, batch {cfg.batch_size} x "
             f"{m['world_size']} on {m['device_name']}, {cfg.precision}"

@@ -20,7 +20,7 @@ from benchlib.config.performance import PerformanceConfig, compiled
 from benchlib.core import compile_cost
 from benchlib.core.metrics import mfu_figures
 from benchlib.distributed.device import check_precision
-from benchlib.studies import checks, repeats, training
+from benchlib.studies import checks, fp8, repeats, training
 from benchlib.studies.repeats import Launch
 
 
@@ -35,8 +35,10 @@ def launches(cfg: TransformerTrainingConfig, run_id: str = "interactive") -> lis
     `nproc_per_node` ranks the row's launcher way), a warm compile cache primed first."""
     launcher, nproc = (cfg.launcher, cfg.nproc_per_node) if cfg.strategy != "single" \
         else ("single", 1)
-    train = repeats.repeated(Launch(cfg.strategy, _trainer_params(cfg), launcher, nproc,
-                                    timeout_s=cfg.timeout_s), cfg.repeats)
+    base = Launch(cfg.strategy, _trainer_params(cfg), launcher, nproc, timeout_s=cfg.timeout_s)
+    if fp8.is_fp8(cfg):  # its A/B: bf16's twin beside each launch, interleaved
+        return fp8.ab_launches(cfg, base)
+    train = repeats.repeated(base, cfg.repeats)
     return repeats.warm_start(train, repeats.row_logs(run_id), cfg)
 
 
@@ -59,6 +61,7 @@ def preflight(cfg: TransformerTrainingConfig) -> None:
     job = checks.own_job(cfg)  # the user's model and data, built once for both checks
     samples = checks.own_code_trains(cfg, job)
     checks.blocks_fit(cfg, job)
+    checks.fp8_fits(cfg, cuda, job)
     ranks = cfg.nproc_per_node if cfg.strategy != "single" else 1
     checks.steps_fit(cfg, cfg.batch_size * ranks, samples)
 
@@ -69,11 +72,18 @@ def run(cfg: TransformerTrainingConfig, run_id: str = "interactive") -> LmResult
     preflight(cfg)
     log_dir, planned = repeats.row_logs(run_id), launches(cfg, run_id)
     done = repeats.launch_all(planned, log_dir)
-    m, details = repeats.of_launches(cfg.repeat_mode, repeats.of_role(planned, done, "train"))
+    role = "fp8" if fp8.is_fp8(cfg) else "train"
+    m, details = repeats.of_launches(cfg.repeat_mode, repeats.of_role(planned, done, role))
     m["log_dir"] = str(log_dir)
     m.update(lm_figures(m, cfg.precision))
     if compiled(cfg.compile):
         m.update(compile_cost.no_eager_row())
+    if fp8.is_fp8(cfg):  # FP8 against its bf16 twins; an emulated row keeps no speed
+        sides = {side: [fp8.per_launch(out, cfg.seed + x.repeat) for x, out in
+                        zip(planned, done) if x.role == side] for side in ("bf16", "fp8")}
+        m.update(fp8.figures(m, sides["bf16"], sides["fp8"]))
+        details["fp8_ab"] = sides
+        m, details = fp8.withhold(m, details)
     return LmResult(m, details)
 
 
@@ -90,6 +100,16 @@ def lm_figures(m: dict[str, Any], precision: str) -> dict[str, Any]:
 
 def describe(cfg: TransformerTrainingConfig, result: LmResult) -> str:
     m = result.metrics
+    if fp8.is_fp8(cfg):  # the A/B's answer first; an emulated row has no more to say
+        answer = fp8.sentence(m, cfg.model, cfg.precision)
+        if m.get("fp8") == "emulated":
+            return answer
+        return answer + "\n" + _line(cfg, m)
+    return _line(cfg, m)
+
+
+def _line(cfg: TransformerTrainingConfig, m: dict[str, Any]) -> str:
+    """tokens/s with its spread, per device, MFU, the two FLOP counts, peak memory."""
     unit = "launches" if cfg.repeat_mode == "process" else "epochs"
     how = cfg.strategy + (f" on {m['world_size']} ranks" if cfg.strategy != "single" else "")
     saver = ", ".join(filter(None, [f"ac {cfg.ac}" if cfg.ac != "none" else "",

@@ -44,6 +44,7 @@ from benchlib.distributed.device import dp_device_ids
 from benchlib.distributed.env import DistEnv
 from benchlib.distributed.group import gather_objects
 from benchlib.errors import InjectedFailure
+from benchlib.trainers import fp8
 from benchlib.trainers.ddp_checkpoints import Checkpoints
 from benchlib.trainers.job import Job, build_job
 
@@ -199,6 +200,7 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     if job.own:  # a model that does not fit the labels: one line, exit 2
         job.check(args.model)
     flops = job.flop_figures()
+    float8 = fp8.for_job(args, job, device)  # its linears swapped, before any wrapping
     model, devices = wrap(job.model, args.strategy, device, args.dp_devices, args.ac,
                           args.precision, args.compile)
     batch = args.batch_size * devices  # DataParallel splits one batch over its devices
@@ -309,6 +311,8 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
         # rank 0's process CPU seconds a step (its threads, not its DataLoader workers')
         "cpu_s_per_step": cpu_s / max(1, sum(e["steps"] for e in epochs)),
         **compile_metrics,  # its compile's seconds, cache, graph breaks and recompiles
+        # float8: native or emulated, the linears converted and kept, its share of FLOPs
+        **(float8.figures(flops["flops_per_sample"] * args.batch_size) if float8 else {}),
     }
     if args.strategy == "dp" and device.type != "cuda":
         metrics["note"] = "DataParallel without GPUs: ran as one CPU device"
@@ -324,4 +328,5 @@ def train(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     saved_details = {"checkpoints": saves.events()} if saves is not None else {}
     return {"metrics": metrics, "details": {"epochs": epochs, "losses": losses, **waits,
                                             **traced, **saved_details, "steps_s": steps_s,
-                                            **compile_details}}
+                                            **compile_details,
+                                            **(float8.details() if float8 else {})}}

@@ -10,6 +10,7 @@ import argparse
 from benchlib.config import DpVsDdpConfig as STUDY  # its defaults are this worker's
 from benchlib.config.base import require_counts
 from benchlib.config.checkpoint import CheckpointConfig, check_checkpoint
+from benchlib.config.choices import FP8_RECIPES
 from benchlib.config.fault_injection import (
     FaultInjectionConfig,
     WorkerFaultsConfig,
@@ -22,6 +23,7 @@ from benchlib.config.performance import (
     PerformanceConfig,
     check_compile_cache,
     check_compile_device,
+    check_fp8,
 )
 from benchlib.config.training import TrainingConfig, training_fields
 from benchlib.config.worker import WorkerConfig, check_worker
@@ -43,6 +45,10 @@ def check_args(args: argparse.Namespace) -> None:
     if getattr(args, "device", "auto") == "cpu":  # the bootstrap's flag; auto: checked later
         check_compile_device(args.compile, "cpu")
     check_compile_cache(args)
+    check_fp8(args)
+    if args.precision in FP8_RECIPES and args.strategy == "dp":
+        raise ConfigError("precision", f"{args.precision} trains single, ddp or fsdp2; "
+                          "DataParallel's replicas of torchao's float8 linears are untested")
 
 
 # What the distributed flags (benchlib.workers.bootstrap) take instead: device and backend

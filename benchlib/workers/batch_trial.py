@@ -5,7 +5,8 @@ each starts with nothing cached and a crash of one is not the search's.
 The model and its batch are the training studies' (benchlib.trainers.job): any model
 they take, a batch of synthetic images or tokens made for it (a prepared data set's
 images as synthetic ones of its shape: the search measures memory, not IO), or the first
-items of a data set of your own through its collate; trained in the row's precision,
+items of a data set of your own through its collate; trained in the row's precision
+(float8: its linears converted as benchlib.trainers.fp8 says; emulated, no speed),
 memory format, compiled or not (each trial in an inductor cache of its own, cold: its
 compile's seconds, graph breaks and recompiles in its row), its blocks checkpointed or
 not. The window of peak memory
@@ -32,6 +33,7 @@ from benchlib.core.loops import Stepper
 from benchlib.distributed import fsdp
 from benchlib.distributed.env import DistEnv
 from benchlib.errors import ConfigError
+from benchlib.trainers import fp8
 from benchlib.trainers.job import build_job
 from benchlib.workers.bootstrap import entry
 
@@ -93,6 +95,8 @@ def trial(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     peak = memory.PeakMemory(device, job.rss_before_model if device.type != "cuda"
                              else memory.baseline_bytes(device))
     peak.reset()
+    # its linears swapped (on the device, inside the window), before the blocks are wrapped
+    float8 = fp8.for_job(args, job, device)
     stepper, samples_per_s, step_s, error, warm = None, None, None, None, []
     if compiled(args.compile):  # a cache of its own, empty: never one an earlier process left
         compiler.own_cache()
@@ -105,7 +109,8 @@ def trial(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
                           precision=args.precision, channels_last=args.channels_last,
                           compile=args.compile, objective=job.objective)
         step_s, warm = _steps(args, stepper, x, y, device)
-        samples_per_s = args.batch_size / step_s
+        # an emulated FP8 trial measures memory, and no speed
+        samples_per_s = args.batch_size / step_s if not (float8 and float8.emulated) else None
     except (torch.OutOfMemoryError, RuntimeError) as e:
         if not out_of_memory(e):
             raise
@@ -128,6 +133,7 @@ def trial(args: argparse.Namespace, env: DistEnv, device: torch.device, backend:
     row = {"batch_size": args.batch_size, "fits": fits, "why": why, **compiling,
            "samples_per_s": samples_per_s, "step_s": step_s, "memory_limit_bytes": limit,
            "device_total_bytes": total, "device_name": _device_name(device), **figures, **parts,
+           **(float8.figures(None) if float8 else {}),
            **{k: job.described[k] for k in ("model_class", "model_source_sha", "model_source")}}
     print(f"batch {args.batch_size}: {'fits' if fits else 'does not fit'}"
           f"{'' if fits else ' (' + why + ')'}; peak {figures['peak_bytes']} B "

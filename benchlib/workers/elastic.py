@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 from benchlib import paths
 from benchlib.config.base import require_min
 from benchlib.config.checkpoint import CheckpointConfig, check_checkpoint
-from benchlib.config.choices import ELASTIC_DATASETS
+from benchlib.config.choices import ELASTIC_DATASETS, FP8_RECIPES
 from benchlib.config.fault_injection import FaultInjectionConfig, check_faults
 from benchlib.config.flags import add_config_flags, add_piece_flags
 from benchlib.config.model_data import check_own_code
@@ -246,6 +246,9 @@ class Elastic(Worker):
 
     def check(self, args: argparse.Namespace) -> None:
         args.dummy = args.dummy or args.dataset == "dummy"  # one data set, two spellings
+        if args.precision in FP8_RECIPES:  # its loop converts no linear
+            raise ConfigError("precision", f"{args.precision} is the ddp trainers' (notebooks 40, "
+                              "50 and 55); the elastic trainer runs fp32, tf32, amp_bf16, amp_fp16")
 
     def find(self, args: argparse.Namespace) -> DistEnv:
         return resolve_env(args.dist_init_method)
