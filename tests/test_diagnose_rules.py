@@ -162,7 +162,7 @@ def compile_row(**params):
             "model": "simplecnn", "dataset": "synthetic", "batch_size": 32, "precision": "fp32",
             "device": "cpu", "num_workers": 0, "compile": "default", "compile_cache": "cold",
             "channels_last": False, "ac": "none", "break_even_steps": 120.0, "break_even_low": 80.0,
-            "break_even_high": 200.0, "break_even_n": 5, **params}
+            "break_even_high": 200.0, "break_even_n": 5, "speedup_verdict": "faster", **params}
 
 
 def one_process(**params):
