@@ -155,7 +155,7 @@ def _compile_figures(args: argparse.Namespace, env: DistEnv, job: Job, model: nn
         return {}, {}
     if args.compile_cache_to and env.rank == 0:
         compiler.keep_cache(cache, args.compile_cache_to)
-    x, y = (t.to(device) for t in job.batch(2, args.seed))
+    x, y = (t.to(device) for t in job.sample(args.seed))
     plain = model.module if isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)) \
         else model
     metrics, details = compiler.figures(plain, x, args.compile, lambda m, b: m(b, labels=y)
