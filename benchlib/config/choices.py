@@ -23,7 +23,12 @@ MADE_ON_DEVICE = ("synthetic", "tokens")  # no files: nothing to prepare, nothin
 ELASTIC_DATASETS = ("fashion-mnist", "mydataset", "cifar10", "imagefolder", "dummy")
 FRAMEWORK_DATASETS = ("synthetic", "imagefolder")
 
-VARIANTS = ("raw", "preload", "preload_batched", "tensorclass", "tensorclass_memmap", "np_memmap")
+SHARD_FORMATS = ("wds", "litdata", "mds")  # WebDataset tar, LitData chunks, Mosaic MDS
+IN_MEMORY_VARIANTS = ("raw", "preload", "preload_batched", "tensorclass", "tensorclass_memmap",
+                      "np_memmap")  # map-style, by index (benchlib.data.storage)
+VARIANTS = (*IN_MEMORY_VARIANTS, *SHARD_FORMATS)
+STORES = ("local", "s3")  # shards read from their folder, or from an S3 endpoint
+SHARD_CACHES = ("keep", "drop")  # a store's copies kept for the next epoch, or emptied
 MODES = ("traverse", "train")
 GPT_MODELS = ("gpt-tiny", "gpt2-124m", "gpt2-350m")  # benchlib.core.gpt: language models
 MODELS = ("toynet", "simplecnn", "pyramidnet", "resnet18", "resnet50", *GPT_MODELS)

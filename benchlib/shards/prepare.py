@@ -1,0 +1,84 @@
+"""`benchlib data --shards FORMATS --shard-mb N [--store s3]`: the IO data sets written
+as shards under `<path>/shards/<dataset>/<format>-<N>mb/`, and with `--store s3` uploaded
+to `s3://benchlib/<dataset>/<format>-<N>mb` at the workbook's own store (started if need
+be) or `store_endpoint`. Where the shards and their upload are already there, whole and of
+the same data, nothing is written again."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from benchlib import paths
+from benchlib.config.choices import IO_DATASETS
+from benchlib.data.manifest import describe
+from benchlib.data.storage import decoded
+from benchlib.shards import write
+from benchlib.store import s3, server
+
+
+def local_folder(root: Path, dataset: str, fmt: str, shard_mb: float) -> Path:
+    return root / "shards" / dataset / write.folder_name(fmt, shard_mb)
+
+
+def default_url(dataset: str, fmt: str, shard_mb: float) -> str:
+    return f"s3://{server.BUCKET}/{dataset}/{write.folder_name(fmt, shard_mb)}"
+
+
+def store_env(endpoint: str) -> dict[str, str]:
+    """The endpoint and keys a reader or uploader uses: the workbook's own store (started
+    if need be) where `endpoint` is empty, else `endpoint` with the process's AWS keys."""
+    import os
+
+    if not endpoint:
+        return server.ensure().env()
+    return server.endpoint_env(endpoint, os.environ.get("AWS_ACCESS_KEY_ID", ""),
+                               os.environ.get("AWS_SECRET_ACCESS_KEY", ""))
+
+
+def _current(folder: Path, sha: str) -> dict | None:
+    try:
+        index = write.read_index(folder)
+    except Exception:  # noqa: BLE001 - missing or damaged: written again
+        return None
+    return index if index.get("data_sha256") == sha else None
+
+
+def prepare(cfg: Any) -> list[dict[str, Any]]:
+    """Every (data set, format) `cfg` asks for, written (or found) and uploaded where asked:
+    one entry each with the folder, the URL, the shards, bytes and seconds."""
+    root = paths.resolve(cfg.path)
+    env = store_env(cfg.store_endpoint) if cfg.store == "s3" else None
+    done = []
+    for dataset in (d for d in cfg.datasets() if d in IO_DATASETS):
+        sha = describe(root, dataset)["sha256"]
+        images = labels = None
+        for fmt in cfg.shard_formats():
+            start = time.perf_counter()
+            folder = local_folder(root, dataset, fmt, cfg.shard_mb)
+            index = _current(folder, sha)
+            if index is None:
+                if images is None:
+                    x, y = decoded(dataset, root)
+                    images, labels = x.numpy(), y.numpy()
+                index = write.write(fmt, images, labels, folder, cfg.shard_mb,
+                                    {"dataset": dataset, "data_sha256": sha})
+            entry = {"dataset": dataset, "format": fmt, "folder": str(folder),
+                     "shards": index["shards"], "samples": index["samples"],
+                     "bytes": sum(index["files"].values()), "url": None}
+            if env is not None:
+                url = default_url(dataset, fmt, cfg.shard_mb)
+                try:
+                    there = s3.check_shards(url, env)
+                except Exception:  # noqa: BLE001 - not there, or not whole: uploaded again
+                    there = None
+                if there is None or json.dumps(there, sort_keys=True) != \
+                        json.dumps(index, sort_keys=True):
+                    s3.upload(folder, url, env)
+                entry["url"] = url
+                entry["endpoint"] = env["AWS_ENDPOINT_URL"]
+            entry["seconds"] = time.perf_counter() - start
+            done.append(entry)
+    return done

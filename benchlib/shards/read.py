@@ -1,0 +1,108 @@
+"""Shards read through each library's own reader, with DataLoader workers, shuffling and
+per-worker splitting as each library intends:
+
+- wds: `webdataset.WebDataset` over the tar files (local paths; from a store, presigned
+  SigV4 URLs fetched by `pipe:curl`, WebDataset's way to read plain HTTP), shards shuffled
+  per epoch and split across workers (`split_by_worker`), samples shuffled in a buffer;
+  `cache_dir` keeps the fetched shards for the next epoch;
+- litdata: `litdata.StreamingDataset` over the folder or `s3://` URL (its obstore or boto3
+  downloads, chunks cached in `cache_dir`), shuffled, chunks split across workers by it;
+- mds: Mosaic's `streaming.StreamingDataset` (`remote` the `s3://` URL, `local` the
+  cache; a local folder is its own `local`), shuffled, partitioned across workers by it.
+
+Every reader yields the IO study's sample: a float32 1x28x28 tensor and its int label.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def _tensor(x: Any, shape: list[int]) -> torch.Tensor:
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return torch.from_numpy(np.frombuffer(x, dtype=np.float32).copy()).view(*shape)
+    return torch.as_tensor(np.asarray(x, dtype=np.float32)).view(*shape)
+
+
+class Decode:
+    """A library's sample (a dict of its own keys) to (float32 tensor, int label)."""
+
+    def __init__(self, fmt: str, shape: list[int]):
+        self.fmt, self.shape = fmt, shape
+
+    def __call__(self, sample: dict) -> tuple[torch.Tensor, int]:
+        if self.fmt == "wds":
+            return _tensor(sample["x.f32"], self.shape), int(sample["cls"])
+        return _tensor(sample["x"], self.shape), int(sample["y"])
+
+
+def _wds(source: str, index: dict, cache: Path | None, seed: int, env: dict) -> Any:
+    import webdataset as wds
+
+    names = sorted(n for n in index["files"] if n.endswith(".tar"))
+    if source.startswith("s3://"):
+        from benchlib.store.s3 import signed_urls
+
+        urls = [f"pipe:curl -s -S -f '{u}'" for u in signed_urls(source, names, env)]
+    else:
+        urls = [str(Path(source) / n) for n in names]
+    return wds.WebDataset(urls, shardshuffle=len(urls), seed=seed, empty_check=False,
+                          nodesplitter=wds.split_by_node, workersplitter=wds.split_by_worker,
+                          cache_dir=str(cache) if cache is not None and source.startswith("s3://")
+                          else None).shuffle(1000)
+
+
+def _litdata(source: str, index: dict, cache: Path | None, seed: int, env: dict) -> Any:
+    import litdata
+
+    options = None
+    if source.startswith("s3://") and env.get("AWS_ENDPOINT_URL"):
+        options = {"endpoint_url": env["AWS_ENDPOINT_URL"]}
+        if env["AWS_ENDPOINT_URL"].startswith("http://"):
+            # litdata hands obstore client options of its own, which drop obstore's
+            # AWS_ALLOW_HTTP: a plain-http endpoint (a store on loopback) needs it here
+            from litdata.streaming import downloader
+
+            downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = "true"
+    return litdata.StreamingDataset(source, shuffle=True, seed=seed, storage_options=options,
+                                    cache_dir=str(cache) if cache is not None and
+                                    source.startswith("s3://") else None)
+
+
+def _mds(source: str, index: dict, cache: Path | None, seed: int, env: dict,
+         batch_size: int) -> Any:
+    from streaming import StreamingDataset
+
+    if source.startswith("s3://"):
+        return StreamingDataset(remote=source, local=str(cache), shuffle=True, shuffle_seed=seed,
+                                batch_size=batch_size)
+    return StreamingDataset(local=source, shuffle=True, shuffle_seed=seed, batch_size=batch_size)
+
+
+def dataset(fmt: str, source: str, index: dict, cache: Path | None, seed: int, env: dict,
+            batch_size: int) -> Any:
+    """The library's IterableDataset over `source` (a folder, or s3://BUCKET/PREFIX read
+    with the endpoint and keys in `env`, which the process has in os.environ too), its
+    store copies kept in `cache`."""
+    if fmt == "wds":
+        return _wds(source, index, cache, seed, env)
+    if fmt == "litdata":
+        return _litdata(source, index, cache, seed, env)
+    return _mds(source, index, cache, seed, env, batch_size)
+
+
+def release(fmt: str, ds: Any) -> None:
+    """What a reader holds beyond its object: Mosaic's shared memory, named by its folder
+    (a second reader of the same folder in this process is refused until it is freed)."""
+    if fmt == "mds":
+        from streaming.base.util import clean_stale_shared_memory
+
+        del ds
+        import gc
+
+        gc.collect()
+        clean_stale_shared_memory()
