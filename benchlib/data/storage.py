@@ -29,7 +29,7 @@ import torch
 from torch.utils.data import Dataset, TensorDataset, default_collate
 
 from benchlib import paths
-from benchlib.config.choices import IO_DATASETS, IN_MEMORY_VARIANTS
+from benchlib.config.choices import IN_MEMORY_VARIANTS, IO_DATASETS
 from benchlib.data.datasets import load_mydataset
 from benchlib.data.generate import FASHION_FILES, read_idx
 from benchlib.data.manifest import describe
