@@ -6,10 +6,12 @@ the same data, nothing is written again."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from benchlib import paths
 from benchlib.config.choices import IO_DATASETS
@@ -27,15 +29,17 @@ def default_url(dataset: str, fmt: str, shard_mb: float) -> str:
     return f"s3://{server.BUCKET}/{dataset}/{write.folder_name(fmt, shard_mb)}"
 
 
-def store_env(endpoint: str) -> dict[str, str]:
-    """The endpoint and keys a reader or uploader uses: the workbook's own store (started
-    if need be) where `endpoint` is empty, else `endpoint` with the process's AWS keys."""
-    import os
-
+@contextlib.contextmanager
+def store_env(endpoint: str) -> Iterator[dict[str, str]]:
+    """The endpoint and keys a reader or uploader uses: the workbook's own store where
+    `endpoint` is empty (started for the while if it is not running: server.session),
+    else `endpoint` with the process's AWS keys."""
     if not endpoint:
-        return server.ensure().env()
-    return server.endpoint_env(endpoint, os.environ.get("AWS_ACCESS_KEY_ID", ""),
-                               os.environ.get("AWS_SECRET_ACCESS_KEY", ""))
+        with server.session() as store:
+            yield store.env()
+        return
+    yield server.endpoint_env(endpoint, os.environ.get("AWS_ACCESS_KEY_ID", ""),
+                              os.environ.get("AWS_SECRET_ACCESS_KEY", ""))
 
 
 def _current(folder: Path, sha: str) -> dict | None:
@@ -49,8 +53,14 @@ def _current(folder: Path, sha: str) -> dict | None:
 def prepare(cfg: Any) -> list[dict[str, Any]]:
     """Every (data set, format) `cfg` asks for, written (or found) and uploaded where asked:
     one entry each with the folder, the URL, the shards, bytes and seconds."""
+    if cfg.store != "s3":
+        return _prepare(cfg, None)
+    with store_env(cfg.store_endpoint) as env:
+        return _prepare(cfg, env)
+
+
+def _prepare(cfg: Any, env: dict[str, str] | None) -> list[dict[str, Any]]:
     root = paths.resolve(cfg.path)
-    env = store_env(cfg.store_endpoint) if cfg.store == "s3" else None
     done = []
     for dataset in (d for d in cfg.datasets() if d in IO_DATASETS):
         sha = describe(root, dataset)["sha256"]

@@ -15,6 +15,7 @@ them as they would find a cloud store's. Nothing listens beyond 127.0.0.1.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -26,6 +27,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Iterator
 
 from benchlib import atomic, paths
 from benchlib.errors import UsageError
@@ -180,5 +182,18 @@ def stop() -> bool:
 
 
 def ensure() -> Store:
-    """The running store, started if need be (a row that reads `store: s3`)."""
+    """The running store, started if need be."""
     return status() or start()
+
+
+@contextlib.contextmanager
+def session() -> Iterator[Store]:
+    """The store for a row or an upload: the running one, left running; or one started
+    here, stopped again at the end, so that a sweep leaves no server behind it."""
+    running = status()
+    store = running or start()
+    try:
+        yield store
+    finally:
+        if running is None:
+            stop()

@@ -34,10 +34,19 @@ from benchlib.store import link as links
 from benchlib.store import s3, server
 
 
-def source(cfg: Any) -> tuple[str, dict, dict[str, str]]:
+def samples(cfg: Any) -> int:
+    """The preflight's check of the row's shards (source), and their sample count; a store
+    started for it is stopped again."""
+    with source(cfg) as (_, index, _env):
+        return index["samples"]
+
+
+@contextlib.contextmanager
+def source(cfg: Any) -> Iterator[tuple[str, dict, dict[str, str]]]:
     """(where the shards are: a folder or s3://, their index, the store's variables), each
     checked: a folder written by `benchlib data --shards`, or a store that answers, takes
-    the keys, has the bucket and prefix, and holds every shard whole (one line each)."""
+    the keys, has the bucket and prefix, and holds every shard whole (one line each). The
+    workbook's store runs for the while (started here if it was not running)."""
     write.library(cfg.variant)
     if cfg.store == "local":
         folder = shard_prep.local_folder(paths.resolve(cfg.path), cfg.dataset, cfg.variant,
@@ -47,10 +56,11 @@ def source(cfg: Any) -> tuple[str, dict, dict[str, str]]:
                               f"{folder}: write them with `benchlib data --path {cfg.path} "
                               f"--dataset {cfg.dataset} --shards {cfg.variant} "
                               f"--shard-mb {cfg.shard_mb:g}`")
-        return str(folder), write.read_index(folder), {}
-    env = shard_prep.store_env(cfg.store_endpoint)
+        yield str(folder), write.read_index(folder), {}
+        return
     url = cfg.store_url or shard_prep.default_url(cfg.dataset, cfg.variant, cfg.shard_mb)
-    return url, s3.check_shards(url, env), env
+    with shard_prep.store_env(cfg.store_endpoint) as env:
+        yield url, s3.check_shards(url, env), env
 
 
 @contextlib.contextmanager
@@ -130,7 +140,12 @@ def measure(cfg: Any, device: torch.device, step_for, warmup: int) -> list[list[
     """The row's repeats (each a list of epochs' figures), read through a link started for
     the row where the shards are on a store; a store that stops answering fails the row
     naming it (the next row starts it again)."""
-    src, index, env = source(cfg)
+    with source(cfg) as (src, index, env):
+        return _through_link(cfg, src, index, env, device, step_for, warmup)
+
+
+def _through_link(cfg: Any, src: str, index: dict, env: dict, device: torch.device, step_for,
+                  warmup: int) -> list[list[dict]]:
     work = Path(tempfile.mkdtemp(prefix="benchlib-shards-"))
     link = None
     try:

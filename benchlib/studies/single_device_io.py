@@ -74,7 +74,7 @@ def preflight(cfg: SingleDeviceIoConfig) -> None:
     if cfg.variant in SHARD_FORMATS:  # the shards, where they are: a folder or a store
         from benchlib.studies import io_shards
 
-        _warmup_fits(cfg, io_shards.source(cfg)[1]["samples"])
+        _warmup_fits(cfg, io_shards.samples(cfg))
     else:
         entry = checks.data_prepared(cfg.path, cfg.dataset)
         _warmup_fits(cfg, entry["samples"]["train"])
@@ -114,9 +114,8 @@ def run(cfg: SingleDeviceIoConfig, run_id: str = "interactive") -> IOResult:
     if cfg.variant in SHARD_FORMATS:
         from benchlib.studies import io_shards
 
-        index = io_shards.source(cfg)[1]
-        prepared = storage.Prepared(None, None, cfg.variant, index["samples"],
-                                    index.get("source", "shards"), 0.0)
+        prepared = storage.Prepared(None, None, cfg.variant, io_shards.samples(cfg), "shards",
+                                    0.0)
     else:
         prepared = storage.prepare(cfg.dataset, cfg.variant, cfg.path)
     warmup, warmup_why = _warmup_fits(cfg, prepared.samples)
