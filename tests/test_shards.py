@@ -109,7 +109,8 @@ def test_a_row_from_the_store_names_first_batch_both_epochs_waits_and_the_links_
     assert m["first_batch_cold_s"] >= 0.02 and m["worker_start_s"] >= 0.02
     assert m["epoch1_samples_per_s"] > 0 and m["epoch2_samples_per_s"] > 0
     assert 0 <= m["wait_p50_s"] <= m["wait_p99_s"]
-    assert [w["worker"] for w in m["workers"]] == [0, 1] and m["link"].startswith("s3 (")
+    assert m["workers_n"] == 2 and m["link"].startswith("s3 (")
+    assert [w["worker"] for w in record["details"]["pipeline_epochs"][0][0]["workers"]] == [0, 1]
     assert "epoch 2" in printed and "requests" in printed
 
 
@@ -264,7 +265,7 @@ def _pipeline_record(run_id="p1", **metrics):
          "link": "s3 (the workbook's store on loopback), 20 MiB/s, 30 ms per request",
          "epoch1_samples_per_s": 1000.0, "samples_per_s": 1000.0, "first_batch_cold_s": 0.3,
          "wait_p50_s": 0.01, "wait_p99_s": 0.05, "stalls": 0, "stall_s": 0.0,
-         "stall_share": 0.0, "bytes_read_epoch1": 5 * 2**20, "workers": [], "slow_workers": [],
+         "stall_share": 0.0, "bytes_read_epoch1": 5 * 2**20, "workers_n": 2, "slow_worker": None,
          **metrics}
     return {"run_id": run_id, "status": "ok", "study": studies.of_config(SingleDeviceIoConfig).name,
             "params": params, "metrics": m, "details": {}, "host_load": {"busy": False}}
@@ -298,9 +299,9 @@ def test_store_advice_is_measured_from_rows_that_differ_in_one_knob_and_names_a_
     from benchlib.diagnose import rules
     from benchlib.records.results import frame
 
-    slow = [{"worker": 1, "what": "item_s", "seconds": 0.004, "others_s": 0.0005}]
-    rec = _pipeline_record(stalls=6, stall_s=2.0, stall_share=0.33, slow_workers=slow,
-                           workers=[{"worker": 0}, {"worker": 1}])
+    rec = _pipeline_record(stalls=6, stall_s=2.0, stall_share=0.33, slow_worker=1,
+                           slow_worker_what="item_s", slow_worker_s=0.004,
+                           slow_worker_others_s=0.0005)
     others = []
     for i, (prefetch, rate) in enumerate([(2, 1000.0)] * 5 + [(8, 1500.0)] * 5):
         r = _pipeline_record(run_id=f"k{i}", epoch1_samples_per_s=rate + i, samples_per_s=rate + i)
@@ -332,3 +333,30 @@ def test_the_pipeline_table_gives_each_rows_figures_over_its_launches_with_an_in
     assert row["first batch, s"] == "0.32 [0.30, 0.35]"  # median of 6 with its 95% interval
     assert row["epoch 2, samples/s"].startswith("3,002 [3,000, 3,005]")
     assert "| mds | s3 (the workbook's store on loopback)" in io_pipeline.markdown(tab)
+
+
+def test_a_row_killed_mid_read_leaves_neither_its_store_nor_its_link_running(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    script = ("import sys, time\nfrom benchlib.store import link, server\n"
+              "s = server.start(tied=True)\nl = link.start(s.endpoint, 1.0, 10.0)\n"
+              "print(s.pid, l.proc.pid, flush=True)\ntime.sleep(60)\n")
+    row = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                           env={**os.environ, "BENCHLIB_OUTPUTS": str(tmp_path)})
+    pids = [int(p) for p in row.stdout.readline().split()]
+    row.send_signal(signal.SIGKILL)  # no `finally` runs: the kernel of a row killed
+    row.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in pids)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False

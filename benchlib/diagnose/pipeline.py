@@ -54,15 +54,13 @@ def waits_on(m: dict[str, Any], p: dict[str, Any]) -> tuple[str, str]:
 
 
 def _slow_worker(m: dict[str, Any]) -> str:
-    named = m.get("slow_workers") or []
-    if not named:
+    if m.get("slow_worker") is None:
         return ""
-    w = named[0]
-    what = "per sample" if w["what"] == "item_s" else "to start"
-    return (f"worker {w['worker']} is slow ({w['seconds'] * 1e3:.1f} ms {what} against "
-            f"{w['others_s'] * 1e3:.1f} ms for the others): look at its shards or its "
-            "connection first; more workers leave it in the round-robin, where every "
-            f"{len(m.get('workers') or []) or 'N'}th batch waits on it; ")
+    what = "per sample" if m["slow_worker_what"] == "item_s" else "to start"
+    return (f"worker {m['slow_worker']} is slow ({m['slow_worker_s'] * 1e3:.1f} ms {what} "
+            f"against {m['slow_worker_others_s'] * 1e3:.1f} ms for the others): look at its "
+            "shards or its connection first; more workers leave it in the round-robin, where "
+            f"every {m.get('workers_n') or 'N'}th batch waits on it; ")
 
 
 SUGGESTED = {"stalls": ("prefetch_factor", "more batches fetched ahead (prefetch_factor)"),

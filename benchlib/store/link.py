@@ -13,6 +13,7 @@ import urllib.request
 from dataclasses import dataclass
 
 from benchlib.errors import UsageError
+from benchlib.store import server
 from benchlib.store.proxy import COUNTERS_PATH
 
 
@@ -48,7 +49,8 @@ def start(upstream: str, mibps: float = 0.0, latency_ms: float = 0.0) -> Link:
     proc = subprocess.Popen([sys.executable, "-m", "benchlib.store.proxy", upstream,
                              "--mibps", str(mibps), "--latency-ms", str(latency_ms)],
                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
-                            start_new_session=True)
+                            start_new_session=True,
+                            preexec_fn=server.die_with_parent)  # ends with the row
     line = proc.stdout.readline().strip()
     if not line.isdigit():
         proc.kill()

@@ -117,8 +117,20 @@ def status() -> Store | None:
     return store if _alive(store.pid) and answers(store.endpoint) else None
 
 
-def start(port: int | None = None) -> Store:
-    """The store, started on 127.0.0.1 unless it runs already (then that one)."""
+def die_with_parent() -> None:
+    """In a child before it runs its program: SIGTERM when the process that started it
+    dies (Linux's PR_SET_PDEATHSIG), so a row killed mid-row leaves no server behind it."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the row's own `finally` stops it
+        pass
+
+
+def start(port: int | None = None, tied: bool = False) -> Store:
+    """The store, started on 127.0.0.1 unless it runs already (then that one); `tied`:
+    it ends with the process that starts it (a row's), else it runs until `stop`."""
     running = status()
     if running is not None:
         return running
@@ -132,7 +144,8 @@ def start(port: int | None = None) -> Store:
                              "--auth-key", f"{key},{secret}", "--force-path-style",
                              "--config", os.devnull],
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)  # its own group: stop kills it whole
+                            start_new_session=True,  # its own group: stop kills it whole
+                            preexec_fn=die_with_parent if tied else None)
     log.close()
     deadline = time.monotonic() + START_TIMEOUT_S
     while not answers(endpoint, 0.2):
@@ -191,7 +204,7 @@ def session() -> Iterator[Store]:
     """The store for a row or an upload: the running one, left running; or one started
     here, stopped again at the end, so that a sweep leaves no server behind it."""
     running = status()
-    store = running or start()
+    store = running or start(tied=True)
     try:
         yield store
     finally:

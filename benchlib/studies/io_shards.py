@@ -192,9 +192,18 @@ def _summary(values: list, name: str) -> dict[str, Any]:
     return summarize([v for v in values if v is not None], name, independent=False)
 
 
+def details(repeats: list[list[dict]]) -> dict[str, Any]:
+    """What the record keeps beside its figures: every epoch's workers and stalls."""
+    return {"pipeline_epochs": [[{k: e[k] for k in ("first_batch_s", "epoch_samples_per_s",
+                                                    "wait_p50_s", "wait_p99_s", "stalls",
+                                                    "stall_s", "stall_at", "workers",
+                                                    "worker_start_s")}
+                                 for e in rep] for rep in repeats]}
+
+
 def figures(cfg: Any, repeats: list[list[dict]]) -> dict[str, Any]:
     """The row's figures: the cold first batch and worker start-up, epoch 1's and epoch 2's
-    rates, the waits and stalls, what crossed the link, the slow workers, the link."""
+    rates, the waits and stalls, what crossed the link, the slowest worker, the link."""
     first = [rep[0] for rep in repeats]
     second = [rep[1] for rep in repeats if len(rep) > 1]
     every = [e for rep in repeats for e in rep]
@@ -225,8 +234,12 @@ def figures(cfg: Any, repeats: list[list[dict]]) -> dict[str, Any]:
                                 for f in ("start_s", "item_s", "samples")
                                 if any(x[f] is not None for x in ws)}}
                for k, ws in sorted(by_worker.items())]
-    out["workers"] = medians
-    out["slow_workers"] = timing.slow_workers(medians)
+    slow = timing.slow_workers(medians)
+    out["workers_n"] = len(medians)
+    # the slowest worker named (the record's details keep every worker's figures)
+    out.update({"slow_worker": slow[0]["worker"], "slow_worker_what": slow[0]["what"],
+                "slow_worker_s": slow[0]["seconds"], "slow_worker_others_s": slow[0]["others_s"]}
+               if slow else {"slow_worker": None})
     return out
 
 
@@ -252,7 +265,8 @@ def sentence(m: dict[str, Any]) -> str:
     if m.get("bytes_read_epoch1") is not None:
         text += (f"; epoch 1 read {m['bytes_read_epoch1'] / 2**20:.1f} MiB in "
                  f"{m['requests_epoch1']:g} requests")
-    for w in m.get("slow_workers") or []:
-        text += (f"; worker {w['worker']} is slow ({w['what'].replace('_s', '')} "
-                 f"{w['seconds'] * 1e3:.1f} ms against {w['others_s'] * 1e3:.1f} ms)")
+    if m.get("slow_worker") is not None:
+        text += (f"; worker {m['slow_worker']} is slow ({m['slow_worker_what'].replace('_s', '')} "
+                 f"{m['slow_worker_s'] * 1e3:.1f} ms against {m['slow_worker_others_s'] * 1e3:.1f} "
+                 "ms)")
     return text

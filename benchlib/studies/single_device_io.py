@@ -46,9 +46,11 @@ class IOResult:
     repeats: list[dict[str, float]]
     steps: dict[str, list[float]]  # the first repeat's per-step times, warm-up included
     profile: list[dict[str, Any]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # a shard row's epochs (io_shards)
 
     def details(self) -> dict[str, Any]:
-        return {"repeats": self.repeats, "steps": self.steps, "profile": self.profile}
+        return {"repeats": self.repeats, "steps": self.steps, "profile": self.profile,
+                **self.extra}
 
 
 IN_SHAPE, CLASSES = (1, 28, 28), 10  # the IO data sets' images and labels
@@ -111,6 +113,7 @@ def run(cfg: SingleDeviceIoConfig, run_id: str = "interactive") -> IOResult:
     preflight(cfg)
     device = device_for(cfg.device)
     shards: dict[str, Any] = {}
+    shard_details: dict[str, Any] = {}
     if cfg.variant in SHARD_FORMATS:
         from benchlib.studies import io_shards
 
@@ -128,6 +131,7 @@ def run(cfg: SingleDeviceIoConfig, run_id: str = "interactive") -> IOResult:
                                          warmup)
         timed = io_shards.timed(repeats_read)
         shards = io_shards.figures(cfg, repeats_read)
+        shard_details = io_shards.details(repeats_read)
     else:
         timed = _measure(cfg, prepared, device, warmup)
     repeats, all_data, all_compute, epochs, first_steps, losses = timed
@@ -162,7 +166,7 @@ def run(cfg: SingleDeviceIoConfig, run_id: str = "interactive") -> IOResult:
         **model_figures(cfg),
         **shards,
     }
-    result = IOResult(metrics, repeats, first_steps)
+    result = IOResult(metrics, repeats, first_steps, extra=shard_details)
     if cfg.profile and cfg.variant not in SHARD_FORMATS:
         trace = paths.outputs_dir() / "traces" / f"{run_id}.json" if cfg.export_trace else None
         step = _stepper(cfg, device, cfg.seed)
