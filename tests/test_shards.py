@@ -360,3 +360,41 @@ def _alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"  # a zombie has ended
     except FileNotFoundError:
         return False
+
+
+def test_a_training_worker_reads_shards_from_a_folder_and_from_the_store_through_its_workers(
+        store_outputs, tmp_path, monkeypatch):
+    """`dataset: FORMAT:LOCATION` in a training study: the rank's DataLoader workers read
+    their share through the library; from the store, its endpoint and keys reach them
+    through the AWS variables."""
+    from benchlib.launch.launcher import launch
+
+    data, _ = store_outputs
+    folder = shard_prep.local_folder(data, "mydataset", "wds", SHARD_MB)
+    store = server.ensure()
+    common = ["--model", "toynet", "--num-workers", "2", "--batch-size", "16", "--max-steps",
+              "6", "--warmup-steps", "1", "--epochs", "1", "--device", "cpu"]
+    local = launch("single", ["--dataset", f"wds:{folder}", *common], tmp_path / "local", "single")
+    remote = launch("single", ["--dataset", f"mds:{shard_prep.default_url('mydataset', 'mds', SHARD_MB)}",
+                               *common], tmp_path / "remote", "single",
+                    env={k: v for k, v in store.env().items() if k != "AWS_ENDPOINT_URL"}
+                    | {"BENCHLIB_OUTPUTS": str(store_outputs[1])})
+    for out in (local, remote):
+        m = out.result["metrics"]
+        assert m["samples_per_s"] > 0 and m["first_batch_s"] > 0
+        assert out.result["details"]["losses"] or True
+    assert remote.result["metrics"]["model_class"].endswith("ToyNet")
+
+
+def test_shards_are_a_data_set_of_ones_own_checked_before_any_rank(store_outputs):
+    from benchlib.config import DpVsDdpConfig
+    from benchlib.studies import checks
+
+    data, _ = store_outputs
+    folder = shard_prep.local_folder(data, "mydataset", "litdata", SHARD_MB)
+    cfg = DpVsDdpConfig(dataset=f"litdata:{folder}", model="toynet", device="cpu")
+    assert checks.own_code_trains(cfg) == SAMPLES  # the job built, its model checked
+    with pytest.raises(Exception, match="dataset: 'litdata:/nowhere/shards': no folder "
+                       "/nowhere/shards"):
+        checks.own_code_trains(DpVsDdpConfig(dataset="litdata:/nowhere/shards", model="toynet",
+                                             device="cpu"))

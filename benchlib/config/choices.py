@@ -85,11 +85,19 @@ def model_kind(name: str) -> str | None:
     return "entry" if is_entry_point(name) else None
 
 
+def is_shards(value: str) -> bool:
+    """`FORMAT:LOCATION`: shards of a format of SHARD_FORMATS in a folder (a path with a
+    slash) or at s3://BUCKET/PREFIX, read by their library (benchlib.shards.train)."""
+    fmt, sep, where = value.partition(":")
+    return bool(sep) and fmt in SHARD_FORMATS and "/" in where
+
+
 def dataset_kind(name: str) -> str | None:
-    """builtin (a name in TRAIN_DATASETS) or entry; None: not a data set name."""
+    """builtin (a name in TRAIN_DATASETS) or entry (the user's own: by entry point, or as
+    shards, `is_shards`); None: not a data set name."""
     if name in TRAIN_DATASETS:
         return "builtin"
-    return "entry" if is_entry_point(name) else None
+    return "entry" if is_entry_point(name) or is_shards(name) else None
 # how the rank an injected failure names fails: an exception (its marker and log line), or
 # SIGKILL from itself, as the OOM killer does (no exception, no cleanup)
 FAIL_HOWS = ("raise", "kill")

@@ -97,12 +97,12 @@ def dataset(fmt: str, source: str, index: dict, cache: Path | None, seed: int, e
 
 def release(fmt: str, ds: Any) -> None:
     """What a reader holds beyond its object: Mosaic's shared memory, named by its folder
-    (a second reader of the same folder in this process is refused until it is freed)."""
+    (a second reader of the same folder in this process is refused until it is freed),
+    freed by its own destructor. Not Mosaic's `clean_stale_shared_memory`: it unlinks every
+    reader's segments on the machine, live ones too (a row beside a training run gave
+    that run's workers fresh, empty shard states, and labels from another sample's bytes)."""
     if fmt == "mds":
-        from streaming.base.util import clean_stale_shared_memory
-
-        del ds
         import gc
 
+        del ds
         gc.collect()
-        clean_stale_shared_memory()

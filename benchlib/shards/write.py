@@ -101,7 +101,7 @@ def write(fmt: str, images: np.ndarray, labels: np.ndarray, folder: Path, shard_
                      np.asarray(labels, dtype=np.int64), max(int(shard_mb * MB), 1))
         files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
         index = {"format": fmt, "shard_mb": shard_mb, "samples": int(len(labels)),
-                 "shape": list(images.shape[1:]), "shards": sum(1 for n in files
+                 "shape": list(images.shape[1:]), "largest_label": int(np.max(labels)), "shards": sum(1 for n in files
                                                                   if n != "index.json"),
                  "files": files, **(described or {})}
         (tmp / INDEX).write_text(json.dumps(index, indent=1))

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset
 
 from benchlib import atomic, paths
 from benchlib.config.choices import SYNTHETIC_STEPS
@@ -91,6 +91,9 @@ def _loader(args: argparse.Namespace, env: DistEnv, job: Job, batch: int, device
     if dataset is None:
         return job.synthetic(batch, args.max_steps or SYNTHETIC_STEPS, device,
                              args.seed + env.rank), None
+    if isinstance(dataset, IterableDataset):  # shards: the library splits them across ranks
+        return DataLoader(dataset, batch_size=batch, num_workers=args.num_workers,
+                          collate_fn=collate, pin_memory=device.type == "cuda"), None
     sampler = None
     if args.strategy in ("ddp", "fsdp2"):
         from torch.utils.data.distributed import DistributedSampler

@@ -13,19 +13,21 @@ of its own (benchlib.trainers.probe), never from the one the DataLoader's worker
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import Dataset, default_collate
+from torch.utils.data import Dataset, IterableDataset, default_collate
 
 from benchlib.config.choices import (
     GPT_MODELS,
     MADE_ON_DEVICE,
     TOKEN_DATASETS,
     dataset_kind,
+    is_shards,
     model_kind,
 )
 from benchlib.core import entrypoints, gpt, memory
@@ -67,11 +69,17 @@ def build_dataset(name: str, path: str, augment: bool = True, image_size: int = 
     return dataset, fn, shape
 
 
-def _dataset(name: str, path: str, augment: bool, image_size: int,
-             collate: str) -> tuple[Dataset, Any, tuple, probe.Probe | None]:
-    """build_dataset's, and for the user's own data set its probe (read apart)."""
+def _dataset(name: str, path: str, augment: bool, image_size: int, collate: str, seed: int = 0,
+             batch: int = 32) -> tuple[Dataset, Any, tuple, probe.Probe | None]:
+    """build_dataset's, and for the user's own data set its probe (read apart); shards
+    (`FORMAT:LOCATION`, benchlib.shards.train) read by their library, this rank's share."""
     from benchlib.data import datasets
 
+    if is_shards(name):
+        from benchlib.shards import train as shards
+
+        dataset, read = shards.dataset(name, seed, batch)
+        return dataset, default_collate, tuple(read.x.shape[1:]), read
     if dataset_kind(name) == "entry":
         dataset, fn, read = _own_dataset(name, collate)
         return dataset, fn, tuple(read.x.shape[1:]), read
@@ -126,6 +134,9 @@ class Job:
         (its items again from the start where it has fewer than n), read in this process
         (a worker with no DataLoader workers: batch_trial's steps)."""
         g = torch.Generator().manual_seed(seed)
+        if isinstance(self.dataset, IterableDataset):  # shards: the first n this rank reads
+            items = list(itertools.islice(iter(self.dataset), n))
+            return self.collate([items[i % len(items)] for i in range(n)])
         if self.dataset is not None:
             return self.collate([item(self.dataset, i % len(self.dataset), self.data_name)
                                  for i in range(n)])
@@ -225,7 +236,7 @@ def build_job(args: argparse.Namespace | Any) -> Job:
         dataset, collate = tokenfile.TokenWindows(args.path, seq_len), default_collate
     elif args.dataset not in MADE_ON_DEVICE:
         dataset, collate, shape, read = _dataset(args.dataset, args.path, augment, image_size,
-                                                 args.collate)
+                                                 args.collate, args.seed, args.batch_size)
         x = read.x if read is not None else \
             collate([item(dataset, 0, args.dataset), item(dataset, 1, args.dataset)])[0]
         tokens = tokens or (not torch.is_floating_point(x) and x.dim() == 2)  # (batch, ids)
