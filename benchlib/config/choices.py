@@ -87,7 +87,7 @@ def model_kind(name: str) -> str | None:
 
 def is_shards(value: str) -> bool:
     """`FORMAT:LOCATION`: shards of a format of SHARD_FORMATS in a folder (a path with a
-    slash) or at s3://BUCKET/PREFIX, read by their library (benchlib.shards.train)."""
+    slash) or at s3://BUCKET/PREFIX, read by their library (benchlib.shards.for_training)."""
     fmt, sep, where = value.partition(":")
     return bool(sep) and fmt in SHARD_FORMATS and "/" in where
 

@@ -80,12 +80,7 @@ def not_measured(record: dict[str, Any]) -> str:
 
 
 def input_advice(record: dict[str, Any], same: pd.DataFrame | None) -> tuple[str, dict]:
-    """More DataLoader workers: what the same work measured with more, else the command.
-    A run that reads shards: what it waits on and its one-knob changes (diagnose.pipeline)."""
-    if (record.get("metrics") or {}).get("shard_format"):
-        from benchlib.diagnose import pipeline
-
-        return pipeline.input_advice(record, same)
+    """More DataLoader workers: what the same work measured with more, else the command."""
     p = record.get("params") or {}
     if "num_workers" not in p:
         return "the data path: this study has no DataLoader workers to add", {}

@@ -47,7 +47,7 @@ from benchlib.config.studies import GPU_CHECK
 from benchlib.core import hostload
 from benchlib.core.stats import STARTUP_GAP
 from benchlib.core.throughput import startup_text
-from benchlib.diagnose import advice, compile_advice, traces
+from benchlib.diagnose import advice, compile_advice, pipeline, traces
 
 STRAGGLER = 1.25  # a rank this many times the other ranks' median
 STRAGGLER_SHARE = 0.20  # and its extra time at least this share of a step (not noise)
@@ -280,7 +280,7 @@ def diagnose(record: dict[str, Any], same_testbed: pd.DataFrame | None = None) -
         if p.get("nproc_per_node") == nproc and slowest == nproc - 1 and nproc > 1:
             d.try_params = {"nproc_per_node": nproc - 1}
     elif rule == "input-bound":
-        d.advice, d.try_params = advice.input_advice(record, same_testbed)
+        d.advice, d.try_params = (pipeline if m.get("shard_format") else advice).input_advice(record, same_testbed)
     elif rule == "communication-bound":
         d.advice, d.try_params = advice.comm_advice(record, part["comm"].value, same_testbed)
     elif rule == "memory-bound":

@@ -72,14 +72,14 @@ def build_dataset(name: str, path: str, augment: bool = True, image_size: int = 
 def _dataset(name: str, path: str, augment: bool, image_size: int, collate: str, seed: int = 0,
              batch: int = 32) -> tuple[Dataset, Any, tuple, probe.Probe | None]:
     """build_dataset's, and for the user's own data set its probe (read apart); shards
-    (`FORMAT:LOCATION`, benchlib.shards.train) read by their library, this rank's share."""
+    (`FORMAT:LOCATION`, benchlib.shards.for_training) read by their library, this rank's share."""
     from benchlib.data import datasets
 
     if is_shards(name):
-        from benchlib.shards import train as shards
+        from benchlib.shards import for_training
 
-        dataset, read = shards.dataset(name, seed, batch)
-        return dataset, default_collate, tuple(read.x.shape[1:]), read
+        dataset, (x, y, largest) = for_training.dataset(name, seed, batch)
+        return dataset, default_collate, tuple(x.shape[1:]), probe.Probe(x, y, largest, None)
     if dataset_kind(name) == "entry":
         dataset, fn, read = _own_dataset(name, collate)
         return dataset, fn, tuple(read.x.shape[1:]), read

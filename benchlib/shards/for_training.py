@@ -74,20 +74,18 @@ def locate(name: str) -> tuple[str, str, dict, dict[str, str]]:
     return fmt, where, index, env
 
 
-def dataset(name: str, seed: int, batch: int) -> tuple[RankShards, Any]:
-    """(this rank's reader, what the model check needs: a batch of 2 of the samples' shape
-    and the largest label, from the shards' index). Nothing reads a shard before the
-    DataLoader's workers: each library's reader sets up in them (benchlib.trainers.probe's
-    rule for a data set of the user's), and no probe can join a library's own coordination
-    across ranks (Mosaic's barrier) by mistake."""
+def dataset(name: str, seed: int, batch: int) -> tuple[RankShards, tuple]:
+    """(this rank's reader, what the model check needs: a batch of 2 of the samples' shape,
+    its labels and the largest label, from the shards' index). Nothing reads a shard before
+    the DataLoader's workers: each library's reader sets up in them (the rule
+    benchlib.trainers.probe keeps for a data set of the user's), and no check can join a
+    library's own coordination across ranks (Mosaic's barrier) by mistake."""
     import torch
-
-    from benchlib.trainers.probe import Probe
 
     fmt, where, index, env = locate(name)
     largest = int(index.get("largest_label", 9))
-    found = Probe(torch.rand(2, *index["shape"], generator=torch.Generator().manual_seed(seed)),
-                  torch.tensor([0, largest]), largest, None)
+    found = (torch.rand(2, *index["shape"], generator=torch.Generator().manual_seed(seed)),
+             torch.tensor([0, largest]), largest)
     cache = Path(tempfile.mkdtemp(prefix="benchlib-shards-")) if where.startswith("s3://") else None
     reader = read.dataset(fmt, where, index, cache, seed, env, batch)
     return RankShards(reader, read.Decode(fmt, index["shape"]), index["samples"]), found
