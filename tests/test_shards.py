@@ -398,3 +398,23 @@ def test_shards_are_a_data_set_of_ones_own_checked_before_any_rank(store_outputs
                        "/nowhere/shards"):
         checks.own_code_trains(DpVsDdpConfig(dataset="litdata:/nowhere/shards", model="toynet",
                                              device="cpu"))
+
+
+def test_the_io_finding_names_the_format_the_store_and_the_link():
+    """The landing page's IO finding (notebook 10's headline) of shard rows."""
+    from benchlib.analysis import single_device_io as analysis
+    from benchlib.records.results import frame
+
+    recs = []
+    for i, (variant, rate) in enumerate([("mds", 900.0), ("wds", 1500.0)]):
+        r = _pipeline_record(run_id=f"h{i}", samples_per_s=rate, epoch_samples_per_s=rate,
+                             samples_per_s_p10=rate * 0.9, samples_per_s_p90=rate * 1.1)
+        r["params"].update(variant=variant, epochs=2, repeats=3)
+        r["metrics"].update(device_name="AMD EPYC", shard_format=variant)
+        r.update(started_at="2026-11-29T00:00:00", finished_at="2026-11-29T00:01:00",
+                 label="pipes", testbed={"id": "t", "name": "t"}, torch="2.14.1")
+        recs.append(r)
+    claims, _ = analysis.headline(analysis.runs(frame(recs)))
+    text = " ".join(c.text() for c in claims)
+    assert "wds shards from s3 (the workbook's store on loopback), 20 MiB/s, 30 ms per request" \
+        in text and "fastest wds" in text, text
