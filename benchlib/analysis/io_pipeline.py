@@ -31,9 +31,29 @@ FIGURES = [("first_batch_cold_s", "first batch, s", "{:.2f}"),
 def runs(df: pd.DataFrame) -> pd.DataFrame:
     """The ok records of shard rows (those with a `shard_format`)."""
     if df.empty or "shard_format" not in df:
-        return df.iloc[0:0]
+        return pd.DataFrame(columns=ROW)
     ok = df[(df["shard_format"].notna()) & (df.get("status", "ok") == "ok")]
     return ok.assign(**{c: ok[c] if c in ok else None for c in ROW}).copy()
+
+
+def failed(df: pd.DataFrame) -> pd.DataFrame:
+    """The failed launches of shard rows, with their row's knobs (the link in words from
+    their parameters) and the error's last line."""
+    from types import SimpleNamespace
+
+    from benchlib.config.choices import SHARD_FORMATS
+    from benchlib.studies.io_shards import link_text
+
+    if df.empty or "variant" not in df or "status" not in df:
+        return pd.DataFrame(columns=[*ROW, "error"])
+    bad = df[(df["status"] == "failed") & df["variant"].isin(SHARD_FORMATS)]
+    rows = []
+    for _, r in bad.iterrows():
+        params = {k: r.get(k) for k in ("store", "store_endpoint", "link_mibps",
+                                        "link_latency_ms")}
+        rows.append({**{c: r.get(c) for c in ROW}, "link": link_text(SimpleNamespace(**params)),
+                     "error": str(r.get("error") or "").splitlines()[-1:] or [""]})
+    return pd.DataFrame(rows, columns=[*ROW, "error"])
 
 
 def _cell(values: list[float], fmt: str) -> str:
@@ -47,12 +67,18 @@ def _cell(values: list[float], fmt: str) -> str:
 
 
 def table(df: pd.DataFrame) -> pd.DataFrame:
-    """One line per row: its knobs, n launches, and each figure's median [95% CI]."""
-    io = runs(df)
+    """One line per row: its knobs, n launches (and how many more failed), and each
+    figure's median [95% CI] over the launches that finished."""
+    io, lost = runs(df), failed(df)
+    every = pd.concat([io[ROW], lost[ROW]]) if not lost.empty else io[ROW]
     lines = []
-    for keys, group in io.groupby(ROW, dropna=False, sort=True):
+    for keys, _ in every.groupby(ROW, dropna=False, sort=True):
         line = dict(zip(ROW, keys))
+        group = io[(io[ROW].astype(str) == pd.Series(line).astype(str)).all(axis=1)]
+        lost_here = lost[(lost[ROW].astype(str) == pd.Series(line).astype(str)).all(axis=1)] \
+            if not lost.empty else lost
         line["n"] = len(group)
+        line["failed"] = len(lost_here)
         for col, name, fmt in FIGURES:
             line[name] = _cell([float(v) for v in group[col].dropna()] if col in group else [], fmt)
         lines.append(line)
@@ -83,7 +109,7 @@ def markdown(tab: pd.DataFrame) -> str:
     if tab.empty:
         return "(no shard rows)"
     cols = ["variant", "link", "num_workers", "prefetch_factor", "shard_mb", "cache", "n",
-            *[name for _, name, _ in FIGURES]]
+            "failed", *[name for _, name, _ in FIGURES]]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, r in tab.iterrows():
         lines.append("| " + " | ".join(str(r[c]) for c in cols) + " |")

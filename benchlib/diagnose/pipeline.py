@@ -3,9 +3,14 @@ it waits on, and the change that helps, measured like for like.
 
 What it waits on, in this order (the first that holds):
 
-- stalls: waits above 5x the median take STALL_SHARE or more of an epoch (a reader that
-  stops for a shard now and then; under a bandwidth cap this is still a stall, not a slow
-  link, since the median wait is short and the link idles between the bursts);
+- stalls: one worker waited over 5x as long as another for its first samples, and a
+  second or more (a reader that stalled: the others crossed the same link at its pace);
+  or waits above 5x the median take STALL_SHARE or more of an epoch (a reader that stops
+  for a shard now and then; under a bandwidth cap this is still a stall, not a slow link,
+  since the median wait is short and the link idles between the bursts). The named case:
+  Mosaic's workers under a link with 2 workers here waited its download_timeout (60 s)
+  for their first shard, on the keep-alive S3 connection they inherited from the parent,
+  which had fetched index.json (with the proxy closing every connection, they did not);
 - the link: epoch 1 read its bytes at LINK_SHARE or more of the link's cap;
 - the first shard: the cold first batch takes FIRST_SHARE or more of epoch 1;
 - else the reader itself (decoding, too few workers).
@@ -26,6 +31,7 @@ import pandas as pd
 from benchlib.diagnose import advice
 
 STALL_SHARE = 0.2
+STALL_FACTOR = 5.0  # as benchlib.shards.timing's
 LINK_SHARE = 0.8
 FIRST_SHARE = 0.2
 KNOBS = ("num_workers", "prefetch_factor", "shard_mb", "cache")
@@ -36,6 +42,11 @@ def waits_on(m: dict[str, Any], p: dict[str, Any]) -> tuple[str, str]:
     samples = m.get("samples") or 0
     rate = m.get("epoch1_samples_per_s")
     epoch1_s = samples / rate if rate else None
+    slowest, fastest = m.get("worker_start_s"), m.get("worker_start_min_s")
+    if slowest is not None and fastest is not None and slowest >= 1.0 \
+            and slowest > STALL_FACTOR * fastest:
+        return "stalls", (f"a worker waited {slowest:.1f} s for its first samples while another "
+                          f"took {fastest:.2f} s through the same link: a reader stalled")
     if (m.get("stall_share") or 0) >= STALL_SHARE:
         return "stalls", (f"{m['stalls']:g} waits above 5x the median ({m['wait_p50_s'] * 1e3:.1f} "
                           f"ms) take {m['stall_s']:.2f} s an epoch, {m['stall_share']:.0%} of it")
@@ -104,6 +115,14 @@ def input_advice(record: dict[str, Any], same: pd.DataFrame | None) -> tuple[str
         _, knob, best, _ = found[0]
         return (head + _slow_worker(m) + "; ".join(f"{k}={v}: {s}" for _, k, v, s in found),
                 {knob: best})
+    if cause == "stalls" and p.get("variant") == "mds" and "first samples" in evidence:
+        return (head + _slow_worker(m) + "the named case: Mosaic's workers share the keep-alive "
+                "S3 connection the parent opened for index.json before the DataLoader forked "
+                "them, and one waits out download_timeout (60 s) on it (measured here: with a "
+                "link that closes every connection, no worker waited); give each worker a "
+                "connection of its own (spawn or forkserver workers, or the parent's client "
+                "closed before they fork: not measured here); more workers or prefetch do not "
+                "move it", {})
     knob, what = SUGGESTED[cause]
     if cause == "the link" and p.get("cache") != "drop":
         return (head + _slow_worker(m) + "the link is the limit and epoch 2 reads the cache "

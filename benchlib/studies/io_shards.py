@@ -210,6 +210,9 @@ def figures(cfg: Any, repeats: list[list[dict]]) -> dict[str, Any]:
     out: dict[str, Any] = {
         **_summary([e["first_batch_s"] for e in first], "first_batch_cold_s"),
         **_summary([e["worker_start_s"] for e in first], "worker_start_s"),
+        # the fastest worker's start beside the slowest's: one reader stalled, or the link
+        "worker_start_min_s": statistics.median(
+            min((w["start_s"] for w in e["workers"]), default=0.0) for e in first),
         **_summary([e["epoch_samples_per_s"] for e in first], "epoch1_samples_per_s"),
         "wait_p50_s": statistics.median(e["wait_p50_s"] for e in every),
         "wait_p99_s": statistics.median(e["wait_p99_s"] for e in every),
