@@ -418,3 +418,31 @@ def test_the_io_finding_names_the_format_the_store_and_the_link():
     text = " ".join(c.text() for c in claims)
     assert "wds shards from s3 (the workbook's store on loopback), 20 MiB/s, 30 ms per request" \
         in text and "fastest wds" in text, text
+
+
+def test_mosaics_worker_waiting_out_its_download_timeout_is_called_a_stall_not_the_link():
+    """The named case, as measured here: under a capped link, with 2 workers, one of
+    Mosaic's workers waited 60 s for its first shard while the other took 0.2 s."""
+    from benchlib.diagnose import rules
+
+    d = rules.diagnose(_pipeline_record(worker_start_s=60.4, worker_start_min_s=0.2,
+                                        first_batch_cold_s=60.6, bytes_read_epoch1=6 * 19 * 2**20))
+    assert "): stalls, a worker waited 60.4 s for its first samples while another took 0.20 s " \
+           "through the same link: a reader stalled; " in d.advice
+    assert "the named case: Mosaic's workers share the keep-alive S3 connection" in d.advice
+    assert "the link," not in d.advice and d.try_params == {}
+
+
+def test_the_pipeline_table_counts_a_rows_failed_launches_beside_its_figures():
+    from benchlib.analysis import io_pipeline
+    from benchlib.records.results import frame
+
+    ok = _pipeline_record(run_id="ok1")
+    bad = {**_pipeline_record(run_id="bad1"), "status": "failed", "metrics": {},
+           "error": {"message": "IndexError: Relative sample index 38 is not present in the "
+                     "shard.00005.mds file."}}
+    for r in (ok, bad):
+        r.update(started_at="2026-11-29T00:00:00", finished_at="2026-11-29T00:01:00",
+                 label="pipes", testbed={"id": "t", "name": "t"})
+    [row] = io_pipeline.table(frame([ok, bad])).to_dict("records")
+    assert (row["n"], row["failed"]) == (1, 1) and row["epoch 1, samples/s"] == "1,000"

@@ -52,7 +52,7 @@ def failed(df: pd.DataFrame) -> pd.DataFrame:
         params = {k: r.get(k) for k in ("store", "store_endpoint", "link_mibps",
                                         "link_latency_ms")}
         rows.append({**{c: r.get(c) for c in ROW}, "link": link_text(SimpleNamespace(**params)),
-                     "error": str(r.get("error") or "").splitlines()[-1:] or [""]})
+                     "error": (str(r.get("error") or "").splitlines() or [""])[-1]})
     return pd.DataFrame(rows, columns=[*ROW, "error"])
 
 
