@@ -236,7 +236,8 @@ def build_job(args: argparse.Namespace | Any) -> Job:
         dataset, collate = tokenfile.TokenWindows(args.path, seq_len), default_collate
     elif args.dataset not in MADE_ON_DEVICE:
         dataset, collate, shape, read = _dataset(args.dataset, args.path, augment, image_size,
-                                                 args.collate, args.seed, args.batch_size)
+                                                 args.collate, getattr(args, "seed", 0),
+                                                 getattr(args, "batch_size", 32))
         x = read.x if read is not None else \
             collate([item(dataset, 0, args.dataset), item(dataset, 1, args.dataset)])[0]
         tokens = tokens or (not torch.is_floating_point(x) and x.dim() == 2)  # (batch, ids)
