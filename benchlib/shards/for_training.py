@@ -13,6 +13,7 @@ the shards' index: no shard is read before the workers start.
 
 from __future__ import annotations
 
+import atexit
 import math
 import os
 import tempfile
@@ -88,4 +89,6 @@ def dataset(name: str, seed: int, batch: int) -> tuple[RankShards, tuple]:
              torch.tensor([0, largest]), largest)
     cache = Path(tempfile.mkdtemp(prefix="benchlib-shards-")) if where.startswith("s3://") else None
     reader = read.dataset(fmt, where, index, cache, seed, env, batch)
+    if os.environ.get("LOCAL_RANK", "0") == "0":  # Mosaic's shared memory: its node's leader's
+        atexit.register(read.release, fmt, reader)
     return RankShards(reader, read.Decode(fmt, index["shape"]), index["samples"]), found

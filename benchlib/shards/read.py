@@ -25,7 +25,7 @@ import torch
 def _tensor(x: Any, shape: list[int]) -> torch.Tensor:
     if isinstance(x, (bytes, bytearray, memoryview)):
         return torch.from_numpy(np.frombuffer(x, dtype=np.float32).copy()).view(*shape)
-    return torch.as_tensor(np.asarray(x, dtype=np.float32)).view(*shape)
+    return torch.from_numpy(np.array(x, dtype=np.float32)).view(*shape)  # a copy: writable
 
 
 class Decode:
@@ -96,13 +96,29 @@ def dataset(fmt: str, source: str, index: dict, cache: Path | None, seed: int, e
 
 
 def release(fmt: str, ds: Any) -> None:
-    """What a reader holds beyond its object: Mosaic's shared memory, named by its folder
-    (a second reader of the same folder in this process is refused until it is freed),
-    freed by its own destructor. Not Mosaic's `clean_stale_shared_memory`: it unlinks every
-    reader's segments on the machine, live ones too (a row beside a training run gave
-    that run's workers fresh, empty shard states, and labels from another sample's bytes)."""
-    if fmt == "mds":
-        import gc
+    """What a reader holds beyond its object: Mosaic's shared memory, named by a prefix of
+    its own (a second reader of the same folder in this process is refused until it is
+    freed, and segments left behind pile up in /dev/shm). Only this reader's segments are
+    unlinked: Mosaic's own `clean_stale_shared_memory` unlinks every reader's on the
+    machine, live ones too (a row beside a training run gave that run's workers fresh,
+    empty shard states, and labels from another sample's bytes)."""
+    if fmt != "mds":
+        return
+    import gc
+    from multiprocessing import shared_memory
 
-        del ds
-        gc.collect()
+    from streaming.base.constant import SHM_TO_CLEAN
+    from streaming.base.shared.prefix import _get_path
+
+    prefix = getattr(ds, "_shm_prefix_int", None)
+    del ds
+    gc.collect()
+    if prefix is None:
+        return
+    for name in SHM_TO_CLEAN:
+        try:
+            shm = shared_memory.SharedMemory(_get_path(prefix, name))
+        except (FileNotFoundError, ValueError):
+            continue
+        shm.close()
+        shm.unlink()
