@@ -333,6 +333,8 @@ def test_the_pipeline_table_gives_each_rows_figures_over_its_launches_with_an_in
     assert row["n"] == 6 and row["variant"] == "mds" and row["num_workers"] == 2
     assert row["first batch, s"] == "0.32 [0.30, 0.35]"  # median of 6 with its 95% interval
     assert row["epoch 2, samples/s"].startswith("3,002 [3,000, 3,005]")
+    five = io_pipeline.table(frame(recs[:5])).to_dict("records")[0]
+    assert five["first batch, s"] == "0.32 [0.30, 0.34] (94%)"  # min-max, and its coverage
     assert "| mds | s3 (the workbook's store on loopback)" in io_pipeline.markdown(tab)
 
 
