@@ -451,3 +451,28 @@ def test_the_pipeline_table_counts_a_rows_failed_launches_beside_its_figures():
                  label="pipes", testbed={"id": "t", "name": "t"})
     [row] = io_pipeline.table(frame([ok, bad])).to_dict("records")
     assert (row["n"], row["failed"]) == (1, 1) and row["epoch 1, samples/s"] == "1,000"
+
+
+def test_a_folder_of_ones_own_images_becomes_shards_a_training_rank_reads_decoded(
+        store_outputs, tmp_path):
+    from PIL import Image
+
+    from benchlib.shards import for_training
+
+    data, _ = store_outputs
+    images = tmp_path / "mine"
+    for c, colour in enumerate(["red", "green", "blue"]):
+        (images / f"class{c}").mkdir(parents=True)
+        for i in range(4):
+            Image.new("RGB", (40 + i, 30), colour).save(images / f"class{c}" / f"{i}.jpg")
+    cfg = DataPrepConfig(path=str(data), dataset="mydataset", shards="wds,mds", shard_mb=SHARD_MB,
+                         images=str(images), images_size=32)
+    made = {e["format"]: e for e in shard_prep.prepare(cfg) if e["dataset"] == "images"}
+    assert set(made) == {"wds", "mds"} and made["wds"]["samples"] == 12
+    for fmt in ("wds", "mds"):
+        ds, (x, _, largest) = for_training.dataset(f"{fmt}:{made[fmt]['folder']}", 0, 4)
+        got = list(ds)
+        assert len(got) == 12 and largest == 2 and tuple(x.shape) == (2, 3, 32, 32)
+        assert all(tuple(img.shape) == (3, 32, 32) for img, _ in got)
+        assert sorted(label for _, label in got) == [0] * 4 + [1] * 4 + [2] * 4
+        read.release(fmt, ds.reader)

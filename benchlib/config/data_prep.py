@@ -44,6 +44,11 @@ class DataPrepConfig(StudyConfig):
     store_endpoint: str = ""
     """store s3: the endpoint URL; empty: the workbook's own, started if need be. Its keys
     come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY."""
+    images: str = ""
+    """With shards: a folder of your own images, one subfolder per class (ImageFolder's
+    layout), also written as shards (under path/shards/images/), the images as they are."""
+    images_size: int = 224
+    """images: the side the readers resize and centre-crop them to (3 x side x side)."""
 
     def validate(self) -> None:
         require_choice("dataset", self.dataset, ("all", *DATASETS_PREPARED))
@@ -71,7 +76,11 @@ class DataPrepConfig(StudyConfig):
                               "mds or all)")
         if self.store_endpoint and self.store != "s3":
             raise ConfigError("store_endpoint", "is for store s3")
-        if self.shards and not set(self.datasets()) & set(IO_DATASETS):
+        if self.images and not self.shards:
+            raise ConfigError("images", "are written as shards: name the formats with shards "
+                              "(wds, litdata, mds or all)")
+        require_min("images_size", self.images_size, 8)
+        if self.shards and not self.images and not set(self.datasets()) & set(IO_DATASETS):
             raise ConfigError("shards", f"are written of {' and '.join(IO_DATASETS)}; dataset "
                               f"is {self.dataset}")
 

@@ -91,4 +91,4 @@ def dataset(name: str, seed: int, batch: int) -> tuple[RankShards, tuple]:
     reader = read.dataset(fmt, where, index, cache, seed, env, batch)
     if os.environ.get("LOCAL_RANK", "0") == "0":  # Mosaic's shared memory: its node's leader's
         atexit.register(read.release, fmt, reader)
-    return RankShards(reader, read.Decode(fmt, index["shape"]), index["samples"]), found
+    return RankShards(reader, read.decoder(fmt, index), index["samples"]), found

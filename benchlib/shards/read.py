@@ -29,15 +29,37 @@ def _tensor(x: Any, shape: list[int]) -> torch.Tensor:
 
 
 class Decode:
-    """A library's sample (a dict of its own keys) to (float32 tensor, int label)."""
+    """A library's sample (a dict of its own keys) to (float32 tensor, int label); an
+    image file's bytes (`encoding: image`) decoded, resized and centre-cropped to `shape`
+    (benchlib.data.transforms' evaluation steps for ImageNet-layout folders)."""
 
-    def __init__(self, fmt: str, shape: list[int]):
-        self.fmt, self.shape = fmt, shape
+    def __init__(self, fmt: str, shape: list[int], encoding: str = "float32"):
+        self.fmt, self.shape, self.encoding = fmt, shape, encoding
+        self.transform = None
+
+    def _image(self, data: bytes) -> torch.Tensor:
+        import io
+
+        from PIL import Image
+
+        if self.transform is None:
+            from benchlib.data.transforms import imagefolder
+
+            self.transform = imagefolder(self.shape[-1], augment=False)
+        return self.transform(Image.open(io.BytesIO(data)).convert("RGB"))
 
     def __call__(self, sample: dict) -> tuple[torch.Tensor, int]:
         if self.fmt == "wds":
-            return _tensor(sample["x.f32"], self.shape), int(sample["cls"])
-        return _tensor(sample["x"], self.shape), int(sample["y"])
+            x, y = sample.get("img", sample.get("x.f32")), sample["cls"]
+        else:
+            x, y = sample["x"], sample["y"]
+        x = self._image(bytes(x)) if self.encoding == "image" else _tensor(x, self.shape)
+        return x, int(y)
+
+
+def decoder(fmt: str, index: dict) -> Decode:
+    """The Decode of shards with this index."""
+    return Decode(fmt, index["shape"], index.get("encoding", "float32"))
 
 
 def _wds(source: str, index: dict, cache: Path | None, seed: int, env: dict) -> Any:

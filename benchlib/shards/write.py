@@ -8,10 +8,12 @@ formats, each by its library's own writer:
 | mds     | mosaicml-streaming| `shard.00000.mds` ..., `index.json` | `MDSWriter`     |
 
 Each sample is the IO study's: float32 1x28x28 in [0, 1] and an int64 label, the same for
-the same index as every other storage variant. Beside the shards, `shards.json` says what
-was written (format, shard size, samples, every file with its bytes): the readers check a
-store's copy against it, so a truncated shard is named before a row starts. The folder is
-written under a temporary name and renamed, so a half-written one is never read.
+the same index as every other storage variant; or, for a folder of the user's images, the
+image file's bytes as they are and its class (`encoding: image`, decoded by the readers).
+Beside the shards, `shards.json` says what was written (format, shard size, samples, every
+file with its bytes): the readers check a store's copy against it, so a truncated shard is
+named before a row starts. The folder is written under a temporary name and renamed, so a
+half-written one is never read.
 """
 
 from __future__ import annotations
@@ -41,16 +43,17 @@ def check_size(shard_mb: float, field: str = "shard_mb") -> None:
                           f"{shard_mb:g}")
 
 
-def _wds(out: Path, images: np.ndarray, labels: np.ndarray, limit: int) -> None:
+def _wds(out: Path, images, labels: np.ndarray, limit: int) -> None:
     import webdataset as wds
 
+    key = "img" if isinstance(images, list) else "x.f32"
     with wds.ShardWriter(str(out / "shard-%06d.tar"), maxsize=limit, verbose=0) as sink:
         for i in range(len(labels)):
-            sink.write({"__key__": f"{i:09d}", "x.f32": images[i].tobytes(),
-                        "cls": str(int(labels[i])).encode()})
+            x = images[i] if key == "img" else images[i].tobytes()
+            sink.write({"__key__": f"{i:09d}", key: x, "cls": str(int(labels[i])).encode()})
 
 
-def _litdata(out: Path, images: np.ndarray, labels: np.ndarray, limit: int) -> None:
+def _litdata(out: Path, images, labels: np.ndarray, limit: int) -> None:
     from litdata.streaming.writer import BinaryWriter
 
     writer = BinaryWriter(str(out), chunk_bytes=limit)
@@ -60,13 +63,14 @@ def _litdata(out: Path, images: np.ndarray, labels: np.ndarray, limit: int) -> N
     writer.merge()
 
 
-def _mds(out: Path, images: np.ndarray, labels: np.ndarray, limit: int) -> None:
+def _mds(out: Path, images, labels: np.ndarray, limit: int) -> None:
     from streaming import MDSWriter
 
     out.rmdir()  # MDSWriter wants to make its folder itself
-    shape = ",".join(str(n) for n in images.shape[1:])
-    with MDSWriter(out=str(out), columns={"x": f"ndarray:float32:{shape}", "y": "int64"},
-                   size_limit=limit, progress_bar=False) as writer:
+    x = "bytes" if isinstance(images, list) else \
+        "ndarray:float32:" + ",".join(str(n) for n in images.shape[1:])
+    with MDSWriter(out=str(out), columns={"x": x, "y": "int64"}, size_limit=limit,
+                   progress_bar=False) as writer:
         for i in range(len(labels)):
             writer.write({"x": images[i], "y": int(labels[i])})
 
@@ -86,9 +90,10 @@ def library(fmt: str) -> None:
                          "'benchlib[streaming]' (docs/studies.md, the input pipeline)") from None
 
 
-def write(fmt: str, images: np.ndarray, labels: np.ndarray, folder: Path, shard_mb: float,
+def write(fmt: str, images, labels: np.ndarray, folder: Path, shard_mb: float,
           described: dict | None = None) -> dict:
-    """`images` (float32 [N, 1, 28, 28]) and `labels` as shards of `fmt` in `folder`
+    """`images` (float32 [N, 1, 28, 28], or a list of image files' bytes, whose `described`
+    gives their `shape` and `encoding: image`) and `labels` as shards of `fmt` in `folder`
     (replaced whole); its index, also written as `folder/shards.json`."""
     if fmt not in FORMATS:
         raise ConfigError("shards", f"{fmt!r} is not one of {', '.join(FORMATS)}")
@@ -97,11 +102,13 @@ def write(fmt: str, images: np.ndarray, labels: np.ndarray, folder: Path, shard_
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     try:
-        WRITERS[fmt](tmp, np.ascontiguousarray(images, dtype=np.float32),
+        encoded = isinstance(images, list)
+        WRITERS[fmt](tmp, images if encoded else np.ascontiguousarray(images, dtype=np.float32),
                      np.asarray(labels, dtype=np.int64), max(int(shard_mb * MB), 1))
         files = {p.name: p.stat().st_size for p in sorted(tmp.iterdir()) if p.is_file()}
         index = {"format": fmt, "shard_mb": shard_mb, "samples": int(len(labels)),
-                 "shape": list(images.shape[1:]), "largest_label": int(np.max(labels)), "shards": sum(1 for n in files
+                 "encoding": "float32", "shape": None if encoded else list(images.shape[1:]),
+                 "largest_label": int(np.max(labels)), "shards": sum(1 for n in files
                                                                   if n != "index.json"),
                  "files": files, **(described or {})}
         (tmp / INDEX).write_text(json.dumps(index, indent=1))

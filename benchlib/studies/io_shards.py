@@ -81,7 +81,7 @@ def environment(env: dict[str, str]) -> Iterator[None]:
 def loader(cfg: Any, ds: Any, index: dict, folder: Path, device: torch.device) -> DataLoader:
     """A DataLoader over the library's reader, each worker timed into `folder`."""
     workers = cfg.num_workers
-    return DataLoader(timing.Timed(ds, read.Decode(cfg.variant, index["shape"]), folder),
+    return DataLoader(timing.Timed(ds, read.decoder(cfg.variant, index), folder),
                       batch_size=cfg.batch_size, num_workers=workers,
                       prefetch_factor=cfg.prefetch_factor if workers else None,
                       pin_memory=device.type == "cuda")
