@@ -41,18 +41,19 @@ def client(env: dict[str, str] | None = None, timeout_s: float = 10.0) -> Any:
                       retries={"max_attempts": 1}, s3={"addressing_style": "path"}))
 
 
-def _refusal(e: Exception, url: str, endpoint: str, key: str) -> ConfigError:
-    """The one line for what the endpoint said to a listing of `url`."""
+def _refusal(e: Exception, url: str, endpoint: str, key: str,
+             tried: str = "listing") -> ConfigError:
+    """The one line for what the endpoint said when `tried` (listing, uploading to) `url`."""
     from botocore.exceptions import ClientError, EndpointConnectionError
 
     if isinstance(e, EndpointConnectionError) or not isinstance(e, ClientError):
-        return ConfigError("store_endpoint", f"{endpoint} does not answer (tried listing {url}: "
+        return ConfigError("store_endpoint", f"{endpoint} does not answer (tried {tried} {url}: "
                            f"{type(e).__name__}); start it (python -m benchlib store start) "
                            "or give one that runs")
     code = e.response.get("Error", {}).get("Code", "")
     if code in ("SignatureDoesNotMatch", "InvalidAccessKeyId", "AccessDenied", "403"):
         return ConfigError("store_endpoint", f"{endpoint} refused the keys in AWS_ACCESS_KEY_ID"
-                           f"/AWS_SECRET_ACCESS_KEY (key {key!r}; tried listing {url}: {code})")
+                           f"/AWS_SECRET_ACCESS_KEY (key {key!r}; tried {tried} {url}: {code})")
     if code in ("NoSuchBucket", "404"):
         return ConfigError("store_url", f"{url}: bucket {parse_url(url)[0]!r} does not exist "
                            f"at {endpoint}")
@@ -122,7 +123,7 @@ def upload(folder: Path, url: str, env: dict[str, str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - botocore's errors, named by _refusal
         env = {**os.environ, **(env or {})}
         raise _refusal(e, url, env.get("AWS_ENDPOINT_URL", "AWS"),
-                       env.get("AWS_ACCESS_KEY_ID", "")) from None
+                       env.get("AWS_ACCESS_KEY_ID", ""), "uploading to") from None
     return sent
 
 
