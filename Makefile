@@ -15,7 +15,10 @@ SMOKE_DATA ?= --offline --size 6000 --fashion-size 6000 --cifar-size 2048 --imag
 # here, figures in docs/commands.md. uv reads no pip.conf: where pip must go through a
 # mirror of your own, `make setup INSTALLER=pip` (or set UV_DEFAULT_INDEX).
 INSTALLER ?= uv
-EXTRAS := .[dev,jax,models,traces,export,fp8]
+EXTRAS := .[dev,jax,models,traces,export,fp8,streaming]
+# the streaming extra's libraries whose own pins clash with ours (constraints.txt says which):
+# installed without their dependencies, at the versions constraints.txt pins
+STREAMING_NODEPS := boto3 botocore s3transfer litdata mosaicml-streaming
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
@@ -26,8 +29,11 @@ ifeq ($(INSTALLER),uv)
 	$(VENV)/bin/uv pip install --quiet --python $(PY) --compile-bytecode -c constraints.txt -e '$(EXTRAS)' \
 	  || { echo "setup: uv could not install; trying pip (make setup INSTALLER=pip goes straight there)"; \
 	       $(PY) -m pip install --quiet -c constraints.txt -e '$(EXTRAS)'; }
+	$(VENV)/bin/uv pip install --quiet --python $(PY) --no-deps -c constraints.txt $(STREAMING_NODEPS) \
+	  || $(PY) -m pip install --quiet --no-deps -c constraints.txt $(STREAMING_NODEPS)
 else
 	$(PY) -m pip install --quiet -c constraints.txt -e '$(EXTRAS)'
+	$(PY) -m pip install --quiet --no-deps -c constraints.txt $(STREAMING_NODEPS)
 endif
 	@# benchlib's own bytecode, once: where PYTHONDONTWRITEBYTECODE is set (as on this VM),
 	@# each process compiles what it imports of benchlib again: the studies, analysis and

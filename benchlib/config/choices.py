@@ -23,7 +23,12 @@ MADE_ON_DEVICE = ("synthetic", "tokens")  # no files: nothing to prepare, nothin
 ELASTIC_DATASETS = ("fashion-mnist", "mydataset", "cifar10", "imagefolder", "dummy")
 FRAMEWORK_DATASETS = ("synthetic", "imagefolder")
 
-VARIANTS = ("raw", "preload", "preload_batched", "tensorclass", "tensorclass_memmap", "np_memmap")
+SHARD_FORMATS = ("wds", "litdata", "mds")  # WebDataset tar, LitData chunks, Mosaic MDS
+IN_MEMORY_VARIANTS = ("raw", "preload", "preload_batched", "tensorclass", "tensorclass_memmap",
+                      "np_memmap")  # map-style, by index (benchlib.data.storage)
+VARIANTS = (*IN_MEMORY_VARIANTS, *SHARD_FORMATS)
+STORES = ("local", "s3")  # shards read from their folder, or from an S3 endpoint
+SHARD_CACHES = ("keep", "drop")  # a store's copies kept for the next epoch, or emptied
 MODES = ("traverse", "train")
 GPT_MODELS = ("gpt-tiny", "gpt2-124m", "gpt2-350m")  # benchlib.core.gpt: language models
 MODELS = ("toynet", "simplecnn", "pyramidnet", "resnet18", "resnet50", *GPT_MODELS)
@@ -90,11 +95,19 @@ def model_kind(name: str) -> str | None:
     return "entry" if is_entry_point(name) else None
 
 
+def is_shards(value: str) -> bool:
+    """`FORMAT:LOCATION`: shards of a format of SHARD_FORMATS in a folder (a path with a
+    slash) or at s3://BUCKET/PREFIX, read by their library (benchlib.shards.for_training)."""
+    fmt, sep, where = value.partition(":")
+    return bool(sep) and fmt in SHARD_FORMATS and "/" in where
+
+
 def dataset_kind(name: str) -> str | None:
-    """builtin (a name in TRAIN_DATASETS) or entry; None: not a data set name."""
+    """builtin (a name in TRAIN_DATASETS) or entry (the user's own: by entry point, or as
+    shards, `is_shards`); None: not a data set name."""
     if name in TRAIN_DATASETS:
         return "builtin"
-    return "entry" if is_entry_point(name) else None
+    return "entry" if is_entry_point(name) or is_shards(name) else None
 # how the rank an injected failure names fails: an exception (its marker and log line), or
 # SIGKILL from itself, as the OOM killer does (no exception, no cleanup)
 FAIL_HOWS = ("raise", "kill")

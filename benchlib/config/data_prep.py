@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from benchlib.config.base import StudyConfig, require_choice, require_min
-from benchlib.config.choices import DATASETS_PREPARED
+from benchlib.config.choices import DATASETS_PREPARED, IO_DATASETS, SHARD_FORMATS, STORES
 from benchlib.errors import ConfigError
 
 
@@ -34,6 +34,21 @@ class DataPrepConfig(StudyConfig):
     """Generate FashionMNIST and CIFAR-10 instead of downloading them (automatic without network)."""
     seed: int = 0
     """Seed of the generators: the same seed gives byte-identical files."""
+    shards: str = ""
+    """Also write fashion-mnist and mydataset as shards: wds, litdata, mds, several with
+    commas, or all; empty: none (the IO study's shard variants read them)."""
+    shard_mb: float = 4.0
+    """The shards' size in MB."""
+    store: str = "local"
+    """local (shards under path/shards/) or s3 (also uploaded to an object store)."""
+    store_endpoint: str = ""
+    """store s3: the endpoint URL; empty: the workbook's own, started if need be. Its keys
+    come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY."""
+    images: str = ""
+    """With shards: a folder of your own images, one subfolder per class (ImageFolder's
+    layout), also written as shards (under path/shards/images/), the images as they are."""
+    images_size: int = 224
+    """images: the side the readers resize and centre-crop them to (3 x side x side)."""
 
     def validate(self) -> None:
         require_choice("dataset", self.dataset, ("all", *DATASETS_PREPARED))
@@ -48,6 +63,32 @@ class DataPrepConfig(StudyConfig):
                               f"{self.tokenfile_vocab}")
         if not self.path:
             raise ConfigError("path", "must name a folder, e.g. outputs/data")
+        for fmt in self.shard_formats():
+            if fmt not in SHARD_FORMATS:
+                raise ConfigError("shards", f"{fmt!r} is not one of {', '.join(SHARD_FORMATS)} "
+                                  "(several with commas, or all)")
+        if not self.shard_mb > 0:
+            raise ConfigError("shard_mb", f"must be > 0 MB (a shard holds at least one sample), "
+                              f"got {self.shard_mb:g}")
+        require_choice("store", self.store, STORES)
+        if self.store == "s3" and not self.shards:
+            raise ConfigError("store", "s3 uploads shards: name them with shards (wds, litdata, "
+                              "mds or all)")
+        if self.store_endpoint and self.store != "s3":
+            raise ConfigError("store_endpoint", "is for store s3")
+        if self.images and not self.shards:
+            raise ConfigError("images", "are written as shards: name the formats with shards "
+                              "(wds, litdata, mds or all)")
+        require_min("images_size", self.images_size, 8)
+        if self.shards and not self.images and not set(self.datasets()) & set(IO_DATASETS):
+            raise ConfigError("shards", f"are written of {' and '.join(IO_DATASETS)}; dataset "
+                              f"is {self.dataset}")
+
+    def shard_formats(self) -> tuple[str, ...]:
+        """The shard formats asked for, in the order of choices.SHARD_FORMATS for `all`."""
+        if self.shards.strip() == "all":
+            return SHARD_FORMATS
+        return tuple(f.strip() for f in self.shards.split(",") if f.strip())
 
     def datasets(self) -> tuple[str, ...]:
         return DATASETS_PREPARED if self.dataset == "all" else (self.dataset,)

@@ -27,6 +27,7 @@ from benchlib.config.choices import (
     TRAIN_DATASETS,
     dataset_kind,
     is_entry_point,
+    is_shards,
     model_kind,
 )
 from benchlib.errors import ConfigError
@@ -55,7 +56,8 @@ class ModelDataConfig(StudyConfig):
     imagefolder; tokenfile: token ids for a language model), one made without files where the
     study allows it (synthetic: one batch made on the device, no IO, of input_shape or
     seq_len; tokens: token ids made on the device; dummy: random images), or your own:
-    pkg.module:function returning a map-style torch Dataset of (input, label)."""
+    pkg.module:function returning a map-style torch Dataset of (input, label), or shards
+    written by `benchlib data --shards`: wds, litdata or mds:FOLDER or :s3://BUCKET/PREFIX."""
     device: str = "auto"
     """cpu, gpu (an error without CUDA) or auto."""
     seed: int = 0
@@ -108,7 +110,7 @@ class OwnDataConfig(ModelDataConfig):
         check_own_code(self, any_dataset="dataset" not in self.allowed_values())
         gray_synthetic = self.dataset == "synthetic" and self.input_shape == "1x28x28"
         if self.model == "toynet" and self.dataset not in (*GRAY_28, "dummy") \
-                and not gray_synthetic:  # dummy: any shape
+                and not gray_synthetic and not is_shards(self.dataset):  # dummy: any shape
             raise ConfigError("model", "toynet takes 1x28x28 inputs: use fashion-mnist, "
                               "mydataset or synthetic with input_shape 1x28x28, or simplecnn "
                               "/ pyramidnet")

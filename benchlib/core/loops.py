@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset
 
 from benchlib.config.choices import FP8_RECIPES, MODES
 from benchlib.core import compiler
@@ -111,6 +111,9 @@ def make_loader(dataset, collate_fn, batch_size: int, num_workers: int, device: 
     tensors. `lean`: with no workers, such a data set is iterated by a BatchLoader (the IO
     study and calibrate, which measure the data path; the trainers keep DataLoaders, which
     Lightning shards across ranks)."""
+    if isinstance(dataset, IterableDataset):  # shards: their library shuffles and splits them
+        return DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
+                          collate_fn=collate_fn, pin_memory=device.type == "cuda")
     generator = torch.Generator().manual_seed(seed)
     if getattr(dataset, "fetches_batches", False):  # dataset[index tensor] is a whole batch
         sampler = IndexBatches(len(dataset), batch_size, shuffle, generator)

@@ -29,7 +29,7 @@ import torch
 from torch.utils.data import Dataset, TensorDataset, default_collate
 
 from benchlib import paths
-from benchlib.config.choices import IO_DATASETS, VARIANTS
+from benchlib.config.choices import IN_MEMORY_VARIANTS, IO_DATASETS
 from benchlib.data.datasets import load_mydataset
 from benchlib.data.generate import FASHION_FILES, read_idx
 from benchlib.data.manifest import describe
@@ -185,8 +185,8 @@ def prepare(dataset: str, variant: str, path: str | Path) -> Prepared:
     """Build `variant` of `dataset` under `path` (prepared by `benchlib data`)."""
     if dataset not in IO_DATASETS:
         raise UsageError(f"dataset: {dataset!r} is not one of {', '.join(IO_DATASETS)}")
-    if variant not in VARIANTS:
-        raise UsageError(f"variant: {variant!r} is not one of {', '.join(VARIANTS)}")
+    if variant not in IN_MEMORY_VARIANTS:  # shards are read by their library (benchlib.shards)
+        raise UsageError(f"variant: {variant!r} is not one of {', '.join(IN_MEMORY_VARIANTS)}")
     root = paths.resolve(path)
     source = describe(root, dataset)["source"]
     start = time.perf_counter()

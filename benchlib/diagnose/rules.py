@@ -56,7 +56,7 @@ from benchlib.config.studies import GPU_CHECK
 from benchlib.core import hostload
 from benchlib.core.stats import STARTUP_GAP
 from benchlib.core.throughput import startup_text
-from benchlib.diagnose import advice, compile_advice, evidence
+from benchlib.diagnose import advice, compile_advice, evidence, pipeline
 from benchlib.diagnose.figures import (
     FAILS,
     HOLDS,
@@ -194,8 +194,8 @@ def _advice(record: dict[str, Any], bottleneck: str, rule: str, part: dict, skew
         if p.get("nproc_per_node") == nproc and slowest == nproc - 1 and nproc > 1:
             return said, {"nproc_per_node": nproc - 1}
         return said, {}
-    if rule == "input-bound":
-        return advice.input_advice(record, same)
+    if rule == "input-bound":  # a shard row's waits are the store's, the link's or a worker's
+        return (pipeline if m.get("shard_format") else advice).input_advice(record, same)
     if rule == "communication-bound":
         return advice.comm_advice(record, part["comm"].value, same)
     if rule == "memory-bound":

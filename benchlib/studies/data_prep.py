@@ -16,8 +16,16 @@ def launches(cfg: DataPrepConfig, run_id: str = "interactive") -> list[Launch]:
 
 
 def run(cfg: DataPrepConfig) -> dict[str, dict[str, Any]]:
-    """Prepare (or reuse) the data sets `cfg` names; their manifest entries by name."""
-    return prepare.prepare(cfg)
+    """Prepare (or reuse) the data sets `cfg` names; their manifest entries by name. With
+    `shards`, the IO data sets also as shards (and uploaded with `store: s3`)."""
+    entries = prepare.prepare(cfg)
+    if cfg.shards:
+        from benchlib.shards import prepare as shards
+
+        for e in shards.prepare(cfg):
+            print(f"{e['dataset']} {e['format']}: {e['shards']} shards, {e['bytes'] / 1e6:.1f} "
+                  f"MB{', at ' + e['url'] if e['url'] else ''}")
+    return entries
 
 
 def verify(cfg: DataPrepConfig) -> list[dict[str, Any]]:

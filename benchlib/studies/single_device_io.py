@@ -22,7 +22,7 @@ import torch
 
 from benchlib import paths
 from benchlib.config import SingleDeviceIoConfig
-from benchlib.config.choices import IO_MODELS
+from benchlib.config.choices import IO_MODELS, SHARD_FORMATS
 from benchlib.core import envinfo, loops, progress
 from benchlib.core.intervals import share_interval
 from benchlib.core.models import build_model, describe_model, training_flops
@@ -46,9 +46,11 @@ class IOResult:
     repeats: list[dict[str, float]]
     steps: dict[str, list[float]]  # the first repeat's per-step times, warm-up included
     profile: list[dict[str, Any]] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # a shard row's epochs (io_shards)
 
     def details(self) -> dict[str, Any]:
-        return {"repeats": self.repeats, "steps": self.steps, "profile": self.profile}
+        return {"repeats": self.repeats, "steps": self.steps, "profile": self.profile,
+                **self.extra}
 
 
 IN_SHAPE, CLASSES = (1, 28, 28), 10  # the IO data sets' images and labels
@@ -71,8 +73,13 @@ def preflight(cfg: SingleDeviceIoConfig) -> None:
     in train mode a model of the user's is built and takes a batch of 2 images to one
     score per class (one line naming `model` where it does not)."""
     check_device(cfg.device)
-    entry = checks.data_prepared(cfg.path, cfg.dataset)
-    _warmup_fits(cfg, entry["samples"]["train"])
+    if cfg.variant in SHARD_FORMATS:  # the shards, where they are: a folder or a store
+        from benchlib.studies import io_shards
+
+        _warmup_fits(cfg, io_shards.samples(cfg))
+    else:
+        entry = checks.data_prepared(cfg.path, cfg.dataset)
+        _warmup_fits(cfg, entry["samples"]["train"])
     if cfg.mode == "train" and cfg.model not in IO_MODELS:
         checks.image_model_takes(lambda: _model(cfg), cfg.model, IN_SHAPE, CLASSES)
 
@@ -105,13 +112,28 @@ def _warmup_fits(cfg: SingleDeviceIoConfig, samples: int) -> tuple[int, str]:
 def run(cfg: SingleDeviceIoConfig, run_id: str = "interactive") -> IOResult:
     preflight(cfg)
     device = device_for(cfg.device)
-    prepared = storage.prepare(cfg.dataset, cfg.variant, cfg.path)
+    shards: dict[str, Any] = {}
+    shard_details: dict[str, Any] = {}
+    if cfg.variant in SHARD_FORMATS:
+        from benchlib.studies import io_shards
+
+        prepared = storage.Prepared(None, None, cfg.variant, io_shards.samples(cfg), "shards",
+                                    0.0)
+    else:
+        prepared = storage.prepare(cfg.dataset, cfg.variant, cfg.path)
     warmup, warmup_why = _warmup_fits(cfg, prepared.samples)
     steps_per_epoch = math.ceil(prepared.samples / cfg.batch_size)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
 
-    timed = _measure(cfg, prepared, device, warmup)
+    if cfg.variant in SHARD_FORMATS:
+        repeats_read = io_shards.measure(cfg, device, lambda r: _stepper(cfg, device, cfg.seed + r),
+                                         warmup)
+        timed = io_shards.timed(repeats_read)
+        shards = io_shards.figures(cfg, repeats_read)
+        shard_details = io_shards.details(repeats_read)
+    else:
+        timed = _measure(cfg, prepared, device, warmup)
     repeats, all_data, all_compute, epochs, first_steps, losses = timed
     step_s = [d + c for d, c in zip(all_data, all_compute)]
     steady = summarize([r["samples_per_s"] for r in repeats], "samples_per_s", independent=False)
@@ -142,9 +164,10 @@ def run(cfg: SingleDeviceIoConfig, run_id: str = "interactive") -> IOResult:
         "loss_last": losses[-1][1],
         "trace_path": None,
         **model_figures(cfg),
+        **shards,
     }
-    result = IOResult(metrics, repeats, first_steps)
-    if cfg.profile:
+    result = IOResult(metrics, repeats, first_steps, extra=shard_details)
+    if cfg.profile and cfg.variant not in SHARD_FORMATS:
         trace = paths.outputs_dir() / "traces" / f"{run_id}.json" if cfg.export_trace else None
         step = _stepper(cfg, device, cfg.seed)
         loader = loops.make_loader(prepared.dataset, prepared.collate_fn, cfg.batch_size,
@@ -217,4 +240,8 @@ def describe(cfg: SingleDeviceIoConfig, result: IOResult) -> str:
             f"{m['first_batch_s']:.3g} s; {cfg.epochs} epochs in {m['total_s']:.2f} s (median "
             f"of {cfg.repeats}); data {m['data_share']:.0%} of step time")
     hidden = startup_text(m)
+    if m.get("epoch1_samples_per_s") is not None:
+        from benchlib.studies import io_shards
+
+        line += "\n  " + io_shards.sentence(m)
     return line + (f"\n  {hidden}" if hidden else "")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset
 
 from benchlib import atomic, paths
 from benchlib.config.choices import SYNTHETIC_STEPS
@@ -92,6 +92,9 @@ def _loader(args: argparse.Namespace, env: DistEnv, job: Job, batch: int, device
     if dataset is None:
         return job.synthetic(batch, args.max_steps or SYNTHETIC_STEPS, device,
                              args.seed + env.rank), None
+    if isinstance(dataset, IterableDataset):  # shards: the library splits them across ranks
+        return DataLoader(dataset, batch_size=batch, num_workers=args.num_workers,
+                          collate_fn=collate, pin_memory=device.type == "cuda"), None
     sampler = None
     if args.strategy in ("ddp", "fsdp2"):
         from torch.utils.data.distributed import DistributedSampler
@@ -158,7 +161,7 @@ def _compile_figures(args: argparse.Namespace, env: DistEnv, job: Job, model: nn
     cache, used = cache
     if args.compile_cache_to and env.rank == 0:
         compiler.keep_cache(cache, args.compile_cache_to)
-    x, y = (t.to(device) for t in job.batch(2, args.seed))
+    x, y = (t.to(device) for t in job.sample(args.seed))
     plain = model.module if isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel)) \
         else model
     metrics, details = compiler.figures(plain, x, args.compile, lambda m, b: m(b, labels=y)

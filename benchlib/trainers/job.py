@@ -6,24 +6,28 @@ of a declared shape (images, or token ids for a language model).
 
 A study's preflight builds the same job on the CPU and takes one training step on a
 batch of 2 (`check`), so bad input ends there, one line and exit 2, before any rank starts.
+A data set of the user's is read for that batch from an instance of its own in a process
+of its own (benchlib.trainers.probe), never from the one the DataLoader's workers use.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import Dataset, default_collate
+from torch.utils.data import Dataset, IterableDataset, default_collate
 
 from benchlib.config.choices import (
     GPT_MODELS,
     MADE_ON_DEVICE,
     TOKEN_DATASETS,
     dataset_kind,
+    is_shards,
     model_kind,
 )
 from benchlib.core import entrypoints, gpt, memory
@@ -31,6 +35,8 @@ from benchlib.core.loops import Objective
 from benchlib.core.models import build_model, describe_model, training_flops
 from benchlib.data import storage, tokenfile, transforms
 from benchlib.errors import ConfigError
+from benchlib.trainers import probe
+from benchlib.trainers.probe import item
 
 
 class SyntheticBatches:
@@ -59,50 +65,49 @@ def build_dataset(name: str, path: str, augment: bool = True, image_size: int = 
     """(dataset, collate_fn, input shape): a prepared data set with benchlib.data.transforms'
     training transforms (their evaluation ones when not `augment`), or the map-style data
     set `pkg.module:function` returns, batched by `collate` (default_collate when empty)."""
+    dataset, fn, shape, _ = _dataset(name, path, augment, image_size, collate)
+    return dataset, fn, shape
+
+
+def _dataset(name: str, path: str, augment: bool, image_size: int, collate: str, seed: int = 0,
+             batch: int = 32) -> tuple[Dataset, Any, tuple, probe.Probe | None]:
+    """build_dataset's, and for the user's own data set its probe (read apart); shards
+    (`FORMAT:LOCATION`, benchlib.shards.for_training) read by their library, this rank's share."""
     from benchlib.data import datasets
 
+    if is_shards(name):
+        from benchlib.shards import for_training
+
+        dataset, (x, y, largest) = for_training.dataset(name, seed, batch)
+        return dataset, default_collate, tuple(x.shape[1:]), probe.Probe(x, y, largest, None)
     if dataset_kind(name) == "entry":
-        return _own_dataset(name, collate)
+        dataset, fn, read = _own_dataset(name, collate)
+        return dataset, fn, tuple(read.x.shape[1:]), read
     if name == "imagefolder":
         return (datasets.imagefolder(path, "train", transforms.imagefolder(image_size, augment)),
-                default_collate, (3, image_size, image_size))
+                default_collate, (3, image_size, image_size), None)
     if name == "cifar10":
         return (datasets.cifar10(path, train=True, transform=transforms.cifar10(augment)),
-                default_collate, (3, 32, 32))
+                default_collate, (3, 32, 32), None)
     prepared = storage.prepare(name, "raw", path)
-    return prepared.dataset, prepared.collate_fn, (1, 28, 28)
+    return prepared.dataset, prepared.collate_fn, (1, 28, 28), None
 
 
-def item(dataset: Dataset, i: int, name: str) -> Any:
-    """`dataset[i]`; an item that raises is the data's error, named as such (not the
-    model's): `dataset: item 17 of 'pkg.mod:fn' raised ValueError: ...`."""
-    try:
-        return dataset[i]
-    except Exception as e:  # noqa: BLE001 - the user's data set
-        raise ConfigError("dataset", f"item {i} of {name!r} raised {type(e).__name__}: "
-                          f"{(str(e).splitlines() or [''])[0]}") from None
-
-
-def _own_dataset(name: str, collate: str) -> tuple[Dataset, Any, tuple]:
-    dataset = entrypoints.call("dataset", name, entrypoints.load("dataset", name), {})
+def _own_dataset(name: str, collate: str) -> tuple[Dataset, Any, probe.Probe]:
+    """The user's data set, built here and not read: its first items are read by a probe
+    (benchlib.trainers.probe) from an instance of its own, in a process of its own."""
+    fn = entrypoints.load("dataset", name)
+    dataset = entrypoints.call("dataset", name, fn, {})
     if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
         raise ConfigError("dataset", f"{name!r} returned a {type(dataset).__name__}, not a "
                           "map-style torch.utils.data.Dataset (with __getitem__ and __len__)")
     if len(dataset) < 2:
         raise ConfigError("dataset", f"{name!r} has {len(dataset)} items; a training step "
                           "needs at least 2")
-    first = item(dataset, 0, name)
-    fn = entrypoints.load("collate", collate) if collate else default_collate
-    if not collate:
-        ok = isinstance(first, (tuple, list)) and len(first) == 2 and all(
-            isinstance(v, (torch.Tensor, int, float)) for v in first)
-        if not ok:
-            what = type(first).__name__ if not isinstance(first, (tuple, list)) else \
-                "(" + ", ".join(type(v).__name__ for v in first) + ")"
-            raise ConfigError("dataset", f"item 0 of {name!r} is {what}; each item must be "
-                              "(input, label), tensors or numbers, or name a collate function")
-    x, _ = fn([first, item(dataset, 1, name)])
-    return dataset, fn, tuple(x.shape[1:])
+    batch = entrypoints.load("collate", collate) if collate else default_collate
+    read = probe.apart(lambda: entrypoints.call("dataset", name, fn, {}), name, batch,
+                       checked=not collate)
+    return dataset, batch, read
 
 
 @dataclass
@@ -120,11 +125,18 @@ class Job:
     own: bool = False  # a model, data set or loss of the user's: `check` it before training
     rss_before_model: int | None = None  # the process's RSS with the data, before the model
     data_name: str = ""  # the data set's name, for an item's error
+    # a data set of the user's: what its own instance gave in a process of its own
+    # (benchlib.trainers.probe); benchlib's data sets keep no state per process: read here
+    probe: probe.Probe | None = None
 
     def batch(self, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """n samples on the CPU: random ones of the declared shape, or the data set's first
-        (its items again from the start where it has fewer than n)."""
+        (its items again from the start where it has fewer than n), read in this process
+        (a worker with no DataLoader workers: batch_trial's steps)."""
         g = torch.Generator().manual_seed(seed)
+        if isinstance(self.dataset, IterableDataset):  # shards: the first n this rank reads
+            items = list(itertools.islice(iter(self.dataset), n))
+            return self.collate([items[i % len(items)] for i in range(n)])
         if self.dataset is not None:
             return self.collate([item(self.dataset, i % len(self.dataset), self.data_name)
                                  for i in range(n)])
@@ -134,6 +146,14 @@ class Job:
         return (torch.rand(n, *self.shape, generator=g),
                 torch.randint(0, self.num_classes, (n,), generator=g))
 
+    def sample(self, seed: int = 0) -> tuple[Any, Any]:
+        """A batch of 2 on the CPU for the model check, the FLOP count and the compile's
+        figures: a data set of the user's gives its probe's, read apart, so the instance
+        the DataLoader's workers fork with is never read before them."""
+        if self.probe is not None:
+            return self.probe.x, self.probe.y
+        return self.batch(2, seed)
+
     def synthetic(self, batch: int, steps: int, device: torch.device, seed: int) -> SyntheticBatches:
         x, y = self.batch(batch, seed)
         return SyntheticBatches(x.to(device), y.to(device), steps)
@@ -141,7 +161,7 @@ class Job:
     def flops_per_sample(self) -> float:
         """FLOPs of one training step (forward and backward) per sample, counted on a batch
         of 2 (benchlib.core.models.training_flops)."""
-        x, y = self.batch(2, 0)
+        x, y = self.sample()
         return training_flops(self.model, x, y, self.objective)
 
     def flop_figures(self) -> dict[str, float]:
@@ -160,6 +180,8 @@ class Job:
         """The largest label among a data set's first `items` (a class label per item)."""
         if self.dataset is None:
             return self.num_classes - 1 if not self.vocab_size else self.vocab_size - 1
+        if self.probe is not None:
+            return self.probe.largest_label
         labels = [item(self.dataset, i, self.data_name)
                   for i in range(min(len(self.dataset), items))]
         labels = [item[1] for item in labels if isinstance(item, (tuple, list)) and len(item) == 2]
@@ -168,7 +190,7 @@ class Job:
     def check(self, name: str) -> None:
         """One training step's forward and loss on a batch of 2 on the CPU: a model whose
         output does not fit the data's labels is refused here, naming `model`."""
-        x, y = self.batch(2, 0)
+        x, y = self.sample()
         try:
             out = self.model(x, labels=y) if self.objective.labels_kw else self.model(x)
             logits = getattr(out, "logits", out)
@@ -199,7 +221,7 @@ def build_job(args: argparse.Namespace | Any) -> Job:
     if args.dataset in TOKEN_DATASETS and args.model in GPT_MODELS:  # the model's own, unless given
         sized = gpt.config(args.model, args.model_args)
         seq_len, vocab = seq_len or sized.block_size, vocab or sized.vocab_size
-    dataset = collate = None
+    dataset = collate = read = None
     if tokens:
         shape = (seq_len,)
     elif args.input_shape:
@@ -213,13 +235,17 @@ def build_job(args: argparse.Namespace | Any) -> Job:
         vocab = vocab or info["vocab_size"]
         dataset, collate = tokenfile.TokenWindows(args.path, seq_len), default_collate
     elif args.dataset not in MADE_ON_DEVICE:
-        dataset, collate, shape = build_dataset(args.dataset, args.path, augment, image_size,
-                                                args.collate)
-        x = collate([item(dataset, 0, args.dataset), item(dataset, 1, args.dataset)])[0]
+        dataset, collate, shape, read = _dataset(args.dataset, args.path, augment, image_size,
+                                                 args.collate, getattr(args, "seed", 0),
+                                                 getattr(args, "batch_size", 32))
+        x = read.x if read is not None else \
+            collate([item(dataset, 0, args.dataset), item(dataset, 1, args.dataset)])[0]
         tokens = tokens or (not torch.is_floating_point(x) and x.dim() == 2)  # (batch, ids)
-    if tokens and not vocab and dataset is not None:
+    if tokens and not vocab and read is not None and read.largest_id is not None:
+        vocab = read.largest_id + 1
+    elif tokens and not vocab and dataset is not None:
         vocab = int(collate([item(dataset, i, args.dataset)
-                             for i in range(min(len(dataset), 64))])[0].max()) + 1
+                             for i in range(min(len(dataset), probe.IDS_READ))])[0].max()) + 1
     before_model = memory.rss_bytes()  # the model's own bytes on the CPU are above this
     model = build_model(args.model, shape, args.depth, args.alpha, model_args=args.model_args,
                         num_classes=args.num_classes, tokens=tokens, vocab_size=vocab)
@@ -232,7 +258,7 @@ def build_job(args: argparse.Namespace | Any) -> Job:
         described["flops_per_token_analytic"] = gpt.flops_per_token(model, shape[0])
     return Job(model, dataset, collate, shape, args.num_classes, vocab if tokens else 0,
                objective, described, own=uses_own_code(args), rss_before_model=before_model,
-               data_name=args.dataset)
+               data_name=args.dataset, probe=read)
 
 
 def model_vocab(args: argparse.Namespace | Any, data_vocab: int) -> int | None:
