@@ -16,6 +16,7 @@ from __future__ import annotations
 import atexit
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,8 @@ def dataset(name: str, seed: int, batch: int) -> tuple[RankShards, tuple]:
     found = (torch.rand(2, *index["shape"], generator=torch.Generator().manual_seed(seed)),
              torch.tensor([0, largest]), largest)
     cache = Path(tempfile.mkdtemp(prefix="benchlib-shards-")) if where.startswith("s3://") else None
+    if cache is not None:  # this rank's downloads, gone with it (atexit: after the reader's release)
+        atexit.register(shutil.rmtree, cache, True)
     reader = read.dataset(fmt, where, index, cache, seed, env, batch)
     if os.environ.get("LOCAL_RANK", "0") == "0":  # Mosaic's shared memory: its node's leader's
         atexit.register(read.release, fmt, reader)

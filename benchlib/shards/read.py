@@ -129,14 +129,18 @@ def release(fmt: str, ds: Any) -> None:
     import gc
     from multiprocessing import shared_memory
 
-    from streaming.base.constant import SHM_TO_CLEAN
+    from streaming.base.constant import BARRIER_FILELOCK, CACHE_FILELOCK, SHM_TO_CLEAN
     from streaming.base.shared.prefix import _get_path
 
     prefix = getattr(ds, "_shm_prefix_int", None)
+    locks = getattr(ds, "_filelock_root", None)
     del ds
     gc.collect()
     if prefix is None:
         return
+    for name in (BARRIER_FILELOCK, CACHE_FILELOCK):  # its file locks, left in the temp folder
+        if locks:
+            Path(locks, _get_path(prefix, name)).unlink(missing_ok=True)
     for name in SHM_TO_CLEAN:
         try:
             shm = shared_memory.SharedMemory(_get_path(prefix, name))
