@@ -227,6 +227,27 @@ def test_a_store_that_dies_mid_epoch_fails_the_row_naming_it_and_the_next_row_st
     assert server.status() is None  # ...and, having started it, stops it: nothing left behind
 
 
+def test_a_reader_whose_epoch_fails_is_released_all_the_same(store_outputs, monkeypatch):
+    """Mosaic's shared memory and file locks outlive the process: a row that failed mid-epoch
+    (the named case's IndexError) left its reader's segments in /dev/shm."""
+    data, _ = store_outputs
+    cfg = SingleDeviceIoConfig(dataset="mydataset", variant="mds", mode="traverse", device="cpu",
+                               path=str(data), shard_mb=SHARD_MB, num_workers=0, repeats=1,
+                               epochs=1, warmup_steps=1)
+    made, released = [], []
+    real_dataset, real_release = read.dataset, read.release
+    monkeypatch.setattr(read, "dataset", lambda *a: made.append(real_dataset(*a)) or made[-1])
+    monkeypatch.setattr(read, "release", lambda fmt, ds: released.append(ds) or real_release(fmt, ds))
+
+    def fails(*_):
+        raise IndexError("Relative sample index 36 is not present in the shard.00011.mds file")
+
+    monkeypatch.setattr(io_shards.loops, "run_epoch", fails)
+    with pytest.raises(IndexError, match="shard.00011.mds"):
+        single_device_io.run(cfg)
+    assert len(made) == 1 and released == made
+
+
 def test_a_slow_worker_of_4_is_named_by_its_item_time(store_outputs, tmp_path, monkeypatch):
     data, _ = store_outputs
     monkeypatch.setenv(timing.DELAY_VAR, "3:4")  # worker 3 sleeps 4 ms a sample

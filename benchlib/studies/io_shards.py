@@ -118,20 +118,23 @@ def _read(cfg, src: str, index: dict, env: dict, device, step_for, warmup: int,
     for r in range(cfg.repeats):
         step, epochs, ds = step_for(r), [], None
         cache = work / f"cache-{r}"
-        for e in range(cfg.epochs):
-            if ds is None or cfg.cache == "drop":
-                if ds is not None:
-                    read.release(cfg.variant, ds)
-                shutil.rmtree(cache, ignore_errors=True)
-                cache.mkdir(parents=True)
-                ds = read.dataset(cfg.variant, src, index, cache, cfg.seed + r, env,
-                                  cfg.batch_size)
-            folder = work / f"r{r}e{e}"
-            before = link.counts() if link is not None else None
-            times = loops.run_epoch(loader(cfg, ds, index, folder, device), step, warmup)
-            counted = links.delta(link.counts(), before) if link is not None else None
-            epochs.append(_epoch(times, warmup, shard_names, counted, folder))
-        read.release(cfg.variant, ds)
+        try:
+            for e in range(cfg.epochs):
+                if ds is None or cfg.cache == "drop":
+                    if ds is not None:
+                        read.release(cfg.variant, ds)
+                    shutil.rmtree(cache, ignore_errors=True)
+                    cache.mkdir(parents=True)
+                    ds = read.dataset(cfg.variant, src, index, cache, cfg.seed + r, env,
+                                      cfg.batch_size)
+                folder = work / f"r{r}e{e}"
+                before = link.counts() if link is not None else None
+                times = loops.run_epoch(loader(cfg, ds, index, folder, device), step, warmup)
+                counted = links.delta(link.counts(), before) if link is not None else None
+                epochs.append(_epoch(times, warmup, shard_names, counted, folder))
+        finally:  # a failed epoch's reader too: Mosaic's shared memory outlives the process
+            if ds is not None:
+                read.release(cfg.variant, ds)
         repeats.append(epochs)
     return repeats
 
