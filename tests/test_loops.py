@@ -1,7 +1,9 @@
 import math
+import os
 import statistics
 import time
 
+import pytest
 import torch
 from torch.utils.data import DataLoader
 
@@ -211,3 +213,34 @@ def test_a_train_steps_compute_is_split_into_forward_and_backward(small_data):
     traverse = loops.run_epoch(loader, loops.Stepper("traverse", torch.device("cpu")), 1,
                                max_steps=3)
     assert traverse.forward_s == [] and traverse.backward_s == []
+
+
+class _FailsAt:
+    """Items 0..n-1; item `bad` raises in whichever DataLoader worker reads it; every worker
+    writes its pid to `pids` first."""
+
+    def __init__(self, n: int, bad: int, pids):
+        self.n, self.bad, self.pids = n, bad, pids
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        (self.pids / str(os.getpid())).touch()
+        if i == self.bad:
+            raise ValueError(f"item {i} is unreadable")
+        return torch.zeros(2), 0
+
+
+def test_a_failed_epochs_dataloader_workers_have_ended_when_its_error_reaches_the_caller(tmp_path):
+    """A worker's error reached the caller while its DataLoader's workers lived on (the
+    traceback holds their iterator): a shard row's clean-up then raced them, and they wrote
+    Mosaic's lock files and cache folders again after it."""
+    loader = DataLoader(_FailsAt(64, 20, tmp_path), batch_size=4, num_workers=2)
+    with pytest.raises(ValueError, match="item 20 is unreadable") as failed:
+        loops.run_epoch(loader, loops.Stepper("traverse", torch.device("cpu")), warmup_steps=0)
+    workers = [int(p.name) for p in tmp_path.iterdir() if int(p.name) != os.getpid()]
+    assert len(workers) == 2 and failed.value.__traceback__ is not None
+    for pid in workers:  # reaped by the DataLoader's shutdown: gone, not zombies
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

@@ -235,24 +235,30 @@ def run_epoch(loader: Iterable, step: Stepper, warmup_steps: int, max_steps: int
     host_start = time.perf_counter()
     ends.append(marks.mark())
     iterator = iter(loader)
-    while max_steps is None or len(times.samples) < max_steps:
-        if on_timed is not None and len(times.samples) == warmup_steps:
-            on_timed()
-        try:
-            x, y = next(iterator)
-        except StopIteration:
-            break
-        handed.append(marks.mark())
-        loss = step(x, y)
-        ends.append(marks.mark())
-        if loss is not None and times.loss_first is None:
-            times.loss_first = loss.item()
-        times.samples.append(len(y))
-        times.warmup.append(len(times.samples) <= warmup_steps)
-        if profiler is not None:
-            profiler.step()
-        if on_step is not None:
-            on_step(loss)
+    try:
+        while max_steps is None or len(times.samples) < max_steps:
+            if on_timed is not None and len(times.samples) == warmup_steps:
+                on_timed()
+            try:
+                x, y = next(iterator)
+            except StopIteration:
+                break
+            handed.append(marks.mark())
+            loss = step(x, y)
+            ends.append(marks.mark())
+            if loss is not None and times.loss_first is None:
+                times.loss_first = loss.item()
+            times.samples.append(len(y))
+            times.warmup.append(len(times.samples) <= warmup_steps)
+            if profiler is not None:
+                profiler.step()
+            if on_step is not None:
+                on_step(loss)
+    except BaseException:
+        # a failed epoch's DataLoader workers end now: the traceback holds their iterator, so
+        # they would outlive the caller's clean-up (and write into what it removed)
+        getattr(iterator, "_shutdown_workers", lambda: None)()
+        raise
     marks.wait()
     times.epoch_s = time.perf_counter() - host_start
     for before, at, end in zip(ends, handed, ends[1:]):
