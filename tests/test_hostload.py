@@ -4,6 +4,7 @@ flagged in the record and the report's run table (issue 17, item 10)."""
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import TRIVIAL, write_params
@@ -66,7 +67,16 @@ def test_the_report_flags_a_run_started_on_a_busy_host(outputs):
     assert [flag in r or "busy host" in r for r in rows if "quiet1" in r] == [False]
 
 
-SPIN = "import time\nend = time.time() + 20\nwhile time.time() < end: pass\n"
+SPIN = "import time\nprint('up', flush=True)\nend = time.time() + 20\nwhile time.time() < end: pass\n"
+
+
+def _spinner(**how):
+    """A busy loop, returned once it runs its own code (its exec finished: its environment
+    is the one it was given)."""
+    proc = subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True,
+                            stdout=subprocess.PIPE, **how)
+    assert proc.stdout.readline() == b"up\n"
+    return proc
 
 
 def test_a_runs_contention_counts_other_tasks_on_its_cores_and_leaves_its_own_out(monkeypatch):
@@ -74,14 +84,11 @@ def test_a_runs_contention_counts_other_tasks_on_its_cores_and_leaves_its_own_ou
     launch (it carries the launch's mark, as its ranks and workers do) and one not: the
     first is the run's own and never counted, the second is other work and is; a window
     that is not open samples nothing."""
-    import subprocess
-    import sys
     import time
 
     monkeypatch.setenv(hostload.LAUNCH_VAR, "/tmp/this-launch")
-    other = subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True,
-                             env={k: v for k, v in os.environ.items() if k != hostload.LAUNCH_VAR})
-    own = subprocess.Popen([sys.executable, "-c", SPIN], start_new_session=True)
+    other = _spinner(env={k: v for k, v in os.environ.items() if k != hostload.LAUNCH_VAR})
+    own = _spinner()
     try:
         shared = hostload.Contention(lambda: True)
         assert shared._is_own(own.pid) and not shared._is_own(other.pid)
@@ -108,6 +115,37 @@ def test_a_runs_contention_counts_other_tasks_on_its_cores_and_leaves_its_own_ou
         for p in (own, other):
             p.kill()
             p.wait()
+
+
+def test_a_process_without_an_environment_yet_is_its_parents(monkeypatch):
+    """A rank caught between its fork and the end of its exec shows an empty environment
+    (the CI failure of stop 56: the launch's mark unread, the rank counted as other work
+    and remembered so). Such a process is judged by its parent, and asked again later; an
+    empty one whose parent is not the run's is not the run's."""
+    monkeypatch.setenv(hostload.LAUNCH_VAR, "/tmp/this-launch")
+    bare = _spinner(env={})  # an empty environment, as mid-exec; its parent is this run
+    other = subprocess.Popen(  # not the run's, and its own child bare as well
+        [sys.executable, "-c", "import subprocess, sys; p = subprocess.Popen([sys.executable,"
+         f" '-c', {SPIN!r}], env={{}}, stdout=subprocess.PIPE); print(p.pid, flush=True);"
+         " print(p.stdout.readline().decode(), end='', flush=True); p.wait()"],
+        env={k: v for k, v in os.environ.items() if k != hostload.LAUNCH_VAR},
+        stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        orphan = int(other.stdout.readline())
+        assert other.stdout.readline() == b"up\n"
+        shared = hostload.Contention(lambda: True)
+        assert Path(f"/proc/{bare.pid}/environ").read_bytes() == b""
+        assert shared._is_own(bare.pid) and bare.pid not in shared.own
+        assert not shared._is_own(orphan) and orphan not in shared.own
+        assert not shared._is_own(other.pid) and other.pid in shared.own
+    finally:
+        for p in (bare, other):
+            p.kill()
+            p.wait()
+        try:
+            os.kill(orphan, 9)
+        except (OSError, NameError):
+            pass
 
 
 def test_contention_is_judged_per_core_the_job_may_use():

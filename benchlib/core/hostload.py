@@ -133,6 +133,14 @@ def _task_states(cores: set[int]):
                 yield int(entry.name), after[0].decode()
 
 
+def _parent(pid: int) -> int | None:
+    """The parent of `pid` (/proc/PID/stat's fourth field), None when it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class Contention(threading.Thread):
     """Tasks runnable on the job's cores besides the run's own, sampled while `timed()`
     says the timed window is open (an EnergyMeter's `in_timed`), every MIN_INTERVAL_S or
@@ -161,8 +169,12 @@ class Contention(threading.Thread):
         if pid not in self.own:
             try:
                 if self.mine:
+                    environ = Path(f"/proc/{pid}/environ").read_bytes()
+                    if not environ:  # in the middle of its exec (or a kernel thread): its
+                        parent = _parent(pid)  # parent decides, and it is asked again later
+                        return parent not in (None, 0, pid) and self._is_own(parent)
                     mark = f"{LAUNCH_VAR}={self.mine}".encode()
-                    self.own[pid] = mark in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+                    self.own[pid] = mark in environ.split(b"\0")
                 else:
                     self.own[pid] = os.getsid(pid) == os.getsid(0)
             except OSError:  # another user's, or gone: not ours
