@@ -7,7 +7,9 @@ notebooks/ or a sweep runs it from anywhere. BENCHLIB_OUTPUTS moves all outputs
 `outputs/` then lands there too.
 """
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from benchlib.errors import UsageError
@@ -65,3 +67,19 @@ def extra_study_modules() -> list[str]:
     """The modules `BENCHLIB_STUDIES` names (comma-separated), whose STUDIES join the
     registry (benchlib.config.studies)."""
     return [m.strip() for m in os.environ.get("BENCHLIB_STUDIES", "").split(",") if m.strip()]
+
+
+@contextlib.contextmanager
+def environment(values: dict[str, str]) -> Iterator[None]:
+    """`values` in os.environ for a while (a kernel or a DataLoader worker started meanwhile
+    copies them), then each variable back as it was."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchlib import atomic
+from benchlib import atomic, paths
 from benchlib.config import studies
 from benchlib.core import envinfo, hostload
 from benchlib.errors import RecordError
@@ -54,21 +54,6 @@ class Summary:
                               "executed_notebook": str(outputs / notebook) if notebook else None})
 
 
-@contextlib.contextmanager
-def _environ(values: dict[str, str]):
-    """Set variables for the kernel about to start (it copies os.environ), then restore."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def _last_line(text: Any, default: str) -> str:
     lines = str(text).strip().splitlines()
     return lines[-1] if lines else default
@@ -91,7 +76,7 @@ def execute(notebook: Path, output: Path, parameters: dict[str, Any], env: dict[
     Returns None when it ran through, else the error."""
     import papermill
 
-    with atomic.replacing(output, suffix=".tmp.ipynb") as tmp, _environ(env), \
+    with atomic.replacing(output, suffix=".tmp.ipynb") as tmp, paths.environment(env), \
             kernels.kernel_folder() as folder:
         try:
             papermill.execute_notebook(

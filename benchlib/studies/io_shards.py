@@ -14,7 +14,6 @@ with their place in the epoch), each worker's start-up and item time
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import statistics
 import tempfile
@@ -61,21 +60,6 @@ def source(cfg: Any) -> Iterator[tuple[str, dict, dict[str, str]]]:
     url = cfg.store_url or shard_prep.default_url(cfg.dataset, cfg.variant, cfg.shard_mb)
     with shard_prep.store_env(cfg.store_endpoint) as env:
         yield url, s3.check_shards(url, env), env
-
-
-@contextlib.contextmanager
-def environment(env: dict[str, str]) -> Iterator[None]:
-    """`env` in os.environ while a row reads (its DataLoader workers inherit it), then back."""
-    before = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def loader(cfg: Any, ds: Any, index: dict, folder: Path, device: torch.device) -> DataLoader:
@@ -155,7 +139,7 @@ def _through_link(cfg: Any, src: str, index: dict, env: dict, device: torch.devi
         if cfg.store == "s3":
             link = links.start(env["AWS_ENDPOINT_URL"], cfg.link_mibps, cfg.link_latency_ms)
             env = {**env, "AWS_ENDPOINT_URL": link.endpoint, "S3_ENDPOINT_URL": link.endpoint}
-        with environment(env):
+        with paths.environment(env):
             try:
                 return _read(cfg, src, index, env, device, step_for, warmup, work, link)
             except Exception as e:
