@@ -1,5 +1,5 @@
 """Notebook 10's shard rows as the input-pipeline table: per row (data set, format, store and
-link, workers, prefetch, shard size, cache) over its launches (a sweep run again with
+link, workers, prefetch, shard size, cache, how the workers start) over its launches (a sweep run again with
 `--force` adds one to every row), the cold first batch, epoch 1's and epoch 2's samples/s
 and the stall seconds of an epoch, each the median of the launches with its 95% interval
 (the order-statistic one, from 5 launches) and n; and the rows that differ from another in
@@ -20,8 +20,10 @@ from benchlib.analysis import sides
 from benchlib.core.stats import summarize
 
 ROW = ["dataset", "mode", "variant", "link", "num_workers", "prefetch_factor", "shard_mb",
-       "cache"]
-KNOBS = ("num_workers", "prefetch_factor", "shard_mb", "cache")
+       "cache", "multiprocessing_context"]
+KNOBS = ("num_workers", "prefetch_factor", "shard_mb", "cache", "multiprocessing_context")
+# what a record made before the knob existed ran: the DataLoader's default on Linux
+BEFORE = {"multiprocessing_context": "fork"}
 FIGURES = [("first_batch_cold_s", "first batch, s", "{:.2f}"),
            ("epoch1_samples_per_s", "epoch 1, samples/s", "{:,.0f}"),
            ("epoch2_samples_per_s", "epoch 2, samples/s", "{:,.0f}"),
@@ -33,7 +35,14 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty or "shard_format" not in df:
         return pd.DataFrame(columns=ROW)
     ok = df[(df["shard_format"].notna()) & (df.get("status", "ok") == "ok")]
-    return ok.assign(**{c: ok[c] if c in ok else None for c in ROW}).copy()
+    return ok.assign(**{c: _column(ok, c) for c in ROW}).copy()
+
+
+def _column(df: pd.DataFrame, name: str):
+    """A ROW column of `df`, BEFORE's value where a record has none."""
+    if name not in df:
+        return BEFORE.get(name)
+    return df[name].fillna(BEFORE[name]) if name in BEFORE else df[name]
 
 
 def failed(df: pd.DataFrame) -> pd.DataFrame:
@@ -51,7 +60,9 @@ def failed(df: pd.DataFrame) -> pd.DataFrame:
     for _, r in bad.iterrows():
         params = {k: r.get(k) for k in ("store", "store_endpoint", "link_mibps",
                                         "link_latency_ms")}
-        rows.append({**{c: r.get(c) for c in ROW}, "link": link_text(SimpleNamespace(**params)),
+        known = {c: r.get(c) for c in ROW}
+        rows.append({**known, **{c: v for c, v in BEFORE.items() if pd.isna(known[c])},
+                     "link": link_text(SimpleNamespace(**params)),
                      "error": (str(r.get("error") or "").splitlines() or [""])[-1]})
     return pd.DataFrame(rows, columns=[*ROW, "error"])
 
@@ -113,8 +124,8 @@ def one_knob(df: pd.DataFrame) -> list[str]:
 def markdown(tab: pd.DataFrame) -> str:
     if tab.empty:
         return "(no shard rows)"
-    cols = ["variant", "link", "num_workers", "prefetch_factor", "shard_mb", "cache", "n",
-            "failed", *[name for _, name, _ in FIGURES]]
+    cols = ["variant", "link", "num_workers", "prefetch_factor", "shard_mb", "cache",
+            "multiprocessing_context", "n", "failed", *[name for _, name, _ in FIGURES]]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, r in tab.iterrows():
         lines.append("| " + " | ".join(str(r[c]) for c in cols) + " |")

@@ -29,6 +29,9 @@ IN_MEMORY_VARIANTS = ("raw", "preload", "preload_batched", "tensorclass", "tenso
 VARIANTS = (*IN_MEMORY_VARIANTS, *SHARD_FORMATS)
 STORES = ("local", "s3")  # shards read from their folder, or from an S3 endpoint
 SHARD_CACHES = ("keep", "drop")  # a store's copies kept for the next epoch, or emptied
+# how DataLoader workers start (its multiprocessing_context): forked from the reading process
+# (Linux's default: they share what it opened, an S3 client's connection too), or fresh
+WORKER_STARTS = ("fork", "forkserver", "spawn")
 MODES = ("traverse", "train")
 GPT_MODELS = ("gpt-tiny", "gpt2-124m", "gpt2-350m")  # benchlib.core.gpt: language models
 MODELS = ("toynet", "simplecnn", "pyramidnet", "resnet18", "resnet50", *GPT_MODELS)

@@ -14,6 +14,7 @@ from benchlib.config.choices import (
     SHARD_FORMATS,
     STORES,
     VARIANTS,
+    WORKER_STARTS,
     model_kind,
 )
 from benchlib.config.model_data import ModelDataConfig
@@ -64,6 +65,11 @@ class SingleDeviceIoConfig(ScheduleConfig, LoaderConfig, ModelDataConfig):
     before every epoch); every repeat starts with an empty cache."""
     prefetch_factor: int = 2
     """Shard variants with workers: batches each DataLoader worker fetches ahead."""
+    multiprocessing_context: str = "fork"
+    """Shard variants with workers: how the DataLoader starts them. fork (Linux's default):
+    a copy of the reading process, sharing what it opened (a reader's S3 client and its
+    keep-alive connection); forkserver or spawn: a fresh process each, which imports and
+    connects on its own (slower to start)."""
 
     def validate(self) -> None:
         # checked here, not as the flags' choices: `benchlib io` says them in its one line
@@ -90,6 +96,12 @@ class SingleDeviceIoConfig(ScheduleConfig, LoaderConfig, ModelDataConfig):
         require_choice("store", self.store, STORES)
         require_choice("cache", self.cache, SHARD_CACHES)
         require_min("prefetch_factor", self.prefetch_factor, 1)
+        require_choice("multiprocessing_context", self.multiprocessing_context, WORKER_STARTS)
+        if self.multiprocessing_context != "fork" and (self.variant not in SHARD_FORMATS
+                                                       or not self.num_workers):
+            raise ConfigError("multiprocessing_context", "starts the workers of a shard variant "
+                              f"({', '.join(SHARD_FORMATS)}) with num_workers >= 1; "
+                              f"got variant {self.variant}, num_workers {self.num_workers}")
         if self.profile and self.variant in SHARD_FORMATS:
             raise ConfigError("profile", f"profiles the in-memory variants, not {self.variant}'s "
                               "reader (its waits and stalls are in the record)")

@@ -8,9 +8,10 @@ What it waits on, in this order (the first that holds):
   or waits above 5x the median take STALL_SHARE or more of an epoch (a reader that stops
   for a shard now and then; under a bandwidth cap this is still a stall, not a slow link,
   since the median wait is short and the link idles between the bursts). The named case:
-  Mosaic's workers under a link with 2 workers here waited its download_timeout (60 s)
-  for their first shard, on the keep-alive S3 connection they inherited from the parent,
-  which had fetched index.json (with the proxy closing every connection, they did not);
+  Mosaic's forked workers under a link with 2 workers here waited its download_timeout
+  (60 s) for their first shard, on the keep-alive S3 connection they inherited from the
+  parent, which had fetched index.json (with the proxy closing every connection, or with
+  workers started fresh, multiprocessing_context forkserver or spawn, they did not);
 - the link: epoch 1 read its bytes at LINK_SHARE or more of the link's cap;
 - the first shard: the cold first batch takes FIRST_SHARE or more of epoch 1;
 - else the reader itself (decoding, too few workers).
@@ -18,7 +19,7 @@ What it waits on, in this order (the first that holds):
 A worker whose item time or start-up is twice the others' is named: more workers leave
 it in the round-robin, so the advice is about it first. The change that helps is taken
 from records of the same work differing in one knob (num_workers, prefetch_factor,
-shard_mb, cache), judged by the one verdict rule (diagnose.advice.measured), else the
+shard_mb, cache, multiprocessing_context), judged by the one verdict rule (diagnose.advice.measured), else the
 `--try` command that measures it.
 """
 
@@ -34,7 +35,7 @@ STALL_SHARE = 0.2
 STALL_FACTOR = 5.0  # as benchlib.shards.timing's
 LINK_SHARE = 0.8
 FIRST_SHARE = 0.2
-KNOBS = ("num_workers", "prefetch_factor", "shard_mb", "cache")
+KNOBS = ("num_workers", "prefetch_factor", "shard_mb", "cache", "multiprocessing_context")
 
 
 def waits_on(m: dict[str, Any], p: dict[str, Any]) -> tuple[str, str]:
@@ -115,14 +116,17 @@ def input_advice(record: dict[str, Any], same: pd.DataFrame | None) -> tuple[str
         _, knob, best, _ = found[0]
         return (head + _slow_worker(m) + "; ".join(f"{k}={v}: {s}" for _, k, v, s in found),
                 {knob: best})
-    if cause == "stalls" and p.get("variant") == "mds" and "first samples" in evidence:
+    if cause == "stalls" and p.get("variant") == "mds" and "first samples" in evidence \
+            and p.get("multiprocessing_context", "fork") == "fork":
         return (head + _slow_worker(m) + "the named case: Mosaic's workers share the keep-alive "
                 "S3 connection the parent opened for index.json before the DataLoader forked "
-                "them, and one waits out download_timeout (60 s) on it (measured here: with a "
-                "link that closes every connection, no worker waited); give each worker a "
-                "connection of its own (spawn or forkserver workers, or the parent's client "
-                "closed before they fork: not measured here); more workers or prefetch do not "
-                "move it", {})
+                "them, and one waits out download_timeout (60 s) on it, or reads another's "
+                "answer (samples of the wrong bytes); start each worker fresh, with a connection "
+                "of its own: multiprocessing_context=forkserver (on the workbook's own store "
+                "it read every sample, each worker slower to start: docs/studies.md); more "
+                f"workers or prefetch do not move it; for this job, {advice.try_command(record)} "
+                "measures it",
+                {"multiprocessing_context": "forkserver"})
     knob, what = SUGGESTED[cause]
     if cause == "the link" and p.get("cache") != "drop":
         return (head + _slow_worker(m) + "the link is the limit and epoch 2 reads the cache "

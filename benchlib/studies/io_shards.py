@@ -68,6 +68,7 @@ def loader(cfg: Any, ds: Any, index: dict, folder: Path, device: torch.device) -
     return DataLoader(timing.Timed(ds, read.decoder(cfg.variant, index), folder),
                       batch_size=cfg.batch_size, num_workers=workers,
                       prefetch_factor=cfg.prefetch_factor if workers else None,
+                      multiprocessing_context=cfg.multiprocessing_context if workers else None,
                       pin_memory=device.type == "cuda")
 
 
