@@ -432,29 +432,58 @@ def test_a_training_worker_reads_shards_from_a_folder_and_from_the_store_through
         store_outputs, tmp_path, monkeypatch):
     """`dataset: FORMAT:LOCATION` in a training study: the rank's DataLoader workers read
     their share through the library; from the store, its endpoint and keys reach them
-    through the AWS variables."""
+    through the AWS variables. Mosaic from the store: its workers start fresh (forked, they
+    shared the rank's S3 connection and trained on labels of another sample's bytes:
+    `IndexError: Target 4507908090515978896 is out of bounds`, the named case)."""
     from benchlib.launch.launcher import launch
 
     data, _ = store_outputs
     folder = shard_prep.local_folder(data, "mydataset", "wds", SHARD_MB)
     store = server.ensure()
     scratch = Path(tempfile.mkdtemp(prefix="bl-"))  # the ranks' TMPDIR (short: unix sockets)
-    common = ["--model", "toynet", "--num-workers", "2", "--batch-size", "16", "--max-steps",
-              "6", "--warmup-steps", "1", "--epochs", "1", "--device", "cpu"]
-    local = launch("single", ["--dataset", f"wds:{folder}", *common], tmp_path / "local", "single")
-    # litdata: Mosaic's 2 workers on one keep-alive connection are the named case
+    common = ["--model", "toynet", "--num-workers", "2", "--batch-size", "16",
+              "--warmup-steps", "1", "--epochs", "1", "--device", "cpu"]
+    local = launch("single", ["--dataset", f"wds:{folder}", *common, "--max-steps", "6"],
+                   tmp_path / "local", "single")
     remote = launch("single", ["--dataset",
                                f"litdata:{shard_prep.default_url('mydataset', 'litdata', SHARD_MB)}",
-                               *common], tmp_path / "remote", "single",
+                               *common, "--max-steps", "6"], tmp_path / "remote", "single",
                     env={k: v for k, v in store.env().items() if k != "AWS_ENDPOINT_URL"}
                     | {"BENCHLIB_OUTPUTS": str(store_outputs[1]), "TMPDIR": str(scratch)})
-    for out in (local, remote):
+    # Mosaic's whole epoch through a link: forked, its workers failed most such epochs here
+    with link.start(store.endpoint, 0.0, 20.0) as shaped:
+        mosaic = launch("single", ["--dataset",
+                                   f"mds:{shard_prep.default_url('mydataset', 'mds', SHARD_MB)}",
+                                   *common], tmp_path / "mosaic", "single",
+                        env=store.env() | {"AWS_ENDPOINT_URL": shaped.endpoint,
+                                           "TMPDIR": str(scratch)})
+    for out in (local, remote, mosaic):
         m = out.result["metrics"]
         assert m["samples_per_s"] > 0 and m["first_batch_s"] > 0
     assert remote.result["metrics"]["model_class"].endswith("ToyNet")
+    assert mosaic.result["metrics"]["epoch_samples"] == SAMPLES  # the whole epoch
+    assert mosaic.result["metrics"]["first_batch_s"] < 30  # no worker waited out Mosaic's 60 s
     left = list(scratch.glob("benchlib-shards-*"))
     shutil.rmtree(scratch)
     assert not left  # the rank's downloads went with it
+
+
+def test_only_mosaics_readers_of_a_store_ask_for_workers_started_fresh(store_outputs, monkeypatch):
+    from benchlib.shards import for_training
+
+    data, _ = store_outputs
+    store = server.ensure()
+    for key, value in store.env().items():
+        monkeypatch.setenv(key, value)
+    asked = {}
+    for fmt in SHARD_FORMATS:
+        for where in (shard_prep.default_url("mydataset", fmt, SHARD_MB),
+                      str(shard_prep.local_folder(data, "mydataset", fmt, SHARD_MB))):
+            ds, _ = for_training.dataset(f"{fmt}:{where}", 0, 16)
+            asked[fmt, where.startswith("s3://")] = ds.worker_start
+            read.release(fmt, ds.reader)
+    assert asked == {(fmt, remote): "forkserver" if (fmt, remote) == ("mds", True) else None
+                     for fmt in SHARD_FORMATS for remote in (True, False)}
 
 
 def test_shards_are_a_data_set_of_ones_own_checked_before_any_rank(store_outputs):

@@ -105,6 +105,17 @@ class BatchLoader:
             yield tuple(t.pin_memory() for t in batch) if self.pin else batch
 
 
+def shard_loader(dataset: IterableDataset, collate_fn, batch_size: int, num_workers: int,
+                 device: torch.device) -> DataLoader:
+    """A DataLoader over shards (benchlib.shards.for_training), whose library shuffles them
+    and splits them across ranks and workers; its workers started as the data set asks
+    (`worker_start`: Mosaic's from a store, fresh), else forked."""
+    start = getattr(dataset, "worker_start", None) if num_workers else None
+    return DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
+                      collate_fn=collate_fn, pin_memory=device.type == "cuda",
+                      multiprocessing_context=start)
+
+
 def make_loader(dataset, collate_fn, batch_size: int, num_workers: int, device: torch.device,
                 seed: int, shuffle: bool = True, lean: bool = False) -> DataLoader | BatchLoader:
     """A DataLoader over `dataset`; one that fetches whole batches gets its batches' index
@@ -112,8 +123,7 @@ def make_loader(dataset, collate_fn, batch_size: int, num_workers: int, device: 
     study and calibrate, which measure the data path; the trainers keep DataLoaders, which
     Lightning shards across ranks)."""
     if isinstance(dataset, IterableDataset):  # shards: their library shuffles and splits them
-        return DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
-                          collate_fn=collate_fn, pin_memory=device.type == "cuda")
+        return shard_loader(dataset, collate_fn, batch_size, num_workers, device)
     generator = torch.Generator().manual_seed(seed)
     if getattr(dataset, "fetches_batches", False):  # dataset[index tensor] is a whole batch
         sampler = IndexBatches(len(dataset), batch_size, shuffle, generator)

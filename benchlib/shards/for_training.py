@@ -31,10 +31,13 @@ from benchlib.store import s3, server
 
 class RankShards(IterableDataset):
     """A library's reader of this rank's share, decoded to (input, label); its length is
-    the rank's share of the samples (the steps an epoch takes, for the loop's windows)."""
+    the rank's share of the samples (the steps an epoch takes, for the loop's windows).
+    `worker_start`: how its DataLoader starts workers (None: the default, fork)."""
 
-    def __init__(self, reader: Any, decode: read.Decode, samples: int):
+    def __init__(self, reader: Any, decode: read.Decode, samples: int,
+                 worker_start: str | None = None):
         self.reader, self.decode, self.samples = reader, decode, samples
+        self.worker_start = worker_start
 
     def __len__(self) -> int:
         return math.ceil(self.samples / max(1, int(os.environ.get("WORLD_SIZE", "1"))))
@@ -94,4 +97,7 @@ def dataset(name: str, seed: int, batch: int) -> tuple[RankShards, tuple]:
     reader = read.dataset(fmt, where, index, cache, seed, env, batch)
     if os.environ.get("LOCAL_RANK", "0") == "0":  # Mosaic's shared memory: its node's leader's
         atexit.register(read.release, fmt, reader)
-    return RankShards(reader, read.decoder(fmt, index), index["samples"]), found
+    # Mosaic from a store: forked workers would share the S3 connection this rank opened
+    # for index.json and read each other's answers (docs/studies.md, the named case)
+    start = "forkserver" if fmt == "mds" and cache is not None else None
+    return RankShards(reader, read.decoder(fmt, index), index["samples"], start), found

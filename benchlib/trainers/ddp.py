@@ -93,8 +93,7 @@ def _loader(args: argparse.Namespace, env: DistEnv, job: Job, batch: int, device
         return job.synthetic(batch, args.max_steps or SYNTHETIC_STEPS, device,
                              args.seed + env.rank), None
     if isinstance(dataset, IterableDataset):  # shards: the library splits them across ranks
-        return DataLoader(dataset, batch_size=batch, num_workers=args.num_workers,
-                          collate_fn=collate, pin_memory=device.type == "cuda"), None
+        return loops.shard_loader(dataset, collate, batch, args.num_workers, device), None
     sampler = None
     if args.strategy in ("ddp", "fsdp2"):
         from torch.utils.data.distributed import DistributedSampler
