@@ -32,17 +32,19 @@ from benchlib.store import s3, server
 class RankShards(IterableDataset):
     """A library's reader of this rank's share, decoded to (input, label); its length is
     the rank's share of the samples (the steps an epoch takes, for the loop's windows).
-    `worker_start`: how its DataLoader starts workers (None: the default, fork)."""
+    `worker_start`: how its DataLoader starts workers (None: the default, fork); `env`: the
+    store's variables, set in each worker first (read.in_worker)."""
 
     def __init__(self, reader: Any, decode: read.Decode, samples: int,
-                 worker_start: str | None = None):
+                 worker_start: str | None = None, env: dict[str, str] | None = None):
         self.reader, self.decode, self.samples = reader, decode, samples
-        self.worker_start = worker_start
+        self.worker_start, self.env = worker_start, env or {}
 
     def __len__(self) -> int:
         return math.ceil(self.samples / max(1, int(os.environ.get("WORLD_SIZE", "1"))))
 
     def __iter__(self):
+        read.in_worker(self.env)
         return (self.decode(s) for s in self.reader)
 
 
@@ -100,4 +102,4 @@ def dataset(name: str, seed: int, batch: int) -> tuple[RankShards, tuple]:
     # Mosaic from a store: forked workers would share the S3 connection this rank opened
     # for index.json and read each other's answers (docs/studies.md, the named case)
     start = "forkserver" if fmt == "mds" and cache is not None else None
-    return RankShards(reader, read.decoder(fmt, index), index["samples"], start), found
+    return RankShards(reader, read.decoder(fmt, index), index["samples"], start, env), found

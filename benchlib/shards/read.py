@@ -15,6 +15,7 @@ Every reader yields the IO study's sample: a float32 1x28x28 tensor and its int 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,17 @@ def dataset(fmt: str, source: str, index: dict, cache: Path | None, seed: int, e
     if fmt == "litdata":
         return _litdata(source, index, cache, seed, env)
     return _mds(source, index, cache, seed, env, batch_size)
+
+
+def in_worker(env: dict[str, str]) -> None:
+    """At the start of a DataLoader worker's share: the store's endpoint and keys in its
+    environment. A worker a forkserver started has the server's, from whenever the server
+    started (an earlier row's link, in a kernel that ran one); forked or spawned, it has
+    them already."""
+    from torch.utils.data import get_worker_info
+
+    if env and get_worker_info() is not None:
+        os.environ.update(env)
 
 
 def release(fmt: str, ds: Any) -> None:

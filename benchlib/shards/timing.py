@@ -25,12 +25,17 @@ DELAY_VAR = "BENCHLIB_INJECT_WORKER_DELAY"  # "ID:MS": worker ID sleeps MS per s
 
 
 class Timed(IterableDataset):
-    """`inner`'s samples, decoded by `decode`, each worker's times written to `folder`."""
+    """`inner`'s samples, decoded by `decode`, each worker's times written to `folder`;
+    `env` (the store's variables) set in each worker first (benchlib.shards.read.in_worker)."""
 
-    def __init__(self, inner: Any, decode: Callable, folder: Path):
+    def __init__(self, inner: Any, decode: Callable, folder: Path, env: dict | None = None):
         self.inner, self.decode, self.folder = inner, decode, Path(folder)
+        self.env = env or {}
 
     def __iter__(self):
+        from benchlib.shards.read import in_worker
+
+        in_worker(self.env)
         info = get_worker_info()
         worker = info.id if info is not None else 0
         delay = 0.0

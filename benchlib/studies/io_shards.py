@@ -62,10 +62,12 @@ def source(cfg: Any) -> Iterator[tuple[str, dict, dict[str, str]]]:
         yield url, s3.check_shards(url, env), env
 
 
-def loader(cfg: Any, ds: Any, index: dict, folder: Path, device: torch.device) -> DataLoader:
-    """A DataLoader over the library's reader, each worker timed into `folder`."""
+def loader(cfg: Any, ds: Any, index: dict, folder: Path, device: torch.device,
+           env: dict[str, str] | None = None) -> DataLoader:
+    """A DataLoader over the library's reader, each worker timed into `folder` and given
+    the store's variables `env`."""
     workers = cfg.num_workers
-    return DataLoader(timing.Timed(ds, read.decoder(cfg.variant, index), folder),
+    return DataLoader(timing.Timed(ds, read.decoder(cfg.variant, index), folder, env),
                       batch_size=cfg.batch_size, num_workers=workers,
                       prefetch_factor=cfg.prefetch_factor if workers else None,
                       multiprocessing_context=cfg.multiprocessing_context if workers else None,
@@ -114,7 +116,8 @@ def _read(cfg, src: str, index: dict, env: dict, device, step_for, warmup: int,
                                       cfg.batch_size)
                 folder = work / f"r{r}e{e}"
                 before = link.counts() if link is not None else None
-                times = loops.run_epoch(loader(cfg, ds, index, folder, device), step, warmup)
+                times = loops.run_epoch(loader(cfg, ds, index, folder, device, env), step,
+                                        warmup)
                 counted = links.delta(link.counts(), before) if link is not None else None
                 epochs.append(_epoch(times, warmup, shard_names, counted, folder))
         finally:  # a failed epoch's reader too: Mosaic's shared memory outlives the process
