@@ -285,6 +285,24 @@ def test_a_reader_whose_epoch_fails_is_released_all_the_same(store_outputs, monk
     assert len(made) == 1 and released == made
 
 
+class _Nothing(torch.utils.data.IterableDataset):
+    def __iter__(self):
+        return iter(())
+
+
+def test_an_epoch_that_reads_no_sample_fails_the_row_saying_so(store_outputs, monkeypatch):
+    """A reader whose workers find nothing (a forkserver's worker given a stopped link's
+    endpoint read none, and raised nothing): the row fails naming it, not an IndexError."""
+    data, _ = store_outputs
+    cfg = SingleDeviceIoConfig(dataset="mydataset", variant="wds", mode="traverse", device="cpu",
+                               path=str(data), shard_mb=SHARD_MB, num_workers=1, repeats=1,
+                               epochs=1, warmup_steps=1)
+    monkeypatch.setattr(read, "dataset", lambda *a: _Nothing())
+    with pytest.raises(RuntimeError, match=r"wds: epoch 1 of repeat 1 read no sample of .*"
+                                           rf"wds-{SHARD_MB}mb's {SAMPLES}$"):
+        single_device_io.run(cfg)
+
+
 def test_a_slow_worker_of_4_is_named_by_its_item_time(store_outputs, tmp_path, monkeypatch):
     data, _ = store_outputs
     monkeypatch.setenv(timing.DELAY_VAR, "3:4")  # worker 3 sleeps 4 ms a sample

@@ -119,6 +119,9 @@ def _read(cfg, src: str, index: dict, env: dict, device, step_for, warmup: int,
                 times = loops.run_epoch(loader(cfg, ds, index, folder, device, env), step,
                                         warmup)
                 counted = links.delta(link.counts(), before) if link is not None else None
+                if not times.samples:  # its workers found nothing to read, and said nothing
+                    raise RuntimeError(f"{cfg.variant}: epoch {e + 1} of repeat {r + 1} read no "
+                                       f"sample of {src}'s {index['samples']}")
                 epochs.append(_epoch(times, warmup, shard_names, counted, folder))
         finally:  # a failed epoch's reader too: Mosaic's shared memory outlives the process
             if ds is not None:
