@@ -24,7 +24,7 @@ from benchlib.config import DataPrepConfig, SingleDeviceIoConfig  # noqa: E402
 from benchlib.config.choices import SHARD_FORMATS  # noqa: E402
 from benchlib.data import prepare  # noqa: E402
 from benchlib.data.storage import decoded  # noqa: E402
-from benchlib.errors import StoreFailed  # noqa: E402
+from benchlib.errors import BenchlibError, StoreFailed  # noqa: E402
 from benchlib.shards import prepare as shard_prep  # noqa: E402
 from benchlib.shards import read, timing  # noqa: E402
 from benchlib.store import link, s3, server  # noqa: E402
@@ -298,7 +298,7 @@ def test_an_epoch_that_reads_no_sample_fails_the_row_saying_so(store_outputs, mo
                                path=str(data), shard_mb=SHARD_MB, num_workers=1, repeats=1,
                                epochs=1, warmup_steps=1)
     monkeypatch.setattr(read, "dataset", lambda *a: _Nothing())
-    with pytest.raises(RuntimeError, match=r"wds: epoch 1 of repeat 1 read no sample of .*"
+    with pytest.raises(BenchlibError, match=r"wds: epoch 1 of repeat 1 read no sample of .*"
                                            rf"wds-{SHARD_MB}mb's {SAMPLES}$"):
         single_device_io.run(cfg)
 

@@ -102,6 +102,15 @@ def handler(upstream: str, latency_s: float, bucket: Bucket, counts: Counts):
                 return
             sized = resp.getheader("Content-Length") is not None
             data = None if sized else resp.read()
+            # counted before the client can see any of it: a reader that asks for the counts
+            # once it has its bytes finds them there (counted after, they raced its question)
+            with counts.lock:
+                counts.requests += 1
+                counts.bytes_in += length
+                counts.errors += resp.status >= 500
+                if self.command == "GET":
+                    key = self.path.split("?")[0]
+                    counts.gets[key] = counts.gets.get(key, 0) + 1
             self.send_response(resp.status, resp.reason)
             for k, v in resp.getheaders():
                 if k.lower() not in HOP and k.lower() != "content-length":
@@ -116,17 +125,11 @@ def handler(upstream: str, latency_s: float, bucket: Bucket, counts: Counts):
                     if not chunk:
                         break
                     bucket.take(len(chunk))
+                    with counts.lock:
+                        counts.bytes_out += len(chunk)
                     self.wfile.write(chunk)
                     sent += len(chunk)
             conn.close()
-            with counts.lock:
-                counts.requests += 1
-                counts.bytes_out += sent
-                counts.bytes_in += length
-                counts.errors += resp.status >= 500
-                if self.command == "GET":
-                    key = self.path.split("?")[0]
-                    counts.gets[key] = counts.gets.get(key, 0) + 1
 
         do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
 

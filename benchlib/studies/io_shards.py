@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader
 from benchlib import paths
 from benchlib.core import loops
 from benchlib.core.stats import summarize
-from benchlib.errors import ConfigError, StoreFailed
+from benchlib.errors import BenchlibError, ConfigError, StoreFailed
 from benchlib.shards import prepare as shard_prep
 from benchlib.shards import read, timing, write
 from benchlib.store import link as links
@@ -120,7 +120,7 @@ def _read(cfg, src: str, index: dict, env: dict, device, step_for, warmup: int,
                                         warmup)
                 counted = links.delta(link.counts(), before) if link is not None else None
                 if not times.samples:  # its workers found nothing to read, and said nothing
-                    raise RuntimeError(f"{cfg.variant}: epoch {e + 1} of repeat {r + 1} read no "
+                    raise BenchlibError(f"{cfg.variant}: epoch {e + 1} of repeat {r + 1} read no "
                                        f"sample of {src}'s {index['samples']}")
                 epochs.append(_epoch(times, warmup, shard_names, counted, folder))
         finally:  # a failed epoch's reader too: Mosaic's shared memory outlives the process
