@@ -422,6 +422,34 @@ def test_the_pipeline_table_gives_each_rows_figures_over_its_launches_with_an_in
     five = io_pipeline.table(frame(recs[:5])).to_dict("records")[0]
     assert five["first batch, s"] == "0.32 [0.30, 0.34] (94%)"  # min-max, and its coverage
     assert "| mds | s3 (the workbook's store on loopback)" in io_pipeline.markdown(tab)
+    assert row["multiprocessing_context"] == "fork"  # a record from before the knob: what it ran
+
+
+def test_workers_started_fresh_are_a_knob_the_table_and_diagnose_measure_like_for_like():
+    """The named case's records (forked, one worker waiting out 60 s) beside 5 launches of
+    the same row started by a forkserver: the table keeps them apart, the one-knob line and
+    diagnose's advice say which is faster by the verdict rule, and `--try` runs that."""
+    from benchlib.analysis import io_pipeline
+    from benchlib.diagnose import rules
+    from benchlib.records.results import frame
+
+    named = dict(worker_start_s=60.4, worker_start_min_s=0.2, first_batch_cold_s=60.6)
+    recs = []
+    for i, (start, rate) in enumerate([("fork", 90.0)] * 5 + [("forkserver", 630.0)] * 5):
+        r = _pipeline_record(run_id=f"w{i}", epoch1_samples_per_s=rate + i,
+                             samples_per_s=rate + i, **(named if start == "fork" else {}))
+        r["params"]["multiprocessing_context"] = start
+        r.update(started_at="2026-11-29T00:00:00", finished_at="2026-11-29T00:01:00",
+                 label="pipes", testbed={"id": "t", "name": "t"})
+        recs.append(r)
+    tab = io_pipeline.table(frame(recs)).set_index("multiprocessing_context")
+    assert list(tab["n"]) == [5, 5] and tab.loc["forkserver", "epoch 1, samples/s"] == "637 [635, 639] (94%)"
+    [line] = io_pipeline.one_knob(frame(recs))
+    assert "multiprocessing_context=forkserver x" in line and "beyond the 10% threshold" in line
+    d = rules.diagnose(recs[0], frame(recs[1:]))
+    assert "): stalls, a worker waited 60.4 s" in d.advice
+    assert "multiprocessing_context=forkserver: measured here" in d.advice
+    assert d.try_params == {"multiprocessing_context": "forkserver"}
 
 
 def test_a_row_killed_mid_read_leaves_neither_its_store_nor_its_link_running(tmp_path):

@@ -1,6 +1,6 @@
 """Notebook 10's shard rows as the input-pipeline table: per row (data set, format, store and
-link, workers, prefetch, shard size, cache, how the workers start) over its launches (a sweep run again with
-`--force` adds one to every row), the cold first batch, epoch 1's and epoch 2's samples/s
+link, workers, prefetch, shard size, cache, how the workers start) over its launches (a
+sweep run again with `--force` adds one to every row), the cold first batch, epoch 1's and epoch 2's samples/s
 and the stall seconds of an epoch, each the median of the launches with its 95% interval
 (the order-statistic one, from 5 launches) and n; and the rows that differ from another in
 one knob, compared by the one verdict rule (analysis/sides.py).
@@ -35,14 +35,7 @@ def runs(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty or "shard_format" not in df:
         return pd.DataFrame(columns=ROW)
     ok = df[(df["shard_format"].notna()) & (df.get("status", "ok") == "ok")]
-    return ok.assign(**{c: _column(ok, c) for c in ROW}).copy()
-
-
-def _column(df: pd.DataFrame, name: str):
-    """A ROW column of `df`, BEFORE's value where a record has none."""
-    if name not in df:
-        return BEFORE.get(name)
-    return df[name].fillna(BEFORE[name]) if name in BEFORE else df[name]
+    return ok.assign(**{c: ok[c] if c in ok else None for c in ROW}).fillna(BEFORE)
 
 
 def failed(df: pd.DataFrame) -> pd.DataFrame:
@@ -60,11 +53,9 @@ def failed(df: pd.DataFrame) -> pd.DataFrame:
     for _, r in bad.iterrows():
         params = {k: r.get(k) for k in ("store", "store_endpoint", "link_mibps",
                                         "link_latency_ms")}
-        known = {c: r.get(c) for c in ROW}
-        rows.append({**known, **{c: v for c, v in BEFORE.items() if pd.isna(known[c])},
-                     "link": link_text(SimpleNamespace(**params)),
+        rows.append({**{c: r.get(c) for c in ROW}, "link": link_text(SimpleNamespace(**params)),
                      "error": (str(r.get("error") or "").splitlines() or [""])[-1]})
-    return pd.DataFrame(rows, columns=[*ROW, "error"])
+    return pd.DataFrame(rows, columns=[*ROW, "error"]).fillna(BEFORE)
 
 
 def _cell(values: list[float], fmt: str) -> str:

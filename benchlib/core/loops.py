@@ -106,14 +106,17 @@ class BatchLoader:
 
 
 def shard_loader(dataset: IterableDataset, collate_fn, batch_size: int, num_workers: int,
-                 device: torch.device) -> DataLoader:
-    """A DataLoader over shards (benchlib.shards.for_training), whose library shuffles them
-    and splits them across ranks and workers; its workers started as the data set asks
-    (`worker_start`: Mosaic's from a store, fresh), else forked."""
-    start = getattr(dataset, "worker_start", None) if num_workers else None
+                 device: torch.device, prefetch_factor: int | None = None) -> DataLoader:
+    """A DataLoader over shards (benchlib.shards), whose library shuffles them and splits
+    them across ranks and workers; its workers started as the data set asks (`worker_start`:
+    fork, forkserver or spawn; None: the default, fork), each fetching `prefetch_factor`
+    batches ahead (None: the DataLoader's 2)."""
+    workers = num_workers > 0
     return DataLoader(dataset, batch_size=batch_size, num_workers=num_workers,
                       collate_fn=collate_fn, pin_memory=device.type == "cuda",
-                      multiprocessing_context=start)
+                      prefetch_factor=prefetch_factor if workers else None,
+                      multiprocessing_context=getattr(dataset, "worker_start", None)
+                      if workers else None)
 
 
 def make_loader(dataset, collate_fn, batch_size: int, num_workers: int, device: torch.device,

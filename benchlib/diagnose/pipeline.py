@@ -19,8 +19,8 @@ What it waits on, in this order (the first that holds):
 A worker whose item time or start-up is twice the others' is named: more workers leave
 it in the round-robin, so the advice is about it first. The change that helps is taken
 from records of the same work differing in one knob (num_workers, prefetch_factor,
-shard_mb, cache, multiprocessing_context), judged by the one verdict rule (diagnose.advice.measured), else the
-`--try` command that measures it.
+shard_mb, cache, multiprocessing_context), judged by the one verdict rule
+(diagnose.advice.measured), else the `--try` command that measures it.
 """
 
 from __future__ import annotations

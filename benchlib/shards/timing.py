@@ -26,11 +26,13 @@ DELAY_VAR = "BENCHLIB_INJECT_WORKER_DELAY"  # "ID:MS": worker ID sleeps MS per s
 
 class Timed(IterableDataset):
     """`inner`'s samples, decoded by `decode`, each worker's times written to `folder`;
-    `env` (the store's variables) set in each worker first (benchlib.shards.read.in_worker)."""
+    `env` (the store's variables) set in each worker first (benchlib.shards.read.in_worker);
+    `worker_start` how its DataLoader starts them (benchlib.core.loops.shard_loader)."""
 
-    def __init__(self, inner: Any, decode: Callable, folder: Path, env: dict | None = None):
+    def __init__(self, inner: Any, decode: Callable, folder: Path, env: dict | None = None,
+                 worker_start: str | None = None):
         self.inner, self.decode, self.folder = inner, decode, Path(folder)
-        self.env = env or {}
+        self.env, self.worker_start = env or {}, worker_start
 
     def __iter__(self):
         from benchlib.shards.read import in_worker

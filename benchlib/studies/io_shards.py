@@ -66,12 +66,10 @@ def loader(cfg: Any, ds: Any, index: dict, folder: Path, device: torch.device,
            env: dict[str, str] | None = None) -> DataLoader:
     """A DataLoader over the library's reader, each worker timed into `folder` and given
     the store's variables `env`."""
-    workers = cfg.num_workers
-    return DataLoader(timing.Timed(ds, read.decoder(cfg.variant, index), folder, env),
-                      batch_size=cfg.batch_size, num_workers=workers,
-                      prefetch_factor=cfg.prefetch_factor if workers else None,
-                      multiprocessing_context=cfg.multiprocessing_context if workers else None,
-                      pin_memory=device.type == "cuda")
+    timed = timing.Timed(ds, read.decoder(cfg.variant, index), folder, env,
+                         cfg.multiprocessing_context)
+    return loops.shard_loader(timed, None, cfg.batch_size, cfg.num_workers, device,
+                              cfg.prefetch_factor)
 
 
 def _epoch(times, warmup: int, shard_names: set[str], counted: dict | None,
